@@ -1,0 +1,181 @@
+// Package billing turns usage into invoices. It is pure: it takes samples (or
+// occupancy intervals) and a catalog and returns invoices; it opens no file or
+// socket and reads no clock, so the file path, the embedded store and ClickHouse
+// all bill through exactly this code.
+//
+// The rules are those of billing-semantics v1, restated in docs/billing.md.
+package billing
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/cardhour/cardhour/schemas"
+)
+
+// Key identifies one stream of usage: who (project, user) held which instance of
+// which kind (GPU model and MIG profile, which resolve to a SKU).
+type Key struct {
+	Project    string
+	User       string
+	InstanceID string
+	GPUModel   string
+	Profile    string
+}
+
+// Period is a calendar month in the catalog's time zone: [Start, End).
+type Period struct {
+	Year  int
+	Month time.Month
+	Start time.Time
+	End   time.Time
+}
+
+var periodPattern = regexp.MustCompile(`^(\d{4})-(\d{2})$`)
+
+// ParsePeriod parses "YYYY-MM" as a month in loc.
+func ParsePeriod(s string, loc *time.Location) (Period, error) {
+	m := periodPattern.FindStringSubmatch(s)
+	if m == nil {
+		return Period{}, fmt.Errorf("period %q: want YYYY-MM, e.g. 2026-11", s)
+	}
+	y, _ := strconv.Atoi(m[1])
+	mo, _ := strconv.Atoi(m[2])
+	if mo < 1 || mo > 12 || y < 1970 || y > 9998 {
+		return Period{}, fmt.Errorf("period %q: month out of range", s)
+	}
+	return NewPeriod(y, time.Month(mo), loc), nil
+}
+
+// NewPeriod returns the calendar month y-m in loc.
+func NewPeriod(y int, m time.Month, loc *time.Location) Period {
+	start := time.Date(y, m, 1, 0, 0, 0, 0, loc)
+	return Period{Year: y, Month: m, Start: start, End: start.AddDate(0, 1, 0)}
+}
+
+// String is the period as YYYY-MM.
+func (p Period) String() string { return fmt.Sprintf("%04d-%02d", p.Year, int(p.Month)) }
+
+// StartMS and EndMS are the period bounds in Unix milliseconds.
+func (p Period) StartMS() int64 { return p.Start.UnixMilli() }
+
+// EndMS is the exclusive end of the period in Unix milliseconds.
+func (p Period) EndMS() int64 { return p.End.UnixMilli() }
+
+// MonthIndex is year*12 + month - 1, the index reservations are compared with.
+func (p Period) MonthIndex() int { return p.Year*12 + int(p.Month) - 1 }
+
+// keyState is what the accumulator keeps per key: its sessions (the union of its
+// occupancy with small gaps bridged) and the union of its idle time inside the
+// period. Memory is proportional to sessions and idle runs, not to samples.
+type keyState struct {
+	sessions IntervalSet
+	idle     IntervalSet
+}
+
+// Accumulator collects usage of one billing period. Feed it samples in any order,
+// any number of times; then call Invoices. It is not safe for concurrent use; for
+// parallel input, use one Accumulator per goroutine and Merge them.
+type Accumulator struct {
+	cat    *schemas.Catalog
+	period Period
+	p0, p1 int64 // period bounds, ms
+	lo, hi int64 // samples entirely outside [lo, hi] cannot affect the period
+	tol    int64
+	keys   map[Key]*keyState
+
+	// Stats about what was fed in.
+	Samples    int64 // samples offered
+	Unheld     int64 // samples with an empty project (not billed)
+	OutOfRange int64 // samples too far from the period to affect it
+}
+
+// NewAccumulator prepares to bill period p under catalog cat.
+func NewAccumulator(cat *schemas.Catalog, p Period) *Accumulator {
+	tol := cat.Defaults.GapToleranceMS
+	p0, p1 := p.StartMS(), p.EndMS()
+	return &Accumulator{
+		cat: cat, period: p, p0: p0, p1: p1, tol: tol,
+		// A gap that reaches into the period is bridged only by a piece that ends at
+		// most tol before it starts (or starts at most tol after it ends), so samples
+		// further away than that are irrelevant to this month.
+		lo: p0 - tol, hi: p1 + tol,
+		keys: make(map[Key]*keyState),
+	}
+}
+
+// Period is the period being billed.
+func (a *Accumulator) Period() Period { return a.period }
+
+// Add feeds one validated sample.
+func (a *Accumulator) Add(s *schemas.Sample) {
+	a.Samples++
+	if s.Project == "" {
+		a.Unheld++ // an instance nobody holds bills nobody
+		return
+	}
+	start, end := s.StartMS, s.StartMS+s.IntervalMS
+	if end < a.lo || start > a.hi {
+		a.OutOfRange++
+		return
+	}
+	k := Key{Project: s.Project, User: s.User, InstanceID: s.InstanceID, GPUModel: s.GPUModel, Profile: s.Profile}
+	st := a.state(k)
+	st.sessions.Add(start, end)
+	if IsIdle(a.cat, s) {
+		st.idle.Add(max(start, a.p0), min(end, a.p1))
+	}
+}
+
+// AddOccupancy feeds an already-aggregated occupancy interval of a key (from a
+// store's rollups). idle marks the interval as idle time as well.
+func (a *Accumulator) AddOccupancy(k Key, start, end int64, idle bool) {
+	if k.Project == "" || end <= start || end < a.lo || start > a.hi {
+		return
+	}
+	st := a.state(k)
+	st.sessions.Add(start, end)
+	if idle {
+		st.idle.Add(max(start, a.p0), min(end, a.p1))
+	}
+}
+
+func (a *Accumulator) state(k Key) *keyState {
+	st, ok := a.keys[k]
+	if !ok {
+		st = &keyState{sessions: IntervalSet{Tol: a.tol}, idle: IntervalSet{Tol: 0}}
+		a.keys[k] = st
+	}
+	return st
+}
+
+// IsIdle applies billing-semantics §6 to a held sample: util known and below the
+// project's threshold, or util unknown and no compute process on the instance.
+func IsIdle(cat *schemas.Catalog, s *schemas.Sample) bool {
+	if s.UtilKnown {
+		return s.Util < cat.IdlePolicyFor(s.Project).Threshold
+	}
+	return s.Processes == 0
+}
+
+// Merge adds everything b has seen into a. Both must bill the same period under
+// the same catalog.
+func (a *Accumulator) Merge(b *Accumulator) {
+	for k, bs := range b.keys {
+		as := a.state(k)
+		for _, p := range bs.sessions.Pieces() {
+			as.sessions.Add(p.Start, p.End)
+		}
+		for _, p := range bs.idle.Pieces() {
+			as.idle.Add(p.Start, p.End)
+		}
+	}
+	a.Samples += b.Samples
+	a.Unheld += b.Unheld
+	a.OutOfRange += b.OutOfRange
+}
+
+// Keys is the number of distinct usage keys seen.
+func (a *Accumulator) Keys() int { return len(a.keys) }

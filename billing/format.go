@@ -1,0 +1,190 @@
+package billing
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// The JSON document of billing-semantics §5. Field order is fixed, so the output
+// is byte-identical for identical inputs.
+type jsonResult struct {
+	Period   string        `json:"period"`
+	Currency string        `json:"currency"`
+	Timezone string        `json:"timezone"`
+	Invoices []jsonInvoice `json:"invoices"`
+	Warnings []string      `json:"warnings,omitempty"`
+}
+
+type jsonInvoice struct {
+	Project   string         `json:"project"`
+	Name      string         `json:"name,omitempty"`
+	Funding   string         `json:"funding,omitempty"`
+	InCatalog bool           `json:"in_catalog"`
+	Total     string         `json:"total"`
+	Lines     []jsonLine     `json:"lines"`
+	Unpriced  []jsonUnpriced `json:"unpriced,omitempty"`
+}
+
+type jsonLine struct {
+	Kind           string       `json:"kind"`
+	User           string       `json:"user"`
+	SKU            string       `json:"sku"`
+	Sessions       *int         `json:"sessions,omitempty"`
+	UsedSeconds    *json.Number `json:"used_seconds,omitempty"`
+	CoveredSeconds *json.Number `json:"covered_seconds,omitempty"`
+	BilledSeconds  *int64       `json:"billed_seconds,omitempty"`
+	IdleSeconds    *json.Number `json:"idle_seconds,omitempty"`
+	UnitPrice      string       `json:"unit_price,omitempty"`
+	Term           string       `json:"term,omitempty"`
+	Quantity       int64        `json:"quantity,omitempty"`
+	Billing        string       `json:"billing,omitempty"`
+	Start          string       `json:"start,omitempty"`
+	MonthlyPrice   string       `json:"monthly_price,omitempty"`
+	Amount         string       `json:"amount"`
+}
+
+type jsonUnpriced struct {
+	User        string      `json:"user"`
+	GPUModel    string      `json:"gpu_model"`
+	Profile     string      `json:"profile"`
+	Sessions    int         `json:"sessions"`
+	UsedSeconds json.Number `json:"used_seconds"`
+	IdleSeconds json.Number `json:"idle_seconds"`
+}
+
+func seconds(ms int64) *json.Number {
+	n := json.Number(FormatSeconds(ms))
+	return &n
+}
+
+// WriteJSON writes the result as the JSON document of billing-semantics §5.
+func WriteJSON(w io.Writer, r *Result) error {
+	out := jsonResult{Period: r.Period.String(), Currency: r.Currency, Timezone: r.Timezone,
+		Invoices: []jsonInvoice{}, Warnings: r.Warnings}
+	for _, inv := range r.Invoices {
+		ji := jsonInvoice{Project: inv.Project, Name: inv.Name, Funding: inv.Funding, InCatalog: inv.InCatalog,
+			Total: FormatMoney(inv.Total), Lines: []jsonLine{}}
+		for _, l := range inv.Lines {
+			jl := jsonLine{Kind: l.Kind, User: l.User, SKU: l.SKU, Amount: FormatMoney(l.Amount)}
+			if l.Kind == KindUsage {
+				sessions, billed := l.Sessions, l.BilledSeconds
+				jl.Sessions, jl.BilledSeconds = &sessions, &billed
+				jl.UsedSeconds, jl.CoveredSeconds, jl.IdleSeconds = seconds(l.UsedMS), seconds(l.CoveredMS), seconds(l.IdleMS)
+				jl.UnitPrice = FormatPrice(l.UnitPrice)
+			} else {
+				jl.Term, jl.Quantity, jl.Billing, jl.Start = string(l.Term), l.Quantity, l.Billing, l.Start
+				jl.MonthlyPrice = FormatPrice(l.UnitPrice)
+			}
+			ji.Lines = append(ji.Lines, jl)
+		}
+		for _, u := range inv.Unpriced {
+			ji.Unpriced = append(ji.Unpriced, jsonUnpriced{User: u.User, GPUModel: u.GPUModel, Profile: u.Profile,
+				Sessions: u.Sessions, UsedSeconds: *seconds(u.UsedMS), IdleSeconds: *seconds(u.IdleMS)})
+		}
+		out.Invoices = append(out.Invoices, ji)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(out)
+}
+
+// csvHeader is bilingual: finance offices in China open these files in Excel.
+var csvHeader = []string{
+	"period 账期", "project 项目", "project_name 项目名称", "funding 经费来源", "kind 类型", "user 用户",
+	"sku 规格", "term 期限", "quantity 数量", "sessions 会话数", "used_seconds 使用秒数",
+	"covered_seconds 预留覆盖秒数", "idle_seconds 空闲秒数", "billed_seconds 计费秒数",
+	"unit_price 单价", "amount 金额", "currency 币种",
+}
+
+// WriteCSV writes one row per invoice line, UTF-8 with a byte-order mark so that
+// Excel shows the Chinese headers and names correctly. Unpriced usage gets rows of
+// kind "unpriced" with an empty amount.
+func WriteCSV(w io.Writer, r *Result) error {
+	if _, err := io.WriteString(w, "\uFEFF"); err != nil {
+		return err
+	}
+	cw := csv.NewWriter(w)
+	cw.UseCRLF = true
+	if err := cw.Write(csvHeader); err != nil {
+		return err
+	}
+	period := r.Period.String()
+	for _, inv := range r.Invoices {
+		for _, l := range inv.Lines {
+			row := []string{period, inv.Project, inv.Name, inv.Funding, l.Kind, l.User, l.SKU}
+			if l.Kind == KindUsage {
+				row = append(row, "", "", strconv.Itoa(l.Sessions), FormatSeconds(l.UsedMS), FormatSeconds(l.CoveredMS),
+					FormatSeconds(l.IdleMS), strconv.FormatInt(l.BilledSeconds, 10), FormatPrice(l.UnitPrice))
+			} else {
+				row = append(row, string(l.Term), strconv.FormatInt(l.Quantity, 10), "", "", "", "", "", FormatPrice(l.UnitPrice))
+			}
+			row = append(row, FormatMoney(l.Amount), r.Currency)
+			if err := cw.Write(row); err != nil {
+				return err
+			}
+		}
+		for _, u := range inv.Unpriced {
+			row := []string{period, inv.Project, inv.Name, inv.Funding, "unpriced", u.User, u.GPUModel + " " + u.Profile,
+				"", "", strconv.Itoa(u.Sessions), FormatSeconds(u.UsedMS), "", FormatSeconds(u.IdleMS), "", "", "", r.Currency}
+			if err := cw.Write(row); err != nil {
+				return err
+			}
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// WriteTable writes a plain-text rendering of the invoices for people.
+func WriteTable(w io.Writer, r *Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "Invoices for %s (%s), amounts in %s\n", r.Period, r.Timezone, r.Currency)
+	for _, inv := range r.Invoices {
+		title := inv.Project
+		if inv.Name != "" {
+			title += " — " + inv.Name
+		}
+		if inv.Funding != "" {
+			title += " — funding " + inv.Funding
+		}
+		fmt.Fprintf(tw, "\n%s\n", title)
+		fmt.Fprintln(tw, "kind\tuser\tsku\tsessions\tused h\tcovered h\tidle h\tbilled h\tunit price\tamount\t")
+		for _, l := range inv.Lines {
+			if l.Kind == KindUsage {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", l.Kind, orDash(l.User), l.SKU, l.Sessions,
+					hours(l.UsedMS), hours(l.CoveredMS), hours(l.IdleMS), hours(l.BilledSeconds*1000),
+					FormatPrice(l.UnitPrice)+"/h", FormatMoney(l.Amount))
+			} else {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d × %s\t\t\t\t\t%s\t%s\t\n", l.Kind, "-", l.SKU, l.Quantity,
+					string(l.Term)+" "+l.Billing, FormatPrice(l.UnitPrice)+"/mo", FormatMoney(l.Amount))
+			}
+		}
+		fmt.Fprintf(tw, "total\t\t\t\t\t\t\t\t\t%s\t\n", FormatMoney(inv.Total))
+		for _, u := range inv.Unpriced {
+			fmt.Fprintf(tw, "UNPRICED\t%s\t%s\t%d\t%s\t\t%s\t\t\t-\t\n", orDash(u.User), u.GPUModel+" "+u.Profile,
+				u.Sessions, hours(u.UsedMS), hours(u.IdleMS))
+		}
+	}
+	if len(r.Warnings) > 0 {
+		fmt.Fprintf(tw, "\nwarnings:\n")
+		for _, wmsg := range r.Warnings {
+			fmt.Fprintf(tw, "  %s\n", strings.ReplaceAll(wmsg, "\t", " "))
+		}
+	}
+	return tw.Flush()
+}
+
+func hours(ms int64) string { return strconv.FormatFloat(float64(ms)/3_600_000, 'f', 2, 64) }
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

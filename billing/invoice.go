@@ -1,0 +1,290 @@
+package billing
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/cardhour/cardhour/schemas"
+)
+
+// Line kinds.
+const (
+	KindUsage       = "usage"
+	KindReservation = "reservation"
+)
+
+// Result is everything billed for one period.
+type Result struct {
+	Period   Period
+	Currency string
+	Timezone string
+	Invoices []Invoice
+	Warnings []string
+}
+
+// Invoice is one project's bill for the period.
+type Invoice struct {
+	Project   string
+	Name      string // from the catalog, may be empty
+	Funding   string // from the catalog, may be empty
+	InCatalog bool
+	Total     decimal.Decimal
+	Lines     []Line
+	Unpriced  []UnpricedLine
+	Sessions  []Session // every billed session, for statements and audits
+}
+
+// Line is one invoice line: usage of one (user, SKU), or one reservation.
+type Line struct {
+	Kind          string
+	User          string
+	SKU           string
+	Sessions      int
+	UsedMS        int64
+	CoveredMS     int64
+	IdleMS        int64
+	BilledSeconds int64
+	UnitPrice     decimal.Decimal
+	Amount        decimal.Decimal
+
+	// Reservation lines only.
+	Term     schemas.Term
+	Quantity int64
+	Billing  string
+	Start    string // YYYY-MM
+	Index    int    // position of the reservation in the project's catalog entry
+}
+
+// UnpricedLine is usage whose (gpu_model, profile) matches no SKU. It is reported,
+// never dropped and never priced at zero.
+type UnpricedLine struct {
+	User     string
+	GPUModel string
+	Profile  string
+	Sessions int
+	UsedMS   int64
+	IdleMS   int64
+}
+
+// Session is one billed session after clipping to the period.
+type Session struct {
+	Key           Key
+	SKU           string // empty when unpriced
+	Start, End    int64  // ms
+	CoveredMS     int64
+	IdleMS        int64
+	BilledSeconds int64
+}
+
+// UsedMS is the session's length inside the period.
+func (s *Session) UsedMS() int64 { return s.End - s.Start }
+
+// Invoices computes the period's invoices from everything accumulated so far.
+// The result depends only on the union of the usage fed in, so it is the same
+// whatever the order, duplication or splitting of the input.
+func (a *Accumulator) Invoices() *Result {
+	cat := a.cat
+	res := &Result{Period: a.period, Currency: cat.Currency, Timezone: cat.Timezone}
+
+	// 1. Sessions clipped to the period, grouped by project.
+	byProject := map[string]*Invoice{}
+	invoice := func(project string) *Invoice {
+		inv, ok := byProject[project]
+		if !ok {
+			inv = &Invoice{Project: project}
+			if p, ok := cat.Project(project); ok {
+				inv.Name, inv.Funding, inv.InCatalog = p.Name, p.Funding, true
+			}
+			byProject[project] = inv
+		}
+		return inv
+	}
+	keys := make([]Key, 0, len(a.keys))
+	for k := range a.keys {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareKeys)
+	for _, k := range keys {
+		st := a.keys[k]
+		pieces := st.sessions.Clip(a.p0, a.p1)
+		if len(pieces) == 0 {
+			continue
+		}
+		idle := st.idle.Pieces()
+		skuID := ""
+		if sku, ok := cat.ResolveSKU(k.GPUModel, k.Profile); ok {
+			skuID = sku.ID
+		}
+		inv := invoice(k.Project)
+		j := 0 // idle pieces before idle[j] end before the current session
+		for _, p := range pieces {
+			for j < len(idle) && idle[j].End <= p.Start {
+				j++
+			}
+			end := j
+			for end < len(idle) && idle[end].Start < p.End {
+				end++
+			}
+			inv.Sessions = append(inv.Sessions, Session{
+				Key: k, SKU: skuID, Start: p.Start, End: p.End, IdleMS: overlap([]Interval{p}, idle[j:end]),
+			})
+		}
+	}
+	// Coverage groups point into the final session slices: (project, sku) → sessions.
+	coverage := map[[2]string][]*Session{}
+	for _, inv := range byProject {
+		for i := range inv.Sessions {
+			s := &inv.Sessions[i]
+			if s.SKU != "" {
+				ck := [2]string{s.Key.Project, s.SKU}
+				coverage[ck] = append(coverage[ck], s)
+			}
+		}
+	}
+
+	// 2. Reservations: coverage of concurrent sessions, FIFO by session start.
+	month := a.period.MonthIndex()
+	for ck, sessions := range coverage {
+		q := reservedQuantity(cat, ck[0], ck[1], month)
+		applyCoverage(sessions, q)
+	}
+
+	// 3. Rounding per session, then usage lines per (user, SKU).
+	for _, inv := range byProject {
+		rounding := cat.RoundingFor(inv.Project)
+		type lk struct{ user, sku, model, profile string }
+		lines := map[lk]*Line{}
+		unpriced := map[lk]*UnpricedLine{}
+		for i := range inv.Sessions {
+			s := &inv.Sessions[i]
+			if s.SKU == "" {
+				k := lk{user: s.Key.User, model: s.Key.GPUModel, profile: s.Key.Profile}
+				u, ok := unpriced[k]
+				if !ok {
+					u = &UnpricedLine{User: s.Key.User, GPUModel: s.Key.GPUModel, Profile: s.Key.Profile}
+					unpriced[k] = u
+				}
+				u.Sessions++
+				u.UsedMS += s.UsedMS()
+				u.IdleMS += s.IdleMS
+				continue
+			}
+			s.BilledSeconds = billedSeconds(s.UsedMS()-s.CoveredMS, rounding, cat.Defaults.MinBilledS)
+			k := lk{user: s.Key.User, sku: s.SKU}
+			l, ok := lines[k]
+			if !ok {
+				sku, _ := cat.SKUByID(s.SKU)
+				l = &Line{Kind: KindUsage, User: s.Key.User, SKU: s.SKU, UnitPrice: sku.HourlyPrice}
+				lines[k] = l
+			}
+			l.Sessions++
+			l.UsedMS += s.UsedMS()
+			l.CoveredMS += s.CoveredMS
+			l.IdleMS += s.IdleMS
+			l.BilledSeconds += s.BilledSeconds
+		}
+		for _, l := range lines {
+			l.Amount = UsageAmount(l.BilledSeconds, l.UnitPrice)
+			inv.Lines = append(inv.Lines, *l)
+		}
+		slices.SortFunc(inv.Lines, func(x, y Line) int {
+			return cmp.Or(cmp.Compare(x.User, y.User), cmp.Compare(x.SKU, y.SKU))
+		})
+		for _, u := range unpriced {
+			inv.Unpriced = append(inv.Unpriced, *u)
+		}
+		slices.SortFunc(inv.Unpriced, func(x, y UnpricedLine) int {
+			return cmp.Or(cmp.Compare(x.User, y.User), cmp.Compare(x.GPUModel, y.GPUModel), cmp.Compare(x.Profile, y.Profile))
+		})
+		if len(inv.Unpriced) > 0 {
+			for _, u := range inv.Unpriced {
+				res.Warnings = append(res.Warnings, fmt.Sprintf(
+					"project %q user %q: %s of %s / %s matches no SKU in the catalog and is not priced",
+					inv.Project, u.User, FormatSeconds(u.UsedMS)+" s", u.GPUModel, u.Profile))
+			}
+		}
+		if !inv.InCatalog {
+			res.Warnings = append(res.Warnings, fmt.Sprintf(
+				"project %q is not in the catalog: billed with the catalog defaults", inv.Project))
+		}
+	}
+
+	// 4. Reservation lines, for every reservation active in the period.
+	for i := range cat.Projects {
+		p := &cat.Projects[i]
+		for ri, r := range p.Reservations {
+			if !r.ActiveIn(month) {
+				continue
+			}
+			sku, _ := cat.SKUByID(r.SKU)
+			disc := cat.Discount(sku, r.Term)
+			amount := decimal.Zero
+			switch {
+			case r.Billing == schemas.BillingMonthly:
+				amount = ReservationAmount(sku.MonthlyPrice, 1, disc, r.Quantity)
+			case month == r.StartIndex():
+				amount = ReservationAmount(sku.MonthlyPrice, r.Term.Months(), disc, r.Quantity)
+			}
+			inv := invoice(p.ID)
+			inv.Lines = append(inv.Lines, Line{
+				Kind: KindReservation, SKU: r.SKU, Term: r.Term, Quantity: r.Quantity,
+				Billing: r.Billing, Start: fmt.Sprintf("%04d-%02d", r.StartYear, int(r.StartMonth)),
+				UnitPrice: sku.MonthlyPrice, Amount: amount, Index: ri,
+			})
+		}
+	}
+
+	// 5. Totals: the sum of the rounded line amounts.
+	for _, inv := range byProject {
+		inv.Total = decimal.Zero
+		for _, l := range inv.Lines {
+			inv.Total = inv.Total.Add(l.Amount)
+		}
+		res.Invoices = append(res.Invoices, *inv)
+	}
+	slices.SortFunc(res.Invoices, func(x, y Invoice) int { return cmp.Compare(x.Project, y.Project) })
+	slices.Sort(res.Warnings)
+	return res
+}
+
+func compareKeys(x, y Key) int {
+	return cmp.Or(cmp.Compare(x.Project, y.Project), cmp.Compare(x.User, y.User),
+		cmp.Compare(x.InstanceID, y.InstanceID), cmp.Compare(x.GPUModel, y.GPUModel), cmp.Compare(x.Profile, y.Profile))
+}
+
+// reservedQuantity is Q: the reserved instances of a SKU a project has in a month.
+func reservedQuantity(cat *schemas.Catalog, project, sku string, month int) int64 {
+	p, ok := cat.Project(project)
+	if !ok {
+		return 0
+	}
+	var q int64
+	for _, r := range p.Reservations {
+		if r.SKU == sku && r.ActiveIn(month) {
+			q += r.Quantity
+		}
+	}
+	return q
+}
+
+// billedSeconds applies the rounding rule to a session's uncovered milliseconds.
+func billedSeconds(uncoveredMS int64, rounding schemas.Rounding, minBilledS int64) int64 {
+	if uncoveredMS <= 0 {
+		return 0
+	}
+	var billed int64
+	if rounding == schemas.RoundHour {
+		billed = ceilDiv(uncoveredMS, 3_600_000) * 3600
+	} else {
+		billed = ceilDiv(uncoveredMS, 1000)
+	}
+	return max(billed, minBilledS)
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// FormatSeconds renders milliseconds as seconds with up to three decimals.
+func FormatSeconds(ms int64) string { return string(schemas.AppendSecondsMS(nil, ms)) }

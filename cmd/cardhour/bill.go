@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/schemas"
+)
+
+func runBill(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bill", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	catalogPath := fs.String("catalog", "", "price catalog (YAML)")
+	samplesPath := fs.String("samples", "", "samples in JSON Lines, cardhour.sample.v1 ('-' for standard input)")
+	period := fs.String("period", "", "billing period YYYY-MM (a calendar month in the catalog's time zone)")
+	format := fs.String("format", "json", "output format: json | table | csv")
+	skipInvalid := fs.Bool("skip-invalid", false, "count and report invalid lines instead of stopping at the first")
+	workers := fs.Int("workers", 0, "decoding goroutines (0: one per CPU)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: cardhour bill --catalog FILE --samples FILE.jsonl --period YYYY-MM [--format json|table|csv]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	var problems []string
+	if *catalogPath == "" {
+		problems = append(problems, "--catalog is required")
+	}
+	if *samplesPath == "" {
+		problems = append(problems, "--samples is required")
+	}
+	if *period == "" {
+		problems = append(problems, "--period is required")
+	}
+	switch *format {
+	case "json", "table", "csv":
+	default:
+		problems = append(problems, fmt.Sprintf("--format %q: want json, table or csv", *format))
+	}
+	if len(problems) > 0 {
+		fmt.Fprintln(stderr, "cardhour bill: "+strings.Join(problems, "; "))
+		fs.Usage()
+		return 2
+	}
+
+	cat, err := schemas.LoadCatalog(*catalogPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "cardhour bill: invalid catalog:\n%v\n", err)
+		return 1
+	}
+	p, err := billing.ParsePeriod(*period, cat.Location)
+	if err != nil {
+		fmt.Fprintf(stderr, "cardhour bill: %v\n", err)
+		return 2
+	}
+
+	var in io.Reader = os.Stdin
+	if *samplesPath != "-" {
+		f, err := os.Open(*samplesPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "cardhour bill: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		in = f
+	}
+
+	res, stats, err := billing.BillStream(in, cat, p, schemas.ReadOptions{SkipInvalid: *skipInvalid, Workers: *workers})
+	if err != nil {
+		fmt.Fprintf(stderr, "cardhour bill: %s: %v\n", *samplesPath, err)
+		if !*skipInvalid && stats.InvalidCount > 0 {
+			fmt.Fprintln(stderr, "cardhour bill: no invoice written; fix the line or rerun with --skip-invalid to bill the valid lines")
+		}
+		return 1
+	}
+	if stats.InvalidCount > 0 {
+		fmt.Fprintf(stderr, "cardhour bill: skipped %d invalid line(s) of %d; the first:\n", stats.InvalidCount, stats.Lines)
+		for _, le := range stats.Invalid {
+			fmt.Fprintf(stderr, "  %s:%d: %v\n", *samplesPath, le.Line, le.Err)
+		}
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%d invalid sample line(s) were skipped and not billed", stats.InvalidCount))
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintln(stderr, "cardhour bill: warning:", w)
+	}
+
+	out := bufio.NewWriterSize(stdout, 64<<10)
+	switch *format {
+	case "json":
+		err = billing.WriteJSON(out, res)
+	case "table":
+		err = billing.WriteTable(out, res)
+	case "csv":
+		err = billing.WriteCSV(out, res)
+	}
+	if err == nil {
+		err = out.Flush()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "cardhour bill: cannot write output: %v\n", err)
+		return 1
+	}
+	return 0
+}

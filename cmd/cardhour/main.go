@@ -1,0 +1,62 @@
+// Command cardhour meters GPU and MIG instance use and turns it into invoices.
+// One binary, one subcommand per job; the work is done by the packages beside it.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+type command struct {
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) int
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"bill":     {"compute invoices for a month from a catalog and samples", runBill},
+		"generate": {"write synthetic samples (JSON Lines) for tests and benchmarks", runGenerate},
+		"version":  {"print the version", func(_ []string, out, _ io.Writer) int { fmt.Fprintln(out, "cardhour", version); return 0 }},
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: cardhour <command> [flags]")
+	fmt.Fprintln(w, "\ncommands:")
+	cmds := commands()
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'cardhour <command> -h' for the flags of a command.")
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := commands()[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "cardhour: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	return cmd.run(args[1:], stdout, stderr)
+}

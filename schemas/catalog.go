@@ -1,0 +1,675 @@
+package schemas
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	_ "time/tzdata" // billing periods must resolve on hosts without a zoneinfo database
+
+	"github.com/shopspring/decimal"
+	"gopkg.in/yaml.v3"
+)
+
+// Rounding is how a session's uncovered time becomes billed seconds.
+type Rounding string
+
+// Rounding modes.
+const (
+	RoundSecond Rounding = "second"
+	RoundHour   Rounding = "hour"
+)
+
+// Term is the length of a reservation.
+type Term string
+
+// Reservation terms.
+const (
+	TermMonth   Term = "month"
+	TermQuarter Term = "quarter"
+	TermYear    Term = "year"
+)
+
+// Months returns the number of calendar months a term lasts.
+func (t Term) Months() int {
+	switch t {
+	case TermQuarter:
+		return 3
+	case TermYear:
+		return 12
+	}
+	return 1
+}
+
+// Reservation payment schedules.
+const (
+	BillingUpfront = "upfront"
+	BillingMonthly = "monthly"
+)
+
+// Catalog is a validated price catalog: currency, billing time zone, SKUs with
+// their prices and the projects with their reservations.
+type Catalog struct {
+	Currency  string
+	Timezone  string
+	Location  *time.Location
+	Defaults  Defaults
+	Discounts map[Term]decimal.Decimal // month, quarter, year: fraction off
+	SKUs      []SKU
+	Projects  []Project
+
+	skuByID    map[string]int
+	skuByModel map[[2]string]int
+	projByID   map[string]int
+}
+
+// Defaults apply to every project unless the project overrides them.
+type Defaults struct {
+	Rounding       Rounding
+	GapToleranceMS int64
+	MinBilledS     int64
+	Idle           IdlePolicy
+}
+
+// IdlePolicy decides when a held instance counts as idle and what happens then.
+type IdlePolicy struct {
+	Threshold    float64       // util below this is idle
+	WarnAfter    time.Duration // idle streak longer than this raises a warning
+	ReleaseAfter time.Duration // idle streak longer than this triggers release
+	AutoRelease  bool          // whether release is enabled at all
+}
+
+// DefaultIdlePolicy is the policy of billing-semantics §6.
+var DefaultIdlePolicy = IdlePolicy{Threshold: 0.05, WarnAfter: 30 * time.Minute, ReleaseAfter: 60 * time.Minute}
+
+// SKU is one priced kind of GPU instance.
+type SKU struct {
+	ID           string
+	GPUModel     string
+	Profile      string
+	HourlyPrice  decimal.Decimal
+	MonthlyPrice decimal.Decimal
+	HasMonthly   bool
+	Discounts    map[Term]decimal.Decimal // per-SKU overrides (subset of terms)
+}
+
+// Project is a lab, course or customer that holds instances and gets invoices.
+type Project struct {
+	ID           string
+	Name         string
+	Funding      string
+	Rounding     Rounding // empty: Defaults.Rounding
+	Idle         *IdlePolicy
+	Reservations []Reservation
+}
+
+// Reservation gives a project Quantity instances of a SKU for a term.
+type Reservation struct {
+	SKU        string
+	Quantity   int64
+	Term       Term
+	StartYear  int
+	StartMonth time.Month
+	Billing    string // upfront | monthly
+}
+
+// StartIndex returns the reservation's first month as year*12+month-1.
+func (r Reservation) StartIndex() int { return r.StartYear*12 + int(r.StartMonth) - 1 }
+
+// ActiveIn reports whether the reservation covers the month with index y*12+m-1.
+func (r Reservation) ActiveIn(monthIndex int) bool {
+	s := r.StartIndex()
+	return monthIndex >= s && monthIndex < s+r.Term.Months()
+}
+
+// SKUByID returns the SKU with that id.
+func (c *Catalog) SKUByID(id string) (*SKU, bool) {
+	i, ok := c.skuByID[id]
+	if !ok {
+		return nil, false
+	}
+	return &c.SKUs[i], true
+}
+
+// ResolveSKU finds the SKU priced for (gpu_model, profile).
+func (c *Catalog) ResolveSKU(gpuModel, profile string) (*SKU, bool) {
+	i, ok := c.skuByModel[[2]string{gpuModel, profile}]
+	if !ok {
+		return nil, false
+	}
+	return &c.SKUs[i], true
+}
+
+// Project returns the catalog entry of a project, if it has one.
+func (c *Catalog) Project(id string) (*Project, bool) {
+	i, ok := c.projByID[id]
+	if !ok {
+		return nil, false
+	}
+	return &c.Projects[i], true
+}
+
+// RoundingFor returns the rounding mode in force for a project.
+func (c *Catalog) RoundingFor(project string) Rounding {
+	if p, ok := c.Project(project); ok && p.Rounding != "" {
+		return p.Rounding
+	}
+	return c.Defaults.Rounding
+}
+
+// IdlePolicyFor returns the idle policy in force for a project.
+func (c *Catalog) IdlePolicyFor(project string) IdlePolicy {
+	if p, ok := c.Project(project); ok && p.Idle != nil {
+		return *p.Idle
+	}
+	return c.Defaults.Idle
+}
+
+// Discount returns the fraction off for a term on a SKU: the SKU's override if
+// it has one, else the catalog's.
+func (c *Catalog) Discount(sku *SKU, term Term) decimal.Decimal {
+	if d, ok := sku.Discounts[term]; ok {
+		return d
+	}
+	return c.Discounts[term]
+}
+
+// LoadCatalog reads and validates a catalog file.
+func LoadCatalog(path string) (*Catalog, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read catalog: %w", err)
+	}
+	return ParseCatalog(data, path)
+}
+
+// ParseCatalog validates a catalog document. Every problem is reported at once,
+// each prefixed with name:line and the path of the field.
+func ParseCatalog(data []byte, name string) (*Catalog, error) {
+	if name == "" {
+		name = "catalog"
+	}
+	var root yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&root); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(root.Content) == 0 {
+		return nil, fmt.Errorf("%s: empty document", name)
+	}
+	doc := root.Content[0]
+	v := &catalogValidator{name: name}
+	var raw rawCatalog
+	v.strict(doc, "", &raw)
+	if len(v.errs) > 0 {
+		return nil, errors.Join(v.errs...)
+	}
+	c := v.build(doc, &raw)
+	if len(v.errs) > 0 {
+		return nil, errors.Join(v.errs...)
+	}
+	return c, nil
+}
+
+// ---- raw YAML shape ----
+
+type scalar struct {
+	Value string
+	Line  int
+	Set   bool
+	Kind  yaml.Kind
+}
+
+func (s *scalar) UnmarshalYAML(n *yaml.Node) error {
+	s.Line, s.Set, s.Kind = n.Line, true, n.Kind
+	if n.Kind == yaml.ScalarNode {
+		s.Value = n.Value
+	}
+	return nil
+}
+
+type rawCatalog struct {
+	Currency  scalar      `yaml:"currency"`
+	Timezone  scalar      `yaml:"timezone"`
+	Defaults  yaml.Node   `yaml:"defaults"`
+	Discounts yaml.Node   `yaml:"discounts"`
+	SKUs      []yaml.Node `yaml:"skus"`
+	Projects  []yaml.Node `yaml:"projects"`
+}
+
+type rawDefaults struct {
+	Rounding      scalar    `yaml:"rounding"`
+	GapToleranceS scalar    `yaml:"gap_tolerance_s"`
+	MinBilledS    scalar    `yaml:"min_billed_s"`
+	Idle          yaml.Node `yaml:"idle"`
+}
+
+type rawDiscounts struct {
+	Month   scalar `yaml:"month"`
+	Quarter scalar `yaml:"quarter"`
+	Year    scalar `yaml:"year"`
+}
+
+type rawIdle struct {
+	Threshold    scalar `yaml:"threshold"`
+	WarnAfter    scalar `yaml:"warn_after"`
+	ReleaseAfter scalar `yaml:"release_after"`
+	AutoRelease  scalar `yaml:"auto_release"`
+}
+
+type rawSKU struct {
+	ID           scalar    `yaml:"id"`
+	GPUModel     scalar    `yaml:"gpu_model"`
+	Profile      scalar    `yaml:"profile"`
+	HourlyPrice  scalar    `yaml:"hourly_price"`
+	MonthlyPrice scalar    `yaml:"monthly_price"`
+	Discounts    yaml.Node `yaml:"discounts"`
+}
+
+type rawProject struct {
+	ID           scalar      `yaml:"id"`
+	Name         scalar      `yaml:"name"`
+	Funding      scalar      `yaml:"funding"`
+	Rounding     scalar      `yaml:"rounding"`
+	Idle         yaml.Node   `yaml:"idle"`
+	Reservations []yaml.Node `yaml:"reservations"`
+}
+
+type rawReservation struct {
+	SKU      scalar `yaml:"sku"`
+	Quantity scalar `yaml:"quantity"`
+	Term     scalar `yaml:"term"`
+	Start    scalar `yaml:"start"`
+	Billing  scalar `yaml:"billing"`
+}
+
+// ---- validation ----
+
+type catalogValidator struct {
+	name string
+	errs []error
+}
+
+func (v *catalogValidator) errf(line int, path, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if path != "" {
+		msg = path + ": " + msg
+	}
+	v.errs = append(v.errs, fmt.Errorf("%s:%d: %s", v.name, line, msg))
+}
+
+// yamlFields returns the yaml keys a raw struct accepts.
+func yamlFields(t reflect.Type) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
+		if tag != "" && tag != "-" {
+			out = append(out, tag)
+		}
+	}
+	return out
+}
+
+// strict decodes a mapping node into dst after checking that it has only known
+// keys. Unknown keys are errors (with their line), as in Prometheus' UnmarshalStrict.
+func (v *catalogValidator) strict(n *yaml.Node, path string, dst any) bool {
+	if n.Kind != yaml.MappingNode {
+		v.errf(n.Line, path, "expected a mapping (key: value lines)")
+		return false
+	}
+	allowed := yamlFields(reflect.TypeOf(dst).Elem())
+	ok := true
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		found := false
+		for _, a := range allowed {
+			if a == k.Value {
+				found = true
+				break
+			}
+		}
+		if !found {
+			v.errf(k.Line, join(path, k.Value), "unknown field (allowed: %s)", strings.Join(allowed, ", "))
+			ok = false
+		}
+	}
+	if !ok {
+		return false
+	}
+	if err := n.Decode(dst); err != nil {
+		v.errf(n.Line, path, "%v", err)
+		return false
+	}
+	return true
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func (v *catalogValidator) str(s scalar, path string, required bool) string {
+	if !s.Set {
+		if required {
+			v.errs = append(v.errs, fmt.Errorf("%s: %s: required field is missing", v.name, path))
+		}
+		return ""
+	}
+	if s.Kind != yaml.ScalarNode {
+		v.errf(s.Line, path, "must be a single value, not a list or mapping")
+		return ""
+	}
+	if required && strings.TrimSpace(s.Value) == "" {
+		v.errf(s.Line, path, "must not be empty")
+	}
+	return s.Value
+}
+
+func (v *catalogValidator) missing(line int, path string) {
+	v.errf(line, path, "required field is missing")
+}
+
+func (v *catalogValidator) money(s scalar, path string, lineOfParent int, required bool) (decimal.Decimal, bool) {
+	if !s.Set {
+		if required {
+			v.missing(lineOfParent, path)
+		}
+		return decimal.Zero, false
+	}
+	d, err := decimal.NewFromString(strings.TrimSpace(s.Value))
+	if err != nil || s.Kind != yaml.ScalarNode || strings.ContainsAny(s.Value, "eE") {
+		v.errf(s.Line, path, "%q is not a decimal amount (write it as a string, e.g. \"1.80\")", s.Value)
+		return decimal.Zero, false
+	}
+	if d.Sign() < 0 {
+		v.errf(s.Line, path, "%q must not be negative", s.Value)
+		return decimal.Zero, false
+	}
+	return d, true
+}
+
+func (v *catalogValidator) fraction(s scalar, path string) (decimal.Decimal, bool) {
+	d, err := decimal.NewFromString(strings.TrimSpace(s.Value))
+	if err != nil || s.Kind != yaml.ScalarNode {
+		v.errf(s.Line, path, "%q is not a decimal fraction (e.g. \"0.05\" for 5 %% off)", s.Value)
+		return decimal.Zero, false
+	}
+	if d.Sign() < 0 || d.GreaterThanOrEqual(decimal.NewFromInt(1)) {
+		v.errf(s.Line, path, "%q must be in [0, 1)", s.Value)
+		return decimal.Zero, false
+	}
+	return d, true
+}
+
+func (v *catalogValidator) seconds(s scalar, path string, def int64) int64 {
+	if !s.Set {
+		return def
+	}
+	d, err := decimal.NewFromString(strings.TrimSpace(s.Value))
+	if err != nil || d.Sign() < 0 || s.Kind != yaml.ScalarNode {
+		v.errf(s.Line, path, "%q must be a number of seconds >= 0", s.Value)
+		return def
+	}
+	ms := d.Shift(3)
+	if !ms.IsInteger() {
+		v.errf(s.Line, path, "%q has more than millisecond precision", s.Value)
+		return def
+	}
+	if ms.GreaterThan(decimal.NewFromInt(maxIntMS)) {
+		v.errf(s.Line, path, "%q is too large", s.Value)
+		return def
+	}
+	return ms.IntPart()
+}
+
+func (v *catalogValidator) wholeSeconds(s scalar, path string) int64 {
+	if !s.Set {
+		return 0
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(s.Value), 10, 64)
+	if err != nil || n < 0 || n > maxIntMS/1000 {
+		v.errf(s.Line, path, "%q must be a whole number of seconds >= 0", s.Value)
+		return 0
+	}
+	return n
+}
+
+func (v *catalogValidator) rounding(s scalar, path string) Rounding {
+	if !s.Set {
+		return ""
+	}
+	switch r := Rounding(s.Value); r {
+	case RoundSecond, RoundHour:
+		return r
+	}
+	v.errf(s.Line, path, "%q is not a rounding mode (second | hour)", s.Value)
+	return ""
+}
+
+func (v *catalogValidator) duration(s scalar, path string, def time.Duration) time.Duration {
+	if !s.Set {
+		return def
+	}
+	if n, err := strconv.ParseInt(s.Value, 10, 64); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second
+	}
+	d, err := time.ParseDuration(s.Value)
+	if err != nil || d < 0 {
+		v.errf(s.Line, path, "%q is not a duration (e.g. 30m, 1h, or seconds)", s.Value)
+		return def
+	}
+	return d
+}
+
+func (v *catalogValidator) idle(n *yaml.Node, path string, base IdlePolicy) *IdlePolicy {
+	var r rawIdle
+	if !v.strict(n, path, &r) {
+		return nil
+	}
+	p := base
+	if r.Threshold.Set {
+		f, err := strconv.ParseFloat(r.Threshold.Value, 64)
+		if err != nil || f < 0 || f > 1 {
+			v.errf(r.Threshold.Line, path+".threshold", "%q must be a number in [0,1]", r.Threshold.Value)
+		} else {
+			p.Threshold = f
+		}
+	}
+	p.WarnAfter = v.duration(r.WarnAfter, path+".warn_after", base.WarnAfter)
+	p.ReleaseAfter = v.duration(r.ReleaseAfter, path+".release_after", base.ReleaseAfter)
+	if r.AutoRelease.Set {
+		b, err := strconv.ParseBool(r.AutoRelease.Value)
+		if err != nil {
+			v.errf(r.AutoRelease.Line, path+".auto_release", "%q must be true or false", r.AutoRelease.Value)
+		}
+		p.AutoRelease = b
+	}
+	if p.ReleaseAfter > 0 && p.WarnAfter > p.ReleaseAfter {
+		v.errf(n.Line, path, "warn_after (%s) must not be longer than release_after (%s)", p.WarnAfter, p.ReleaseAfter)
+	}
+	return &p
+}
+
+var (
+	idPattern    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$`)
+	monthPattern = regexp.MustCompile(`^(\d{4})-(\d{2})$`)
+	currencyCode = regexp.MustCompile(`^[A-Z]{3}$`)
+)
+
+func (v *catalogValidator) build(doc *yaml.Node, raw *rawCatalog) *Catalog {
+	c := &Catalog{
+		Discounts:  map[Term]decimal.Decimal{TermMonth: decimal.Zero, TermQuarter: decimal.RequireFromString("0.05"), TermYear: decimal.RequireFromString("0.20")},
+		skuByID:    map[string]int{},
+		skuByModel: map[[2]string]int{},
+		projByID:   map[string]int{},
+	}
+	c.Currency = v.str(raw.Currency, "currency", true)
+	if c.Currency != "" && !currencyCode.MatchString(c.Currency) {
+		v.errf(raw.Currency.Line, "currency", "%q is not an ISO 4217 code such as CNY", c.Currency)
+	}
+	c.Timezone = v.str(raw.Timezone, "timezone", true)
+	if c.Timezone != "" {
+		loc, err := time.LoadLocation(c.Timezone)
+		if err != nil {
+			v.errf(raw.Timezone.Line, "timezone", "%q is not an IANA time zone (e.g. Asia/Shanghai)", c.Timezone)
+		}
+		c.Location = loc
+	}
+
+	c.Defaults = Defaults{Rounding: RoundSecond, GapToleranceMS: 30_000, Idle: DefaultIdlePolicy}
+	if raw.Defaults.Kind != 0 {
+		var d rawDefaults
+		if v.strict(&raw.Defaults, "defaults", &d) {
+			if r := v.rounding(d.Rounding, "defaults.rounding"); r != "" {
+				c.Defaults.Rounding = r
+			}
+			c.Defaults.GapToleranceMS = v.seconds(d.GapToleranceS, "defaults.gap_tolerance_s", 30_000)
+			c.Defaults.MinBilledS = v.wholeSeconds(d.MinBilledS, "defaults.min_billed_s")
+			if d.Idle.Kind != 0 {
+				if p := v.idle(&d.Idle, "defaults.idle", DefaultIdlePolicy); p != nil {
+					c.Defaults.Idle = *p
+				}
+			}
+		}
+	}
+	if raw.Discounts.Kind != 0 {
+		v.discounts(&raw.Discounts, "discounts", c.Discounts)
+	}
+
+	if len(raw.SKUs) == 0 {
+		v.errf(doc.Line, "skus", "at least one SKU is required")
+	}
+	for i := range raw.SKUs {
+		n := &raw.SKUs[i]
+		path := fmt.Sprintf("skus[%d]", i)
+		var r rawSKU
+		if !v.strict(n, path, &r) {
+			continue
+		}
+		s := SKU{
+			ID:       v.str(r.ID, path+".id", true),
+			GPUModel: v.str(r.GPUModel, path+".gpu_model", true),
+			Profile:  v.str(r.Profile, path+".profile", true),
+		}
+		if r.ID.Set && s.ID != "" && !idPattern.MatchString(s.ID) {
+			v.errf(r.ID.Line, path+".id", "%q: use letters, digits and . _ - : / @ +", s.ID)
+		}
+		s.HourlyPrice, _ = v.money(r.HourlyPrice, path+".hourly_price", n.Line, true)
+		s.MonthlyPrice, s.HasMonthly = v.money(r.MonthlyPrice, path+".monthly_price", n.Line, false)
+		if r.Discounts.Kind != 0 {
+			s.Discounts = map[Term]decimal.Decimal{}
+			v.discounts(&r.Discounts, path+".discounts", s.Discounts)
+		}
+		if _, dup := c.skuByID[s.ID]; dup && s.ID != "" {
+			v.errf(n.Line, path+".id", "duplicate SKU id %q", s.ID)
+		}
+		key := [2]string{s.GPUModel, s.Profile}
+		if j, dup := c.skuByModel[key]; dup {
+			v.errf(n.Line, path, "gpu_model %q with profile %q is already priced by SKU %q", s.GPUModel, s.Profile, c.SKUs[j].ID)
+		}
+		c.skuByID[s.ID] = len(c.SKUs)
+		c.skuByModel[key] = len(c.SKUs)
+		c.SKUs = append(c.SKUs, s)
+	}
+
+	for i := range raw.Projects {
+		n := &raw.Projects[i]
+		path := fmt.Sprintf("projects[%d]", i)
+		var r rawProject
+		if !v.strict(n, path, &r) {
+			continue
+		}
+		p := Project{
+			ID:       v.str(r.ID, path+".id", true),
+			Name:     v.str(r.Name, path+".name", false),
+			Funding:  v.str(r.Funding, path+".funding", false),
+			Rounding: v.rounding(r.Rounding, path+".rounding"),
+		}
+		if r.Idle.Kind != 0 {
+			p.Idle = v.idle(&r.Idle, path+".idle", c.Defaults.Idle)
+		}
+		if _, dup := c.projByID[p.ID]; dup && p.ID != "" {
+			v.errf(n.Line, path+".id", "duplicate project id %q", p.ID)
+		}
+		for j := range r.Reservations {
+			rn := &r.Reservations[j]
+			rpath := fmt.Sprintf("%s.reservations[%d]", path, j)
+			var rr rawReservation
+			if !v.strict(rn, rpath, &rr) {
+				continue
+			}
+			res := Reservation{SKU: v.str(rr.SKU, rpath+".sku", true), Billing: BillingUpfront}
+			if res.SKU != "" {
+				if sku, ok := c.SKUByID(res.SKU); !ok {
+					v.errf(rr.SKU.Line, rpath+".sku", "unknown SKU %q", res.SKU)
+				} else if !sku.HasMonthly {
+					v.errf(rr.SKU.Line, rpath+".sku", "SKU %q has no monthly_price, so it cannot be reserved", res.SKU)
+				}
+			}
+			if !rr.Quantity.Set {
+				v.missing(rn.Line, rpath+".quantity")
+			} else if q, err := strconv.ParseInt(rr.Quantity.Value, 10, 64); err != nil || q <= 0 || q > 1_000_000 {
+				v.errf(rr.Quantity.Line, rpath+".quantity", "%q must be a whole number >= 1", rr.Quantity.Value)
+			} else {
+				res.Quantity = q
+			}
+			switch t := Term(rr.Term.Value); {
+			case !rr.Term.Set:
+				v.missing(rn.Line, rpath+".term")
+			case t == TermMonth || t == TermQuarter || t == TermYear:
+				res.Term = t
+			default:
+				v.errf(rr.Term.Line, rpath+".term", "%q is not a term (month | quarter | year)", rr.Term.Value)
+			}
+			if !rr.Start.Set {
+				v.missing(rn.Line, rpath+".start")
+			} else if m := monthPattern.FindStringSubmatch(rr.Start.Value); m == nil {
+				v.errf(rr.Start.Line, rpath+".start", "%q is not a month (YYYY-MM)", rr.Start.Value)
+			} else {
+				y, _ := strconv.Atoi(m[1])
+				mo, _ := strconv.Atoi(m[2])
+				if mo < 1 || mo > 12 || y < 1970 {
+					v.errf(rr.Start.Line, rpath+".start", "%q is not a month (YYYY-MM)", rr.Start.Value)
+				}
+				res.StartYear, res.StartMonth = y, time.Month(mo)
+			}
+			if rr.Billing.Set {
+				switch rr.Billing.Value {
+				case BillingUpfront, BillingMonthly:
+					res.Billing = rr.Billing.Value
+				default:
+					v.errf(rr.Billing.Line, rpath+".billing", "%q is not a payment schedule (upfront | monthly)", rr.Billing.Value)
+				}
+			}
+			p.Reservations = append(p.Reservations, res)
+		}
+		c.projByID[p.ID] = len(c.Projects)
+		c.Projects = append(c.Projects, p)
+	}
+	return c
+}
+
+func (v *catalogValidator) discounts(n *yaml.Node, path string, into map[Term]decimal.Decimal) {
+	var d rawDiscounts
+	if !v.strict(n, path, &d) {
+		return
+	}
+	for _, t := range []struct {
+		s    scalar
+		term Term
+	}{{d.Month, TermMonth}, {d.Quarter, TermQuarter}, {d.Year, TermYear}} {
+		if !t.s.Set {
+			continue
+		}
+		if f, ok := v.fraction(t.s, path+"."+string(t.term)); ok {
+			into[t.term] = f
+		}
+	}
+}

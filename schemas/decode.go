@@ -1,0 +1,679 @@
+package schemas
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"unsafe"
+
+	"github.com/shopspring/decimal"
+)
+
+// Decoder parses cardhour.sample.v1 JSON objects. It is strict (every field of the
+// format must be present with the right type and range, the whole input must be one
+// JSON object) and fast: it does not build an intermediate map, and it interns the
+// low-cardinality strings (node, model, project, …) so that decoding millions of
+// samples does not allocate a string per field.
+//
+// A Decoder is not safe for concurrent use; give each goroutine its own.
+type Decoder struct {
+	scratch []byte
+	intern  map[string]string
+}
+
+// maxInterned bounds the intern table; past it the table starts again empty so a
+// stream of unique strings cannot grow memory without limit.
+const maxInterned = 1 << 16
+
+// NewDecoder returns a Decoder ready for use.
+func NewDecoder() *Decoder {
+	return &Decoder{intern: make(map[string]string, 1024)}
+}
+
+// DecodeSample is a convenience for one-off decoding.
+func DecodeSample(data []byte) (Sample, error) {
+	var s Sample
+	err := NewDecoder().Decode(data, &s)
+	return s, err
+}
+
+const (
+	fTS = 1 << iota
+	fInterval
+	fNode
+	fGPUUUID
+	fGPUModel
+	fInstance
+	fProfile
+	fProject
+	fUser
+	fUtil
+	fMemUsed
+	fMemTotal
+	fProcesses
+	fSchema
+	fUtilSource
+
+	fRequired = fTS | fInterval | fNode | fGPUUUID | fGPUModel | fInstance | fProfile |
+		fProject | fUser | fUtil | fMemUsed | fMemTotal | fProcesses
+)
+
+var requiredOrder = []struct {
+	bit  int
+	name string
+}{
+	{fTS, "ts"}, {fInterval, "interval_s"}, {fNode, "node"}, {fGPUUUID, "gpu_uuid"},
+	{fGPUModel, "gpu_model"}, {fInstance, "instance_id"}, {fProfile, "profile"},
+	{fProject, "project"}, {fUser, "user"}, {fUtil, "util"},
+	{fMemUsed, "mem_used_bytes"}, {fMemTotal, "mem_total_bytes"}, {fProcesses, "processes"},
+}
+
+func fieldBit(key []byte) (int, string) {
+	switch string(key) {
+	case "ts":
+		return fTS, "ts"
+	case "interval_s":
+		return fInterval, "interval_s"
+	case "node":
+		return fNode, "node"
+	case "gpu_uuid":
+		return fGPUUUID, "gpu_uuid"
+	case "gpu_model":
+		return fGPUModel, "gpu_model"
+	case "instance_id":
+		return fInstance, "instance_id"
+	case "profile":
+		return fProfile, "profile"
+	case "project":
+		return fProject, "project"
+	case "user":
+		return fUser, "user"
+	case "util":
+		return fUtil, "util"
+	case "mem_used_bytes":
+		return fMemUsed, "mem_used_bytes"
+	case "mem_total_bytes":
+		return fMemTotal, "mem_total_bytes"
+	case "processes":
+		return fProcesses, "processes"
+	case "schema":
+		return fSchema, "schema"
+	case "util_source":
+		return fUtilSource, "util_source"
+	}
+	return 0, ""
+}
+
+// ErrSyntax marks malformed JSON (as opposed to a well-formed sample out of range).
+var ErrSyntax = errors.New("malformed JSON")
+
+type syntaxError struct {
+	off int
+	msg string
+}
+
+func (e *syntaxError) Error() string {
+	return fmt.Sprintf("malformed JSON at byte %d: %s", e.off+1, e.msg)
+}
+func (e *syntaxError) Unwrap() error { return ErrSyntax }
+
+// Decode parses one JSON object into s. On error s is left in an unspecified state.
+func (d *Decoder) Decode(data []byte, s *Sample) error {
+	*s = Sample{}
+	p := parser{data: data}
+	p.ws()
+	if !p.eat('{') {
+		return p.fail("expected a JSON object")
+	}
+	seen := 0
+	p.ws()
+	if !p.eat('}') {
+		for {
+			p.ws()
+			if p.peek() != '"' {
+				return p.fail("expected a field name")
+			}
+			key, err := p.str(&d.scratch)
+			if err != nil {
+				return err
+			}
+			bit, name := fieldBit(key)
+			p.ws()
+			if !p.eat(':') {
+				return p.fail("expected ':' after field name")
+			}
+			p.ws()
+			if bit != 0 {
+				if seen&bit != 0 {
+					return &FieldError{Field: name, Reason: "appears more than once"}
+				}
+				seen |= bit
+				if err := d.field(&p, bit, name, s); err != nil {
+					return err
+				}
+			} else if err := p.skipValue(0); err != nil {
+				return err
+			}
+			p.ws()
+			if p.eat(',') {
+				continue
+			}
+			if p.eat('}') {
+				break
+			}
+			return p.fail("expected ',' or '}'")
+		}
+	}
+	p.ws()
+	if p.i != len(p.data) {
+		return p.fail("unexpected data after the object")
+	}
+	if missing := fRequired &^ seen; missing != 0 {
+		for _, r := range requiredOrder {
+			if missing&r.bit != 0 {
+				return &FieldError{Field: r.name, Reason: "required field is missing"}
+			}
+		}
+	}
+	return s.Validate()
+}
+
+func (d *Decoder) field(p *parser, bit int, name string, s *Sample) error {
+	switch bit {
+	case fTS:
+		raw, err := d.strField(p, name)
+		if err != nil {
+			return err
+		}
+		ms, err := ParseTimestampMS(raw)
+		if err != nil {
+			return &FieldError{Field: name, Value: quote(raw), Reason: err.Error()}
+		}
+		s.StartMS = ms
+	case fInterval:
+		num, err := p.number()
+		if err != nil {
+			return typeErr(p, err, name, "a number of seconds")
+		}
+		ms, err := secondsToMS(num)
+		if err != nil {
+			return &FieldError{Field: name, Value: string(num), Reason: err.Error()}
+		}
+		s.IntervalMS = ms
+	case fUtil:
+		if p.eatLiteral("null") {
+			return nil
+		}
+		num, err := p.number()
+		if err != nil {
+			return typeErr(p, err, name, "a number in [0,1] or null")
+		}
+		f, perr := strconv.ParseFloat(unsafe.String(&num[0], len(num)), 64)
+		if perr != nil || !(f >= 0 && f <= 1) {
+			return &FieldError{Field: name, Value: string(num), Reason: "must be a number in [0,1] or null"}
+		}
+		s.Util, s.UtilKnown = f, true
+	case fMemUsed, fMemTotal, fProcesses:
+		num, err := p.number()
+		if err != nil {
+			return typeErr(p, err, name, "an integer")
+		}
+		v, ok := parseInt(num)
+		if !ok {
+			return &FieldError{Field: name, Value: string(num), Reason: "must be a non-negative integer"}
+		}
+		switch bit {
+		case fMemUsed:
+			s.MemUsed = v
+		case fMemTotal:
+			s.MemTotal = v
+		default:
+			s.Processes = v
+		}
+	default:
+		raw, err := d.strField(p, name)
+		if err != nil {
+			return err
+		}
+		v := d.internBytes(raw)
+		switch bit {
+		case fNode:
+			s.Node = v
+		case fGPUUUID:
+			s.GPUUUID = v
+		case fGPUModel:
+			s.GPUModel = v
+		case fInstance:
+			s.InstanceID = v
+		case fProfile:
+			s.Profile = v
+		case fProject:
+			s.Project = v
+		case fUser:
+			s.User = v
+		case fSchema:
+			s.SchemaField = v
+		case fUtilSource:
+			s.UtilSource = v
+		}
+	}
+	return nil
+}
+
+func (d *Decoder) strField(p *parser, name string) ([]byte, error) {
+	if p.peek() != '"' {
+		if err := p.skipValue(0); err != nil {
+			return nil, err
+		}
+		return nil, &FieldError{Field: name, Reason: "must be a string"}
+	}
+	return p.str(&d.scratch)
+}
+
+func typeErr(p *parser, err error, name, want string) error {
+	if errors.Is(err, errNotNumber) {
+		start := p.i
+		if serr := p.skipValue(0); serr != nil {
+			return serr
+		}
+		return &FieldError{Field: name, Value: quote(p.data[start:p.i]), Reason: "must be " + want}
+	}
+	return err
+}
+
+func (d *Decoder) internBytes(b []byte) string {
+	if s, ok := d.intern[string(b)]; ok {
+		return s
+	}
+	if len(d.intern) >= maxInterned {
+		clear(d.intern)
+	}
+	s := string(b)
+	d.intern[s] = s
+	return s
+}
+
+func quote(b []byte) string {
+	const limit = 64
+	if len(b) > limit {
+		return strconv.Quote(string(b[:limit])) + "…"
+	}
+	return strconv.Quote(string(b))
+}
+
+// secondsToMS converts a JSON number of seconds to whole milliseconds. The wire
+// format carries at most millisecond precision; finer values are rounded to the
+// nearest millisecond (half away from zero), and a result below 1 ms is rejected.
+func secondsToMS(num []byte) (int64, error) {
+	// Fast path: plain decimal with at most 3 fractional digits.
+	var ip, frac int64
+	i, n := 0, len(num)
+	for i < n && num[i] >= '0' && num[i] <= '9' && i < 15 {
+		ip = ip*10 + int64(num[i]-'0')
+		i++
+	}
+	fast := i > 0 && (i == n || num[i] == '.')
+	if fast && i < n {
+		j, digits := i+1, 0
+		for j < n && num[j] >= '0' && num[j] <= '9' && digits < 3 {
+			frac = frac*10 + int64(num[j]-'0')
+			j++
+			digits++
+		}
+		if j != n || digits == 0 {
+			fast = false
+		}
+		for ; digits < 3; digits++ {
+			frac *= 10
+		}
+	}
+	var ms int64
+	if fast {
+		ms = ip*1000 + frac
+	} else {
+		dv, err := decimal.NewFromString(string(num))
+		if err != nil {
+			return 0, fmt.Errorf("not a number")
+		}
+		dv = dv.Shift(3).Round(0)
+		if !dv.IsInteger() || dv.GreaterThan(decimal.NewFromInt(maxIntMS)) || dv.LessThan(decimal.NewFromInt(-maxIntMS)) {
+			return 0, fmt.Errorf("out of range (at most %d s)", maxIntMS/1000)
+		}
+		ms = dv.IntPart()
+	}
+	if ms <= 0 {
+		return 0, fmt.Errorf("must be > 0 (at least 0.001)")
+	}
+	if ms > maxIntMS {
+		return 0, fmt.Errorf("out of range (at most %d s)", maxIntMS/1000)
+	}
+	return ms, nil
+}
+
+// parseInt accepts a JSON number that is a non-negative integer (1, 1e3, 2.0).
+func parseInt(num []byte) (int64, bool) {
+	var v int64
+	plain := true
+	for _, c := range num {
+		if c < '0' || c > '9' {
+			plain = false
+			break
+		}
+		if v > (math.MaxInt64-9)/10 {
+			plain = false
+			break
+		}
+		v = v*10 + int64(c-'0')
+	}
+	if plain {
+		return v, true
+	}
+	dv, err := decimal.NewFromString(string(num))
+	if err != nil || dv.Sign() < 0 || !dv.IsInteger() || dv.GreaterThan(decimal.NewFromInt(math.MaxInt64)) {
+		return 0, false
+	}
+	return dv.IntPart(), true
+}
+
+// parser is a minimal strict JSON scanner over one value.
+type parser struct {
+	data []byte
+	i    int
+}
+
+var errNotNumber = errors.New("not a number")
+
+func (p *parser) fail(msg string) error { return &syntaxError{off: p.i, msg: msg} }
+
+func (p *parser) ws() {
+	for p.i < len(p.data) {
+		switch p.data[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *parser) peek() byte {
+	if p.i < len(p.data) {
+		return p.data[p.i]
+	}
+	return 0
+}
+
+func (p *parser) eat(c byte) bool {
+	if p.i < len(p.data) && p.data[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+func (p *parser) eatLiteral(lit string) bool {
+	if len(p.data)-p.i >= len(lit) && string(p.data[p.i:p.i+len(lit)]) == lit {
+		p.i += len(lit)
+		return true
+	}
+	return false
+}
+
+// number scans a JSON number and returns its text.
+func (p *parser) number() ([]byte, error) {
+	start := p.i
+	d := p.data
+	i := p.i
+	if i < len(d) && d[i] == '-' {
+		i++
+	}
+	if i >= len(d) {
+		if i > start {
+			p.i = i
+			return nil, p.fail("incomplete number")
+		}
+		return nil, errNotNumber
+	}
+	switch {
+	case d[i] == '0':
+		i++
+	case d[i] >= '1' && d[i] <= '9':
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+	default:
+		if i > start {
+			p.i = i
+			return nil, p.fail("invalid number")
+		}
+		return nil, errNotNumber
+	}
+	if i < len(d) && d[i] == '.' {
+		i++
+		if i >= len(d) || d[i] < '0' || d[i] > '9' {
+			p.i = i
+			return nil, p.fail("invalid number: digit expected after '.'")
+		}
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		if i >= len(d) || d[i] < '0' || d[i] > '9' {
+			p.i = i
+			return nil, p.fail("invalid number: digit expected in exponent")
+		}
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+	}
+	p.i = i
+	return d[start:i], nil
+}
+
+// str scans a JSON string starting at '"' and returns its decoded bytes. The
+// result aliases the input when the string has no escapes, else *scratch.
+func (p *parser) str(scratch *[]byte) ([]byte, error) {
+	p.i++ // opening quote
+	start := p.i
+	d := p.data
+	for i := start; i < len(d); i++ {
+		c := d[i]
+		if c == '"' {
+			p.i = i + 1
+			return d[start:i], nil
+		}
+		if c == '\\' {
+			return p.strSlow(start, scratch)
+		}
+		if c < 0x20 {
+			p.i = i
+			return nil, p.fail("control character in string")
+		}
+		if c >= 0x80 {
+			return p.strSlow(start, scratch)
+		}
+	}
+	p.i = len(d)
+	return nil, p.fail("unterminated string")
+}
+
+func (p *parser) strSlow(start int, scratch *[]byte) ([]byte, error) {
+	buf := (*scratch)[:0]
+	d := p.data
+	i := start
+	for i < len(d) {
+		c := d[i]
+		switch {
+		case c == '"':
+			p.i = i + 1
+			*scratch = buf
+			return buf, nil
+		case c < 0x20:
+			p.i = i
+			return nil, p.fail("control character in string")
+		case c == '\\':
+			if i+1 >= len(d) {
+				p.i = i
+				return nil, p.fail("unterminated escape")
+			}
+			e := d[i+1]
+			i += 2
+			switch e {
+			case '"', '\\', '/':
+				buf = append(buf, e)
+			case 'b':
+				buf = append(buf, '\b')
+			case 'f':
+				buf = append(buf, '\f')
+			case 'n':
+				buf = append(buf, '\n')
+			case 'r':
+				buf = append(buf, '\r')
+			case 't':
+				buf = append(buf, '\t')
+			case 'u':
+				r, ok := hex4(d, i)
+				if !ok {
+					p.i = i
+					return nil, p.fail("invalid \\u escape")
+				}
+				i += 4
+				if r >= 0xD800 && r < 0xDC00 {
+					// High surrogate: a low one must follow to form a pair.
+					if r2, ok := hex4(d, i+2); ok && i+1 < len(d) && d[i] == '\\' && d[i+1] == 'u' && r2 >= 0xDC00 && r2 < 0xE000 {
+						r = 0x10000 + (r-0xD800)<<10 + (r2 - 0xDC00)
+						i += 6
+					} else {
+						r = 0xFFFD
+					}
+				} else if r >= 0xDC00 && r < 0xE000 {
+					r = 0xFFFD
+				}
+				buf = appendRune(buf, r)
+			default:
+				p.i = i - 1
+				return nil, p.fail("invalid escape")
+			}
+		case c < 0x80:
+			buf = append(buf, c)
+			i++
+		default:
+			r, size := decodeRune(d[i:])
+			if r == badRune {
+				p.i = i
+				return nil, p.fail("invalid UTF-8 in string")
+			}
+			buf = append(buf, d[i:i+size]...)
+			i += size
+		}
+	}
+	p.i = len(d)
+	return nil, p.fail("unterminated string")
+}
+
+// skipValue validates and skips any JSON value (for unknown fields).
+func (p *parser) skipValue(depth int) error {
+	if depth > 64 {
+		return p.fail("nesting too deep")
+	}
+	switch c := p.peek(); {
+	case c == '"':
+		var tmp []byte
+		_, err := p.str(&tmp)
+		return err
+	case c == '{':
+		p.i++
+		p.ws()
+		if p.eat('}') {
+			return nil
+		}
+		for {
+			p.ws()
+			if p.peek() != '"' {
+				return p.fail("expected a field name")
+			}
+			var tmp []byte
+			if _, err := p.str(&tmp); err != nil {
+				return err
+			}
+			p.ws()
+			if !p.eat(':') {
+				return p.fail("expected ':'")
+			}
+			p.ws()
+			if err := p.skipValue(depth + 1); err != nil {
+				return err
+			}
+			p.ws()
+			if p.eat(',') {
+				continue
+			}
+			if p.eat('}') {
+				return nil
+			}
+			return p.fail("expected ',' or '}'")
+		}
+	case c == '[':
+		p.i++
+		p.ws()
+		if p.eat(']') {
+			return nil
+		}
+		for {
+			p.ws()
+			if err := p.skipValue(depth + 1); err != nil {
+				return err
+			}
+			p.ws()
+			if p.eat(',') {
+				continue
+			}
+			if p.eat(']') {
+				return nil
+			}
+			return p.fail("expected ',' or ']'")
+		}
+	case c == 't':
+		if p.eatLiteral("true") {
+			return nil
+		}
+	case c == 'f':
+		if p.eatLiteral("false") {
+			return nil
+		}
+	case c == 'n':
+		if p.eatLiteral("null") {
+			return nil
+		}
+	case c == '-' || (c >= '0' && c <= '9'):
+		_, err := p.number()
+		return err
+	}
+	return p.fail("invalid value")
+}
+
+func hex4(d []byte, i int) (rune, bool) {
+	if i+4 > len(d) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range d[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}

@@ -1,0 +1,240 @@
+package schemas
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"sync"
+)
+
+// MaxLineBytes bounds one JSON Lines record; a longer line is an error, not an
+// out-of-memory.
+const MaxLineBytes = 1 << 20
+
+// ReadOptions controls ReadSamples.
+type ReadOptions struct {
+	// SkipInvalid counts and reports invalid lines instead of stopping at the first.
+	SkipInvalid bool
+	// MaxReported bounds how many invalid lines are kept in ReadStats.Invalid.
+	MaxReported int
+	// Workers decodes in parallel (0: GOMAXPROCS). Lines are still delivered to the
+	// sink in chunks; each Sink call gets samples of one chunk in line order.
+	Workers int
+}
+
+// ReadStats summarizes a read.
+type ReadStats struct {
+	Lines        int64 // non-empty lines read
+	Valid        int64
+	InvalidCount int64
+	Invalid      []*LineError // the first MaxReported invalid lines
+}
+
+// Sink consumes decoded samples. ReadSamples calls it from worker goroutines, one
+// call at a time per worker, with the worker index in [0, Workers). A sink can keep
+// per-worker state (an accumulator each) and merge at the end.
+type Sink func(worker int, samples []Sample) error
+
+type chunk struct {
+	firstLine int64
+	data      []byte
+}
+
+type chunkResult struct {
+	lines   int64
+	valid   int64
+	invalid []*LineError
+	count   int64
+}
+
+// ReadSamples reads cardhour.sample.v1 JSON Lines from r and hands the decoded
+// samples to sink. Blank lines are ignored. It streams: memory is bounded by the
+// chunk size times the number of workers, whatever the input size.
+//
+// Without SkipInvalid it stops at the first invalid line (the lowest line number,
+// whatever the worker scheduling) and returns it as a *LineError.
+func ReadSamples(r io.Reader, opt ReadOptions, sink Sink) (ReadStats, error) {
+	workers := opt.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	if opt.MaxReported <= 0 {
+		opt.MaxReported = 20
+	}
+	const chunkSize = 1 << 20
+
+	chunks := make(chan chunk, workers*2)
+	var (
+		mu       sync.Mutex
+		stats    ReadStats
+		firstErr *LineError
+		sinkErr  error
+		stop     = make(chan struct{})
+		stopOnce sync.Once
+	)
+	halt := func() { stopOnce.Do(func() { close(stop) }) }
+
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			dec := NewDecoder()
+			batch := make([]Sample, 0, 4096)
+			for c := range chunks {
+				res := decodeChunk(dec, c, &batch, opt)
+				mu.Lock()
+				stats.Lines += res.lines
+				stats.Valid += res.valid
+				stats.InvalidCount += res.count
+				stats.Invalid = append(stats.Invalid, res.invalid...)
+				if len(stats.Invalid) > 4*opt.MaxReported {
+					sortLineErrors(stats.Invalid)
+					stats.Invalid = stats.Invalid[:opt.MaxReported]
+				}
+				if !opt.SkipInvalid && res.count > 0 {
+					if firstErr == nil || res.invalid[0].Line < firstErr.Line {
+						firstErr = res.invalid[0]
+					}
+				}
+				mu.Unlock()
+				if !opt.SkipInvalid && res.count > 0 {
+					halt()
+					continue
+				}
+				if len(batch) > 0 {
+					if err := sink(w, batch); err != nil {
+						mu.Lock()
+						if sinkErr == nil {
+							sinkErr = err
+						}
+						mu.Unlock()
+						halt()
+					}
+				}
+			}
+		}(w)
+	}
+
+	readErr := splitChunks(r, chunkSize, chunks, stop)
+	close(chunks)
+	wg.Wait()
+
+	sortLineErrors(stats.Invalid)
+	if len(stats.Invalid) > opt.MaxReported {
+		stats.Invalid = stats.Invalid[:opt.MaxReported]
+	}
+	switch {
+	case firstErr != nil:
+		return stats, firstErr
+	case sinkErr != nil:
+		return stats, sinkErr
+	case readErr != nil:
+		return stats, readErr
+	}
+	return stats, nil
+}
+
+// splitChunks cuts the input at line boundaries into chunks of about size bytes.
+func splitChunks(r io.Reader, size int, out chan<- chunk, stop <-chan struct{}) error {
+	br := bufio.NewReaderSize(r, size)
+	line := int64(1)
+	var carry []byte
+	for {
+		buf := make([]byte, 0, size+len(carry)+4096)
+		buf = append(buf, carry...)
+		carry = nil
+		// Fill up to size bytes.
+		for len(buf) < size {
+			n, err := br.Read(buf[len(buf):cap(buf)])
+			buf = buf[:len(buf)+n]
+			if err == io.EOF {
+				if len(buf) > 0 {
+					if !send(out, chunk{firstLine: line, data: buf}, stop) {
+						return nil
+					}
+				}
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("cannot read samples: %w", err)
+			}
+		}
+		// Cut after the last newline; carry the partial line over.
+		cut := bytes.LastIndexByte(buf, '\n')
+		if cut < 0 {
+			if len(buf) > MaxLineBytes {
+				return &LineError{Line: line, Err: fmt.Errorf("line longer than %d bytes", MaxLineBytes)}
+			}
+			carry = buf
+			continue
+		}
+		carry = append(carry, buf[cut+1:]...)
+		data := buf[:cut+1]
+		n := int64(bytes.Count(data, []byte{'\n'}))
+		if !send(out, chunk{firstLine: line, data: data}, stop) {
+			return nil
+		}
+		line += n
+	}
+}
+
+func send(out chan<- chunk, c chunk, stop <-chan struct{}) bool {
+	select {
+	case out <- c:
+		return true
+	case <-stop:
+		return false
+	}
+}
+
+func decodeChunk(dec *Decoder, c chunk, batch *[]Sample, opt ReadOptions) chunkResult {
+	var res chunkResult
+	b := (*batch)[:0]
+	data := c.data
+	line := c.firstLine
+	for len(data) > 0 {
+		nl := bytes.IndexByte(data, '\n')
+		var l []byte
+		if nl < 0 {
+			l, data = data, nil
+		} else {
+			l, data = data[:nl], data[nl+1:]
+		}
+		if len(l) > 0 && l[len(l)-1] == '\r' {
+			l = l[:len(l)-1]
+		}
+		if len(bytes.TrimSpace(l)) > 0 {
+			res.lines++
+			if len(l) > MaxLineBytes {
+				res.count++
+				res.invalid = append(res.invalid, &LineError{Line: line, Err: fmt.Errorf("line longer than %d bytes", MaxLineBytes)})
+			} else {
+				b = append(b, Sample{})
+				if err := dec.Decode(l, &b[len(b)-1]); err != nil {
+					b = b[:len(b)-1]
+					res.count++
+					if len(res.invalid) < opt.MaxReported {
+						res.invalid = append(res.invalid, &LineError{Line: line, Err: err})
+					}
+					if !opt.SkipInvalid {
+						break
+					}
+				} else {
+					res.valid++
+				}
+			}
+		}
+		line++
+	}
+	*batch = b
+	return res
+}
+
+func sortLineErrors(errs []*LineError) {
+	slices.SortFunc(errs, func(a, b *LineError) int { return cmp.Compare(a.Line, b.Line) })
+}

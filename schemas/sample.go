@@ -1,0 +1,107 @@
+// Package schemas holds the contracts between cardhour's stages: the wire format
+// of a usage sample (cardhour.sample.v1), the price catalog, and the JSON Schema
+// files that describe both. Every stage decodes and validates through this package,
+// so a sample means the same thing to the collector, ingest and billing.
+package schemas
+
+import (
+	"fmt"
+	"time"
+)
+
+// SampleSchemaV1 names the only sample format version this build understands.
+const SampleSchemaV1 = "cardhour.sample.v1"
+
+// SampleTopicV1 is the default Kafka topic that carries cardhour.sample.v1.
+const SampleTopicV1 = "cardhour.samples.v1"
+
+// Sample is one observation: during [Start, Start+Interval) the GPU instance
+// InstanceID existed on Node and was held by Project/User (Project empty: not held).
+//
+// Times are kept as integer Unix milliseconds, the precision of the wire format, so
+// that interval arithmetic in billing is exact.
+type Sample struct {
+	StartMS     int64 // ts, Unix milliseconds
+	IntervalMS  int64 // interval_s × 1000, > 0
+	Node        string
+	GPUUUID     string
+	GPUModel    string
+	InstanceID  string
+	Profile     string
+	Project     string
+	User        string
+	Util        float64 // valid only when UtilKnown
+	UtilKnown   bool    // false: util was null (not measurable)
+	MemUsed     int64
+	MemTotal    int64
+	Processes   int64
+	UtilSource  string // optional extra: nvml | gpm | none
+	SchemaField string // optional "schema" field as received (empty when absent)
+}
+
+// EndMS is the exclusive end of the covered interval.
+func (s *Sample) EndMS() int64 { return s.StartMS + s.IntervalMS }
+
+// Time returns ts as a time.Time in UTC.
+func (s *Sample) Time() time.Time { return time.UnixMilli(s.StartMS).UTC() }
+
+// Validate checks the ranges of a sample built in Go (the decoder checks the same
+// rules while parsing). It names the first offending field.
+func (s *Sample) Validate() error {
+	switch {
+	case s.IntervalMS <= 0:
+		return &FieldError{Field: "interval_s", Value: fmt.Sprint(float64(s.IntervalMS) / 1000), Reason: "must be > 0 (at least 0.001)"}
+	case s.StartMS < minUnixMS || s.StartMS > maxUnixMS:
+		return &FieldError{Field: "ts", Value: fmt.Sprint(s.StartMS), Reason: "out of range (years 1970-9999)"}
+	case s.Node == "":
+		return &FieldError{Field: "node", Value: `""`, Reason: "must not be empty"}
+	case s.GPUUUID == "":
+		return &FieldError{Field: "gpu_uuid", Value: `""`, Reason: "must not be empty"}
+	case s.GPUModel == "":
+		return &FieldError{Field: "gpu_model", Value: `""`, Reason: "must not be empty"}
+	case s.InstanceID == "":
+		return &FieldError{Field: "instance_id", Value: `""`, Reason: "must not be empty"}
+	case s.Profile == "":
+		return &FieldError{Field: "profile", Value: `""`, Reason: "must not be empty"}
+	case s.UtilKnown && !(s.Util >= 0 && s.Util <= 1):
+		return &FieldError{Field: "util", Value: fmt.Sprint(s.Util), Reason: "must be in [0,1] or null"}
+	case s.MemUsed < 0:
+		return &FieldError{Field: "mem_used_bytes", Value: fmt.Sprint(s.MemUsed), Reason: "must be >= 0"}
+	case s.MemTotal < 0:
+		return &FieldError{Field: "mem_total_bytes", Value: fmt.Sprint(s.MemTotal), Reason: "must be >= 0"}
+	case s.Processes < 0:
+		return &FieldError{Field: "processes", Value: fmt.Sprint(s.Processes), Reason: "must be >= 0"}
+	case s.SchemaField != "" && s.SchemaField != SampleSchemaV1:
+		return &FieldError{Field: "schema", Value: s.SchemaField, Reason: "unknown sample format version (this build reads " + SampleSchemaV1 + ")"}
+	}
+	return nil
+}
+
+// FieldError is a validation error that names the field and the offending value.
+type FieldError struct {
+	Field  string
+	Value  string
+	Reason string
+}
+
+func (e *FieldError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("field %q: %s", e.Field, e.Reason)
+	}
+	return fmt.Sprintf("field %q: value %s: %s", e.Field, e.Value, e.Reason)
+}
+
+// LineError wraps an error with the 1-based line number of the input it came from.
+type LineError struct {
+	Line int64
+	Err  error
+}
+
+func (e *LineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
+func (e *LineError) Unwrap() error { return e.Err }
+
+const (
+	minUnixMS = 0                   // 1970-01-01T00:00:00Z
+	maxUnixMS = 253402300799999     // 9999-12-31T23:59:59.999Z
+	maxIntMS  = 1000 * 86400 * 3660 // 10 years: the longest interval_s accepted
+)
