@@ -150,6 +150,9 @@ func (d *Decoder) Decode(data []byte, s *Sample) error {
 				}
 				seen |= bit
 				if err := d.field(&p, bit, name, s); err != nil {
+					if _, isSyntax := err.(*syntaxError); isSyntax {
+						return fmt.Errorf("field %q: %w", name, err)
+					}
 					return err
 				}
 			} else if err := p.skipValue(0); err != nil {

@@ -26,7 +26,7 @@ var errTimestamp = errors.New("not an RFC 3339 timestamp (want e.g. 2026-11-01T0
 // truncating it would make two readers disagree.
 func ParseTimestampMS(b []byte) (int64, error) {
 	// YYYY-MM-DDTHH:MM:SS[.fff][Z|±HH:MM]
-	if len(b) < 20 || b[4] != '-' || b[7] != '-' || (b[10] != 'T' && b[10] != 't') || b[13] != ':' || b[16] != ':' {
+	if len(b) < 19 || b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' {
 		return 0, errTimestamp
 	}
 	year, ok1 := digits(b[0:4])
@@ -43,7 +43,7 @@ func ParseTimestampMS(b []byte) (int64, error) {
 	}
 	i := 19
 	var ms int64
-	if b[i] == '.' {
+	if i < len(b) && b[i] == '.' {
 		i++
 		start := i
 		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
@@ -69,7 +69,7 @@ func ParseTimestampMS(b []byte) (int64, error) {
 	}
 	var off int64
 	switch b[i] {
-	case 'Z', 'z':
+	case 'Z':
 		i++
 	case '+', '-':
 		if len(b)-i != 6 || b[i+3] != ':' {

@@ -1,0 +1,629 @@
+#!/usr/bin/env bash
+# Private test services for cardhour: ClickHouse + Kafka (KRaft) on loopback.
+#
+#   services.sh up       start what is missing, wait until it answers, print exports
+#   services.sh down     stop what `up` started (pid files); safe to call twice
+#   services.sh status   say what runs
+#   services.sh env      print the exports written by the last successful `up`
+#   services.sh clean    `down`, then delete data and logs (keeps the Kafka jar cache)
+#
+# See deployments/testenv/README.md for ports, state dir and env vars.
+set -euo pipefail
+
+# ---------------------------------------------------------------- settings
+STATE="${CARDHOUR_TESTENV_DIR:-${HOME:-/tmp}/.cache/cardhour-testenv}"
+HOST=127.0.0.1
+CH_TCP_PORT="${CARDHOUR_TESTENV_CH_PORT:-19000}"
+CH_HTTP_PORT="${CARDHOUR_TESTENV_CH_HTTP_PORT:-18123}"
+CH_TIMEOUT="${CARDHOUR_TESTENV_CH_TIMEOUT:-60}"
+KAFKA_PORT="${CARDHOUR_TESTENV_KAFKA_PORT:-19092}"
+KAFKA_CONTROLLER_PORT="${CARDHOUR_TESTENV_KAFKA_CONTROLLER_PORT:-19093}"
+KAFKA_TIMEOUT="${CARDHOUR_TESTENV_KAFKA_TIMEOUT:-90}"
+KAFKA_VERSION="${CARDHOUR_TESTENV_KAFKA_VERSION:-4.4.0}"
+LOG4J_VERSION="${CARDHOUR_TESTENV_LOG4J_VERSION:-2.25.5}"
+KAFKA_HEAP_OPTS="${CARDHOUR_TESTENV_KAFKA_HEAP:--Xms256m -Xmx512m}"
+
+CH_DIR="$STATE/clickhouse"
+CH_PID="$STATE/clickhouse.pid"
+CH_OUT="$CH_DIR/log/stdout.log"
+CH_LOG="$CH_DIR/log/clickhouse-server.log"
+CH_ERRLOG="$CH_DIR/log/clickhouse-server.err.log"
+
+KAFKA_DIR="$STATE/kafka"
+KAFKA_PID="$STATE/kafka.pid"
+KAFKA_OUT="$KAFKA_DIR/log/server.log"
+KAFKA_JARS="$STATE/kafka-jars/$KAFKA_VERSION"
+KAFKA_PROPS="$KAFKA_DIR/server.properties"
+KAFKA_DATA="$KAFKA_DIR/data"
+
+ENV_FILE="$STATE/env"
+
+# Options for short-lived Kafka CLI JVMs (format, readiness check): start fast.
+TOOL_JAVA_OPTS=(-Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto -Djava.awt.headless=true)
+
+# ---------------------------------------------------------------- helpers
+say() { printf 'testenv: %s\n' "$*" >&2; }
+
+RULE='=========================================================================='
+
+# fail_service NAME REASON LOGFILE...: loud, multi-line error on stderr.
+fail_service() {
+	local name=$1 reason=$2
+	shift 2
+	{
+		echo
+		echo "$RULE"
+		echo "testenv: ERROR: $name could not be started"
+		echo "testenv: reason: $reason"
+		local f
+		for f in "$@"; do
+			[[ -s $f ]] || continue
+			echo "testenv: log: $f"
+			echo "----- last 30 lines of $f -----"
+			tail -n 30 "$f"
+			echo "----- end of $f -----"
+		done
+		echo "testenv: state dir: $STATE"
+		echo "testenv: to start from scratch: $0 clean && $0 up"
+		echo "$RULE"
+		echo
+	} >&2
+}
+
+# pid_alive PIDFILE: true when the pid file names a live process of ours
+# (its command line mentions our state dir, so a recycled pid is not ours).
+pid_alive() {
+	local f=$1 pid
+	[[ -s $f ]] || return 1
+	pid=$(<"$f")
+	[[ $pid =~ ^[0-9]+$ ]] || return 1
+	kill -0 "$pid" 2>/dev/null || return 1
+	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$STATE"
+}
+
+# port_open PORT: something accepts TCP connections on $HOST:PORT.
+port_open() {
+	timeout 2 bash -c "exec 3<>/dev/tcp/$HOST/$1" 2>/dev/null
+}
+
+# addr_reachable HOST:PORT (first of a comma list): quick TCP probe.
+addr_reachable() {
+	local a=${1%%,*} h p
+	h=${a%:*}
+	p=${a##*:}
+	[[ -n $h && -n $p && $p =~ ^[0-9]+$ ]] || return 1
+	timeout 2 bash -c "exec 3<>/dev/tcp/$h/$p" 2>/dev/null
+}
+
+# start_bg PIDFILE OUTFILE CMD...: start CMD in its own session, detached from
+# the caller's terminal and process group; the pid file holds CMD's pid.
+start_bg() {
+	local pidf=$1 out=$2
+	shift 2
+	rm -f "$pidf"
+	[[ -f $out ]] && mv -f "$out" "$out.prev"
+	# shellcheck disable=SC2016 # $$ and "$@" expand in the child shell
+	setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$pidf" "$@" >"$out" 2>&1 </dev/null 9>&- &
+	local _
+	for _ in $(seq 1 50); do
+		[[ -s $pidf ]] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# stop_pid NAME PIDFILE: TERM, wait up to 60 s, then KILL.
+stop_pid() {
+	local name=$1 f=$2 pid _
+	if ! pid_alive "$f"; then
+		rm -f "$f"
+		say "$name: not running"
+		return 0
+	fi
+	pid=$(<"$f")
+	say "$name: stopping pid $pid"
+	kill -TERM "$pid" 2>/dev/null || true
+	for _ in $(seq 1 600); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		say "$name: pid $pid still alive after 60 s, sending KILL"
+		kill -KILL "$pid" 2>/dev/null || true
+		for _ in $(seq 1 50); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+	fi
+	rm -f "$f"
+	say "$name: stopped"
+}
+
+lock() {
+	mkdir -p "$STATE"
+	exec 9>"$STATE/lock"
+	if ! flock -w 300 9; then
+		say "ERROR: another services.sh holds $STATE/lock for more than 300 s"
+		exit 1
+	fi
+}
+
+# ---------------------------------------------------------------- ClickHouse
+CH_SERVER=""
+CH_CLIENT=""
+
+find_clickhouse() {
+	CH_SERVER=$(command -v clickhouse-server || true)
+	[[ -z $CH_SERVER && -x /usr/sbin/clickhouse-server ]] && CH_SERVER=/usr/sbin/clickhouse-server
+	CH_CLIENT=$(command -v clickhouse-client || true)
+	[[ -z $CH_CLIENT && -x /usr/bin/clickhouse-client ]] && CH_CLIENT=/usr/bin/clickhouse-client
+	[[ -n $CH_SERVER && -n $CH_CLIENT ]]
+}
+
+ensure_clickhouse_installed() {
+	find_clickhouse && return 0
+	if [[ $(id -u) -ne 0 ]]; then
+		fail_service ClickHouse "clickhouse-server/clickhouse-client are not installed and we are not root; run: sudo apt-get install -y clickhouse-server clickhouse-client (or set CLICKHOUSE_ADDR to your own server)"
+		return 1
+	fi
+	local log="$STATE/logs/apt.log"
+	mkdir -p "$STATE/logs"
+	say "ClickHouse: installing clickhouse-server clickhouse-client with apt-get (log: $log)"
+	if ! { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y clickhouse-server clickhouse-client; } >"$log" 2>&1; then
+		fail_service ClickHouse "apt-get install clickhouse-server clickhouse-client failed" "$log"
+		return 1
+	fi
+	if ! find_clickhouse; then
+		fail_service ClickHouse "apt-get succeeded but clickhouse-server/clickhouse-client are still not found" "$log"
+		return 1
+	fi
+}
+
+write_clickhouse_config() {
+	mkdir -p "$CH_DIR/etc" "$CH_DIR/data/tmp" "$CH_DIR/data/user_files" "$CH_DIR/data/format_schemas" "$CH_DIR/log"
+	cat >"$CH_DIR/etc/config.xml" <<EOF
+<?xml version="1.0"?>
+<!-- Generated by deployments/testenv/services.sh; rewritten on every 'up'. -->
+<yandex>
+    <logger>
+        <level>information</level>
+        <log>$CH_LOG</log>
+        <errorlog>$CH_ERRLOG</errorlog>
+        <size>100M</size>
+        <count>2</count>
+    </logger>
+    <listen_host>$HOST</listen_host>
+    <tcp_port>$CH_TCP_PORT</tcp_port>
+    <http_port>$CH_HTTP_PORT</http_port>
+    <path>$CH_DIR/data/</path>
+    <tmp_path>$CH_DIR/data/tmp/</tmp_path>
+    <user_files_path>$CH_DIR/data/user_files/</user_files_path>
+    <format_schema_path>$CH_DIR/data/format_schemas/</format_schema_path>
+    <users_config>users.xml</users_config>
+    <default_profile>default</default_profile>
+    <default_database>default</default_database>
+    <timezone>UTC</timezone>
+    <max_connections>1024</max_connections>
+    <keep_alive_timeout>3</keep_alive_timeout>
+    <max_concurrent_queries>100</max_concurrent_queries>
+    <uncompressed_cache_size>268435456</uncompressed_cache_size>
+    <mark_cache_size>268435456</mark_cache_size>
+    <mlock_executable>false</mlock_executable>
+</yandex>
+EOF
+	cat >"$CH_DIR/etc/users.xml" <<'EOF'
+<?xml version="1.0"?>
+<!-- Generated by deployments/testenv/services.sh: passwordless default user, loopback only. -->
+<yandex>
+    <profiles>
+        <default>
+            <max_memory_usage>4000000000</max_memory_usage>
+            <use_uncompressed_cache>0</use_uncompressed_cache>
+            <load_balancing>random</load_balancing>
+        </default>
+    </profiles>
+    <users>
+        <default>
+            <password></password>
+            <networks>
+                <ip>127.0.0.1</ip>
+                <ip>::1</ip>
+            </networks>
+            <profile>default</profile>
+            <quota>default</quota>
+        </default>
+    </users>
+    <quotas>
+        <default>
+            <interval>
+                <duration>3600</duration>
+                <queries>0</queries>
+                <errors>0</errors>
+                <result_rows>0</result_rows>
+                <read_rows>0</read_rows>
+                <execution_time>0</execution_time>
+            </interval>
+        </default>
+    </quotas>
+</yandex>
+EOF
+}
+
+ch_ping() {
+	"$CH_CLIENT" --host "$HOST" --port "$CH_TCP_PORT" -q 'SELECT 1' >/dev/null 2>&1
+}
+
+# clickhouse_start: start (if needed) without waiting. 0 = starting or running.
+clickhouse_start() {
+	ensure_clickhouse_installed || return 1
+	if pid_alive "$CH_PID"; then
+		say "ClickHouse: already running (pid $(<"$CH_PID"))"
+		return 0
+	fi
+	if port_open "$CH_TCP_PORT" || port_open "$CH_HTTP_PORT"; then
+		fail_service ClickHouse "port $HOST:$CH_TCP_PORT or $HOST:$CH_HTTP_PORT is already in use by a process this script did not start; stop it, pick other ports (CARDHOUR_TESTENV_CH_PORT / CARDHOUR_TESTENV_CH_HTTP_PORT) or point CLICKHOUSE_ADDR at it"
+		return 1
+	fi
+	write_clickhouse_config
+	say "ClickHouse: starting $CH_SERVER on $HOST:$CH_TCP_PORT (http $CH_HTTP_PORT), data in $CH_DIR/data"
+	if ! start_bg "$CH_PID" "$CH_OUT" "$CH_SERVER" --config-file="$CH_DIR/etc/config.xml"; then
+		fail_service ClickHouse "process did not start" "$CH_OUT"
+		return 1
+	fi
+}
+
+clickhouse_wait() {
+	local deadline=$((SECONDS + CH_TIMEOUT))
+	while ((SECONDS < deadline)); do
+		if ch_ping; then
+			say "ClickHouse: ready on $HOST:$CH_TCP_PORT ($("$CH_CLIENT" --host "$HOST" --port "$CH_TCP_PORT" -q 'SELECT version()' 2>/dev/null))"
+			return 0
+		fi
+		if ! pid_alive "$CH_PID"; then
+			fail_service ClickHouse "clickhouse-server exited during startup" "$CH_OUT" "$CH_ERRLOG" "$CH_LOG"
+			rm -f "$CH_PID"
+			return 1
+		fi
+		sleep 0.3
+	done
+	fail_service ClickHouse "no answer to 'SELECT 1' on $HOST:$CH_TCP_PORT within ${CH_TIMEOUT}s (still running as pid $(cat "$CH_PID" 2>/dev/null); 'services.sh down' stops it)" "$CH_OUT" "$CH_ERRLOG" "$CH_LOG"
+	return 1
+}
+
+# ---------------------------------------------------------------- Kafka
+java_major() {
+	local v
+	v=$(java -version 2>&1 | sed -n 's/.*version "\([^"]*\)".*/\1/p' | head -n1)
+	v=${v#1.}
+	echo "${v%%[.+-]*}"
+}
+
+ensure_java() {
+	if ! command -v java >/dev/null 2>&1; then
+		fail_service Kafka "java is not installed (Java 17+ needed; Debian: apt-get install -y openjdk-17-jre-headless), or set KAFKA_BROKERS to your own broker"
+		return 1
+	fi
+	local m
+	m=$(java_major)
+	if ! [[ $m =~ ^[0-9]+$ ]] || ((m < 17)); then
+		fail_service Kafka "java is version '$m'; Kafka $KAFKA_VERSION needs Java 17+"
+		return 1
+	fi
+}
+
+ensure_kafka_jars() {
+	[[ -f $KAFKA_JARS/.complete ]] && return 0
+	if ! command -v mvn >/dev/null 2>&1; then
+		fail_service Kafka "Kafka jars are not cached in $KAFKA_JARS and mvn is not installed to fetch them (apt-get install -y maven)"
+		return 1
+	fi
+	local pomdir="$STATE/kafka-jars/pom-$KAFKA_VERSION" log="$STATE/logs/kafka-mvn.log" tmp="$KAFKA_JARS.tmp"
+	mkdir -p "$pomdir" "$STATE/logs"
+	cat >"$pomdir/pom.xml" <<EOF
+<?xml version="1.0" encoding="UTF-8"?>
+<!-- Generated by deployments/testenv/services.sh: the jars of a Kafka broker and its CLI tools. -->
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>cardhour.testenv</groupId>
+  <artifactId>kafka-jars</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$KAFKA_VERSION</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>$KAFKA_VERSION</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>$LOG4J_VERSION</version></dependency>
+  </dependencies>
+</project>
+EOF
+	say "Kafka: fetching kafka_2.13:$KAFKA_VERSION jars with mvn into $KAFKA_JARS (log: $log)"
+	rm -rf "$tmp"
+	if ! mvn -B -q -f "$pomdir/pom.xml" dependency:copy-dependencies \
+		-DoutputDirectory="$tmp" -DincludeScope=runtime >"$log" 2>&1; then
+		rm -rf "$tmp"
+		fail_service Kafka "mvn could not fetch org.apache.kafka:kafka_2.13:$KAFKA_VERSION" "$log"
+		return 1
+	fi
+	if ! compgen -G "$tmp/kafka_2.13-$KAFKA_VERSION.jar" >/dev/null; then
+		rm -rf "$tmp"
+		fail_service Kafka "mvn finished but kafka_2.13-$KAFKA_VERSION.jar is missing" "$log"
+		return 1
+	fi
+	touch "$tmp/.complete"
+	rm -rf "$KAFKA_JARS"
+	mv "$tmp" "$KAFKA_JARS"
+}
+
+write_kafka_config() {
+	mkdir -p "$KAFKA_DIR/log"
+	cat >"$KAFKA_PROPS" <<EOF
+# Generated by deployments/testenv/services.sh; rewritten on every 'up'.
+# Single node, KRaft combined mode (broker + controller), loopback only.
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=$HOST:$KAFKA_CONTROLLER_PORT
+listeners=PLAINTEXT://$HOST:$KAFKA_PORT,CONTROLLER://$HOST:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://$HOST:$KAFKA_PORT,CONTROLLER://$HOST:$KAFKA_CONTROLLER_PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$KAFKA_DATA
+num.partitions=1
+default.replication.factor=1
+min.insync.replicas=1
+auto.create.topics.enable=true
+delete.topic.enable=true
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+num.network.threads=2
+num.io.threads=4
+log.retention.hours=24
+log.segment.bytes=67108864
+EOF
+	cat >"$KAFKA_DIR/log4j2.properties" <<'EOF'
+# Broker logging: INFO to stdout, which services.sh sends to kafka/log/server.log.
+status = warn
+appender.out.type = Console
+appender.out.name = STDOUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = info
+rootLogger.appenderRef.out.ref = STDOUT
+logger.kafka.name = kafka
+logger.kafka.level = info
+logger.request.name = kafka.request.logger
+logger.request.level = warn
+logger.state.name = state.change.logger
+logger.state.level = warn
+logger.clients.name = org.apache.kafka.clients
+logger.clients.level = warn
+EOF
+	cat >"$KAFKA_DIR/tools-log4j2.properties" <<'EOF'
+status = warn
+appender.err.type = Console
+appender.err.name = STDERR
+appender.err.target = SYSTEM_ERR
+appender.err.layout.type = PatternLayout
+appender.err.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = warn
+rootLogger.appenderRef.err.ref = STDERR
+EOF
+}
+
+# kafka_tool CLASS ARGS...: run a Kafka CLI class from the cached jars.
+kafka_tool() {
+	java "${TOOL_JAVA_OPTS[@]}" -Dlog4j2.configurationFile="file:$KAFKA_DIR/tools-log4j2.properties" \
+		-cp "$KAFKA_JARS/*" "$@"
+}
+
+new_cluster_id() {
+	# Kafka's Uuid string form: 16 random bytes, URL-safe base64, no padding,
+	# not starting with '-' (the CLI would read it as an option).
+	local id
+	while :; do
+		id=$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+		[[ $id != -* ]] && break
+	done
+	echo "$id"
+}
+
+# kafka_format: reuse formatted storage when it was made by this config and
+# version; otherwise wipe it and format cleanly.
+kafka_format() {
+	local fp stamp="$KAFKA_DATA/.cardhour-format"
+	fp="$KAFKA_VERSION $(sha256sum <"$KAFKA_PROPS" | cut -d' ' -f1)"
+	if [[ -f $KAFKA_DATA/meta.properties && -f $stamp && $(<"$stamp") == "$fp" ]]; then
+		return 0
+	fi
+	local log="$KAFKA_DIR/log/format.log" cid
+	cid=$(new_cluster_id)
+	say "Kafka: formatting storage in $KAFKA_DATA (cluster id $cid)"
+	rm -rf "$KAFKA_DATA"
+	mkdir -p "$KAFKA_DATA"
+	if ! kafka_tool kafka.tools.StorageTool format --standalone -t "$cid" -c "$KAFKA_PROPS" >"$log" 2>&1; then
+		fail_service Kafka "kafka.tools.StorageTool format failed" "$log"
+		return 1
+	fi
+	echo "$fp" >"$stamp"
+}
+
+kafka_start() {
+	ensure_java || return 1
+	ensure_kafka_jars || return 1
+	if pid_alive "$KAFKA_PID"; then
+		say "Kafka: already running (pid $(<"$KAFKA_PID"))"
+		return 0
+	fi
+	if port_open "$KAFKA_PORT" || port_open "$KAFKA_CONTROLLER_PORT"; then
+		fail_service Kafka "port $HOST:$KAFKA_PORT or $HOST:$KAFKA_CONTROLLER_PORT is already in use by a process this script did not start; stop it, pick other ports (CARDHOUR_TESTENV_KAFKA_PORT / CARDHOUR_TESTENV_KAFKA_CONTROLLER_PORT) or point KAFKA_BROKERS at it"
+		return 1
+	fi
+	write_kafka_config
+	kafka_format || return 1
+	say "Kafka: starting $KAFKA_VERSION (KRaft, single node) on $HOST:$KAFKA_PORT, data in $KAFKA_DATA"
+	# shellcheck disable=SC2086 # KAFKA_HEAP_OPTS is a list of JVM flags
+	if ! start_bg "$KAFKA_PID" "$KAFKA_OUT" java $KAFKA_HEAP_OPTS \
+		-XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
+		-XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true \
+		-Dlog4j2.configurationFile="file:$KAFKA_DIR/log4j2.properties" \
+		-cp "$KAFKA_JARS/*" kafka.Kafka "$KAFKA_PROPS"; then
+		fail_service Kafka "process did not start" "$KAFKA_OUT"
+		return 1
+	fi
+}
+
+kafka_wait() {
+	local deadline=$((SECONDS + KAFKA_TIMEOUT))
+	# 1. the broker listener accepts connections
+	while ! port_open "$KAFKA_PORT"; do
+		if ! pid_alive "$KAFKA_PID"; then
+			fail_service Kafka "the Kafka JVM exited during startup" "$KAFKA_OUT"
+			rm -f "$KAFKA_PID"
+			return 1
+		fi
+		if ((SECONDS >= deadline)); then
+			fail_service Kafka "$HOST:$KAFKA_PORT not listening within ${KAFKA_TIMEOUT}s (still running as pid $(cat "$KAFKA_PID" 2>/dev/null); 'services.sh down' stops it)" "$KAFKA_OUT"
+			return 1
+		fi
+		sleep 0.3
+	done
+	# 2. it serves metadata: an Admin client lists topics
+	local left=$((deadline - SECONDS)) log="$KAFKA_DIR/log/readiness.log"
+	((left < 5)) && left=5
+	if ! timeout "$left" java "${TOOL_JAVA_OPTS[@]}" \
+		-Dlog4j2.configurationFile="file:$KAFKA_DIR/tools-log4j2.properties" -cp "$KAFKA_JARS/*" \
+		org.apache.kafka.tools.TopicCommand --bootstrap-server "$HOST:$KAFKA_PORT" --list >"$log" 2>&1; then
+		fail_service Kafka "broker on $HOST:$KAFKA_PORT did not answer a metadata request (TopicCommand --list) within ${KAFKA_TIMEOUT}s" "$log" "$KAFKA_OUT"
+		return 1
+	fi
+	say "Kafka: ready on $HOST:$KAFKA_PORT"
+}
+
+# ---------------------------------------------------------------- commands
+cmd_up() {
+	lock
+	mkdir -p "$STATE/logs"
+	rm -f "$ENV_FILE"
+	local ch_addr="" ch_http="" kafka_addr="" ch_ext="" kafka_ext="" failed=()
+
+	if [[ -n ${CLICKHOUSE_ADDR:-} ]]; then
+		ch_addr=$CLICKHOUSE_ADDR ch_http=${CLICKHOUSE_HTTP_ADDR:-} ch_ext=1
+		say "ClickHouse: CLICKHOUSE_ADDR=$ch_addr is set; not starting one"
+		addr_reachable "$ch_addr" || say "WARNING: ClickHouse at $ch_addr does not accept TCP connections"
+	fi
+	if [[ -n ${KAFKA_BROKERS:-} ]]; then
+		kafka_addr=$KAFKA_BROKERS kafka_ext=1
+		say "Kafka: KAFKA_BROKERS=$kafka_addr is set; not starting one"
+		addr_reachable "$kafka_addr" || say "WARNING: Kafka at $kafka_addr does not accept TCP connections"
+	fi
+
+	# Start both first, then wait for both: the startups overlap.
+	local ch_started="" kafka_started=""
+	if [[ -z $ch_ext ]]; then
+		if clickhouse_start; then ch_started=1; else failed+=(ClickHouse); fi
+	fi
+	if [[ -z $kafka_ext ]]; then
+		if kafka_start; then kafka_started=1; else failed+=(Kafka); fi
+	fi
+	if [[ -n $ch_started ]]; then
+		if clickhouse_wait; then
+			ch_addr="$HOST:$CH_TCP_PORT" ch_http="$HOST:$CH_HTTP_PORT"
+		else
+			failed+=(ClickHouse)
+		fi
+	fi
+	if [[ -n $kafka_started ]]; then
+		if kafka_wait; then kafka_addr="$HOST:$KAFKA_PORT"; else failed+=(Kafka); fi
+	fi
+
+	# The env file holds what is usable, even after a partial failure.
+	{
+		# CLICKHOUSE_HTTP_ADDR (HTTP interface) first: the last two lines are
+		# CLICKHOUSE_ADDR (native TCP) and KAFKA_BROKERS.
+		[[ -n $ch_http ]] && printf 'export CLICKHOUSE_HTTP_ADDR=%q\n' "$ch_http"
+		[[ -n $ch_addr ]] && printf 'export CLICKHOUSE_ADDR=%q\n' "$ch_addr"
+		[[ -n $kafka_addr ]] && printf 'export KAFKA_BROKERS=%q\n' "$kafka_addr"
+		true
+	} >"$ENV_FILE.tmp"
+	mv -f "$ENV_FILE.tmp" "$ENV_FILE"
+
+	if ((${#failed[@]})); then
+		{
+			echo "$RULE"
+			echo "testenv: FAILED to start: ${failed[*]} (details above; 'services.sh down' stops whatever did start)"
+			echo "$RULE"
+		} >&2
+		exit 1
+	fi
+	cat "$ENV_FILE"
+}
+
+cmd_down() {
+	lock
+	stop_pid Kafka "$KAFKA_PID"
+	stop_pid ClickHouse "$CH_PID"
+	rm -f "$ENV_FILE"
+}
+
+cmd_status() {
+	local rc=0
+	if pid_alive "$CH_PID"; then
+		find_clickhouse || true
+		if [[ -n $CH_CLIENT ]] && ch_ping; then
+			echo "ClickHouse: running (pid $(<"$CH_PID")) on $HOST:$CH_TCP_PORT, answering"
+		else
+			echo "ClickHouse: running (pid $(<"$CH_PID")) on $HOST:$CH_TCP_PORT, NOT answering yet"
+		fi
+	else
+		echo "ClickHouse: not running (log: $CH_DIR/log)"
+		rc=3
+	fi
+	if pid_alive "$KAFKA_PID"; then
+		if port_open "$KAFKA_PORT"; then
+			echo "Kafka: running (pid $(<"$KAFKA_PID")) on $HOST:$KAFKA_PORT, listening"
+		else
+			echo "Kafka: running (pid $(<"$KAFKA_PID")) on $HOST:$KAFKA_PORT, NOT listening yet"
+		fi
+	else
+		echo "Kafka: not running (log: $KAFKA_OUT)"
+		rc=3
+	fi
+	[[ -n ${CLICKHOUSE_HTTP_ADDR:-} ]] && echo "CLICKHOUSE_HTTP_ADDR=$CLICKHOUSE_HTTP_ADDR is set in this environment"
+	[[ -n ${CLICKHOUSE_ADDR:-} ]] && echo "CLICKHOUSE_ADDR=$CLICKHOUSE_ADDR is set in this environment (external ClickHouse)"
+	[[ -n ${KAFKA_BROKERS:-} ]] && echo "KAFKA_BROKERS=$KAFKA_BROKERS is set in this environment (external Kafka)"
+	echo "state dir: $STATE"
+	return $rc
+}
+
+cmd_env() {
+	if [[ ! -s $ENV_FILE ]]; then
+		say "no $ENV_FILE: run 'services.sh up' first"
+		exit 1
+	fi
+	cat "$ENV_FILE"
+}
+
+cmd_clean() {
+	cmd_down
+	say "removing $CH_DIR $KAFKA_DIR $STATE/logs (the jar cache $STATE/kafka-jars stays)"
+	rm -rf "$CH_DIR" "$KAFKA_DIR" "$STATE/logs"
+}
+
+usage() {
+	echo "usage: $0 up|down|status|env|clean" >&2
+	exit 2
+}
+
+case "${1:-}" in
+up) cmd_up ;;
+down) cmd_down ;;
+status) cmd_status ;;
+env) cmd_env ;;
+clean) cmd_clean ;;
+*) usage ;;
+esac

@@ -1,0 +1,304 @@
+package schemas
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+const validLine = `{"ts":"2026-11-01T08:00:00.250+08:00","interval_s":10,"node":"gpu-01","gpu_uuid":"GPU-1","gpu_model":"NVIDIA A100-SXM4-80GB","instance_id":"MIG-1","profile":"1g.10gb","project":"nlp-lab","user":"2023110042","util":null,"mem_used_bytes":1024,"mem_total_bytes":10737418240,"processes":1}`
+
+func TestDecodeValid(t *testing.T) {
+	s, err := DecodeSample([]byte(validLine))
+	require.NoError(t, err)
+	require.Equal(t, time.Date(2026, 11, 1, 0, 0, 0, 250e6, time.UTC).UnixMilli(), s.StartMS)
+	require.EqualValues(t, 10_000, s.IntervalMS)
+	require.Equal(t, "gpu-01", s.Node)
+	require.Equal(t, "MIG-1", s.InstanceID)
+	require.Equal(t, "nlp-lab", s.Project)
+	require.Equal(t, "2023110042", s.User)
+	require.False(t, s.UtilKnown)
+	require.EqualValues(t, 1024, s.MemUsed)
+	require.EqualValues(t, 10737418240, s.MemTotal)
+	require.EqualValues(t, 1, s.Processes)
+}
+
+func TestDecodeVariants(t *testing.T) {
+	f := func(mod func(string) string, check func(*testing.T, Sample)) {
+		t.Helper()
+		s, err := DecodeSample([]byte(mod(validLine)))
+		require.NoError(t, err)
+		check(t, s)
+	}
+	// Fractional interval, rounded to the millisecond.
+	f(func(l string) string { return strings.Replace(l, `"interval_s":10`, `"interval_s":2.5`, 1) },
+		func(t *testing.T, s Sample) { require.EqualValues(t, 2500, s.IntervalMS) })
+	f(func(l string) string { return strings.Replace(l, `"interval_s":10`, `"interval_s":0.30000000000000004`, 1) },
+		func(t *testing.T, s Sample) { require.EqualValues(t, 300, s.IntervalMS) })
+	f(func(l string) string { return strings.Replace(l, `"interval_s":10`, `"interval_s":1e1`, 1) },
+		func(t *testing.T, s Sample) { require.EqualValues(t, 10_000, s.IntervalMS) })
+	// Known utilisation, UTC "Z", unknown extra fields, schema field, escapes.
+	f(func(l string) string {
+		l = strings.Replace(l, `"util":null`, `"util":0.75,"util_source":"gpm","extra":{"a":[1,2,{"b":null}]}`, 1)
+		l = strings.Replace(l, `"ts":"2026-11-01T08:00:00.250+08:00"`, `"schema":"cardhour.sample.v1","ts":"2026-11-01T00:00:00.25Z"`, 1)
+		return strings.Replace(l, `"user":"2023110042"`, `"user":"\u5f20\u4e09 \"zs\""`, 1)
+	}, func(t *testing.T, s Sample) {
+		require.True(t, s.UtilKnown)
+		require.InDelta(t, 0.75, s.Util, 0)
+		require.Equal(t, "gpm", s.UtilSource)
+		require.Equal(t, `张三 "zs"`, s.User)
+		require.Equal(t, time.Date(2026, 11, 1, 0, 0, 0, 250e6, time.UTC).UnixMilli(), s.StartMS)
+	})
+	// Whitespace around everything, empty project (not held).
+	f(func(l string) string {
+		return " { " + strings.ReplaceAll(strings.Replace(l[1:len(l)-1], `"project":"nlp-lab"`, `"project":""`, 1), ",", " ,\t") + " } "
+	}, func(t *testing.T, s Sample) { require.Empty(t, s.Project) })
+}
+
+func TestDecodeInvalid(t *testing.T) {
+	f := func(line, wantErr string) {
+		t.Helper()
+		_, err := DecodeSample([]byte(line))
+		require.Error(t, err, line)
+		require.Contains(t, err.Error(), wantErr, line)
+	}
+	r := func(old, new string) string { return strings.Replace(validLine, old, new, 1) }
+	f(``, "expected a JSON object")
+	f(`[]`, "expected a JSON object")
+	f(validLine[:len(validLine)-10], "malformed JSON")
+	f(validLine+`x`, "unexpected data after the object")
+	f(validLine+validLine, "unexpected data after the object")
+	f(r(`"interval_s":10`, `"interval_s":-10`), `field "interval_s": value -10: must be > 0`)
+	f(r(`"interval_s":10`, `"interval_s":0`), `field "interval_s": value 0: must be > 0`)
+	f(r(`"interval_s":10`, `"interval_s":0.0004`), `field "interval_s"`)
+	f(r(`"interval_s":10`, `"interval_s":"10"`), `field "interval_s": value "\"10\"": must be a number`)
+	f(r(`"interval_s":10`, `"interval_s":1e300`), `field "interval_s": value 1e300: out of range`)
+	f(r(`"interval_s":10,`, ``), `field "interval_s": required field is missing`)
+	f(r(`"ts":"2026-11-01T08:00:00.250+08:00",`, ``), `field "ts": required field is missing`)
+	f(r(`"ts":"2026-11-01T08:00:00.250+08:00"`, `"ts":"2026-11-01 08:00:00"`), `field "ts"`)
+	f(r(`"ts":"2026-11-01T08:00:00.250+08:00"`, `"ts":"2026-11-01T08:00:00"`), `missing time zone offset`)
+	f(r(`"ts":"2026-11-01T08:00:00.250+08:00"`, `"ts":"2026-02-30T08:00:00Z"`), `date or time out of range`)
+	f(r(`"ts":"2026-11-01T08:00:00.250+08:00"`, `"ts":"2026-11-01T08:00:00.2501Z"`), `more than millisecond precision`)
+	f(r(`"ts":"2026-11-01T08:00:00.250+08:00"`, `"ts":1700000000`), `field "ts": must be a string`)
+	f(r(`"util":null`, `"util":1.5`), `field "util": value 1.5: must be a number in [0,1] or null`)
+	f(r(`"util":null`, `"util":-0.1`), `field "util"`)
+	f(r(`"util":null`, `"util":"high"`), `field "util"`)
+	f(r(`"util":null,`, ``), `field "util": required field is missing`)
+	f(r(`"processes":1`, `"processes":-1`), `field "processes": value -1: must be a non-negative integer`)
+	f(r(`"processes":1`, `"processes":1.5`), `field "processes"`)
+	f(r(`"mem_used_bytes":1024`, `"mem_used_bytes":99999999999999999999`), `field "mem_used_bytes"`)
+	f(r(`"project":"nlp-lab"`, `"project":null`), `field "project": must be a string`)
+	f(r(`"project":"nlp-lab"`, `"project":7`), `field "project": must be a string`)
+	f(r(`"instance_id":"MIG-1"`, `"instance_id":""`), `field "instance_id": value "": must not be empty`)
+	f(r(`"gpu_model":"NVIDIA A100-SXM4-80GB"`, `"gpu_model":""`), `field "gpu_model"`)
+	f(r(`"node":"gpu-01"`, `"node":"gpu-01","node":"gpu-02"`), `field "node": appears more than once`)
+	f(`{"schema":"cardhour.sample.v2",`+validLine[1:], `unknown sample format version`)
+	f(r(`"user":"2023110042"`, "\"user\":\"a\x01b\""), "control character")
+	f(r(`"user":"2023110042"`, "\"user\":\"a\xffb\""), "invalid UTF-8")
+	f(r(`"user":"2023110042"`, `"user":"a\qb"`), "invalid escape")
+	f(r(`"processes":1`, `"processes":01`), "malformed JSON")
+	f(r(`"util":null`, `"util":nul`), `field "util"`)
+	f(`{"a":`+strings.Repeat("[", 100)+strings.Repeat("]", 100)+`}`, "nesting too deep")
+}
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	in := Sample{StartMS: 1793491200123, IntervalMS: 2500, Node: "n\"1", GPUUUID: "GPU-x", GPUModel: "NVIDIA H100 80GB HBM3",
+		InstanceID: "MIG-y", Profile: "3g.40gb", Project: "课题组", User: "u\n1", Util: 0.125, UtilKnown: true,
+		MemUsed: 1 << 40, MemTotal: 1 << 41, Processes: 3, UtilSource: "gpm", SchemaField: SampleSchemaV1}
+	line := in.AppendJSON(nil)
+	out, err := DecodeSample(line)
+	require.NoError(t, err)
+	require.Equal(t, in, out)
+	// encoding/json agrees that it is valid JSON with the same values.
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(line, &m))
+	require.Equal(t, "2026-11-01T00:00:00.123Z", m["ts"])
+	require.InDelta(t, 2.5, m["interval_s"], 0)
+}
+
+// refSample decodes with encoding/json, applying the format's rules by hand; the
+// fuzzer checks that the fast decoder accepts exactly the same documents.
+func refDecode(data []byte) (Sample, bool) {
+	var m map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil || m == nil || dec.More() {
+		return Sample{}, false
+	}
+	var s Sample
+	str := func(k string, dst *string) bool {
+		raw, ok := m[k]
+		if !ok {
+			return false
+		}
+		return json.Unmarshal(raw, dst) == nil && bytes.HasPrefix(bytes.TrimSpace(raw), []byte(`"`))
+	}
+	var ts string
+	if !str("ts", &ts) || !str("node", &s.Node) || !str("gpu_uuid", &s.GPUUUID) || !str("gpu_model", &s.GPUModel) ||
+		!str("instance_id", &s.InstanceID) || !str("profile", &s.Profile) || !str("project", &s.Project) || !str("user", &s.User) {
+		return Sample{}, false
+	}
+	if raw, ok := m["schema"]; ok && !str("schema", &s.SchemaField) {
+		_ = raw
+		return Sample{}, false
+	}
+	if _, ok := m["util_source"]; ok && !str("util_source", &s.UtilSource) {
+		return Sample{}, false
+	}
+	tm, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil || tm.Nanosecond()%1e6 != 0 || !strings.Contains(ts, "T") {
+		return Sample{}, false
+	}
+	s.StartMS = tm.UnixMilli()
+	num := func(k string) (float64, bool) {
+		var n json.Number
+		if json.Unmarshal(m[k], &n) != nil {
+			return 0, false
+		}
+		f, err := n.Float64()
+		return f, err == nil
+	}
+	iv, ok := num("interval_s")
+	if !ok || math.Round(iv*1000) < 1 || iv > maxIntMS/1000 {
+		return Sample{}, false
+	}
+	s.IntervalMS = int64(math.Round(iv * 1000))
+	if string(bytes.TrimSpace(m["util"])) != "null" {
+		u, ok := num("util")
+		if !ok || u < 0 || u > 1 {
+			return Sample{}, false
+		}
+		s.Util, s.UtilKnown = u, true
+	}
+	for _, f := range []struct {
+		k   string
+		dst *int64
+	}{{"mem_used_bytes", &s.MemUsed}, {"mem_total_bytes", &s.MemTotal}, {"processes", &s.Processes}} {
+		v, ok := num(f.k)
+		if !ok || v < 0 || v != math.Trunc(v) || v >= 1<<53 {
+			return Sample{}, false
+		}
+		*f.dst = int64(v)
+	}
+	if s.Validate() != nil {
+		return Sample{}, false
+	}
+	return s, true
+}
+
+func FuzzDecodeSample(f *testing.F) {
+	f.Add([]byte(validLine))
+	f.Add([]byte(strings.Replace(validLine, `"util":null`, `"util":0.5,"x":[true,false,{}]`, 1)))
+	f.Add([]byte(`{"ts":"2026-11-01T00:00:00Z"}`))
+	f.Add([]byte(`{}`))
+	f.Add([]byte(strings.Replace(validLine, `"user":"2023110042"`, `"user":"\ud83d\ude00"`, 1)))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := DecodeSample(data)
+		want, ok := refDecode(data)
+		if err == nil {
+			// Everything the fast decoder accepts must round-trip.
+			again, err2 := DecodeSample(got.AppendJSON(nil))
+			if err2 != nil {
+				t.Fatalf("re-encoding an accepted sample fails: %v", err2)
+			}
+			if got.SchemaField == "" {
+				again.SchemaField = ""
+			}
+			if again != got {
+				t.Fatalf("round trip changed the sample:\n%+v\n%+v", got, again)
+			}
+		}
+		// Where both decoders accept, they must agree. Differences in what is
+		// accepted are allowed only where the fast decoder is stricter by design
+		// (invalid UTF-8, duplicate fields, non-integral exponents, huge values).
+		if err == nil && ok {
+			want.SchemaField, got.SchemaField = "", ""
+			if math.Abs(want.Util-got.Util) > 0 || want.IntervalMS != got.IntervalMS {
+				t.Fatalf("decoders disagree on numbers:\nfast %+v\nref  %+v", got, want)
+			}
+			if want != got {
+				t.Fatalf("decoders disagree:\nfast %+v\nref  %+v", got, want)
+			}
+		}
+		if err == nil && !ok {
+			t.Fatalf("fast decoder accepts what the reference rejects: %q", data)
+		}
+	})
+}
+
+func FuzzParseTimestamp(f *testing.F) {
+	for _, s := range []string{"2026-11-01T00:00:00Z", "2026-11-01T08:00:00.123+08:00", "1970-01-01T00:00:00.000-00:00",
+		"2024-02-29T23:59:59.999Z", "2026-13-01T00:00:00Z", "9999-12-31T23:59:59Z"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ms, err := ParseTimestampMS([]byte(s))
+		tm, terr := time.Parse(time.RFC3339Nano, s)
+		if err == nil {
+			if terr != nil {
+				t.Fatalf("%q accepted here, rejected by time.Parse: %v", s, terr)
+			}
+			if tm.UnixMilli() != ms || tm.Nanosecond()%1e6 != 0 {
+				t.Fatalf("%q: got %d, time.Parse says %d", s, ms, tm.UnixMilli())
+			}
+			return
+		}
+		// Stricter than time.Parse only for sub-millisecond digits, lowercase
+		// designators and years before 1970.
+		if terr == nil && tm.Nanosecond()%1e6 == 0 && tm.Year() >= 1970 && !strings.ContainsAny(s, "tz ") && len(s) >= 20 {
+			if off := s[len(s)-6:]; off[0] == '+' || off[0] == '-' || s[len(s)-1] == 'Z' {
+				if _, zoneHours := tm.Zone(); zoneHours/3600 < 24 && zoneHours/3600 > -24 {
+					t.Fatalf("%q rejected (%v), time.Parse accepts it as %v", s, err, tm)
+				}
+			}
+		}
+	})
+}
+
+func BenchmarkDecodeSample(b *testing.B) {
+	line := []byte(validLine)
+	dec := NewDecoder()
+	var s Sample
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := dec.Decode(line, &s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeSampleEncodingJSON(b *testing.B) {
+	line := []byte(validLine)
+	type wire struct {
+		TS         string   `json:"ts"`
+		IntervalS  float64  `json:"interval_s"`
+		Node       string   `json:"node"`
+		GPUUUID    string   `json:"gpu_uuid"`
+		GPUModel   string   `json:"gpu_model"`
+		InstanceID string   `json:"instance_id"`
+		Profile    string   `json:"profile"`
+		Project    string   `json:"project"`
+		User       string   `json:"user"`
+		Util       *float64 `json:"util"`
+		MemUsed    int64    `json:"mem_used_bytes"`
+		MemTotal   int64    `json:"mem_total_bytes"`
+		Processes  int64    `json:"processes"`
+	}
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var w wire
+		if err := json.Unmarshal(line, &w); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := time.Parse(time.RFC3339Nano, w.TS); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
