@@ -288,3 +288,28 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
 // FormatSeconds renders milliseconds as seconds with up to three decimals.
 func FormatSeconds(ms int64) string { return string(schemas.AppendSecondsMS(nil, ms)) }
+
+// StatementFor returns the per-user statement: for every invoice with usage by
+// user, that user's usage lines and their sum. Reservations belong to the project,
+// not to a user, and are left out.
+func (r *Result) StatementFor(user string) *Result {
+	out := &Result{Period: r.Period, Currency: r.Currency, Timezone: r.Timezone, Warnings: r.Warnings}
+	for _, inv := range r.Invoices {
+		st := Invoice{Project: inv.Project, Name: inv.Name, Funding: inv.Funding, InCatalog: inv.InCatalog, Total: decimal.Zero}
+		for _, l := range inv.Lines {
+			if l.Kind == KindUsage && l.User == user {
+				st.Lines = append(st.Lines, l)
+				st.Total = st.Total.Add(l.Amount)
+			}
+		}
+		for _, u := range inv.Unpriced {
+			if u.User == user {
+				st.Unpriced = append(st.Unpriced, u)
+			}
+		}
+		if len(st.Lines) > 0 || len(st.Unpriced) > 0 {
+			out.Invoices = append(out.Invoices, st)
+		}
+	}
+	return out
+}

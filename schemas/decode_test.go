@@ -38,7 +38,9 @@ func TestDecodeVariants(t *testing.T) {
 	// Fractional interval, rounded to the millisecond.
 	f(func(l string) string { return strings.Replace(l, `"interval_s":10`, `"interval_s":2.5`, 1) },
 		func(t *testing.T, s Sample) { require.EqualValues(t, 2500, s.IntervalMS) })
-	f(func(l string) string { return strings.Replace(l, `"interval_s":10`, `"interval_s":0.30000000000000004`, 1) },
+	f(func(l string) string {
+		return strings.Replace(l, `"interval_s":10`, `"interval_s":0.30000000000000004`, 1)
+	},
 		func(t *testing.T, s Sample) { require.EqualValues(t, 300, s.IntervalMS) })
 	f(func(l string) string { return strings.Replace(l, `"interval_s":10`, `"interval_s":1e1`, 1) },
 		func(t *testing.T, s Sample) { require.EqualValues(t, 10_000, s.IntervalMS) })

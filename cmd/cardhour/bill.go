@@ -22,6 +22,7 @@ func runBill(args []string, stdout, stderr io.Writer) int {
 	format := fs.String("format", "json", "output format: json | table | csv")
 	skipInvalid := fs.Bool("skip-invalid", false, "count and report invalid lines instead of stopping at the first")
 	workers := fs.Int("workers", 0, "decoding goroutines (0: one per CPU)")
+	user := fs.String("user", "", "print only this user's statement (their usage lines on each invoice)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: cardhour bill --catalog FILE --samples FILE.jsonl --period YYYY-MM [--format json|table|csv]")
 		fs.PrintDefaults()
@@ -89,6 +90,9 @@ func runBill(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "  %s:%d: %v\n", *samplesPath, le.Line, le.Err)
 		}
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%d invalid sample line(s) were skipped and not billed", stats.InvalidCount))
+	}
+	if *user != "" {
+		res = res.StatementFor(*user)
 	}
 	for _, w := range res.Warnings {
 		fmt.Fprintln(stderr, "cardhour bill: warning:", w)

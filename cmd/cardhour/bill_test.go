@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
+
+const (
+	exampleCatalog = "../../schemas/examples/catalog.yaml"
+	exampleSamples = "../../schemas/examples/samples.jsonl"
+)
+
+func runCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	if stdin != "" {
+		r, w, err := os.Pipe()
+		require.NoError(t, err)
+		go func() { _, _ = w.WriteString(stdin); _ = w.Close() }()
+		old := os.Stdin
+		os.Stdin = r
+		defer func() { os.Stdin = old }()
+	}
+	code := run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run 'go test ./cmd/cardhour -update' to create it")
+	require.Equal(t, string(want), got, "output differs from %s (rerun with -update if the change is intended)", path)
+}
+
+// The worked examples of docs/billing.md, as golden invoices.
+func TestBillGolden(t *testing.T) {
+	for _, tc := range []struct{ period, format, file string }{
+		{"2026-11", "json", "example-2026-11.json"},
+		{"2026-11", "table", "example-2026-11.txt"},
+		{"2026-11", "csv", "example-2026-11.csv"},
+		{"2026-12", "json", "example-2026-12.json"},
+		{"2026-09", "json", "example-2026-09.json"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			code, out, errOut := runCLI(t, "", "bill", "--catalog", exampleCatalog, "--samples", exampleSamples,
+				"--period", tc.period, "--format", tc.format)
+			require.Equal(t, 0, code, errOut)
+			golden(t, tc.file, out)
+		})
+	}
+}
+
+func TestBillExampleNumbers(t *testing.T) {
+	// The amounts docs/billing.md derives by hand.
+	code, out, errOut := runCLI(t, "", "bill", "--catalog", exampleCatalog, "--samples", exampleSamples, "--period", "2026-11")
+	require.Equal(t, 0, code, errOut)
+	for _, want := range []string{
+		`"project": "nlp-lab"`, `"total": "7.18"`, // 0.90 + 6.28
+		`"used_seconds": 5020.5`, `"billed_seconds": 5021`, `"amount": "6.28"`,
+		`"project": "cv-lab"`, `"total": "863.60"`, `"amount": "855.00"`, `"billed_seconds": 7200`,
+		`"project": "thesis-h100"`, `"total": "6.00"`,
+		`"idle_seconds": 2400`,
+	} {
+		require.Contains(t, out, want)
+	}
+	require.Contains(t, errOut, "NVIDIA L40S / full matches no SKU")
+}
+
+func TestBillStatementForUser(t *testing.T) {
+	code, out, errOut := runCLI(t, "", "bill", "--catalog", exampleCatalog, "--samples", exampleSamples, "--period", "2026-11",
+		"--user", "2023110042", "--format", "json")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `"project": "nlp-lab"`)
+	require.Contains(t, out, `"total": "6.28"`, "the 3g.40gb usage; the covered 1g.10gb line is 0.00")
+	require.NotContains(t, out, `"kind": "reservation"`)
+	require.NotContains(t, out, "cv-lab")
+}
+
+func TestBillStdinAndShuffledInputGiveTheSameBytes(t *testing.T) {
+	data, err := os.ReadFile(exampleSamples)
+	require.NoError(t, err)
+	_, want, _ := runCLI(t, "", "bill", "--catalog", exampleCatalog, "--samples", exampleSamples, "--period", "2026-11")
+
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	// Reverse and duplicate: a replayed, reordered stream.
+	var rev []string
+	for i := len(lines) - 1; i >= 0; i-- {
+		rev = append(rev, lines[i], lines[i])
+	}
+	code, got, errOut := runCLI(t, strings.Join(rev, "\n")+"\n", "bill", "--catalog", exampleCatalog, "--samples", "-", "--period", "2026-11")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, want, got)
+}
+
+func TestBillInvalidLines(t *testing.T) {
+	data, err := os.ReadFile(exampleSamples)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	bad := append([]string{}, lines[:4]...)
+	bad = append(bad, `{"ts":"2026-11-03T10:00:00+08:00","interval_s":-60}`, "", `not json`)
+	bad = append(bad, lines[4:]...)
+	path := filepath.Join(t.TempDir(), "bad.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(strings.Join(bad, "\n")+"\n"), 0o644))
+
+	code, out, errOut := runCLI(t, "", "bill", "--catalog", exampleCatalog, "--samples", path, "--period", "2026-11")
+	require.Equal(t, 1, code)
+	require.Empty(t, out, "no invoice on bad input")
+	require.Contains(t, errOut, "line 5: field \"interval_s\"")
+	require.Contains(t, errOut, "--skip-invalid")
+
+	code, out, errOut = runCLI(t, "", "bill", "--catalog", exampleCatalog, "--samples", path, "--period", "2026-11", "--skip-invalid")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, errOut, "skipped 2 invalid line(s)")
+	require.Contains(t, errOut, "bad.jsonl:5: field \"interval_s\"")
+	require.Contains(t, errOut, "bad.jsonl:7: malformed JSON")
+	require.Contains(t, out, "2 invalid sample line(s) were skipped")
+	require.Contains(t, out, `"total": "7.18"`, "the valid lines are billed as before")
+}
+
+func TestBillUsageErrors(t *testing.T) {
+	code, _, errOut := runCLI(t, "", "bill")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--catalog is required; --samples is required; --period is required")
+
+	code, _, errOut = runCLI(t, "", "bill", "--catalog", exampleCatalog, "--samples", exampleSamples, "--period", "2026-13")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, `period "2026-13"`)
+
+	code, _, errOut = runCLI(t, "", "bill", "--catalog", exampleCatalog, "--samples", exampleSamples, "--period", "2026-11", "--format", "xml")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, `--format "xml"`)
+
+	code, _, errOut = runCLI(t, "", "bill", "--catalog", "testdata/nope.yaml", "--samples", exampleSamples, "--period", "2026-11")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "cannot read catalog")
+
+	code, _, errOut = runCLI(t, "", "frobnicate")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, `unknown command "frobnicate"`)
+}
