@@ -304,3 +304,42 @@ func BenchmarkDecodeSampleEncodingJSON(b *testing.B) {
 		}
 	}
 }
+
+func TestReadSamplesLineNumbersAndLongLines(t *testing.T) {
+	var sb strings.Builder
+	for i := 0; i < 5000; i++ {
+		sb.WriteString(validLine + "\n")
+		if i == 10 {
+			sb.WriteString("\n   \n") // blank lines are skipped but counted
+		}
+	}
+	good := sb.String()
+	for _, workers := range []int{1, 3} {
+		var n int64
+		stats, err := ReadSamples(strings.NewReader(good), ReadOptions{Workers: workers}, func(_ int, s []Sample) error {
+			n += int64(len(s))
+			return nil
+		})
+		require.NoError(t, err)
+		require.EqualValues(t, 5000, stats.Valid)
+		require.EqualValues(t, 5000, n)
+
+		bad := good + `{"broken` + "\n" + validLine + "\n"
+		_, err = ReadSamples(strings.NewReader(bad), ReadOptions{Workers: workers}, func(int, []Sample) error { return nil })
+		var le *LineError
+		require.ErrorAs(t, err, &le)
+		require.EqualValues(t, 5003, le.Line, "5000 samples + 2 blank lines, then the broken one")
+	}
+	// A line longer than the limit is an error, not an endless read or a crash —
+	// also when it is exactly one chunk long.
+	for _, size := range []int{MaxLineBytes, MaxLineBytes + 1, 3 * MaxLineBytes} {
+		huge := validLine + "\n" + strings.Repeat("x", size) + "\n" + validLine + "\n"
+		stats, err := ReadSamples(strings.NewReader(huge), ReadOptions{Workers: 2, SkipInvalid: true}, func(int, []Sample) error { return nil })
+		if err == nil {
+			require.EqualValues(t, 1, stats.InvalidCount, "size %d", size)
+			require.EqualValues(t, 2, stats.Invalid[0].Line)
+		} else {
+			require.Contains(t, err.Error(), "line 2", "size %d", size)
+		}
+	}
+}

@@ -42,6 +42,7 @@ type Sink func(worker int, samples []Sample) error
 type chunk struct {
 	firstLine int64
 	data      []byte
+	buf       *[]byte // the pooled buffer data lives in
 }
 
 type chunkResult struct {
@@ -68,6 +69,9 @@ func ReadSamples(r io.Reader, opt ReadOptions, sink Sink) (ReadStats, error) {
 	const chunkSize = 1 << 20
 
 	chunks := make(chan chunk, workers*2)
+	// Chunk buffers are recycled: decoded samples hold no reference into them
+	// (strings are copied or interned by the decoder).
+	pool := sync.Pool{New: func() any { b := make([]byte, 0, chunkSize+64<<10); return &b }}
 	var (
 		mu       sync.Mutex
 		stats    ReadStats
@@ -87,6 +91,9 @@ func ReadSamples(r io.Reader, opt ReadOptions, sink Sink) (ReadStats, error) {
 			batch := make([]Sample, 0, 4096)
 			for c := range chunks {
 				res := decodeChunk(dec, c, &batch, opt)
+				if c.buf != nil {
+					pool.Put(c.buf)
+				}
 				mu.Lock()
 				stats.Lines += res.lines
 				stats.Valid += res.valid
@@ -120,7 +127,7 @@ func ReadSamples(r io.Reader, opt ReadOptions, sink Sink) (ReadStats, error) {
 		}(w)
 	}
 
-	readErr := splitChunks(r, chunkSize, chunks, stop)
+	readErr := splitChunks(r, chunkSize, chunks, stop, &pool)
 	close(chunks)
 	wg.Wait()
 
@@ -140,21 +147,30 @@ func ReadSamples(r io.Reader, opt ReadOptions, sink Sink) (ReadStats, error) {
 }
 
 // splitChunks cuts the input at line boundaries into chunks of about size bytes.
-func splitChunks(r io.Reader, size int, out chan<- chunk, stop <-chan struct{}) error {
+func splitChunks(r io.Reader, size int, out chan<- chunk, stop <-chan struct{}, pool *sync.Pool) error {
 	br := bufio.NewReaderSize(r, size)
 	line := int64(1)
 	var carry []byte
 	for {
-		buf := make([]byte, 0, size+len(carry)+4096)
-		buf = append(buf, carry...)
+		pb := pool.Get().(*[]byte)
+		buf := *pb
+		if cap(buf) < size+len(carry)+4096 {
+			buf = make([]byte, 0, size+len(carry)+4096)
+		}
+		buf = append(buf[:0], carry...)
+		// Fill up to size bytes beyond what was carried over.
+		target := len(carry) + size
 		carry = nil
-		// Fill up to size bytes.
-		for len(buf) < size {
+		for len(buf) < target {
+			if len(buf) == cap(buf) {
+				buf = append(buf, 0)[:len(buf)]
+			}
 			n, err := br.Read(buf[len(buf):cap(buf)])
 			buf = buf[:len(buf)+n]
 			if err == io.EOF {
 				if len(buf) > 0 {
-					if !send(out, chunk{firstLine: line, data: buf}, stop) {
+					*pb = buf
+					if !send(out, chunk{firstLine: line, data: buf, buf: pb}, stop) {
 						return nil
 					}
 				}
@@ -170,13 +186,14 @@ func splitChunks(r io.Reader, size int, out chan<- chunk, stop <-chan struct{}) 
 			if len(buf) > MaxLineBytes {
 				return &LineError{Line: line, Err: fmt.Errorf("line longer than %d bytes", MaxLineBytes)}
 			}
-			carry = buf
+			carry = append([]byte(nil), buf...)
 			continue
 		}
-		carry = append(carry, buf[cut+1:]...)
+		carry = append(carry[:0], buf[cut+1:]...)
 		data := buf[:cut+1]
 		n := int64(bytes.Count(data, []byte{'\n'}))
-		if !send(out, chunk{firstLine: line, data: data}, stop) {
+		*pb = buf
+		if !send(out, chunk{firstLine: line, data: data, buf: pb}, stop) {
 			return nil
 		}
 		line += n

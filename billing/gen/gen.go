@@ -20,8 +20,8 @@ type Config struct {
 	IntervalMS int64 // sampling interval (default 10 000)
 	Instances  int   // fleet size in instances (default 64: one 8-GPU node, 7 MIG + 1 whole card each)
 	Seed       uint64
-	Projects   int // default 6
-	Users      int // users per project, default 8
+	Projects   []string // default: the example catalog's projects and one that is not in it
+	Users      int      // users per project, default 8
 	// DuplicateEvery writes every n-th sample twice (a replay), 0 for none.
 	DuplicateEvery int
 }
@@ -56,8 +56,8 @@ func Write(w io.Writer, cfg Config) (int64, error) {
 	if cfg.Instances <= 0 {
 		cfg.Instances = 64
 	}
-	if cfg.Projects <= 0 {
-		cfg.Projects = 6
+	if len(cfg.Projects) == 0 {
+		cfg.Projects = []string{"nlp-lab", "cv-lab", "ai101", "thesis-h100", "guest-lab"}
 	}
 	if cfg.Users <= 0 {
 		cfg.Users = 8
@@ -148,8 +148,8 @@ func advance(in *instance, rng *rand.Rand, cfg Config) {
 		return
 	}
 	in.held = true
-	p := rng.IntN(cfg.Projects)
-	in.project = fmt.Sprintf("project-%02d", p)
+	p := rng.IntN(len(cfg.Projects))
+	in.project = cfg.Projects[p]
 	in.user = fmt.Sprintf("2025%02d%04d", p, rng.IntN(cfg.Users))
 	in.busy = rng.IntN(4) != 0
 	in.left = int64(rng.ExpFloat64() * 1080) // held for ~3 h at 10 s
