@@ -150,3 +150,11 @@ func TestBillUsageErrors(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, `unknown command "frobnicate"`)
 }
+
+func TestIdleAlertsGolden(t *testing.T) {
+	for _, format := range []string{"table", "json"} {
+		code, out, errOut := runCLI(t, "", "idle", "--catalog", exampleCatalog, "--samples", exampleSamples, "--format", format)
+		require.Equal(t, 0, code, errOut)
+		golden(t, "example-idle."+format, out)
+	}
+}

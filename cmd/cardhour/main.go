@@ -21,6 +21,7 @@ func commands() map[string]command {
 	return map[string]command{
 		"bill":     {"compute invoices for a month from a catalog and samples", runBill},
 		"generate": {"write synthetic samples (JSON Lines) for tests and benchmarks", runGenerate},
+		"idle":     {"list the idle warnings and releases the catalog's policies call for", runIdle},
 		"version":  {"print the version", func(_ []string, out, _ io.Writer) int { fmt.Fprintln(out, "cardhour", version); return 0 }},
 	}
 }
