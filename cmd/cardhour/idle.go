@@ -79,10 +79,10 @@ func runIdle(args []string, stdout, stderr io.Writer) int {
 				"kind": a.Kind, "at": time.UnixMilli(a.At).UTC().Format(time.RFC3339),
 				"project": s.Key.Project, "user": s.Key.User, "instance_id": s.Key.InstanceID,
 				"gpu_model": s.Key.GPUModel, "profile": s.Key.Profile,
-				"idle_since": time.UnixMilli(s.Start).UTC().Format(time.RFC3339),
-				"idle_until": time.UnixMilli(s.End).UTC().Format(time.RFC3339),
+				"idle_since":   time.UnixMilli(s.Start).UTC().Format(time.RFC3339),
+				"idle_until":   time.UnixMilli(s.End).UTC().Format(time.RFC3339),
 				"idle_seconds": json.Number(billing.FormatSeconds(s.End - s.Start)),
-				"message_en": a.English, "message_zh": a.Chinese,
+				"message_en":   a.English, "message_zh": a.Chinese,
 			}); err != nil {
 				return 1
 			}
