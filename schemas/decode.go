@@ -150,7 +150,7 @@ func (d *Decoder) Decode(data []byte, s *Sample) error {
 				}
 				seen |= bit
 				if err := d.field(&p, bit, name, s); err != nil {
-					if _, isSyntax := err.(*syntaxError); isSyntax {
+					if se := (*syntaxError)(nil); errors.As(err, &se) {
 						return fmt.Errorf("field %q: %w", name, err)
 					}
 					return err
@@ -212,7 +212,9 @@ func (d *Decoder) field(p *parser, bit int, name string, s *Sample) error {
 		if err != nil {
 			return typeErr(p, err, name, "a number in [0,1] or null")
 		}
-		f, perr := strconv.ParseFloat(unsafe.String(&num[0], len(num)), 64)
+		// The string does not outlive this call, so it may alias the input.
+		f, perr := strconv.ParseFloat(unsafe.String(&num[0], len(num)), 64) //nolint:gosec // G103: see above
+
 		if perr != nil || !(f >= 0 && f <= 1) {
 			return &FieldError{Field: name, Value: string(num), Reason: "must be a number in [0,1] or null"}
 		}

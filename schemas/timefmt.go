@@ -35,7 +35,7 @@ func ParseTimestampMS(b []byte) (int64, error) {
 	hour, ok4 := digits(b[11:13])
 	minute, ok5 := digits(b[14:16])
 	sec, ok6 := digits(b[17:19])
-	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) {
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 {
 		return 0, errTimestamp
 	}
 	if month < 1 || month > 12 || day < 1 || day > daysIn(year, month) || hour > 23 || minute > 59 || sec > 59 {

@@ -62,7 +62,8 @@ func Write(w io.Writer, cfg Config) (int64, error) {
 	if cfg.Users <= 0 {
 		cfg.Users = 8
 	}
-	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
+	// Deterministic on purpose: the same seed must give the same trace.
+	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)) //nolint:gosec // G404: not for secrets
 	var fleet []*instance
 	for gpu := 0; len(fleet) < cfg.Instances; gpu++ {
 		l := layouts[gpu%len(layouts)]

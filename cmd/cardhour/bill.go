@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +23,7 @@ func runBill(args []string, stdout, stderr io.Writer) int {
 	format := fs.String("format", "json", "output format: json | table | csv")
 	skipInvalid := fs.Bool("skip-invalid", false, "count and report invalid lines instead of stopping at the first")
 	workers := fs.Int("workers", 0, "decoding goroutines (0: one per CPU)")
+	store := fs.String("store", "", "bill from a store written by 'cardhour ingest' instead of --samples: clickhouse://host:port/db or sqlite:///path.db")
 	user := fs.String("user", "", "print only this user's statement (their usage lines on each invoice)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: cardhour bill --catalog FILE --samples FILE.jsonl --period YYYY-MM [--format json|table|csv]")
@@ -37,8 +39,8 @@ func runBill(args []string, stdout, stderr io.Writer) int {
 	if *catalogPath == "" {
 		problems = append(problems, "--catalog is required")
 	}
-	if *samplesPath == "" {
-		problems = append(problems, "--samples is required")
+	if (*samplesPath == "") == (*store == "") {
+		problems = append(problems, "give exactly one of --samples and --store")
 	}
 	if *period == "" {
 		problems = append(problems, "--period is required")
@@ -65,18 +67,28 @@ func runBill(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
-	var in io.Reader = os.Stdin
-	if *samplesPath != "-" {
-		f, err := os.Open(*samplesPath)
-		if err != nil {
-			fmt.Fprintf(stderr, "cardhour bill: %v\n", err)
-			return 1
+	var res *billing.Result
+	var stats schemas.ReadStats
+	if *store != "" {
+		res, err = billFromStore(context.Background(), *store, cat, p)
+	} else {
+		var in io.Reader = os.Stdin
+		if *samplesPath != "-" {
+			f, err := os.Open(*samplesPath)
+			if err != nil {
+				fmt.Fprintf(stderr, "cardhour bill: %v\n", err)
+				return 1
+			}
+			defer f.Close() //nolint:errcheck // read-only
+			in = f
 		}
-		defer f.Close()
-		in = f
-	}
 
-	res, stats, err := billing.BillStream(in, cat, p, schemas.ReadOptions{SkipInvalid: *skipInvalid, Workers: *workers})
+		res, stats, err = billing.BillStream(in, cat, p, schemas.ReadOptions{SkipInvalid: *skipInvalid, Workers: *workers})
+	}
+	if err != nil && *store != "" {
+		fmt.Fprintf(stderr, "cardhour bill: %v\n", err)
+		return 1
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "cardhour bill: %s: %v\n", *samplesPath, err)
 		if !*skipInvalid && stats.InvalidCount > 0 {

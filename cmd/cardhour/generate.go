@@ -43,18 +43,22 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "cardhour generate: --samples, --interval and --instances must be positive")
 		return 2
 	}
-	var w io.Writer = stdout
+	w := stdout
+	var f *os.File
 	if *outPath != "-" {
-		f, err := os.Create(*outPath)
-		if err != nil {
+		if f, err = os.Create(*outPath); err != nil {
 			fmt.Fprintln(stderr, "cardhour generate:", err)
 			return 1
 		}
-		defer f.Close()
 		w = f
 	}
 	n, err := gen.Write(w, gen.Config{Samples: *samples, StartMS: p.StartMS(), IntervalMS: int64(*interval * 1000),
 		Instances: *instances, Seed: *seed, DuplicateEvery: *dup})
+	if f != nil {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "cardhour generate:", err)
 		return 1

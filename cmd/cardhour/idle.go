@@ -49,7 +49,7 @@ func runIdle(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "cardhour idle: %v\n", err)
 			return 1
 		}
-		defer f.Close()
+		defer f.Close() //nolint:errcheck // read-only
 		in = f
 	}
 	opt := schemas.ReadOptions{SkipInvalid: *skipInvalid, Workers: 2}
