@@ -332,14 +332,22 @@ func TestReadSamplesLineNumbersAndLongLines(t *testing.T) {
 	}
 	// A line longer than the limit is an error, not an endless read or a crash —
 	// also when it is exactly one chunk long.
-	for _, size := range []int{MaxLineBytes, MaxLineBytes + 1, 3 * MaxLineBytes} {
+	// A line of exactly the limit is read (and here is not JSON).
+	_, err := ReadSamples(strings.NewReader(validLine+"\n"+strings.Repeat("x", MaxLineBytes)+"\n"), ReadOptions{}, func(int, []Sample) error { return nil })
+	require.ErrorContains(t, err, "line 2: malformed JSON")
+	for _, size := range []int{MaxLineBytes + 1, 2*MaxLineBytes - 500, 3 * MaxLineBytes} {
 		huge := validLine + "\n" + strings.Repeat("x", size) + "\n" + validLine + "\n"
-		stats, err := ReadSamples(strings.NewReader(huge), ReadOptions{Workers: 2, SkipInvalid: true}, func(int, []Sample) error { return nil })
-		if err == nil {
-			require.EqualValues(t, 1, stats.InvalidCount, "size %d", size)
-			require.EqualValues(t, 2, stats.Invalid[0].Line)
-		} else {
-			require.Contains(t, err.Error(), "line 2", "size %d", size)
-		}
+		var got int
+		stats, err := ReadSamples(strings.NewReader(huge), ReadOptions{Workers: 2, SkipInvalid: true}, func(_ int, s []Sample) error {
+			got += len(s)
+			return nil
+		})
+		require.NoError(t, err)
+		require.EqualValues(t, 1, stats.InvalidCount, "size %d", size)
+		require.EqualValues(t, 2, stats.Invalid[0].Line)
+		require.Contains(t, stats.Invalid[0].Error(), "line 2: line longer than")
+		require.Equal(t, 2, got, "the lines around it are read")
+		_, err = ReadSamples(strings.NewReader(huge), ReadOptions{Workers: 2}, func(int, []Sample) error { return nil })
+		require.ErrorContains(t, err, "line 2: line longer than")
 	}
 }

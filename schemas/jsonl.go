@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -14,6 +15,8 @@ import (
 // MaxLineBytes bounds one JSON Lines record; a longer line is an error, not an
 // out-of-memory.
 const MaxLineBytes = 1 << 20
+
+var errLineTooLong = fmt.Errorf("line longer than %d bytes", MaxLineBytes)
 
 // ReadOptions controls ReadSamples.
 type ReadOptions struct {
@@ -43,6 +46,24 @@ type chunk struct {
 	firstLine int64
 	data      []byte
 	buf       *[]byte // the pooled buffer data lives in
+	tooLong   bool    // the chunk stands for one line over MaxLineBytes, discarded
+}
+
+// skipLine discards input up to and including the next newline.
+func skipLine(br *bufio.Reader) (eof bool, err error) {
+	for {
+		_, err := br.ReadSlice('\n')
+		switch {
+		case err == nil:
+			return false, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			return true, nil
+		default:
+			return false, err
+		}
+	}
 }
 
 type chunkResult struct {
@@ -184,7 +205,17 @@ func splitChunks(r io.Reader, size int, out chan<- chunk, stop <-chan struct{}, 
 		cut := bytes.LastIndexByte(buf, '\n')
 		if cut < 0 {
 			if len(buf) > MaxLineBytes {
-				return &LineError{Line: line, Err: fmt.Errorf("line longer than %d bytes", MaxLineBytes)}
+				// Discard the rest of the line and report it as one invalid line, so
+				// that --skip-invalid goes on with the next one.
+				eof, err := skipLine(br)
+				if err != nil {
+					return fmt.Errorf("cannot read samples: %w", err)
+				}
+				if !send(out, chunk{firstLine: line, tooLong: true}, stop) || eof {
+					return nil
+				}
+				line++
+				continue
 			}
 			carry = append([]byte(nil), buf...)
 			continue
@@ -212,6 +243,10 @@ func send(out chan<- chunk, c chunk, stop <-chan struct{}) bool {
 func decodeChunk(dec *Decoder, c chunk, batch *[]Sample, opt ReadOptions) chunkResult {
 	var res chunkResult
 	b := (*batch)[:0]
+	if c.tooLong {
+		*batch = b
+		return chunkResult{lines: 1, count: 1, invalid: []*LineError{{Line: c.firstLine, Err: errLineTooLong}}}
+	}
 	data := c.data
 	line := c.firstLine
 	for len(data) > 0 {
@@ -229,7 +264,7 @@ func decodeChunk(dec *Decoder, c chunk, batch *[]Sample, opt ReadOptions) chunkR
 			res.lines++
 			if len(l) > MaxLineBytes {
 				res.count++
-				res.invalid = append(res.invalid, &LineError{Line: line, Err: fmt.Errorf("line longer than %d bytes", MaxLineBytes)})
+				res.invalid = append(res.invalid, &LineError{Line: line, Err: errLineTooLong})
 			} else {
 				b = append(b, Sample{})
 				if err := dec.Decode(l, &b[len(b)-1]); err != nil {
