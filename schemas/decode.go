@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"unsafe"
 
@@ -20,6 +21,7 @@ import (
 type Decoder struct {
 	scratch []byte
 	intern  map[string]string
+	last    [16]string // per field: the value of the previous sample, checked first
 }
 
 // maxInterned bounds the intern table; past it the table starts again empty so a
@@ -241,7 +243,12 @@ func (d *Decoder) field(p *parser, bit int, name string, s *Sample) error {
 		if err != nil {
 			return err
 		}
-		v := d.internBytes(raw)
+		slot := &d.last[bits.TrailingZeros(uint(bit))]
+		v := *slot
+		if v != string(raw) {
+			v = d.internBytes(raw)
+			*slot = v
+		}
 		switch bit {
 		case fNode:
 			s.Node = v
@@ -389,6 +396,15 @@ type parser struct {
 
 var errNotNumber = errors.New("not a number")
 
+// strSpecial marks the bytes that end the fast path of string scanning: the
+// closing quote, escapes, control characters and non-ASCII bytes.
+var strSpecial = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c == '"' || c == '\\' || c < 0x20 || c >= 0x80
+	}
+	return t
+}()
+
 func (p *parser) fail(msg string) error { return &syntaxError{off: p.i, msg: msg} }
 
 func (p *parser) ws() {
@@ -489,20 +505,19 @@ func (p *parser) str(scratch *[]byte) ([]byte, error) {
 	d := p.data
 	for i := start; i < len(d); i++ {
 		c := d[i]
+		if !strSpecial[c] {
+			continue
+		}
 		if c == '"' {
 			p.i = i + 1
 			return d[start:i], nil
-		}
-		if c == '\\' {
-			return p.strSlow(start, scratch)
 		}
 		if c < 0x20 {
 			p.i = i
 			return nil, p.fail("control character in string")
 		}
-		if c >= 0x80 {
-			return p.strSlow(start, scratch)
-		}
+		// An escape or a multi-byte character: decode and validate the slow way.
+		return p.strSlow(start, scratch)
 	}
 	p.i = len(d)
 	return nil, p.fail("unterminated string")
