@@ -39,8 +39,11 @@ func runBill(args []string, stdout, stderr io.Writer) int {
 	if *catalogPath == "" {
 		problems = append(problems, "--catalog is required")
 	}
-	if (*samplesPath == "") == (*store == "") {
-		problems = append(problems, "give exactly one of --samples and --store")
+	if *samplesPath == "" && *store == "" {
+		problems = append(problems, "--samples is required")
+	}
+	if *samplesPath != "" && *store != "" {
+		problems = append(problems, "--samples and --store are exclusive")
 	}
 	if *period == "" {
 		problems = append(problems, "--period is required")

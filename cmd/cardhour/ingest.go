@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/ingest/storedsn"
+	"github.com/cardhour/cardhour/schemas"
+)
+
+func runIngest(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	store := fs.String("store", "", "where to write: clickhouse://host:port/db or sqlite:///path.db")
+	migrate := fs.Bool("migrate", false, "apply pending ClickHouse migrations at start (SQLite always migrates)")
+	retention := fs.Int("raw-retention-days", 0, "with --migrate: TTL of raw samples at table creation (0: keep forever)")
+	fromFile := fs.String("from-file", "", "back-fill from a JSON Lines file ('-': standard input) instead of Kafka, then exit")
+	brokers := fs.String("brokers", "", "Kafka bootstrap brokers, comma-separated host:port")
+	topic := fs.String("topic", schemas.SampleTopicV1, "sample topic")
+	group := fs.String("group", ingest.DefaultGroupID, "consumer group")
+	dlq := fs.String("dlq-topic", ingest.DefaultDLQTopic, "dead-letter topic for invalid messages")
+	consumers := fs.Int("consumers", 1, "group members (goroutines) in this process")
+	batchSize := fs.Int("batch-size", ingest.DefaultBatchSize, "samples per store write")
+	batchAge := fs.Duration("batch-age", ingest.DefaultBatchAge, "longest a message waits for its batch")
+	maxMsg := fs.Int("max-message-bytes", ingest.DefaultMaxMessageBytes, "larger messages go to the dead-letter topic")
+	grace := fs.Duration("shutdown-grace", ingest.DefaultShutdownGrace, "on SIGTERM, time to flush the open batch before abandoning it uncommitted")
+	session := fs.Duration("session-timeout", 10*time.Second, "Kafka group session timeout: how soon a dead worker's partitions move to the others")
+	listen := fs.String("listen", ":9464", "address of /metrics and /healthz ('' to disable)")
+	logLevel := fs.String("log-level", "info", "debug | info | warn | error")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: cardhour ingest --store DSN (--brokers HOST:PORT[,…] | --from-file samples.jsonl) [flags]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	var problems []string
+	if *store == "" {
+		problems = append(problems, "--store is required")
+	}
+	if (*fromFile == "") == (*brokers == "") {
+		problems = append(problems, "give exactly one of --brokers and --from-file")
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		problems = append(problems, fmt.Sprintf("--log-level %q: want debug, info, warn or error", *logLevel))
+	}
+	if len(problems) > 0 {
+		fmt.Fprintln(stderr, "cardhour ingest: "+strings.Join(problems, "; "))
+		fs.Usage()
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := ingest.NewMetrics(reg)
+
+	st, err := storedsn.Open(ctx, *store, storedsn.Options{Logger: log, Migrate: *migrate, RawRetentionDays: *retention})
+	if err != nil {
+		fmt.Fprintln(stderr, "cardhour ingest:", err)
+		return 1
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			log.Warn("closing the store", "err", err)
+		}
+	}()
+
+	if *fromFile != "" {
+		return backfill(ctx, log, st, metrics, *fromFile, *batchSize, stdout, stderr)
+	}
+
+	w, err := ingest.NewWorker(ingest.WorkerConfig{
+		Brokers: splitList(*brokers), Topic: *topic, GroupID: *group, DLQTopic: *dlq, Consumers: *consumers,
+		BatchSize: *batchSize, BatchAge: *batchAge, MaxMessageBytes: *maxMsg, ShutdownGrace: *grace, SessionTimeout: *session,
+		Store: st, Logger: log, Metrics: metrics,
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, "cardhour ingest:", err)
+		return 2
+	}
+	if *listen != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) {
+			if err := w.Healthy(time.Minute); err != nil {
+				http.Error(rw, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(rw, "ok")
+		})
+		ln, err := net.Listen("tcp", *listen)
+		if err != nil {
+			fmt.Fprintln(stderr, "cardhour ingest:", err)
+			return 1
+		}
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics server stopped", "err", err)
+			}
+		}()
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		}()
+		log.Info("serving /metrics and /healthz", "addr", ln.Addr().String())
+	}
+	t0 := time.Now()
+	err = w.Run(ctx)
+	log.Info("ingest stopped", "shutdown_took", time.Since(t0).Round(time.Millisecond))
+	if err != nil {
+		fmt.Fprintln(stderr, "cardhour ingest:", err)
+		return 1
+	}
+	return 0
+}
+
+func backfill(ctx context.Context, log *slog.Logger, st ingest.Store, metrics *ingest.Metrics, path string, batchSize int, stdout, stderr io.Writer) int {
+	var in io.Reader = os.Stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			fmt.Fprintln(stderr, "cardhour ingest:", err)
+			return 1
+		}
+		defer f.Close()
+		in = f
+	}
+	wr, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: log, Metrics: metrics})
+	if err != nil {
+		fmt.Fprintln(stderr, "cardhour ingest:", err)
+		return 2
+	}
+	t0 := time.Now()
+	stats, err := ingest.Backfill(ctx, in, ingest.FileConfig{Writer: wr, BatchSize: batchSize})
+	for _, le := range stats.Invalid {
+		fmt.Fprintf(stderr, "cardhour ingest: %s:%d: %v\n", path, le.Line, le.Err)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "cardhour ingest: %s: %v (running the back-fill again is safe)\n", path, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "back-filled %d samples from %s in %s (%d invalid lines not stored)\n",
+		stats.Valid, path, time.Since(t0).Round(time.Millisecond), stats.InvalidCount)
+	if stats.InvalidCount > 0 {
+		if int64(len(stats.Invalid)) < stats.InvalidCount {
+			fmt.Fprintf(stderr, "cardhour ingest: %d more invalid lines not listed\n", stats.InvalidCount-int64(len(stats.Invalid)))
+		}
+		return 1
+	}
+	return 0
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,95 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"time"
+
+	chschema "github.com/cardhour/cardhour/schemas/clickhouse"
+)
+
+// MigrationResult says what Migrate did.
+type MigrationResult struct {
+	ServerVersion string
+	Features      chschema.Features
+	Applied       []int // versions applied by this call
+	Current       int   // highest version recorded after the call
+}
+
+// Migrate creates the database if needed and applies the embedded migrations not
+// yet recorded in schema_migrations, in order. Every migration is written to be
+// safe to apply again (CREATE … IF NOT EXISTS), so a crash between a migration
+// and its record, or two processes migrating at once, is harmless.
+func (s *Store) Migrate(ctx context.Context) (MigrationResult, error) {
+	var res MigrationResult
+	var version string
+	if err := s.conn.QueryRow(ctx, "SELECT version()").Scan(&version); err != nil {
+		return res, fmt.Errorf("cannot read the ClickHouse version: %w", err)
+	}
+	f, err := chschema.FeaturesFor(version)
+	if err != nil {
+		return res, err
+	}
+	res.ServerVersion, res.Features = version, f
+	if err := s.conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+s.db); err != nil {
+		return res, fmt.Errorf("cannot create database %s: %w", s.db, err)
+	}
+	if err := s.conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+s.table("schema_migrations")+
+		" (version UInt32, name String, applied_at DateTime('UTC')) ENGINE = MergeTree ORDER BY version"); err != nil {
+		return res, fmt.Errorf("cannot create schema_migrations: %w", err)
+	}
+	applied := map[int]bool{}
+	rows, err := s.conn.Query(ctx, "SELECT version FROM "+s.table("schema_migrations"))
+	if err != nil {
+		return res, fmt.Errorf("cannot read schema_migrations: %w", err)
+	}
+	for rows.Next() {
+		var v uint32
+		if err := rows.Scan(&v); err != nil {
+			_ = rows.Close()
+			return res, fmt.Errorf("cannot read schema_migrations: %w", err)
+		}
+		applied[int(v)] = true
+		res.Current = max(res.Current, int(v))
+	}
+	_ = rows.Close()
+	ms, err := chschema.Migrations()
+	if err != nil {
+		return res, err
+	}
+	for _, m := range ms {
+		if applied[m.Version] {
+			continue
+		}
+		ddl := chschema.Render(m.SQL, f, s.cfg.RawRetentionDays)
+		// Tables are created in the target database: prefix CREATE TABLE names.
+		ddl = qualify(ddl, s.db)
+		if err := s.conn.Exec(ctx, ddl); err != nil {
+			return res, fmt.Errorf("migration %04d_%s failed on ClickHouse %s: %w", m.Version, m.Name, version, err)
+		}
+		b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table("schema_migrations")+" (version, name, applied_at)")
+		if err != nil {
+			return res, fmt.Errorf("cannot record migration %d: %w", m.Version, err)
+		}
+		if err := b.Append(uint32(m.Version), m.Name, time.Now().UTC()); err != nil {
+			_ = b.Close()
+			return res, fmt.Errorf("cannot record migration %d: %w", m.Version, err)
+		}
+		if err := b.Send(); err != nil {
+			return res, fmt.Errorf("cannot record migration %d: %w", m.Version, err)
+		}
+		s.cfg.Logger.Info("applied migration", "database", s.cfg.Database, "version", m.Version, "name", m.Name)
+		res.Applied = append(res.Applied, m.Version)
+		res.Current = max(res.Current, m.Version)
+	}
+	return res, nil
+}
+
+var tableRef = regexp.MustCompile(`(?i)\b(CREATE TABLE IF NOT EXISTS|CREATE TABLE|ALTER TABLE|DROP TABLE IF EXISTS)\s+([A-Za-z_][A-Za-z0-9_]*)\b`)
+
+// qualify prefixes the table names of DDL statements with the database, since
+// the migration files name tables without one.
+func qualify(ddl, db string) string {
+	return tableRef.ReplaceAllString(ddl, "${1} "+db+".${2}")
+}

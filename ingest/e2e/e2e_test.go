@@ -1,0 +1,242 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/segmentio/kafka-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/ingest/ingesttest"
+)
+
+// Samples → Kafka (3 partitions, with replays) → two workers in one group →
+// ClickHouse → invoices equal, byte for byte, to billing the file.
+func TestKafkaToClickHouseBillsLikeFile(t *testing.T) {
+	e := newEnv(t, 3)
+	st := e.store(t, e.chAddr)
+	data := ingesttest.Trace(t, 40_000, 21)
+	n := e.produce(t, data)
+	// The same stream again: a collector replaying its spool.
+	e.produce(t, data[:bytes.LastIndexByte(data[:len(data)/4], '\n')+1])
+
+	m := ingest.NewMetrics(nil)
+	cfg := e.workerConfig(st, m)
+	cfg.Consumers = 2
+	stop := start(t, cfg)
+	e.waitCommitted(t, 90*time.Second)
+	require.NoError(t, stop())
+
+	require.GreaterOrEqual(t, value(m.SamplesWritten), float64(n))
+	require.Zero(t, value(m.DLQ.WithLabelValues("malformed_json")))
+	require.Equal(t, distinctSamples(t, data), countRaw(t, st))
+	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t, exampleCatalog(t)), st)
+}
+
+// Malformed messages land in the dead-letter topic with their reason; the valid
+// ones around them are stored; nothing is lost and the worker keeps running.
+func TestDeadLetters(t *testing.T) {
+	e := newEnv(t, 1)
+	st := e.store(t, e.chAddr)
+	good := bytes.Split(bytes.TrimSpace(ingesttest.Trace(t, 200, 5)), []byte("\n"))
+	line := string(good[0])
+	bad := []struct {
+		value  string
+		header string
+		reason string
+	}{
+		{line[:len(line)/2], "", "malformed_json"},
+		{strings.Replace(line, `"processes":`, `"processes":"two","x":`, 1), "", "invalid_field"},
+		{strings.Replace(line, `"interval_s":10`, `"interval_s":-10`, 1), "", "invalid_field"},
+		{line, "cardhour.sample.v2", "unknown_schema"},
+		{strings.Replace(line, `"cardhour.sample.v1"`, `"cardhour.sample.v7"`, 1), "", "unknown_schema"},
+		{`{"ts":"` + strings.Repeat("x", 200<<10) + `"}`, "", "too_large"},
+		{"", "", "malformed_json"},
+	}
+	var msgs []kafka.Message
+	for i, g := range good {
+		msgs = append(msgs, kafka.Message{Value: g})
+		if i < len(bad) {
+			b := bad[i]
+			m := kafka.Message{Key: []byte(fmt.Sprint("bad-", i)), Value: []byte(b.value)}
+			if b.header != "" {
+				m.Headers = []kafka.Header{{Key: "schema", Value: []byte(b.header)}}
+			}
+			msgs = append(msgs, m)
+		}
+	}
+	w := &kafka.Writer{Addr: kafka.TCP(e.brokers...), Topic: e.topic, BatchTimeout: 5 * time.Millisecond, BatchBytes: 1 << 20}
+	e.write(t, w, msgs)
+	require.NoError(t, w.Close())
+
+	m := ingest.NewMetrics(nil)
+	stop := start(t, e.workerConfig(st, m))
+	e.waitCommitted(t, 60*time.Second)
+	require.NoError(t, stop())
+
+	require.EqualValues(t, len(good), value(m.SamplesWritten))
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: e.brokers, Topic: e.dlq, Partition: 0, MaxWait: 100 * time.Millisecond})
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got := map[string]int{}
+	for i := range bad {
+		dm, err := r.ReadMessage(ctx)
+		require.NoError(t, err, "dead letter %d of %d", i+1, len(bad))
+		hdr := map[string]string{}
+		for _, h := range dm.Headers {
+			hdr[h.Key] = string(h.Value)
+		}
+		require.NotEmpty(t, hdr[ingest.HeaderError])
+		require.Equal(t, e.topic, hdr[ingest.HeaderSourceTopic])
+		require.NotEmpty(t, hdr[ingest.HeaderSourceOffset])
+		var idx int
+		_, err = fmt.Sscanf(string(dm.Key), "bad-%d", &idx)
+		require.NoError(t, err)
+		require.Equal(t, bad[idx].reason, hdr[ingest.HeaderReason], "message %d: %s", idx, hdr[ingest.HeaderError])
+		if bad[idx].reason == "too_large" {
+			require.Equal(t, "true", hdr[ingest.HeaderTruncated])
+		}
+		got[hdr[ingest.HeaderReason]]++
+	}
+	for reason, n := range got {
+		require.EqualValues(t, n, value(m.DLQ.WithLabelValues(reason)), reason)
+	}
+}
+
+// A worker process killed with SIGKILL in the middle of its work loses nothing:
+// what it had not committed is consumed again after the restart, and the
+// invoices are those of the file.
+func TestKillWorkerMidBatch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills a subprocess")
+	}
+	e := newEnv(t, 2)
+	st := e.store(t, e.chAddr)
+	data := ingesttest.Trace(t, 40_000, 33)
+	e.produce(t, data)
+
+	bin := filepath.Join(t.TempDir(), "cardhour")
+	build := exec.Command("go", "build", "-o", bin, "../../cmd/cardhour")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	run := func() *exec.Cmd {
+		cmd := exec.Command(bin, "ingest", "--store", "clickhouse://"+e.chAddr+"/"+e.db, "--brokers", strings.Join(e.brokers, ","),
+			"--topic", e.topic, "--group", e.group, "--dlq-topic", e.dlq, "--batch-size", "1500", "--batch-age", "100ms",
+			"--listen", "", "--log-level", "warn", "--session-timeout", "6s")
+		var logs bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &logs, &logs
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			if t.Failed() {
+				t.Logf("worker log:\n%s", logs.String())
+			}
+		})
+		return cmd
+	}
+	total := distinctSamples(t, data)
+	for kill := 0; kill < 2; kill++ {
+		cmd := run()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			n := countRaw(t, st)
+			if n > total*uint64(kill+1)/4 {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "worker made no progress")
+			time.Sleep(20 * time.Millisecond)
+		}
+		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+		_ = cmd.Wait()
+		require.Positive(t, e.lag(t), "killed before the end")
+	}
+	// The survivor: a SIGTERM-able process that finishes the job.
+	cmd := run()
+	e.waitCommitted(t, 90*time.Second)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait(), "clean shutdown on SIGTERM")
+
+	require.Equal(t, total, countRaw(t, st), "no sample missing")
+	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t, exampleCatalog(t)), st)
+}
+
+// ClickHouse goes away under load: the worker stops committing, retries with
+// backoff, resumes when it is back; nothing lost, invoices unchanged.
+func TestClickHouseOutage(t *testing.T) {
+	e := newEnv(t, 2)
+	direct := e.store(t, e.chAddr) // creates the database; used to verify
+	proxy := ingesttest.NewProxy(t, e.chAddr)
+	st := e.store(t, proxy.Addr())
+	data := ingesttest.Trace(t, 30_000, 44)
+	half := bytes.LastIndexByte(data[:len(data)/2], '\n') + 1
+	e.produce(t, data[:half])
+
+	m := ingest.NewMetrics(nil)
+	stop := start(t, e.workerConfig(st, m))
+	require.Eventually(t, func() bool { return value(m.SamplesWritten) > 0 }, 60*time.Second, 20*time.Millisecond)
+	proxy.Pause()
+	e.produce(t, data[half:])
+	require.Eventually(t, func() bool { return value(m.WriteErrors) > 0 }, 30*time.Second, 20*time.Millisecond)
+	lagDuring := e.lag(t)
+	require.Positive(t, lagDuring)
+	time.Sleep(1500 * time.Millisecond)
+	require.GreaterOrEqual(t, e.lag(t), lagDuring, "nothing is committed while the store is down")
+	require.EqualValues(t, 1, value(m.Paused))
+	proxy.Resume()
+	e.waitCommitted(t, 90*time.Second)
+	require.NoError(t, stop())
+
+	require.Equal(t, distinctSamples(t, data), countRaw(t, direct))
+	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t, exampleCatalog(t)), direct)
+}
+
+// Kafka goes away (every connection of the worker cut and refused): the worker
+// waits, reconnects and finishes; nothing lost, invoices unchanged.
+func TestKafkaOutage(t *testing.T) {
+	e := newEnv(t, 2)
+	st := e.store(t, e.chAddr)
+	data := ingesttest.Trace(t, 30_000, 55)
+	half := bytes.LastIndexByte(data[:len(data)/2], '\n') + 1
+	e.produce(t, data[:half])
+
+	g := &gate{}
+	m := ingest.NewMetrics(nil)
+	cfg := e.workerConfig(st, m)
+	cfg.Dialer = g.dialer()
+	stop := start(t, cfg)
+	require.Eventually(t, func() bool { return value(m.SamplesWritten) > 0 }, 60*time.Second, 20*time.Millisecond)
+	g.set(true)
+	e.produce(t, data[half:]) // the test's producer is not cut off
+	time.Sleep(3 * time.Second)
+	require.Positive(t, e.lag(t), "the worker cannot consume or commit while Kafka is unreachable")
+	g.set(false)
+	e.waitCommitted(t, 120*time.Second)
+	require.NoError(t, stop())
+
+	require.Equal(t, distinctSamples(t, data), countRaw(t, st))
+	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t, exampleCatalog(t)), st)
+}
+
+// value reads a counter or gauge.
+func value(c prometheus.Metric) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return -1
+	}
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	return m.Gauge.GetValue()
+}

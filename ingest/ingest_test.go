@@ -1,0 +1,131 @@
+package ingest_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/ingest/ingesttest"
+	"github.com/cardhour/cardhour/schemas"
+)
+
+func exampleCatalog(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile("../schemas/examples/catalog.yaml")
+	require.NoError(t, err)
+	return b
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// Batches of any size, in any order, replayed, split between workers whose
+// compactors know nothing of each other, and restarted compactors: the store
+// bills exactly like the file, for every catalog.
+func TestCompactedStoreBillsLikeFile(t *testing.T) {
+	data := ingesttest.Trace(t, 60_000, 3)
+	samples := ingesttest.Samples(t, data)
+	cats := ingesttest.Catalogs(t, exampleCatalog(t))
+	rng := rand.New(rand.NewPCG(1, 2))
+
+	store := ingest.NewMemStore()
+	newWriter := func() *ingest.Writer {
+		w, err := ingest.NewWriter(ingest.WriterConfig{Store: store, Logger: quietLogger(), MaxOpenRuns: 1 + rng.IntN(200)})
+		require.NoError(t, err)
+		return w
+	}
+	workers := []*ingest.Writer{newWriter(), newWriter(), newWriter()}
+	for i := 0; i < len(samples); {
+		n := 1 + rng.IntN(5000)
+		batch := append([]schemas.Sample(nil), samples[i:min(i+n, len(samples))]...)
+		if rng.IntN(4) == 0 { // a batch out of order
+			rng.Shuffle(len(batch), func(a, b int) { batch[a], batch[b] = batch[b], batch[a] })
+		}
+		w := workers[rng.IntN(len(workers))]
+		require.NoError(t, w.Write(context.Background(), batch))
+		if rng.IntN(5) == 0 { // a crash: replay the batch through a fresh compactor
+			workers[0] = newWriter()
+			require.NoError(t, workers[0].Write(context.Background(), batch))
+		}
+		i += n
+	}
+	raw, _, _, _ := store.Counts()
+	require.GreaterOrEqual(t, raw, len(samples))
+	ingesttest.RequireSameInvoices(t, data, cats, store)
+}
+
+// In order, one worker, batches of a few seconds: rows are far fewer than samples.
+func TestCompaction(t *testing.T) {
+	data := ingesttest.Trace(t, 60_000, 3)
+	samples := ingesttest.Samples(t, data)
+	store := ingest.NewMemStore()
+	w, err := ingest.NewWriter(ingest.WriterConfig{Store: store, Logger: quietLogger()})
+	require.NoError(t, err)
+	for i := 0; i < len(samples); i += 5000 {
+		require.NoError(t, w.Write(context.Background(), samples[i:min(i+5000, len(samples))]))
+	}
+	raw, occ, idle, _ := store.Counts()
+	t.Logf("samples %d, raw rows %d, occupancy rows %d, idle rows %d", len(samples), raw, occ, idle)
+	require.Less(t, occ, len(samples)/20, "occupancy rows must be far fewer than samples")
+	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t, exampleCatalog(t)), store)
+}
+
+func TestWriterRetriesUntilStoreAccepts(t *testing.T) {
+	store := ingest.NewMemStore()
+	store.FailNext(3)
+	w, err := ingest.NewWriter(ingest.WriterConfig{Store: store, Logger: quietLogger(), RetryMin: time.Millisecond, RetryMax: 2 * time.Millisecond})
+	require.NoError(t, err)
+	samples := ingesttest.Samples(t, ingesttest.Trace(t, 100, 1))
+	require.NoError(t, w.Write(context.Background(), samples))
+	raw, _, _, writes := store.Counts()
+	require.Equal(t, len(samples), raw)
+	require.Equal(t, 1, writes)
+
+	// A store that never recovers: Write gives up when the context ends, and says so.
+	store.FailNext(1 << 30)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err = w.Write(ctx, samples)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+func TestBackfillReportsInvalidLines(t *testing.T) {
+	data := ingesttest.Trace(t, 2000, 5)
+	lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
+	lines[10] = []byte(`{"ts": "2026-11-01T00:00:00Z", "interval_s": -5}`)
+	lines[20] = lines[20][:len(lines[20])/2]
+	store := ingest.NewMemStore()
+	w, err := ingest.NewWriter(ingest.WriterConfig{Store: store, Logger: quietLogger()})
+	require.NoError(t, err)
+	stats, err := ingest.Backfill(context.Background(), bytes.NewReader(bytes.Join(lines, []byte("\n"))), ingest.FileConfig{Writer: w, BatchSize: 300})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, stats.InvalidCount)
+	require.Len(t, stats.Invalid, 2)
+	require.EqualValues(t, 11, stats.Invalid[0].Line)
+	require.EqualValues(t, 21, stats.Invalid[1].Line)
+	raw, _, _, _ := store.Counts()
+	require.EqualValues(t, stats.Valid, raw)
+}
+
+func TestReason(t *testing.T) {
+	f := func(line, want string) {
+		t.Helper()
+		_, err := schemas.DecodeSample([]byte(line))
+		require.Error(t, err)
+		require.Equal(t, want, ingest.Reason(err), line)
+	}
+	good := string(ingesttest.Trace(t, 1, 1))
+	good = good[:strings.IndexByte(good, '\n')]
+	f(good[:len(good)/2], "malformed_json")
+	f(strings.Replace(good, `"interval_s":10`, `"interval_s":-10`, 1), "invalid_field")
+	f(strings.Replace(good, `"interval_s":10`, `"interval_s":"10"`, 1), "invalid_field")
+	f(strings.Replace(good, `"cardhour.sample.v1"`, `"cardhour.sample.v9"`, 1), "unknown_schema")
+}

@@ -1,0 +1,232 @@
+// Package ingesttest has helpers for tests of ingest and its stores: a sample
+// trace with the hard cases (month boundaries, gaps near the tolerance, idle
+// signatures, replays), catalog variants, and the check that a store bills
+// byte-identically to the file path.
+package ingesttest
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/billing/gen"
+	"github.com/cardhour/cardhour/schemas"
+)
+
+// Shanghai is the example catalog's zone.
+func Shanghai(t testing.TB) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation("Asia/Shanghai")
+	require.NoError(t, err)
+	return loc
+}
+
+// Periods are the billing months the trace touches.
+var Periods = []string{"2026-10", "2026-11"}
+
+// Trace returns JSON Lines of about n samples that start two hours before
+// 2026-11 in Asia/Shanghai (so the trace crosses a billing month and, eight
+// hours later, a UTC month), with replays, plus hand-made edge cases.
+func Trace(t testing.TB, n int64, seed uint64) []byte {
+	t.Helper()
+	start := billing.NewPeriod(2026, time.November, Shanghai(t)).StartMS() - 2*3600_000
+	var buf bytes.Buffer
+	_, err := gen.Write(&buf, gen.Config{Samples: n, StartMS: start, IntervalMS: 10_000, Instances: 48, Seed: seed, DuplicateEvery: 37})
+	require.NoError(t, err)
+	p0 := start + 2*3600_000
+	edge := func(startMS, intervalMS int64, util float64, known bool, procs int64, inst string) {
+		s := schemas.Sample{StartMS: startMS, IntervalMS: intervalMS, Node: "edge-node", GPUUUID: "GPU-edge",
+			GPUModel: "NVIDIA A100-SXM4-80GB", InstanceID: inst, Profile: "1g.10gb", Project: "nlp-lab", User: "edge-user",
+			Util: util, UtilKnown: known, Processes: procs, MemTotal: 1 << 30}
+		buf.Write(s.AppendJSON(nil))
+		buf.WriteByte('\n')
+	}
+	// A session ending 20 s before the month, resuming 20 s after it: bridged
+	// into the month under a 30 s tolerance, not under 0 s.
+	edge(p0-600_000, 580_000, 0, false, 0, "MIG-edge-1")
+	edge(p0+20_000, 600_000, 0, false, 1, "MIG-edge-1")
+	// A late, out-of-order sample overlapping an earlier one; a fractional one.
+	edge(p0+3_600_000, 10_000, 0.01, true, 1, "MIG-edge-2")
+	edge(p0+3_590_000, 30_000, 0.30, true, 1, "MIG-edge-2")
+	edge(p0+3_595_000, 1_234, 0.01, true, 1, "MIG-edge-2")
+	// A long sample crossing the UTC month boundary (8 h after p0).
+	edge(p0+7*3_600_000, 2*3_600_000, 0.02, true, 0, "MIG-edge-3")
+	// Unheld sample: stored raw, never billed.
+	s := schemas.Sample{StartMS: p0, IntervalMS: 10_000, Node: "n", GPUUUID: "g", GPUModel: "m", InstanceID: "i", Profile: "full", MemTotal: 1}
+	buf.Write(s.AppendJSON(nil))
+	buf.WriteByte('\n')
+	return buf.Bytes()
+}
+
+// Samples decodes JSON Lines.
+func Samples(t testing.TB, data []byte) []schemas.Sample {
+	t.Helper()
+	var out []schemas.Sample
+	var mu sync.Mutex
+	_, err := schemas.ReadSamples(bytes.NewReader(data), schemas.ReadOptions{Workers: 1}, func(_ int, s []schemas.Sample) error {
+		mu.Lock()
+		out = append(out, s...)
+		mu.Unlock()
+		return nil
+	})
+	require.NoError(t, err)
+	return out
+}
+
+// Catalogs returns the example catalog and variants that change what ingest
+// cannot know: the gap tolerance, the rounding and the idle thresholds (one of
+// them high enough that busy samples count as idle).
+func Catalogs(t testing.TB, exampleYAML []byte) map[string]*schemas.Catalog {
+	t.Helper()
+	base := string(exampleYAML)
+	variants := map[string]string{
+		"example": base,
+		"tol0-thr": strings.NewReplacer("gap_tolerance_s: 30 ", "gap_tolerance_s: 0 ",
+			"      warn_after: 10m", "      threshold: 0.015\n      warn_after: 10m").Replace(base),
+		"tol15m-hour-busyidle": strings.NewReplacer("gap_tolerance_s: 30 ", "gap_tolerance_s: 900 ",
+			"  rounding: second ", "  rounding: hour ", "threshold: 0.05 ", "threshold: 0.75 ").Replace(base),
+	}
+	out := map[string]*schemas.Catalog{}
+	for name, y := range variants {
+		if name != "example" {
+			require.NotEqual(t, base, y, "variant %s changed nothing", name)
+		}
+		cat, err := schemas.ParseCatalog([]byte(y), name+".yaml")
+		require.NoError(t, err, name)
+		out[name] = cat
+	}
+	return out
+}
+
+// InvoiceJSON renders a result the way `cardhour bill --format json` does.
+func InvoiceJSON(t testing.TB, res *billing.Result) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	require.NoError(t, billing.WriteJSON(&b, res))
+	return b.Bytes()
+}
+
+// BillFile bills samples from JSON Lines, the reference path.
+func BillFile(t testing.TB, data []byte, cat *schemas.Catalog, period string) []byte {
+	t.Helper()
+	p, err := billing.ParsePeriod(period, cat.Location)
+	require.NoError(t, err)
+	res, _, err := billing.BillStream(bytes.NewReader(data), cat, p, schemas.ReadOptions{})
+	require.NoError(t, err)
+	return InvoiceJSON(t, res)
+}
+
+// RequireSameInvoices checks, for every catalog variant and period, that src
+// bills byte-identically to the file path on data.
+func RequireSameInvoices(t testing.TB, data []byte, cats map[string]*schemas.Catalog, src billing.UsageSource) {
+	t.Helper()
+	for name, cat := range cats {
+		for _, period := range Periods {
+			want := BillFile(t, data, cat, period)
+			p, err := billing.ParsePeriod(period, cat.Location)
+			require.NoError(t, err)
+			res, err := billing.BillFrom(context.Background(), src, cat, p)
+			require.NoError(t, err)
+			got := InvoiceJSON(t, res)
+			require.Equal(t, string(want), string(got), "catalog %s, period %s", name, period)
+			require.Contains(t, string(want), `"invoices"`)
+		}
+	}
+}
+
+// Proxy is a loopback TCP proxy that a test can pause: while paused it closes
+// every connection and refuses new ones, as a server that went away would.
+type Proxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	paused bool
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
+}
+
+// NewProxy listens on 127.0.0.1 and forwards to target until the test ends.
+func NewProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.Pause()
+		p.wg.Wait()
+	})
+	return p
+}
+
+// Addr is the proxy's host:port.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Pause drops every connection and refuses new ones until Resume.
+func (p *Proxy) Pause() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.paused = true
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	clear(p.conns)
+}
+
+// Resume accepts connections again.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	p.paused = false
+	p.mu.Unlock()
+}
+
+func (p *Proxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.paused {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		up, err := net.DialTimeout("tcp", p.target, 2*time.Second)
+		if err != nil {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		pipe := func(dst, src net.Conn) {
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := src.Read(buf)
+				if n > 0 {
+					if _, werr := dst.Write(buf[:n]); werr != nil {
+						break
+					}
+				}
+				if err != nil {
+					break
+				}
+			}
+			_ = dst.Close()
+			_ = src.Close()
+		}
+		go pipe(up, c)
+		go pipe(c, up)
+	}
+}

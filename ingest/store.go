@@ -1,0 +1,62 @@
+// Package ingest turns a stream of cardhour.sample.v1 samples (Kafka, or a JSON
+// Lines file for back-fills) into stored rows that billing can read: raw samples
+// for audit and dashboards, and compact occupancy and idle-candidate intervals for
+// month closes.
+//
+// It declares the Store it writes (implementations in ingest/clickhouse and
+// ingest/sqlite, an in-memory fake in this package) and the Compactor that turns
+// samples into intervals. Billing is a function of the union of intervals, so
+// the pipeline is at-least-once everywhere: a replayed or duplicated batch writes
+// rows that change nothing downstream.
+package ingest
+
+import (
+	"context"
+
+	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/schemas"
+)
+
+// Run is an occupancy interval of one key: the union of touching or overlapping
+// samples [StartMS, EndMS). Runs never bridge gaps and never cross a UTC month
+// boundary (they are cut there so that a row lies in its start's partition).
+type Run struct {
+	Key            billing.Key
+	StartMS, EndMS int64
+}
+
+// IdleRun is an interval of idle-candidate samples of one key that share one
+// utilisation signature, so that under any catalog it is idle entirely or not at
+// all: UtilKnown=false means util was null and no process ran (idle for every
+// catalog); UtilKnown=true means util was Util < 1 for every sample in it (idle
+// when Util < the project's threshold).
+type IdleRun struct {
+	Run
+	UtilKnown bool
+	Util      float64
+}
+
+// Batch is what one store write carries: the raw samples and the intervals built
+// from them. A store must accept a batch entirely or report an error; writing
+// the same batch again (a retry, a replay after a crash) must be harmless.
+type Batch struct {
+	Samples   []schemas.Sample
+	Occupancy []Run
+	Idle      []IdleRun
+}
+
+// Rows is the number of rows the batch writes.
+func (b *Batch) Rows() int { return len(b.Samples) + len(b.Occupancy) + len(b.Idle) }
+
+// Store is where ingest writes. Write must be durable when it returns nil: the
+// caller commits Kafka offsets right after.
+type Store interface {
+	Write(ctx context.Context, b *Batch) error
+	Close() error
+}
+
+// Backend is a store that billing can also read from.
+type Backend interface {
+	Store
+	billing.UsageSource
+}

@@ -1,0 +1,53 @@
+// Package storedsn opens an ingest backend from a URL:
+//
+//	clickhouse://host:port/database   ClickHouse, native protocol (user and
+//	                                  password may be given as user:pass@)
+//	sqlite:///path/to/file.db          embedded SQLite (sqlite://relative.db too)
+package storedsn
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+
+	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/ingest/clickhouse"
+	"github.com/cardhour/cardhour/ingest/sqlite"
+)
+
+// Options are the settings that do not fit in the URL.
+type Options struct {
+	Logger           *slog.Logger
+	Migrate          bool // ClickHouse: apply pending migrations (SQLite always does)
+	RawRetentionDays int  // ClickHouse: raw sample TTL at table creation
+}
+
+// Open parses dsn and opens the backend it names.
+func Open(ctx context.Context, dsn string, opt Options) (ingest.Backend, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store %q: %w", dsn, err)
+	}
+	switch u.Scheme {
+	case "clickhouse":
+		db := strings.Trim(u.Path, "/")
+		if u.Host == "" || db == "" {
+			return nil, fmt.Errorf("store %q: want clickhouse://host:port/database", dsn)
+		}
+		cfg := clickhouse.Config{Addr: u.Host, Database: db, Logger: opt.Logger, Migrate: opt.Migrate, RawRetentionDays: opt.RawRetentionDays}
+		if u.User != nil {
+			cfg.Username = u.User.Username()
+			cfg.Password, _ = u.User.Password()
+		}
+		return clickhouse.Open(ctx, cfg)
+	case "sqlite":
+		path := u.Host + u.Path // sqlite:///abs.db → /abs.db; sqlite://rel.db → rel.db
+		if path == "" {
+			return nil, fmt.Errorf("store %q: want sqlite:///path/to/file.db", dsn)
+		}
+		return sqlite.Open(ctx, sqlite.Config{Path: path, Logger: opt.Logger})
+	}
+	return nil, fmt.Errorf("store %q: unknown scheme %q (want clickhouse:// or sqlite://)", dsn, u.Scheme)
+}

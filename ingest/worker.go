@@ -1,0 +1,439 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/cardhour/cardhour/schemas"
+)
+
+// Defaults of WorkerConfig.
+const (
+	DefaultGroupID         = "cardhour-ingest"
+	DefaultDLQTopic        = "cardhour.samples.dlq"
+	DefaultBatchSize       = 20_000
+	DefaultBatchAge        = 2 * time.Second
+	DefaultMaxMessageBytes = 64 << 10
+	DefaultShutdownGrace   = 10 * time.Second
+	// dlqMaxValueBytes bounds the payload copied to the dead-letter topic; a
+	// longer message is truncated there (header truncated=true) and stays whole
+	// in the source topic at source_partition/source_offset.
+	dlqMaxValueBytes = 64 << 10
+)
+
+// Dead-letter headers.
+const (
+	HeaderSchema          = "schema"
+	HeaderReason          = "reason" // malformed_json | invalid_field | unknown_schema | too_large
+	HeaderError           = "error"  // the decoder's message
+	HeaderSourceTopic     = "source_topic"
+	HeaderSourcePartition = "source_partition"
+	HeaderSourceOffset    = "source_offset"
+	HeaderTruncated       = "truncated"
+)
+
+// MessageWriter writes dead letters; *kafka.Writer implements it.
+type MessageWriter interface {
+	WriteMessages(ctx context.Context, msgs ...kafka.Message) error
+	Close() error
+}
+
+// WorkerConfig configures the Kafka ingest worker.
+type WorkerConfig struct {
+	Brokers   []string
+	Topic     string // default schemas.SampleTopicV1
+	GroupID   string // default DefaultGroupID
+	DLQTopic  string // default DefaultDLQTopic
+	Consumers int    // group members in this process (default 1)
+
+	BatchSize       int           // samples per store write (default DefaultBatchSize)
+	BatchAge        time.Duration // longest a fetched message waits for its batch (default DefaultBatchAge)
+	MaxMessageBytes int           // larger messages are dead letters (default DefaultMaxMessageBytes)
+	ShutdownGrace   time.Duration // time to flush the open batch on shutdown (default DefaultShutdownGrace)
+	RetryMin        time.Duration // backoff of store, dead-letter and commit retries
+	RetryMax        time.Duration
+	SessionTimeout  time.Duration // Kafka group session timeout (default 10s)
+	MaxOpenRuns     int
+
+	Store   Store
+	Logger  *slog.Logger
+	Metrics *Metrics
+	// DLQ overrides the dead-letter writer (tests); default a kafka.Writer.
+	DLQ MessageWriter
+	// Dialer overrides how the consumer connects to brokers (TLS, SASL, tests).
+	Dialer *kafka.Dialer
+}
+
+// Validate reports every problem at once.
+func (c *WorkerConfig) Validate() error {
+	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, errors.New("ingest: at least one Kafka broker is required"))
+	}
+	if c.Store == nil {
+		errs = append(errs, errors.New("ingest: store is required"))
+	}
+	if c.Logger == nil {
+		errs = append(errs, errors.New("ingest: logger is required"))
+	}
+	if c.Consumers < 0 || c.BatchSize < 0 || c.BatchAge < 0 || c.MaxMessageBytes < 0 || c.ShutdownGrace < 0 {
+		errs = append(errs, errors.New("ingest: consumers, batch size, batch age, max message bytes and shutdown grace must not be negative"))
+	}
+	if c.Topic != "" && c.Topic == c.DLQTopic {
+		errs = append(errs, fmt.Errorf("ingest: the dead-letter topic must differ from the sample topic %q", c.Topic))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *WorkerConfig) setDefaults() {
+	if c.Topic == "" {
+		c.Topic = schemas.SampleTopicV1
+	}
+	if c.GroupID == "" {
+		c.GroupID = DefaultGroupID
+	}
+	if c.DLQTopic == "" {
+		c.DLQTopic = DefaultDLQTopic
+	}
+	if c.Consumers == 0 {
+		c.Consumers = 1
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.BatchAge == 0 {
+		c.BatchAge = DefaultBatchAge
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = DefaultShutdownGrace
+	}
+	if c.RetryMin == 0 {
+		c.RetryMin = 100 * time.Millisecond
+	}
+	if c.RetryMax == 0 {
+		c.RetryMax = 10 * time.Second
+	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = 10 * time.Second
+	}
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics(nil)
+	}
+}
+
+// Worker consumes samples from Kafka in a consumer group and writes them to the
+// store, flush-then-commit: offsets are committed only after the store (and the
+// dead-letter topic, for invalid messages) accepted the whole batch. A crash at
+// any point therefore loses nothing: Kafka redelivers everything after the last
+// commit, and writing it again cannot change an invoice (billing unions
+// intervals, stores keep the longest run per start).
+type Worker struct {
+	cfg       WorkerConfig
+	dlq       MessageWriter
+	pausedAt  atomic.Int64 // unix ms since when some consumer waits (0: none)
+	running   atomic.Int32
+	lastError atomic.Value // string
+}
+
+// NewWorker validates cfg and returns a Worker.
+func NewWorker(cfg WorkerConfig) (*Worker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	w := &Worker{cfg: cfg, dlq: cfg.DLQ}
+	if w.dlq == nil {
+		w.dlq = &kafka.Writer{
+			Addr:                   kafka.TCP(cfg.Brokers...),
+			Topic:                  cfg.DLQTopic,
+			Balancer:               &kafka.Hash{},
+			RequiredAcks:           kafka.RequireAll,
+			AllowAutoTopicCreation: true,
+			BatchTimeout:           5 * time.Millisecond,
+			WriteTimeout:           10 * time.Second,
+			MaxAttempts:            3,
+			BatchBytes:             4 << 20,
+		}
+	}
+	return w, nil
+}
+
+// Healthy returns nil while the worker runs and no consumer has been stuck on
+// the store or Kafka for longer than stuckAfter.
+func (w *Worker) Healthy(stuckAfter time.Duration) error {
+	if w.running.Load() == 0 {
+		return errors.New("no consumer is running")
+	}
+	if since := w.pausedAt.Load(); since != 0 && time.Since(time.UnixMilli(since)) > stuckAfter {
+		msg, _ := w.lastError.Load().(string)
+		return fmt.Errorf("waiting for the store or Kafka since %s: %s", time.UnixMilli(since).UTC().Format(time.RFC3339), msg)
+	}
+	return nil
+}
+
+// notePause records when a consumer starts and stops waiting, for Healthy.
+func (w *Worker) notePause(paused bool, err error) {
+	if paused {
+		w.pausedAt.CompareAndSwap(0, time.Now().UnixMilli())
+		if err != nil {
+			w.lastError.Store(err.Error())
+		}
+		return
+	}
+	w.pausedAt.Store(0)
+}
+
+// Run consumes until ctx ends, then flushes or abandons the open batches and
+// leaves the group. It returns nil on a clean shutdown.
+func (w *Worker) Run(ctx context.Context) error {
+	defer func() {
+		if err := w.dlq.Close(); err != nil {
+			w.cfg.Logger.Warn("closing the dead-letter writer", "err", err)
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make([]error, w.cfg.Consumers)
+	for i := range w.cfg.Consumers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = w.consume(ctx, i)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+type consumer struct {
+	w      *Worker
+	id     int
+	log    *slog.Logger
+	reader *kafka.Reader
+	writer *Writer
+	dec    *schemas.Decoder
+	msgs   []kafka.Message
+	valid  []schemas.Sample
+	dead   []kafka.Message
+}
+
+func (w *Worker) consume(ctx context.Context, id int) error {
+	cfg := &w.cfg
+	log := cfg.Logger.With("consumer", id)
+	writer, err := NewWriter(WriterConfig{Store: cfg.Store, Logger: log, Metrics: cfg.Metrics,
+		MaxOpenRuns: cfg.MaxOpenRuns, RetryMin: cfg.RetryMin, RetryMax: cfg.RetryMax, OnPause: w.notePause})
+	if err != nil {
+		return err
+	}
+	reader := kafka.NewReader(kafka.ReaderConfig{
+		Brokers:        cfg.Brokers,
+		GroupID:        cfg.GroupID,
+		Topic:          cfg.Topic,
+		MinBytes:       1,
+		MaxBytes:       16 << 20,
+		MaxWait:        250 * time.Millisecond,
+		QueueCapacity:  4096,
+		CommitInterval: 0, // synchronous commits, only after the store accepted a batch
+		StartOffset:    kafka.FirstOffset,
+		SessionTimeout: cfg.SessionTimeout,
+		// Rebalances wait at most this long for members to rejoin.
+		RebalanceTimeout:  cfg.SessionTimeout,
+		HeartbeatInterval: cfg.SessionTimeout / 4,
+		JoinGroupBackoff:  time.Second,
+		Dialer:            cfg.Dialer,
+		ErrorLogger:       kafka.LoggerFunc(func(f string, a ...any) { log.Debug("kafka: " + fmt.Sprintf(f, a...)) }),
+	})
+	c := &consumer{w: w, id: id, log: log, reader: reader, writer: writer, dec: schemas.NewDecoder()}
+	w.running.Add(1)
+	cfg.Metrics.Workers.Inc()
+	defer func() {
+		w.running.Add(-1)
+		cfg.Metrics.Workers.Dec()
+		if err := reader.Close(); err != nil {
+			log.Warn("closing the Kafka reader", "err", err)
+		}
+	}()
+	log.Info("consuming", "topic", cfg.Topic, "group", cfg.GroupID, "batch_size", cfg.BatchSize, "batch_age", cfg.BatchAge)
+	for {
+		done := c.fetch(ctx)
+		if len(c.msgs) > 0 {
+			bctx := ctx
+			if done {
+				// Shutting down: try to finish the open batch within the grace
+				// period; if the store does not take it in time, abandon it
+				// uncommitted (Kafka redelivers it to the next owner).
+				var cancel context.CancelFunc
+				bctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
+				err := c.flush(bctx)
+				cancel()
+				if err != nil {
+					log.Warn("shutdown: open batch abandoned uncommitted; it will be consumed again", "messages", len(c.msgs), "err", err)
+				}
+				return nil
+			}
+			if err := c.flush(bctx); err != nil {
+				if ctx.Err() != nil {
+					log.Warn("shutdown: batch abandoned uncommitted; it will be consumed again", "messages", len(c.msgs), "err", err)
+					return nil
+				}
+				return err
+			}
+		}
+		if done {
+			log.Info("stopped")
+			return nil
+		}
+	}
+}
+
+// fetch fills c.msgs until the batch is full, its first message is BatchAge old,
+// or ctx ends (done=true).
+func (c *consumer) fetch(ctx context.Context) (done bool) {
+	cfg := &c.w.cfg
+	c.msgs = c.msgs[:0]
+	var deadline time.Time
+	delay := cfg.RetryMin
+	for len(c.msgs) < cfg.BatchSize {
+		fctx, cancel := ctx, context.CancelFunc(func() {})
+		if !deadline.IsZero() {
+			fctx, cancel = context.WithDeadline(ctx, deadline)
+		}
+		m, err := c.reader.FetchMessage(fctx)
+		cancel()
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return true
+		case errors.Is(err, context.DeadlineExceeded):
+			return false // the batch is old enough
+		default:
+			c.log.Warn("fetch failed, retrying", "err", err, "retry_in", delay)
+			select {
+			case <-ctx.Done():
+				return true
+			case <-time.After(delay):
+			}
+			delay = min(delay*2, cfg.RetryMax)
+			continue
+		}
+		if len(c.msgs) == 0 {
+			deadline = time.Now().Add(cfg.BatchAge)
+		}
+		c.msgs = append(c.msgs, m)
+		if lag := m.HighWaterMark - m.Offset - 1; lag >= 0 {
+			cfg.Metrics.Lag.WithLabelValues(strconv.Itoa(m.Partition)).Set(float64(lag))
+		}
+	}
+	return false
+}
+
+// flush decodes the batch, writes valid samples to the store and invalid ones to
+// the dead-letter topic, and only then commits the batch's offsets.
+func (c *consumer) flush(ctx context.Context) error {
+	cfg := &c.w.cfg
+	m := cfg.Metrics
+	c.valid, c.dead = c.valid[:0], c.dead[:0]
+	for i := range c.msgs {
+		msg := &c.msgs[i]
+		var s schemas.Sample
+		if err := c.decode(msg, &s); err != nil {
+			c.dead = append(c.dead, deadLetter(msg, err))
+			continue
+		}
+		c.valid = append(c.valid, s)
+	}
+	m.Messages.WithLabelValues("valid").Add(float64(len(c.valid)))
+	m.Messages.WithLabelValues("invalid").Add(float64(len(c.dead)))
+
+	if err := c.writer.Write(ctx, c.valid); err != nil {
+		return err
+	}
+	if len(c.dead) > 0 {
+		err := Retry(ctx, c.log, cfg.RetryMin, cfg.RetryMax, m, c.w.notePause, "dead-letter write", func(ctx context.Context) error {
+			if err := c.w.dlq.WriteMessages(ctx, c.dead...); err != nil {
+				m.DLQErrors.Inc()
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for i := range c.dead {
+			m.DLQ.WithLabelValues(headerValue(&c.dead[i], HeaderReason)).Inc()
+			c.log.Warn("invalid message sent to the dead-letter topic", "topic", cfg.DLQTopic,
+				"reason", headerValue(&c.dead[i], HeaderReason), "error", headerValue(&c.dead[i], HeaderError),
+				"partition", headerValue(&c.dead[i], HeaderSourcePartition), "offset", headerValue(&c.dead[i], HeaderSourceOffset))
+		}
+	}
+	// Everything in the batch is stored (or dead-lettered): now, and only now,
+	// the offsets may be committed. A failed commit is retried; if the process
+	// dies first, the batch is consumed again, which is harmless.
+	return Retry(ctx, c.log, cfg.RetryMin, cfg.RetryMax, m, c.w.notePause, "offset commit", func(ctx context.Context) error {
+		if err := c.reader.CommitMessages(ctx, c.msgs...); err != nil {
+			m.CommitErrors.Inc()
+			return err
+		}
+		m.Commits.Inc()
+		return nil
+	})
+}
+
+func (c *consumer) decode(msg *kafka.Message, s *schemas.Sample) error {
+	for _, h := range msg.Headers {
+		if h.Key == HeaderSchema && string(h.Value) != schemas.SampleSchemaV1 {
+			return fmt.Errorf("%w: header schema=%q (this build reads %s)", errUnknownSchema, h.Value, schemas.SampleSchemaV1)
+		}
+	}
+	if n := len(msg.Value); n > c.w.cfg.MaxMessageBytes {
+		return fmt.Errorf("%w: %d bytes (limit %d)", errTooLarge, n, c.w.cfg.MaxMessageBytes)
+	}
+	return c.dec.Decode(msg.Value, s)
+}
+
+func deadLetter(msg *kafka.Message, err error) kafka.Message {
+	value := msg.Value
+	headers := make([]kafka.Header, 0, len(msg.Headers)+6)
+	for _, h := range msg.Headers {
+		switch h.Key {
+		case HeaderReason, HeaderError, HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset, HeaderTruncated:
+			continue // ours win
+		}
+		headers = append(headers, h)
+	}
+	if len(value) > dlqMaxValueBytes {
+		value = value[:dlqMaxValueBytes]
+		headers = append(headers, kafka.Header{Key: HeaderTruncated, Value: []byte("true")})
+	}
+	errText := err.Error()
+	if len(errText) > 1024 {
+		errText = errText[:1024]
+	}
+	headers = append(headers,
+		kafka.Header{Key: HeaderReason, Value: []byte(Reason(err))},
+		kafka.Header{Key: HeaderError, Value: []byte(errText)},
+		kafka.Header{Key: HeaderSourceTopic, Value: []byte(msg.Topic)},
+		kafka.Header{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(msg.Partition))},
+		kafka.Header{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))},
+	)
+	return kafka.Message{Key: msg.Key, Value: value, Headers: headers}
+}
+
+func headerValue(m *kafka.Message, key string) string {
+	for _, h := range m.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,224 @@
+// Command bench-ingest is the helper of scripts/bench-ingest.sh:
+//
+//	bench-ingest produce  --brokers B --topic T --partitions N FILE.jsonl   create T, publish one message per line
+//	bench-ingest waitlag  --brokers B --topic T --group G                   wait until G committed all of T; print timings
+//	bench-ingest tsv      FILE.jsonl > FILE.tsv                             the raw_samples rows, for clickhouse-client
+//	bench-ingest fill     --store DSN --instances N --interval S --samples M --start YYYY-MM
+//	                                                                        generate and ingest in-process (no file, no Kafka)
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/billing/gen"
+	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/ingest/storedsn"
+	"github.com/cardhour/cardhour/schemas"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: bench-ingest produce|waitlag|tsv|fill …")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "produce":
+		err = produce(os.Args[2:])
+	case "waitlag":
+		err = waitlag(os.Args[2:])
+	case "tsv":
+		err = tsv(os.Args[2:])
+	case "fill":
+		err = fill(os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown subcommand %q", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-ingest:", err)
+		os.Exit(1)
+	}
+}
+
+func produce(args []string) error {
+	fs := flag.NewFlagSet("produce", flag.ExitOnError)
+	brokers := fs.String("brokers", "127.0.0.1:19092", "")
+	topic := fs.String("topic", "", "")
+	parts := fs.Int("partitions", 4, "")
+	_ = fs.Parse(args)
+	ctx := context.Background()
+	c := &kafka.Client{Addr: kafka.TCP(strings.Split(*brokers, ",")...), Timeout: 30 * time.Second}
+	if _, err := c.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{Topic: *topic, NumPartitions: *parts, ReplicationFactor: 1}}}); err != nil {
+		return err
+	}
+	f, err := os.Open(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w := &kafka.Writer{Addr: kafka.TCP(strings.Split(*brokers, ",")...), Topic: *topic, Balancer: &kafka.Hash{},
+		BatchSize: 10000, BatchBytes: 8 << 20, BatchTimeout: 20 * time.Millisecond, RequiredAcks: kafka.RequireOne,
+		Compression: kafka.Lz4, Async: false}
+	defer w.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	hdr := []kafka.Header{{Key: "schema", Value: []byte(schemas.SampleSchemaV1)}}
+	var batch []kafka.Message
+	n := 0
+	t0 := time.Now()
+	for sc.Scan() {
+		line := append([]byte(nil), sc.Bytes()...)
+		i := bytes.Index(line, []byte(`"instance_id":"`))
+		key := line[i+15 : i+15+bytes.IndexByte(line[i+15:], '"')]
+		batch = append(batch, kafka.Message{Key: key, Value: line, Headers: hdr})
+		if len(batch) == 100000 {
+			if err := w.WriteMessages(ctx, batch...); err != nil {
+				return err
+			}
+			n += len(batch)
+			batch = batch[:0]
+		}
+	}
+	if len(batch) > 0 {
+		if err := w.WriteMessages(ctx, batch...); err != nil {
+			return err
+		}
+		n += len(batch)
+	}
+	fmt.Fprintf(os.Stderr, "produced %d messages in %s\n", n, time.Since(t0).Round(time.Millisecond))
+	return sc.Err()
+}
+
+func waitlag(args []string) error {
+	fs := flag.NewFlagSet("waitlag", flag.ExitOnError)
+	brokers := fs.String("brokers", "127.0.0.1:19092", "")
+	topic := fs.String("topic", "", "")
+	group := fs.String("group", "", "")
+	_ = fs.Parse(args)
+	ctx := context.Background()
+	c := &kafka.Client{Addr: kafka.TCP(strings.Split(*brokers, ",")...), Timeout: 30 * time.Second}
+	meta, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{*topic}})
+	if err != nil {
+		return err
+	}
+	var parts []int
+	var reqs []kafka.OffsetRequest
+	for _, p := range meta.Topics[0].Partitions {
+		parts = append(parts, p.ID)
+		reqs = append(reqs, kafka.LastOffsetOf(p.ID))
+	}
+	lo, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{*topic: reqs}})
+	if err != nil {
+		return err
+	}
+	var total int64
+	for _, p := range lo.Topics[*topic] {
+		total += p.LastOffset
+	}
+	t0 := time.Now()
+	var first time.Time
+	for {
+		of, err := c.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: *group, Topics: map[string][]int{*topic: parts}})
+		if err == nil {
+			var done int64
+			for _, p := range of.Topics[*topic] {
+				done += max(p.CommittedOffset, 0)
+			}
+			if done > 0 && first.IsZero() {
+				first = time.Now()
+			}
+			if done >= total {
+				all := time.Since(t0)
+				fmt.Printf("messages=%d wall_s=%.2f first_commit_s=%.2f\n", total, all.Seconds(), first.Sub(t0).Seconds())
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func tsv(args []string) error {
+	f, err := os.Open(args[0])
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	out := bufio.NewWriterSize(os.Stdout, 1<<20)
+	dec := schemas.NewDecoder()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	now := time.Now().UTC().Format("2006-01-02 15:04:05")
+	var b []byte
+	for sc.Scan() {
+		var s schemas.Sample
+		if err := dec.Decode(sc.Bytes(), &s); err != nil {
+			return err
+		}
+		util := `\N`
+		if s.UtilKnown {
+			util = strconv.FormatFloat(s.Util, 'g', -1, 64)
+		}
+		b = b[:0]
+		b = fmt.Appendf(b, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n",
+			time.UnixMilli(s.StartMS).UTC().Format("2006-01-02 15:04:05"), s.StartMS, s.IntervalMS, s.Node, s.GPUUUID, s.GPUModel,
+			s.InstanceID, s.Profile, s.Project, s.User, util, s.MemUsed, s.MemTotal, s.Processes, s.UtilSource, now)
+		if _, err := out.Write(b); err != nil {
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return out.Flush()
+}
+
+func fill(args []string) error {
+	fs := flag.NewFlagSet("fill", flag.ExitOnError)
+	dsn := fs.String("store", "", "")
+	instances := fs.Int("instances", 7000, "")
+	interval := fs.Int64("interval", 300, "seconds")
+	samples := fs.Int64("samples", 1_000_000, "")
+	start := fs.String("start", "2026-11", "")
+	_ = fs.Parse(args)
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	st, err := storedsn.Open(ctx, *dsn, storedsn.Options{Logger: log, Migrate: true})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	loc, _ := time.LoadLocation("Asia/Shanghai")
+	p, err := billing.ParsePeriod(*start, loc)
+	if err != nil {
+		return err
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := gen.Write(pw, gen.Config{Samples: *samples, StartMS: p.StartMS(), IntervalMS: *interval * 1000, Instances: *instances, Seed: 42})
+		pw.CloseWithError(err)
+	}()
+	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: log})
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	stats, err := ingest.Backfill(ctx, pr, ingest.FileConfig{Writer: w, BatchSize: 100_000})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("filled %d samples in %s\n", stats.Valid, time.Since(t0).Round(time.Millisecond))
+	return nil
+}
