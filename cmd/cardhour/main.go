@@ -21,6 +21,10 @@ func commands() map[string]command {
 	return map[string]command{
 		"bill":     {"compute invoices for a month from a catalog and samples", runBill},
 		"generate": {"write synthetic samples (JSON Lines) for tests and benchmarks", runGenerate},
+		"ingest":   {"consume samples from Kafka (or back-fill a file) into ClickHouse or SQLite", runIngest},
+		"migrate":  {"create or upgrade the ClickHouse schema", runMigrate},
+		"simulate": {"fast-forward a simulated GPU fleet and write its samples (JSON Lines)", runSimulate},
+		"collect":  {"sample this node's GPUs and MIG instances and publish them (Kafka, spool)", runCollect},
 		"idle":     {"list the idle warnings and releases the catalog's policies call for", runIdle},
 		"version":  {"print the version", func(_ []string, out, _ io.Writer) int { fmt.Fprintln(out, "cardhour", version); return 0 }},
 	}

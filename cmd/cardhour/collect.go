@@ -1,0 +1,333 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/cardhour/cardhour/collector"
+	"github.com/cardhour/cardhour/collector/attrib"
+	"github.com/cardhour/cardhour/collector/fleet"
+	"github.com/cardhour/cardhour/collector/kafkapub"
+	"github.com/cardhour/cardhour/collector/nvmlsource"
+	"github.com/cardhour/cardhour/collector/spool"
+	"github.com/cardhour/cardhour/schemas"
+)
+
+type collectFlags struct {
+	node, simulate, output, brokers, topic, compression   string
+	spoolDir, fsync, resolvers, staticMap, roster, socket string
+	userLabel, nsProjects, listen, logLevel               string
+	tlsCA, tlsCert, tlsKey, saslMech, saslUser            string
+	interval                                              time.Duration
+	spoolMax, memLimit                                    int64
+	tls, tlsInsecure, validate                            bool
+}
+
+func runCollect(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("collect", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	host, _ := os.Hostname()
+	var f collectFlags
+	fs.StringVar(&f.node, "node", host, "node name written into samples")
+	fs.DurationVar(&f.interval, "interval", 10*time.Second, "sampling interval (1s..1h)")
+	fs.StringVar(&f.simulate, "simulate", "", "read a simulated fleet (YAML) instead of NVML; one collector per simulated node")
+	fs.StringVar(&f.output, "output", "kafka", "where samples go: kafka | stdout (JSON Lines)")
+	fs.StringVar(&f.brokers, "brokers", os.Getenv("KAFKA_BROKERS"), "Kafka bootstrap brokers, comma-separated (default $KAFKA_BROKERS)")
+	fs.StringVar(&f.topic, "topic", schemas.SampleTopicV1, "Kafka topic")
+	fs.StringVar(&f.compression, "compression", "zstd", "Kafka compression: zstd | lz4 | snappy | gzip | none")
+	fs.BoolVar(&f.tls, "kafka-tls", false, "connect to Kafka with TLS")
+	fs.StringVar(&f.tlsCA, "kafka-tls-ca", "", "CA bundle (PEM) for Kafka TLS")
+	fs.StringVar(&f.tlsCert, "kafka-tls-cert", "", "client certificate (PEM) for Kafka TLS")
+	fs.StringVar(&f.tlsKey, "kafka-tls-key", "", "client key (PEM) for Kafka TLS")
+	fs.BoolVar(&f.tlsInsecure, "kafka-tls-insecure", false, "do not verify the broker's certificate (testing only)")
+	fs.StringVar(&f.saslMech, "kafka-sasl", "", "SASL mechanism: plain | scram-sha-256 | scram-sha-512 (password from $CARDHOUR_KAFKA_PASSWORD)")
+	fs.StringVar(&f.saslUser, "kafka-sasl-user", "", "SASL user")
+	fs.StringVar(&f.spoolDir, "spool-dir", "/var/lib/cardhour/spool", "on-disk spool directory")
+	fs.Int64Var(&f.spoolMax, "spool-max-bytes", 256<<20, "spool size bound; the oldest segments are dropped beyond it")
+	fs.StringVar(&f.fsync, "spool-fsync", spool.FsyncInterval, "spool fsync policy: always | interval | never")
+	fs.StringVar(&f.resolvers, "resolvers", "", "attribution resolvers in order, comma-separated: kube, unix, static (default: those configured)")
+	fs.StringVar(&f.staticMap, "static-map", "", "static map file (YAML: instances: {UUID: {project, user}})")
+	fs.StringVar(&f.roster, "roster", "", "roster file for the unix resolver (YAML: logins:, jobs:)")
+	fs.StringVar(&f.socket, "kubelet-socket", attrib.DefaultKubeletSocket, "kubelet PodResources socket")
+	fs.StringVar(&f.userLabel, "kube-user-label", "", "pod label naming the user, read from the API server (e.g. cardhour.io/user); empty: no API calls")
+	fs.StringVar(&f.nsProjects, "kube-namespace-projects", "", "namespace=project pairs, comma-separated (default: project = namespace)")
+	fs.StringVar(&f.listen, "listen", ":9464", "address for /metrics and /healthz (empty: off)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug | info | warn | error")
+	fs.BoolVar(&f.validate, "validate", false, "check the flags and files, then exit")
+	fs.Int64Var(&f.memLimit, "memory-limit", 16<<20, "soft limit of the Go heap in bytes (GC works harder near it; 0: none; $GOMEMLIMIT wins)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: cardhour collect [--simulate FLEET.yaml] [--brokers host:port] [flags]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		fmt.Fprintf(stderr, "cardhour collect: --log-level %q: want debug, info, warn or error\n", f.logLevel)
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if f.memLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		// A node agent should stay small: at 1 Hz the extra GC work is negligible.
+		debug.SetMemoryLimit(f.memLimit)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := collect(ctx, f, stdout, log); err != nil {
+		var ue usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "cardhour collect: %v\n", err)
+			fs.Usage()
+			return 2
+		}
+		fmt.Fprintf(stderr, "cardhour collect: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+type usageError struct{ error }
+
+func collect(ctx context.Context, f collectFlags, stdout io.Writer, log *slog.Logger) error {
+	var problems []error
+	if f.output != "kafka" && f.output != "stdout" {
+		problems = append(problems, fmt.Errorf("--output %q: want kafka or stdout", f.output))
+	}
+	if f.output == "kafka" && f.brokers == "" {
+		problems = append(problems, errors.New("--brokers (or $KAFKA_BROKERS) is required with --output kafka"))
+	}
+	if f.interval < time.Second || f.interval > time.Hour {
+		problems = append(problems, fmt.Errorf("--interval %v: want 1s..1h", f.interval))
+	}
+	if err := errors.Join(problems...); err != nil {
+		return usageError{err}
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	resolvers, closeRes, err := collectResolvers(f, log)
+	if err != nil {
+		return err
+	}
+	defer closeRes()
+
+	var fl *fleet.Fleet
+	if f.simulate != "" {
+		spec, err := fleet.Load(f.simulate)
+		if err != nil {
+			return err
+		}
+		if fl, err = fleet.Build(spec, collector.RealClock{}, time.Now()); err != nil {
+			return err
+		}
+	}
+	if f.validate {
+		log.Info("configuration is valid")
+		return nil
+	}
+
+	// Publisher: Kafka through the spool, or JSON Lines on stdout.
+	var pub collector.Publisher
+	var runPub func(context.Context) error
+	var finish func()
+	switch f.output {
+	case "stdout":
+		jp := collector.NewJSONLPublisher(stdout)
+		pub, finish = flushingPublisher{jp}, func() { _ = jp.Flush() }
+	default:
+		sp, err := spool.Open(spool.Config{Dir: f.spoolDir, MaxBytes: f.spoolMax, Fsync: f.fsync, Logger: log, Registerer: reg})
+		if err != nil {
+			return err
+		}
+		sink, err := kafkapub.NewKafkaSink(kafkapub.KafkaConfig{Brokers: strings.Split(f.brokers, ","), Topic: f.topic,
+			Compression: f.compression, TLS: f.tls, TLSCAFile: f.tlsCA, TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey,
+			TLSInsecureSkipVerify: f.tlsInsecure, SASLMechanism: f.saslMech, SASLUser: f.saslUser,
+			SASLPassword: os.Getenv("CARDHOUR_KAFKA_PASSWORD")})
+		if err != nil {
+			_ = sp.Close()
+			return usageError{err}
+		}
+		kp, err := kafkapub.New(kafkapub.Config{Spool: sp, Sink: sink, Logger: log, Registerer: reg})
+		if err != nil {
+			return err
+		}
+		pub, runPub = kp, kp.Run
+		finish = func() {
+			// A short, bounded drain: what remains stays in the spool for the next start.
+			dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := kp.Drain(dctx); err != nil {
+				log.Warn("samples left in the spool for the next start", "pending", sp.Pending(), "err", err)
+			}
+			_ = sink.Close()
+			_ = sp.Close()
+		}
+	}
+
+	base := collector.Config{Node: f.node, Interval: f.interval, Publisher: pub, Logger: log, Registerer: reg}
+	var cs []*collector.Collector
+	if fl != nil {
+		var closeAll func()
+		cs, closeAll, err = fl.NodeCollectors(base, resolvers...)
+		if err != nil {
+			return err
+		}
+		defer closeAll()
+	} else {
+		src, err := nvmlsource.New(nvmlsource.Config{Lib: nvml.New(), Logger: log, Registerer: reg})
+		if err != nil {
+			return err // ErrNoNVML says what is missing, once, at start
+		}
+		defer src.Close()
+		base.Source, base.Resolvers = src, resolvers
+		c, err := collector.New(base)
+		if err != nil {
+			return usageError{err}
+		}
+		cs = []*collector.Collector{c}
+	}
+
+	var srv *http.Server
+	if f.listen != "" {
+		ln, err := net.Listen("tcp", f.listen)
+		if err != nil {
+			return fmt.Errorf("cannot listen for metrics: %w", err)
+		}
+		srv = &http.Server{Handler: collector.HTTPHandler(reg, cs...), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		log.Info("serving /metrics and /healthz", "addr", ln.Addr().String())
+	}
+
+	pubCtx, stopPub := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	if runPub != nil {
+		wg.Go(func() { _ = runPub(pubCtx) })
+	}
+	var cwg sync.WaitGroup
+	for _, c := range cs {
+		cwg.Go(func() { _ = c.Run(ctx) })
+	}
+	cwg.Wait() // collectors take their final sample after ctx ends
+	began := time.Now()
+	stopPub()
+	wg.Wait()
+	finish()
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = srv.Shutdown(sctx)
+		cancel()
+	}
+	log.Info("collector shut down", "took", time.Since(began).String())
+	return nil
+}
+
+// flushingPublisher flushes stdout after every tick so a pipe sees lines at once.
+type flushingPublisher struct{ p *collector.JSONLPublisher }
+
+func (f flushingPublisher) Publish(ctx context.Context, s []schemas.Sample) error {
+	if err := f.p.Publish(ctx, s); err != nil {
+		return err
+	}
+	return f.p.Flush()
+}
+
+func collectResolvers(f collectFlags, log *slog.Logger) ([]collector.Resolver, func(), error) {
+	order := f.resolvers
+	if order == "" {
+		var names []string
+		if f.staticMap != "" {
+			names = append(names, "static")
+		}
+		if f.roster != "" {
+			names = append(names, "unix")
+		}
+		if _, err := os.Stat(f.socket); err == nil && f.simulate == "" {
+			names = append([]string{"kube"}, names...)
+		}
+		order = strings.Join(names, ",")
+	}
+	var out []collector.Resolver
+	var closers []func() error
+	closeAll := func() {
+		for _, c := range closers {
+			_ = c()
+		}
+	}
+	var errs []error
+	for _, name := range strings.Split(order, ",") {
+		switch strings.TrimSpace(name) {
+		case "":
+		case "static":
+			if f.staticMap == "" {
+				errs = append(errs, errors.New("--resolvers static needs --static-map"))
+				continue
+			}
+			s, err := attrib.LoadStatic(f.staticMap)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			out = append(out, s)
+		case "unix":
+			var r attrib.RosterFile
+			if f.roster != "" {
+				var err error
+				if r, err = attrib.LoadRoster(f.roster); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+			}
+			out = append(out, attrib.NewUnix(attrib.UnixConfig{Roster: r}))
+		case "kube":
+			nsp := map[string]string{}
+			for _, kv := range strings.Split(f.nsProjects, ",") {
+				if kv == "" {
+					continue
+				}
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" || v == "" {
+					errs = append(errs, fmt.Errorf("--kube-namespace-projects %q: want namespace=project", kv))
+					continue
+				}
+				nsp[k] = v
+			}
+			k, err := attrib.NewKube(attrib.KubeConfig{Socket: f.socket, UserLabel: f.userLabel, NamespaceProjects: nsp})
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			closers = append(closers, k.Close)
+			out = append(out, k)
+		default:
+			errs = append(errs, fmt.Errorf("--resolvers: unknown resolver %q (want kube, unix, static)", name))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		closeAll()
+		return nil, nil, usageError{err}
+	}
+	log.Info("attribution resolvers", "order", order)
+	return out, closeAll, nil
+}

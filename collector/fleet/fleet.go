@@ -1,0 +1,194 @@
+package fleet
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/cardhour/cardhour/collector"
+	"github.com/cardhour/cardhour/collector/nvmlmock"
+)
+
+// DefaultModelNames maps the names go-nvml's mocks report to the product names
+// real drivers report, so that catalog SKUs resolve.
+var defaultModelNames = map[string]string{
+	"Mock NVIDIA A100-SXM4-40GB": "NVIDIA A100-SXM4-40GB",
+}
+
+// Fleet is a built, running simulation.
+type Fleet struct {
+	Spec     *Spec
+	Interval time.Duration
+	Nodes    []*Node
+	clock    collector.Clock
+	start    time.Time
+}
+
+// Node is one simulated server.
+type Node struct {
+	Name string
+	Sim  *nvmlmock.Node
+	// Lib is the nvml.Interface to hand to nvmlsource.
+	Lib     nvml.Interface
+	holders []*HolderSpec
+	inst    map[string]*nvmlmock.Instance // instance UUID → instance
+	byHold  map[*HolderSpec]*nvmlmock.Instance
+}
+
+// ModelNames returns the gpu_model overrides of this fleet (defaults plus the file's).
+func (f *Fleet) ModelNames() map[string]string {
+	m := map[string]string{}
+	for k, v := range defaultModelNames {
+		m[k] = v
+	}
+	for k, v := range f.Spec.ModelNames {
+		m[k] = v
+	}
+	return m
+}
+
+// Build creates the mock servers. Holder scripts are evaluated at clock.Now(),
+// relative to start.
+func Build(spec *Spec, clock collector.Clock, start time.Time) (*Fleet, error) {
+	f := &Fleet{Spec: spec, Interval: time.Duration(spec.Interval), clock: clock, start: start}
+	if f.Interval == 0 {
+		f.Interval = time.Minute
+	}
+	byName := map[string]*Node{}
+	for _, ns := range spec.Nodes {
+		layouts := make([]nvmlmock.Layout, len(ns.GPUs))
+		for i, g := range ns.GPUs {
+			layouts[i] = g.MIG
+		}
+		sim, err := nvmlmock.New(ns.Model, layouts, ns.Name)
+		if err != nil {
+			return nil, fmt.Errorf("node %q: %w", ns.Name, err)
+		}
+		n := &Node{Name: ns.Name, Sim: sim, Lib: sim.Server, inst: map[string]*nvmlmock.Instance{},
+			byHold: map[*HolderSpec]*nvmlmock.Instance{}}
+		for _, g := range sim.GPUs {
+			for _, in := range g.Instances {
+				n.inst[in.UUID] = in
+			}
+		}
+		f.Nodes = append(f.Nodes, n)
+		byName[ns.Name] = n
+	}
+	for i := range spec.Holders {
+		h := &spec.Holders[i]
+		n := byName[h.node]
+		in := n.Sim.GPUs[h.gpu].Instances[0]
+		if h.hasSlot {
+			in = n.Sim.GPUs[h.gpu].Instances[h.slot]
+		}
+		n.holders = append(n.holders, h)
+		n.byHold[h] = in
+	}
+	for _, n := range f.Nodes {
+		for _, g := range n.Sim.GPUs {
+			for _, in := range g.Instances {
+				in.Dynamic(func() State { return f.state(n, in) })
+			}
+		}
+	}
+	return f, nil
+}
+
+// State aliases the mock's state so the closures above read naturally.
+type State = nvmlmock.State
+
+// active returns the holder of in at the current simulated time, and the
+// position inside its window.
+func (f *Fleet) active(n *Node, in *nvmlmock.Instance) (*HolderSpec, int, time.Duration, time.Duration) {
+	rel := f.clock.Now().Sub(f.start)
+	for idx, h := range n.holders {
+		if n.byHold[h] != in {
+			continue
+		}
+		start := time.Duration(h.Start)
+		if rel < start {
+			continue
+		}
+		w := rel - start
+		if h.Every > 0 {
+			w %= time.Duration(h.Every)
+		}
+		if h.Duration != 0 && w >= time.Duration(h.Duration) {
+			continue
+		}
+		if h.Behaviour == Jobs {
+			if w%h.jobEvery >= h.jobLn {
+				continue // between jobs nobody holds the instance
+			}
+			return h, idx, w % h.jobEvery, rel
+		}
+		return h, idx, w, rel
+	}
+	return nil, 0, 0, rel
+}
+
+// noise returns a deterministic value in [0,1) for (holder, time).
+func noise(idx int, t time.Duration) float64 {
+	h := fnv.New64a()
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], uint64(idx))
+	binary.LittleEndian.PutUint64(b[8:], uint64(t/time.Second))
+	_, _ = h.Write(b[:])
+	return float64(h.Sum64()>>11) / float64(1<<53)
+}
+
+func (f *Fleet) state(n *Node, in *nvmlmock.Instance) State {
+	h, idx, w, rel := f.active(n, in)
+	if h == nil {
+		return State{}
+	}
+	pid := uint32(10000 + 100*idx)
+	frac := func(p float64) uint64 { return uint64(float64(in.MemTotal) * p) }
+	switch h.Behaviour {
+	case Training:
+		mem := frac(0.85 + 0.1*noise(idx, rel))
+		return State{MemUsed: mem, Util: 0.88 + 0.1*noise(idx+1, rel), Processes: []nvml.ProcessInfo{
+			{Pid: pid, UsedGpuMemory: mem - mem/8}, {Pid: pid + 1, UsedGpuMemory: mem / 8}}}
+	case Notebook:
+		mem := frac(0.4)
+		if w < h.activeFor {
+			return State{MemUsed: mem, Util: 0.3 + 0.4*noise(idx, rel), Processes: []nvml.ProcessInfo{{Pid: pid, UsedGpuMemory: mem}}}
+		}
+		return State{MemUsed: mem, Util: 0.01 * noise(idx, rel), Processes: []nvml.ProcessInfo{{Pid: pid, UsedGpuMemory: mem}}}
+	case Jobs:
+		mem := frac(0.6)
+		jobPID := pid + 2 + uint32(((rel-w)/time.Minute)%90) // a new PID per job
+		return State{MemUsed: mem, Util: 0.6 + 0.3*noise(idx, rel), Processes: []nvml.ProcessInfo{{Pid: jobPID, UsedGpuMemory: mem}}}
+	default: // Abandoned
+		return State{}
+	}
+}
+
+// Resolver attributes a node's instances to the holders active now, the way a
+// scheduler's allocation (Kubernetes, Slurm) would.
+func (f *Fleet) Resolver(n *Node) collector.Resolver { return &resolver{f: f, n: n} }
+
+type resolver struct {
+	f *Fleet
+	n *Node
+}
+
+func (r *resolver) Name() string { return "simulated" }
+
+func (r *resolver) Resolve(_ context.Context, insts []collector.Instance) (map[string]collector.Holder, error) {
+	out := map[string]collector.Holder{}
+	for _, ci := range insts {
+		in := r.n.inst[ci.InstanceID]
+		if in == nil {
+			continue
+		}
+		if h, _, _, _ := r.f.active(r.n, in); h != nil {
+			out[ci.InstanceID] = collector.Holder{Project: h.Project, User: h.User}
+		}
+	}
+	return out, nil
+}

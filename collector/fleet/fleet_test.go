@@ -1,0 +1,93 @@
+package fleet_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cardhour/cardhour/collector"
+	"github.com/cardhour/cardhour/collector/fleet"
+	"github.com/cardhour/cardhour/schemas"
+)
+
+const example = "../testdata/fleet.example.yaml"
+
+func TestParseErrors(t *testing.T) {
+	f := func(yaml, want string) {
+		t.Helper()
+		_, err := fleet.Parse([]byte(yaml))
+		require.Error(t, err)
+		require.Contains(t, err.Error(), want)
+	}
+	f("nodes:\n  - name: a\n    model: a100-80gb\n    gpus: [{}]\n    colour: red\n", "line 5: field colour not found")
+	f("nodes: []\n", "at least one node")
+	f("nodes:\n  - {name: a, model: t4, gpus: [{}]}\n", `model "t4"`)
+	f("nodes:\n  - {name: a, model: a100-80gb, gpus: [{}]}\nholders:\n  - {name: h, project: p, instance: a/3, behaviour: training}\n", "line 4: holder \"h\": instance \"a/3\"")
+	f("nodes:\n  - {name: a, model: a100-80gb, gpus: [{mig: [1g.10gb]}]}\nholders:\n  - {name: h, project: p, instance: a/0, behaviour: training}\n", "name the slot")
+	f("nodes:\n  - {name: a, model: a100-80gb, gpus: [{}]}\nholders:\n  - {name: h, project: p, instance: a/0, behaviour: sleeping}\n", "behaviour \"sleeping\"")
+	f("nodes:\n  - {name: a, model: a100-80gb, gpus: [{}]}\nholders:\n  - {name: h, project: p, instance: a/0, behaviour: training, start: soon}\n", "line 4: duration \"soon\"")
+	f("interval: 100ms\nnodes:\n  - {name: a, model: a100-80gb, gpus: [{}]}\n", "interval")
+
+	spec, err := fleet.Parse([]byte("nodes:\n  - {name: a, model: a100-80gb, gpus: [{mig: [4g.40gb, 4g.40gb]}]}\n"))
+	require.NoError(t, err, "spec is valid; the layout is checked when built")
+	_, err = fleet.Build(spec, collector.RealClock{}, time.Now())
+	require.ErrorContains(t, err, "more than 7 slices")
+}
+
+func simulateDay(t *testing.T) []byte {
+	t.Helper()
+	spec, err := fleet.Load(example)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	pub := collector.NewJSONLPublisher(&out)
+	from := time.Date(2026, 11, 1, 0, 0, 0, 0, time.FixedZone("CST", 8*3600))
+	require.NoError(t, fleet.Simulate(context.Background(), fleet.SimulateConfig{Spec: spec, From: from, To: from.Add(24 * time.Hour),
+		Interval: 5 * time.Minute, Publisher: pub}))
+	require.NoError(t, pub.Flush())
+	return out.Bytes()
+}
+
+func TestSimulateExampleFleet(t *testing.T) {
+	data := simulateDay(t)
+	require.Equal(t, data, simulateDay(t), "a simulation is deterministic")
+
+	dec := schemas.NewDecoder()
+	projects := map[string]bool{}
+	models := map[string]bool{}
+	profiles := map[string]bool{}
+	sources := map[string]int{}
+	var abandoned, idleNotebook int
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	require.Equal(t, 29*288, len(lines), "29 instances, 288 five-minute samples each")
+	for i, line := range lines {
+		var s schemas.Sample
+		require.NoError(t, dec.Decode([]byte(line), &s), "line %d", i+1)
+		require.NoError(t, s.Validate())
+		projects[s.Project] = true
+		models[s.GPUModel] = true
+		profiles[s.Profile] = true
+		sources[s.UtilSource]++
+		if s.User == "2025010104" {
+			require.Zero(t, s.Processes, "nobody runs on the forgotten slice")
+		}
+		if s.Project == "ai101" && s.Processes == 0 {
+			abandoned++
+		}
+		if s.User == "2022150002" && s.UtilKnown && s.Util < 0.05 {
+			idleNotebook++
+		}
+	}
+	require.Equal(t, map[string]bool{"": true, "nlp-lab": true, "cv-lab": true, "thesis-h100": true}, projects,
+		"ai101 starts on day 3; the rest appear on day 1")
+	require.Equal(t, map[string]bool{"NVIDIA A100-SXM4-80GB": true, "NVIDIA H100 80GB HBM3": true}, models)
+	require.Equal(t, map[string]bool{"1g.10gb": true, "2g.20gb": true, "3g.40gb": true, "full": true}, profiles)
+	require.Positive(t, sources["gpm"])
+	require.Positive(t, sources["nvml"])
+	require.Positive(t, sources["none"])
+	require.Zero(t, abandoned)
+	require.Positive(t, idleNotebook, "the thesis notebook is left idle and GPM sees it")
+}

@@ -1,0 +1,226 @@
+// Package kafkapub publishes samples through the on-disk spool to a Sink
+// (Kafka, or the in-memory fake). Every sample is appended to the spool first
+// and a sender goroutine ships the spool in order, acknowledging records only
+// after the sink accepted them. An outage of Kafka, or a slow Kafka, only makes
+// the spool grow; when Kafka comes back the backlog is replayed in order. Delivery
+// is at least once: a batch that failed half way is sent again whole, and the
+// duplicates are harmless because billing unions intervals.
+package kafkapub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cardhour/cardhour/collector/spool"
+	"github.com/cardhour/cardhour/schemas"
+)
+
+// Sink writes a batch of records (key = instance_id, value = one JSON sample)
+// and returns nil only when all of them are acknowledged.
+type Sink interface {
+	Write(ctx context.Context, recs []spool.Record) error
+}
+
+// Config configures a Publisher.
+type Config struct {
+	Spool        *spool.Spool // required
+	Sink         Sink         // required
+	BatchRecords int          // records per write (default 5000)
+	BatchBytes   int          // bytes per write (default 4 MiB)
+	BackoffMin   time.Duration
+	BackoffMax   time.Duration
+	Logger       *slog.Logger
+	Registerer   prometheus.Registerer
+}
+
+// Validate reports every problem at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Spool == nil {
+		errs = append(errs, errors.New("publisher: spool is required"))
+	}
+	if c.Sink == nil {
+		errs = append(errs, errors.New("publisher: sink is required"))
+	}
+	if c.BatchRecords < 0 || c.BatchBytes < 0 || c.BackoffMin < 0 || c.BackoffMax < c.BackoffMin {
+		errs = append(errs, errors.New("publisher: batch sizes and backoffs must be positive, backoff max >= min"))
+	}
+	return errors.Join(errs...)
+}
+
+// Publisher implements collector.Publisher.
+type Publisher struct {
+	cfg Config
+	log *slog.Logger
+
+	mu  sync.Mutex
+	buf []byte
+	rec []spool.Record
+
+	sent, errs prometheus.Counter
+	sendDur    prometheus.Histogram
+}
+
+// New returns a Publisher; call Run to start sending.
+func New(cfg Config) (*Publisher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.BatchRecords == 0 {
+		cfg.BatchRecords = 5000
+	}
+	if cfg.BatchBytes == 0 {
+		cfg.BatchBytes = 4 << 20
+	}
+	if cfg.BackoffMin == 0 {
+		cfg.BackoffMin = 100 * time.Millisecond
+	}
+	if cfg.BackoffMax == 0 {
+		cfg.BackoffMax = max(5*time.Second, cfg.BackoffMin)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	p := &Publisher{cfg: cfg, log: cfg.Logger.With("component", "publisher"),
+		sent: prometheus.NewCounter(prometheus.CounterOpts{Name: "cardhour_collector_published_samples_total",
+			Help: "Samples acknowledged by Kafka (replays count again)."}),
+		errs: prometheus.NewCounter(prometheus.CounterOpts{Name: "cardhour_collector_kafka_write_errors_total",
+			Help: "Batches Kafka did not acknowledge (they stay in the spool and are retried)."}),
+		sendDur: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cardhour_collector_kafka_write_duration_seconds",
+			Help: "Time to write one batch to Kafka.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)}),
+	}
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{p.sent, p.errs, p.sendDur} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return p, nil
+}
+
+// Publish encodes the samples and appends them to the spool.
+func (p *Publisher) Publish(_ context.Context, samples []schemas.Sample) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.buf, p.rec = p.buf[:0], p.rec[:0]
+	offs := make([]int, 0, len(samples)+1)
+	for i := range samples {
+		offs = append(offs, len(p.buf))
+		p.buf = samples[i].AppendJSON(p.buf)
+	}
+	offs = append(offs, len(p.buf))
+	for i := range samples {
+		p.rec = append(p.rec, spool.Record{Key: []byte(samples[i].InstanceID), Value: p.buf[offs[i]:offs[i+1]]})
+	}
+	return p.cfg.Spool.Append(p.rec)
+}
+
+// Run sends the spool to the sink until ctx ends. On the way out it keeps
+// sending for up to drainTimeout so that a clean shutdown leaves little behind
+// (what is left is sent after the next start).
+func (p *Publisher) Run(ctx context.Context) error {
+	backoff := p.cfg.BackoffMin
+	for {
+		recs, cur, err := p.cfg.Spool.Read(p.cfg.BatchRecords, p.cfg.BatchBytes)
+		if err != nil {
+			p.log.Error("cannot read the spool", "err", err)
+		}
+		if len(recs) == 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-p.cfg.Spool.Notify():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		t0 := time.Now()
+		if err := p.cfg.Sink.Write(ctx, recs); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			p.errs.Inc()
+			p.log.Warn("Kafka write failed; samples stay in the spool", "records", len(recs),
+				"pending", p.cfg.Spool.Pending(), "retry_in", backoff.String(), "err", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, p.cfg.BackoffMax)
+			continue
+		}
+		p.sendDur.Observe(time.Since(t0).Seconds())
+		if backoff != p.cfg.BackoffMin {
+			p.log.Info("Kafka writes succeed again; replaying the spool", "pending", p.cfg.Spool.Pending())
+			backoff = p.cfg.BackoffMin
+		}
+		p.sent.Add(float64(len(recs)))
+		if err := p.cfg.Spool.Commit(cur); err != nil {
+			p.log.Error("cannot persist the spool cursor (records may be sent twice)", "err", err)
+		}
+	}
+}
+
+// Drain sends until the spool is empty or ctx ends; it is for shutdown and
+// tests, not to be run beside Run.
+func (p *Publisher) Drain(ctx context.Context) error {
+	for p.cfg.Spool.Pending() > 0 {
+		recs, cur, err := p.cfg.Spool.Read(p.cfg.BatchRecords, p.cfg.BatchBytes)
+		if err != nil {
+			return err
+		}
+		if len(recs) == 0 {
+			return nil
+		}
+		if err := p.cfg.Sink.Write(ctx, recs); err != nil {
+			return fmt.Errorf("cannot drain the spool: %w", err)
+		}
+		p.sent.Add(float64(len(recs)))
+		if err := p.cfg.Spool.Commit(cur); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MemorySink is the in-memory fake of Sink. Fail, when set, makes Write fail.
+type MemorySink struct {
+	mu   sync.Mutex
+	recs []spool.Record
+	Fail error
+}
+
+// Write keeps copies of the records.
+func (m *MemorySink) Write(_ context.Context, recs []spool.Record) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.Fail != nil {
+		return m.Fail
+	}
+	for _, r := range recs {
+		m.recs = append(m.recs, spool.Record{Key: append([]byte(nil), r.Key...), Value: append([]byte(nil), r.Value...)})
+	}
+	return nil
+}
+
+// SetFail sets or clears the failure.
+func (m *MemorySink) SetFail(err error) {
+	m.mu.Lock()
+	m.Fail = err
+	m.mu.Unlock()
+}
+
+// Records returns everything written.
+func (m *MemorySink) Records() []spool.Record {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]spool.Record(nil), m.recs...)
+}

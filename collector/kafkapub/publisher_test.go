@@ -1,0 +1,97 @@
+package kafkapub_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/cardhour/cardhour/collector/kafkapub"
+	"github.com/cardhour/cardhour/collector/spool"
+	"github.com/cardhour/cardhour/schemas"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// kafka-go's transport keeps idle connections and a metadata goroutine
+		// around briefly after Close.
+		goleak.IgnoreTopFunction("github.com/segmentio/kafka-go.(*conn).run"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		goleak.IgnoreTopFunction("time.Sleep"),
+		goleak.IgnoreAnyFunction("github.com/segmentio/kafka-go.(*connPool).discover"),
+		goleak.IgnoreAnyFunction("github.com/segmentio/kafka-go.(*Writer).produce"),
+	)
+}
+
+func sample(inst, tick int) schemas.Sample {
+	return schemas.Sample{StartMS: 1793462400000 + int64(tick)*1000, IntervalMS: 1000, Node: "n1",
+		GPUUUID: "GPU-1", GPUModel: "NVIDIA A100-SXM4-80GB", InstanceID: fmt.Sprintf("MIG-%03d", inst),
+		Profile: "1g.10gb", Project: "nlp-lab", User: "u", MemTotal: 10 << 30, UtilSource: "none"}
+}
+
+func tickSamples(n, tick int) []schemas.Sample {
+	out := make([]schemas.Sample, n)
+	for i := range out {
+		out[i] = sample(i, tick)
+	}
+	return out
+}
+
+func TestOutageSpoolsThenReplaysInOrder(t *testing.T) {
+	sp, err := spool.Open(spool.Config{Dir: t.TempDir(), MaxBytes: 64 << 20})
+	require.NoError(t, err)
+	defer sp.Close()
+	sink := &kafkapub.MemorySink{}
+	p, err := kafkapub.New(kafkapub.Config{Spool: sp, Sink: sink, BatchRecords: 50, BackoffMin: time.Millisecond, BackoffMax: 10 * time.Millisecond})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Run(ctx) }()
+
+	for tick := 0; tick < 300; tick++ {
+		switch tick {
+		case 100:
+			sink.SetFail(errors.New("broker down"))
+		case 200:
+			require.Positive(t, sp.Pending(), "samples wait in the spool during the outage")
+			sink.SetFail(nil)
+		}
+		require.NoError(t, p.Publish(ctx, tickSamples(5, tick)))
+		time.Sleep(100 * time.Microsecond)
+	}
+	require.Eventually(t, func() bool { return sp.Pending() == 0 }, 10*time.Second, 5*time.Millisecond)
+	cancel()
+	<-done
+
+	dec := schemas.NewDecoder()
+	last := map[string]int64{}
+	count := map[string]int{}
+	for _, r := range sink.Records() {
+		var s schemas.Sample
+		require.NoError(t, dec.Decode(r.Value, &s))
+		require.Equal(t, s.InstanceID, string(r.Key))
+		require.Greater(t, s.StartMS, last[s.InstanceID], "in order per instance, no duplicates with a fake sink")
+		last[s.InstanceID] = s.StartMS
+		count[s.InstanceID]++
+	}
+	require.Len(t, count, 5)
+	for id, n := range count {
+		require.Equal(t, 300, n, id)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	_, err := kafkapub.New(kafkapub.Config{})
+	require.ErrorContains(t, err, "spool is required")
+	require.ErrorContains(t, err, "sink is required")
+	kc := kafkapub.KafkaConfig{Compression: "brotli", SASLMechanism: "kerberos", TLSCertFile: "x"}
+	err = kc.Validate()
+	require.ErrorContains(t, err, "at least one broker")
+	require.ErrorContains(t, err, "compression")
+	require.ErrorContains(t, err, "SASL mechanism")
+	require.ErrorContains(t, err, "certificate and key")
+}

@@ -1,0 +1,191 @@
+package spool_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cardhour/cardhour/collector/spool"
+)
+
+func open(t *testing.T, cfg spool.Config) *spool.Spool {
+	t.Helper()
+	s, err := spool.Open(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func recs(from, n int) []spool.Record {
+	out := make([]spool.Record, n)
+	for i := range out {
+		out[i] = spool.Record{Key: fmt.Appendf(nil, "inst-%d", (from+i)%7), Value: fmt.Appendf(nil, `{"seq":%d,"pad":"%0200d"}`, from+i, 0)}
+	}
+	return out
+}
+
+// drain reads and commits everything, returning the seq numbers in order.
+func drain(t *testing.T, s *spool.Spool, batch int) []string {
+	t.Helper()
+	var got []string
+	for {
+		rs, cur, err := s.Read(batch, 1<<20)
+		require.NoError(t, err)
+		if len(rs) == 0 {
+			return got
+		}
+		for _, r := range rs {
+			got = append(got, string(r.Value))
+		}
+		require.NoError(t, s.Commit(cur))
+	}
+}
+
+func values(rs []spool.Record) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, string(r.Value))
+	}
+	return out
+}
+
+func TestAppendReadCommitInOrder(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, spool.Config{Dir: dir, MaxBytes: 1 << 20, SegmentBytes: 16 << 10, Fsync: spool.FsyncAlways})
+	var want []string
+	for i := 0; i < 50; i++ {
+		rs := recs(i*10, 10)
+		require.NoError(t, s.Append(rs))
+		want = append(want, values(rs)...)
+	}
+	require.EqualValues(t, 500, s.Pending())
+	// Read without commit returns the same records again.
+	a, _, err := s.Read(3, 1<<20)
+	require.NoError(t, err)
+	require.Equal(t, want[:3], values(a))
+	b, _, err := s.Read(3, 1<<20)
+	require.NoError(t, err)
+	require.Equal(t, want[:3], values(b))
+
+	require.Equal(t, want, drain(t, s, 37))
+	require.Zero(t, s.Pending())
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+	require.LessOrEqual(t, len(segs), 2, "acknowledged segments are deleted")
+}
+
+func TestReopenResumesAtCursor(t *testing.T) {
+	dir := t.TempDir()
+	cfg := spool.Config{Dir: dir, MaxBytes: 1 << 20, SegmentBytes: 8 << 10}
+	s, err := spool.Open(cfg)
+	require.NoError(t, err)
+	all := recs(0, 200)
+	require.NoError(t, s.Append(all))
+	rs, cur, err := s.Read(120, 1<<20)
+	require.NoError(t, err)
+	require.Len(t, rs, 120)
+	require.NoError(t, s.Commit(cur))
+	require.NoError(t, s.Close())
+
+	s2 := open(t, cfg)
+	require.EqualValues(t, 80, s2.Pending())
+	require.Equal(t, values(all[120:]), drain(t, s2, 50))
+}
+
+func TestTornWriteIsTruncatedOnOpen(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tear func(t *testing.T, path string)
+	}{
+		{"half a record", func(t *testing.T, path string) {
+			fi, err := os.Stat(path)
+			require.NoError(t, err)
+			require.NoError(t, os.Truncate(path, fi.Size()-100))
+		}},
+		{"garbage after the last record", func(t *testing.T, path string) {
+			f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+			require.NoError(t, err)
+			_, _ = f.Write([]byte{0xff, 0xff, 0, 0, 1, 2, 3})
+			require.NoError(t, f.Close())
+		}},
+		{"bad CRC in the last record", func(t *testing.T, path string) {
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			data[len(data)-5] ^= 0xff
+			require.NoError(t, os.WriteFile(path, data, 0o640))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := spool.Config{Dir: dir, MaxBytes: 1 << 20, SegmentBytes: 256 << 10}
+			s, err := spool.Open(cfg)
+			require.NoError(t, err)
+			all := recs(0, 20)
+			require.NoError(t, s.Append(all))
+			require.NoError(t, s.Close())
+			segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+			sort.Strings(segs)
+			tc.tear(t, segs[len(segs)-1])
+
+			reg := prometheus.NewRegistry()
+			s2 := open(t, spool.Config{Dir: dir, MaxBytes: 1 << 20, SegmentBytes: 256 << 10, Registerer: reg})
+			// The torn last record is gone; every earlier one is intact and in order.
+			want := values(all)
+			if tc.name != "garbage after the last record" {
+				want = want[:19]
+			}
+			require.EqualValues(t, len(want), s2.Pending())
+			// Appending after repair starts on a record boundary.
+			more := recs(100, 3)
+			require.NoError(t, s2.Append(more))
+			require.Equal(t, append(want, values(more)...), drain(t, s2, 1000))
+			require.Positive(t, testutil.ToFloat64(counter(t, reg, "cardhour_collector_spool_truncated_bytes_total")))
+		})
+	}
+}
+
+func TestFullSpoolDropsOldestWithCounter(t *testing.T) {
+	dir := t.TempDir()
+	reg := prometheus.NewRegistry()
+	s := open(t, spool.Config{Dir: dir, MaxBytes: 64 << 10, SegmentBytes: 8 << 10, Registerer: reg})
+	var all []string
+	for i := 0; i < 100; i++ { // ~25 KiB per 100 records: 100 batches of 10 overflow 64 KiB
+		rs := recs(i*10, 10)
+		require.NoError(t, s.Append(rs))
+		all = append(all, values(rs)...)
+	}
+	require.LessOrEqual(t, s.Bytes(), int64(64<<10))
+	dropped := testutil.ToFloat64(counter(t, reg, "cardhour_collector_spool_dropped_records_total"))
+	require.Positive(t, dropped)
+	got := drain(t, s, 100)
+	require.Equal(t, len(all)-int(dropped), len(got), "every record is either delivered or counted as dropped")
+	require.Equal(t, all[len(all)-len(got):], got, "the oldest are dropped, the rest stay in order")
+}
+
+func TestValidate(t *testing.T) {
+	cfg := spool.Config{MaxBytes: 10, Fsync: "sometimes", SegmentBytes: -1}
+	err := cfg.Validate()
+	require.ErrorContains(t, err, "dir is required")
+	require.ErrorContains(t, err, "max bytes")
+	require.ErrorContains(t, err, "fsync")
+}
+
+func counter(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: "copy"})
+			c.Add(mf.GetMetric()[0].GetCounter().GetValue())
+			return c
+		}
+	}
+	t.Fatalf("metric %s not found", name)
+	return nil
+}
