@@ -1,5 +1,6 @@
 # cardhour — build, test, benchmark, lint.
 #
+#   make run           build, then bill the example usage with the example catalog
 #   make build         build ./bin/cardhour
 #   make test          unit tests + integration tests against real ClickHouse and Kafka
 #                      (started on loopback by deployments/testenv/services.sh unless
@@ -10,15 +11,22 @@
 
 GO        ?= go
 BIN       := $(CURDIR)/bin
+# go-nvml's cgo prologue declares every NVML function, deprecated ones too; keep
+# the compiler quiet about those.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 FUZZTIME  ?= 10s
 GOLANGCI_VERSION ?= v2.5.0
 
-.PHONY: all build test unit-test fuzz-short bench bench-go lint fmt services-up services-down clean
+.PHONY: all run build test unit-test fuzz-short bench bench-go lint fmt services-up services-down clean
 
 all: build
 
 build:
 	$(GO) build -trimpath -o $(BIN)/cardhour ./cmd/cardhour
+
+run: build
+	$(BIN)/cardhour bill --catalog schemas/examples/catalog.yaml --samples schemas/examples/samples.jsonl \
+		--period 2026-11 --format table
 
 test:
 	$(GO) vet ./...
@@ -35,8 +43,12 @@ fuzz-short:
 	$(GO) test -run='^$$' -fuzz='^FuzzParseTimestamp$$' -fuzztime=$(FUZZTIME) ./schemas
 	$(GO) test -run='^$$' -fuzz='^FuzzParseCatalog$$' -fuzztime=$(FUZZTIME) ./schemas
 
+# The scripts print ratios against baselines measured in the same run; they need
+# the test services (started here when CLICKHOUSE_ADDR / KAFKA_BROKERS are unset).
 bench: bench-go
-	scripts/bench-bill.sh
+	deployments/testenv/with-services.sh scripts/bench-bill.sh
+	deployments/testenv/with-services.sh scripts/bench-collector.sh 120
+	deployments/testenv/with-services.sh scripts/bench-ingest.sh
 
 bench-go:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
