@@ -158,3 +158,24 @@ func TestIdleAlertsGolden(t *testing.T) {
 		golden(t, "example-idle."+format, out)
 	}
 }
+
+// A simulated lab, end to end through the real collector code: simulate five days,
+// bill it, and check that every scripted holder shows up priced.
+func TestSimulateThenBill(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "day.jsonl")
+	code, _, errOut := runCLI(t, "", "simulate", "--fleet", "../../collector/testdata/fleet.example.yaml",
+		"--from", "2026-11-01T00:00:00+08:00", "--to", "2026-11-06T00:00:00+08:00", "--out", out)
+	require.Equal(t, 0, code, errOut)
+	code, invoice, errOut := runCLI(t, "", "bill", "--catalog", exampleCatalog, "--samples", out, "--period", "2026-11")
+	require.Equal(t, 0, code, errOut)
+	require.NotContains(t, errOut, "matches no SKU", "every simulated instance has a price")
+	for _, p := range []string{"nlp-lab", "cv-lab", "ai101", "thesis-h100"} {
+		require.Contains(t, invoice, `"project": "`+p+`"`)
+	}
+	// Replaying the same days changes nothing.
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	code, again, errOut := runCLI(t, string(data)+string(data), "bill", "--catalog", exampleCatalog, "--samples", "-", "--period", "2026-11")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, invoice, again)
+}
