@@ -199,7 +199,7 @@ func (k *Kube) userOf(ctx context.Context, ns, name string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("kube: get pod %s: %w", key, err)
 	}
-	defer resp.Body.Close()
+	defer resp.Body.Close() //nolint:errcheck // read-only body
 	if resp.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("kube: get pod %s: HTTP %d", key, resp.StatusCode)
 	}

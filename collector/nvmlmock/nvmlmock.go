@@ -179,7 +179,7 @@ func profileIndex(d *server.Device, want string) (int, nvml.GpuInstanceProfileIn
 func (g *GPU) createMIG(layout Layout, seed string, gpuIdx int) error {
 	d := g.Device
 	if _, r := d.SetMigMode(nvml.DEVICE_MIG_ENABLE); r != nvml.SUCCESS {
-		return fmt.Errorf("enable MIG: %v", r)
+		return fmt.Errorf("enable MIG: %w", r)
 	}
 	g.MIG = true
 	slices := 0
@@ -195,7 +195,7 @@ func (g *GPU) createMIG(layout Layout, seed string, gpuIdx int) error {
 		pi := d.Config.MIGProfiles.GpuInstanceProfiles[idx]
 		gi, r := d.CreateGpuInstance(&pi)
 		if r != nvml.SUCCESS {
-			return fmt.Errorf("create GPU instance %s: %v", p, r)
+			return fmt.Errorf("create GPU instance %s: %w", p, r)
 		}
 		giInfo, _ := gi.GetInfo()
 		ciInfo, r := gi.GetComputeInstanceProfileInfo(nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE*0+ciProfileFor(int(info.SliceCount)), nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)

@@ -226,7 +226,7 @@ func (s *Spool) load() error {
 		s.segs = append(s.segs, &segment{seq: 1})
 	}
 	last := s.segs[len(s.segs)-1]
-	f, err := os.OpenFile(s.segPath(last.seq), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	f, err := os.OpenFile(s.segPath(last.seq), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("cannot open spool segment: %w", err)
 	}
@@ -320,7 +320,7 @@ func (s *Spool) writeCursor() error {
 	binary.LittleEndian.PutUint64(b[8:], uint64(s.cursor.Off))
 	binary.LittleEndian.PutUint32(b[16:], crc32.Checksum(b[:16], crcTable))
 	tmp := filepath.Join(s.cfg.Dir, cursorFile+".tmp")
-	if err := os.WriteFile(tmp, b[:], 0o640); err != nil {
+	if err := os.WriteFile(tmp, b[:], 0o600); err != nil {
 		return err
 	}
 	return os.Rename(tmp, filepath.Join(s.cfg.Dir, cursorFile))
@@ -414,7 +414,7 @@ func (s *Spool) roll() error {
 		return fmt.Errorf("cannot close spool segment: %w", err)
 	}
 	seq := s.segs[len(s.segs)-1].seq + 1
-	f, err := os.OpenFile(s.segPath(seq), os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_TRUNC, 0o640)
+	f, err := os.OpenFile(s.segPath(seq), os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("cannot create spool segment: %w", err)
 	}
