@@ -41,8 +41,8 @@ type openRun struct {
 
 type openIdle struct {
 	openRun
-	utilKnown bool
-	util      float64
+	class    uint8
+	min, max float64
 }
 
 // NewCompactor returns a Compactor keeping at most maxOpen open runs (0: default).
@@ -59,10 +59,8 @@ func IdleCandidate(s *schemas.Sample) bool {
 	if s.Project == "" {
 		return false
 	}
-	if s.UtilKnown {
-		return s.Util < 1
-	}
-	return s.Processes == 0
+	_, ok := IdleClassOf(s)
+	return ok
 }
 
 // Build returns the batch for samples: the samples themselves and the runs they
@@ -77,12 +75,21 @@ func (c *Compactor) Build(samples []schemas.Sample) *Batch {
 		k := billing.Key{Project: s.Project, User: s.User, InstanceID: s.InstanceID, GPUModel: s.GPUModel, Profile: s.Profile}
 		start, end := s.StartMS, s.EndMS()
 		b.Occupancy = c.addOcc(b.Occupancy, k, start, end)
-		if IdleCandidate(s) {
+		if class, ok := IdleClassOf(s); ok {
 			util := 0.0
 			if s.UtilKnown {
 				util = s.Util
 			}
-			b.Idle = c.addIdle(b.Idle, k, start, end, s.UtilKnown, util)
+			e := end
+			if m := c.nextMonth(start); end > m {
+				// The part of the sample after the UTC month boundary is a row of
+				// its own (MinUtil = MaxUtil: never decided from raw samples), so
+				// that every sample merged into a run starts inside each row it
+				// contributes to: the raw fallback finds a run's samples by start.
+				b.Idle = c.appendIdle(b.Idle, k, m, end, class, util, util)
+				e = m
+			}
+			b.Idle = c.addIdle(b.Idle, k, start, e, class, util)
 		}
 	}
 	for _, k := range c.dirtyO {
@@ -93,7 +100,7 @@ func (c *Compactor) Build(samples []schemas.Sample) *Batch {
 	}
 	for _, k := range c.dirtyI {
 		if r := c.idle[k]; r != nil && r.dirty {
-			b.Idle = c.appendIdle(b.Idle, k, r.start, r.end, r.utilKnown, r.util)
+			b.Idle = c.appendIdle(b.Idle, k, r.start, r.end, r.class, r.min, r.max)
 			r.dirty = false
 		}
 	}
@@ -137,32 +144,33 @@ func (c *Compactor) addOcc(out []Run, k billing.Key, start, end int64) []Run {
 	return out
 }
 
-func (c *Compactor) addIdle(out []IdleRun, k billing.Key, start, end int64, known bool, util float64) []IdleRun {
+func (c *Compactor) addIdle(out []IdleRun, k billing.Key, start, end int64, class uint8, util float64) []IdleRun {
 	r := c.idle[k]
 	switch {
 	case r == nil:
-		r = &openIdle{openRun: openRun{start: start, end: end}, utilKnown: known, util: util}
+		r = &openIdle{openRun: openRun{start: start, end: end}, class: class, min: util, max: util}
 		c.idle[k] = r
-	case r.utilKnown == known && r.util == util && start <= r.end && end >= r.start:
+	case r.class == class && start <= r.end && end >= r.start:
 		r.start, r.end = min(r.start, start), max(r.end, end)
-	case start > r.end || r.utilKnown != known || r.util != util:
+		r.min, r.max = min(r.min, util), max(r.max, util)
+	case start > r.end || r.class != class:
 		if start <= r.end && end >= r.start && start < r.start {
-			// Overlaps the open run from before with another signature: its own row.
-			return c.appendIdle(out, k, start, end, known, util)
+			// Overlaps the open run from before, in another class: its own row.
+			return c.appendIdle(out, k, start, end, class, util, util)
 		}
 		if r.dirty {
-			out = c.appendIdle(out, k, r.start, r.end, r.utilKnown, r.util)
+			out = c.appendIdle(out, k, r.start, r.end, r.class, r.min, r.max)
 		}
-		r.start, r.end, r.utilKnown, r.util = start, end, known, util
+		r.start, r.end, r.class, r.min, r.max = start, end, class, util, util
 	default:
-		return c.appendIdle(out, k, start, end, known, util)
+		return c.appendIdle(out, k, start, end, class, util, util)
 	}
 	if !r.dirty {
 		r.dirty = true
 		c.dirtyI = append(c.dirtyI, k)
 	}
 	for b := c.nextMonth(r.start); r.end > b; b = c.nextMonth(r.start) {
-		out = append(out, IdleRun{Run: Run{Key: k, StartMS: r.start, EndMS: b}, UtilKnown: r.utilKnown, Util: r.util})
+		out = append(out, IdleRun{Run: Run{Key: k, StartMS: r.start, EndMS: b}, Class: r.class, MinUtil: r.min, MaxUtil: r.max})
 		r.start = b
 	}
 	return out
@@ -176,12 +184,12 @@ func (c *Compactor) appendRun(out []Run, k billing.Key, start, end int64) []Run 
 	return append(out, Run{Key: k, StartMS: start, EndMS: end})
 }
 
-func (c *Compactor) appendIdle(out []IdleRun, k billing.Key, start, end int64, known bool, util float64) []IdleRun {
+func (c *Compactor) appendIdle(out []IdleRun, k billing.Key, start, end int64, class uint8, lo, hi float64) []IdleRun {
 	for b := c.nextMonth(start); end > b; b = c.nextMonth(start) {
-		out = append(out, IdleRun{Run: Run{Key: k, StartMS: start, EndMS: b}, UtilKnown: known, Util: util})
+		out = append(out, IdleRun{Run: Run{Key: k, StartMS: start, EndMS: b}, Class: class, MinUtil: lo, MaxUtil: hi})
 		start = b
 	}
-	return append(out, IdleRun{Run: Run{Key: k, StartMS: start, EndMS: end}, UtilKnown: known, Util: util})
+	return append(out, IdleRun{Run: Run{Key: k, StartMS: start, EndMS: end}, Class: class, MinUtil: lo, MaxUtil: hi})
 }
 
 func (c *Compactor) nextMonth(ms int64) int64 {

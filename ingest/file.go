@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +15,10 @@ import (
 type FileConfig struct {
 	Writer    *Writer
 	BatchSize int // samples per store write (0: 50 000)
-	Workers   int // decoding goroutines (0: GOMAXPROCS)
+	// Workers is the number of decoding goroutines (0: 1). With more than one,
+	// chunks of the file reach the compactor out of order, which costs
+	// compaction (more, shorter runs), never correctness.
+	Workers int
 	// MaxReported bounds the invalid lines kept in the stats (0: 100).
 	MaxReported int
 }
@@ -25,6 +29,9 @@ type FileConfig struct {
 // stats (never dropped silently: the caller reports them and exits non-zero).
 // The back-fill is idempotent: running it again, whole or in part, changes no
 // invoice, so after a failure the fix is to run it again.
+//
+// Decoding and writing overlap: while one batch is written, the next is
+// decoded into a second buffer.
 func Backfill(ctx context.Context, r io.Reader, cfg FileConfig) (schemas.ReadStats, error) {
 	if cfg.Writer == nil {
 		return schemas.ReadStats{}, errors.New("backfill: writer is required")
@@ -35,18 +42,57 @@ func Backfill(ctx context.Context, r io.Reader, cfg FileConfig) (schemas.ReadSta
 	if cfg.MaxReported <= 0 {
 		cfg.MaxReported = 100
 	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 1
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var (
-		mu  sync.Mutex
-		buf = make([]schemas.Sample, 0, cfg.BatchSize)
+		mu      sync.Mutex
+		buf     = make([]schemas.Sample, 0, cfg.BatchSize)
+		free    = make(chan []schemas.Sample, 1)
+		full    = make(chan []schemas.Sample)
+		writeMu sync.Mutex
+		werr    error
+		wdone   = make(chan struct{})
 	)
-	flush := func() error {
-		if len(buf) == 0 {
-			return nil
+	free <- make([]schemas.Sample, 0, cfg.BatchSize)
+	go func() {
+		defer close(wdone)
+		for b := range full {
+			writeMu.Lock()
+			failed := werr != nil
+			writeMu.Unlock()
+			if !failed {
+				if err := cfg.Writer.Write(ctx, b); err != nil {
+					writeMu.Lock()
+					werr = err
+					writeMu.Unlock()
+					cancel()
+				}
+			}
+			clear(b) // drop string references
+			free <- b[:0]
 		}
-		err := cfg.Writer.Write(ctx, buf)
-		// The batch keeps a reference to buf only during Write.
-		buf = buf[:0]
-		return err
+	}()
+	writeErr := func() error {
+		writeMu.Lock()
+		defer writeMu.Unlock()
+		return werr
+	}
+	// hand passes the filled buffer to the writer and takes the other one.
+	hand := func() error {
+		select {
+		case full <- buf:
+		case <-ctx.Done():
+			return cmp.Or(writeErr(), ctx.Err())
+		}
+		select {
+		case buf = <-free:
+		case <-ctx.Done():
+			return cmp.Or(writeErr(), ctx.Err())
+		}
+		return nil
 	}
 	m := cfg.Writer.cfg.Metrics
 	stats, err := schemas.ReadSamples(r, schemas.ReadOptions{SkipInvalid: true, MaxReported: cfg.MaxReported, Workers: cfg.Workers},
@@ -54,21 +100,24 @@ func Backfill(ctx context.Context, r io.Reader, cfg FileConfig) (schemas.ReadSta
 			mu.Lock()
 			defer mu.Unlock()
 			m.Messages.WithLabelValues("valid").Add(float64(len(samples)))
-			for _, s := range samples {
-				buf = append(buf, s)
+			for len(samples) > 0 {
+				n := min(len(samples), cfg.BatchSize-len(buf))
+				buf = append(buf, samples[:n]...)
+				samples = samples[n:]
 				if len(buf) >= cfg.BatchSize {
-					if err := flush(); err != nil {
+					if err := hand(); err != nil {
 						return err
 					}
 				}
 			}
-			return ctx.Err()
+			return cmp.Or(writeErr(), ctx.Err())
 		})
-	if err == nil {
-		mu.Lock()
-		err = flush()
-		mu.Unlock()
+	if err == nil && len(buf) > 0 {
+		err = hand()
 	}
+	close(full)
+	<-wdone
+	err = cmp.Or(writeErr(), err)
 	m.Messages.WithLabelValues("invalid").Add(float64(stats.InvalidCount))
 	if err != nil {
 		return stats, fmt.Errorf("backfill stopped: %w", err)

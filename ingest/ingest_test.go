@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/ingesttest"
 	"github.com/cardhour/cardhour/schemas"
@@ -128,4 +129,61 @@ func TestReason(t *testing.T) {
 	f(strings.Replace(good, `"interval_s":10`, `"interval_s":-10`, 1), "invalid_field")
 	f(strings.Replace(good, `"interval_s":10`, `"interval_s":"10"`, 1), "invalid_field")
 	f(strings.Replace(good, `"cardhour.sample.v1"`, `"cardhour.sample.v9"`, 1), "unknown_schema")
+}
+
+// Idle runs are merged by utilisation class: thresholds on a class bound are
+// decided from runs alone; others cut through some runs, which wait for their
+// raw samples, and without them billing fails instead of guessing.
+func TestIdleClassesAndRawFallback(t *testing.T) {
+	data := ingesttest.Trace(t, 60_000, 5)
+	samples := ingesttest.Samples(t, data)
+	cats := ingesttest.Catalogs(t, exampleCatalog(t))
+	b := ingest.NewCompactor(0).Build(samples)
+	candidates := 0
+	for i := range samples {
+		if ingest.IdleCandidate(&samples[i]) {
+			candidates++
+		}
+	}
+	t.Logf("%d idle candidates, %d idle rows", candidates, len(b.Idle))
+	require.Less(t, len(b.Idle), candidates/10, "idle runs must be far fewer than idle samples")
+
+	for name, want := range map[string]bool{"example": false, "thr-bounds": false, "thr-cuts": true, "tol0-thr": true} {
+		cat := cats[name]
+		for _, period := range ingesttest.Periods {
+			p, err := billing.ParsePeriod(period, cat.Location)
+			require.NoError(t, err)
+			f := ingest.NewIdleFeeder(billing.NewAccumulator(cat, p), cat, p)
+			for i := range b.Idle {
+				f.Add(&b.Idle[i])
+			}
+			require.Equal(t, want, f.Pending(), "catalog %s, %s: runs waiting for raw samples", name, period)
+			if want {
+				require.ErrorContains(t, f.Resolve(), "no longer stored", "missing raw samples are an error")
+			} else {
+				require.NoError(t, f.Resolve())
+			}
+		}
+	}
+}
+
+func TestIdleClassOf(t *testing.T) {
+	for _, c := range []struct {
+		known bool
+		util  float64
+		procs int64
+		class uint8
+		ok    bool
+	}{
+		{false, 0, 0, 0, true}, {false, 0, 2, 0, false},
+		{true, 0, 1, 1, true}, {true, 0.049, 0, 1, true}, {true, 0.05, 0, 2, true}, {true, 0.1, 0, 3, true},
+		{true, 0.2, 0, 4, true}, {true, 0.5, 0, 5, true}, {true, 0.99, 0, 5, true}, {true, 1, 0, 0, false},
+	} {
+		s := schemas.Sample{UtilKnown: c.known, Util: c.util, Processes: c.procs}
+		class, ok := ingest.IdleClassOf(&s)
+		require.Equal(t, c.ok, ok, "%+v", c)
+		if ok {
+			require.Equal(t, c.class, class, "%+v", c)
+		}
+	}
 }

@@ -80,19 +80,22 @@ func (m *MemStore) Scan(ctx context.Context, cat *schemas.Catalog, p billing.Per
 			acc.AddOccupancy(r.Key, r.StartMS, r.EndMS, false)
 		}
 	}
-	for _, r := range m.idle {
-		FeedIdle(acc, cat, p, r)
+	f := NewIdleFeeder(acc, cat, p)
+	for i := range m.idle {
+		f.Add(&m.idle[i])
+	}
+	if f.Pending() {
+		for i := range m.samples {
+			s := &m.samples[i]
+			if s.Project == "" || !s.UtilKnown {
+				continue
+			}
+			f.Raw(&RawPoint{Key: billing.Key{Project: s.Project, User: s.User, InstanceID: s.InstanceID, GPUModel: s.GPUModel, Profile: s.Profile},
+				StartMS: s.StartMS, EndMS: s.EndMS(), Util: s.Util})
+		}
+		if err := f.Resolve(); err != nil {
+			return err
+		}
 	}
 	return ctx.Err()
-}
-
-// FeedIdle adds an idle-candidate run to acc when it overlaps the period and is
-// idle under cat. Readers use it after their own (possibly looser) pre-filter.
-func FeedIdle(acc *billing.Accumulator, cat *schemas.Catalog, p billing.Period, r IdleRun) {
-	if r.EndMS <= p.StartMS() || r.StartMS >= p.EndMS() {
-		return // idle time counts only inside the period
-	}
-	if billing.IsIdleUtil(cat, r.Key.Project, r.UtilKnown, r.Util, true) {
-		acc.AddOccupancy(r.Key, r.StartMS, r.EndMS, true)
-	}
 }

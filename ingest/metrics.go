@@ -9,7 +9,7 @@ import (
 type Metrics struct {
 	Messages       *prometheus.CounterVec // result=valid|invalid
 	SamplesWritten prometheus.Counter     // raw samples accepted by the store
-	RowsWritten    *prometheus.CounterVec // table=raw_samples|occupancy|idle_runs
+	RowsWritten    *prometheus.CounterVec // table=raw_samples|occupancy|idle_spans
 	Batches        prometheus.Counter     // batches written
 	BatchSamples   prometheus.Histogram   // samples per batch
 	WriteSeconds   prometheus.Histogram   // store write latency (successful writes)

@@ -25,15 +25,18 @@ type Run struct {
 	StartMS, EndMS int64
 }
 
-// IdleRun is an interval of idle-candidate samples of one key that share one
-// utilisation signature, so that under any catalog it is idle entirely or not at
-// all: UtilKnown=false means util was null and no process ran (idle for every
-// catalog); UtilKnown=true means util was Util < 1 for every sample in it (idle
-// when Util < the project's threshold).
+// IdleRun is an interval of idle-candidate samples of one key that touch or
+// overlap and fall in one utilisation class (IdleClassOf): Class 0 is util null
+// with no process (idle under every catalog); classes 1… are known utilisations
+// in [IdleClassBounds[c-2], IdleClassBounds[c-1]), and MinUtil/MaxUtil are the
+// smallest and largest util of the run's samples. Under a threshold T the run is
+// idle entirely when MaxUtil < T, not at all when MinUtil >= T, and otherwise
+// (only possible when T is not a class bound) its raw samples decide (see
+// IdleVerdict).
 type IdleRun struct {
 	Run
-	UtilKnown bool
-	Util      float64
+	Class            uint8
+	MinUtil, MaxUtil float64
 }
 
 // Batch is what one store write carries: the raw samples and the intervals built

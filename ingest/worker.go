@@ -222,9 +222,36 @@ type consumer struct {
 	reader *kafka.Reader
 	writer *Writer
 	dec    *schemas.Decoder
-	msgs   []kafka.Message
-	valid  []schemas.Sample
-	dead   []kafka.Message
+}
+
+// batch is what the fetching goroutine hands to the writing one: the decoded
+// samples, the dead letters, and per partition the last message (all that an
+// offset commit needs; message values are not kept once decoded).
+type batch struct {
+	n       int // messages
+	valid   []schemas.Sample
+	dead    []kafka.Message
+	commits []kafka.Message
+	last    map[int]int // partition -> index in commits
+}
+
+func (b *batch) reset() {
+	b.n = 0
+	clear(b.valid) // drop string references
+	b.valid, b.dead, b.commits = b.valid[:0], b.dead[:0], b.commits[:0]
+	clear(b.last)
+}
+
+// add records msg's offset for the commit.
+func (b *batch) add(m *kafka.Message) {
+	b.n++
+	c := kafka.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, HighWaterMark: m.HighWaterMark}
+	if i, ok := b.last[m.Partition]; ok {
+		b.commits[i] = c
+		return
+	}
+	b.last[m.Partition] = len(b.commits)
+	b.commits = append(b.commits, c)
 }
 
 func (w *Worker) consume(ctx context.Context, id int) error {
@@ -242,13 +269,15 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 		MinBytes:       1,
 		MaxBytes:       16 << 20,
 		MaxWait:        250 * time.Millisecond,
-		QueueCapacity:  4096,
+		QueueCapacity:  16 << 10,
 		CommitInterval: 0, // synchronous commits, only after the store accepted a batch
 		StartOffset:    kafka.FirstOffset,
 		SessionTimeout: cfg.SessionTimeout,
 		// Rebalances wait at most this long for members to rejoin.
-		RebalanceTimeout:  cfg.SessionTimeout,
-		HeartbeatInterval: cfg.SessionTimeout / 4,
+		RebalanceTimeout: cfg.SessionTimeout,
+		// Members learn of a rebalance from a heartbeat: short heartbeats make a
+		// group of several consumers settle in well under a second.
+		HeartbeatInterval: min(cfg.SessionTimeout/4, 500*time.Millisecond),
 		JoinGroupBackoff:  time.Second,
 		Dialer:            cfg.Dialer,
 		ErrorLogger:       kafka.LoggerFunc(func(f string, a ...any) { log.Debug("kafka: " + fmt.Sprintf(f, a...)) }),
@@ -264,52 +293,87 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 		}
 	}()
 	log.Info("consuming", "topic", cfg.Topic, "group", cfg.GroupID, "batch_size", cfg.BatchSize, "batch_age", cfg.BatchAge)
-	for {
-		done := c.fetch(ctx)
-		if len(c.msgs) > 0 {
-			bctx := ctx
-			if done {
-				// Shutting down: try to finish the open batch within the grace
-				// period; if the store does not take it in time, abandon it
-				// uncommitted (Kafka redelivers it to the next owner).
-				var cancel context.CancelFunc
-				bctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
-				err := c.flush(bctx)
-				cancel()
-				if err != nil {
-					log.Warn("shutdown: open batch abandoned uncommitted; it will be consumed again", "messages", len(c.msgs), "err", err)
-				}
-				return nil
-			}
-			if err := c.flush(bctx); err != nil {
-				if ctx.Err() != nil {
-					log.Warn("shutdown: batch abandoned uncommitted; it will be consumed again", "messages", len(c.msgs), "err", err)
-					return nil
-				}
-				return err
-			}
-		}
-		if done {
-			log.Info("stopped")
-			return nil
-		}
+
+	// Two goroutines and two batches: while one batch is written and committed,
+	// the next is fetched and decoded. Batches are written and committed in
+	// fetch order, each commit only after its batch was stored, so the
+	// flush-then-commit rule holds as with one goroutine.
+	//
+	// The writer works on until ctx ends and then for at most ShutdownGrace: on
+	// shutdown the batches already fetched are finished within the grace period,
+	// or abandoned uncommitted (Kafka redelivers them to the next owner).
+	wctx, wcancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer wcancel()
+	stopGrace := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(cfg.ShutdownGrace, wcancel)
+		<-wctx.Done()
+		t.Stop()
+	})
+	defer stopGrace()
+	free := make(chan *batch, 2)
+	for range 2 {
+		free <- &batch{valid: make([]schemas.Sample, 0, min(cfg.BatchSize, 1<<17)), last: map[int]int{}}
 	}
+	full := make(chan *batch)
+	fetchDone := make(chan struct{})
+	go func() {
+		defer close(fetchDone)
+		defer close(full)
+		for {
+			var b *batch
+			select {
+			case b = <-free:
+			case <-ctx.Done():
+				return
+			}
+			done := c.fetch(ctx, b)
+			if b.n > 0 {
+				full <- b // the writer drains full until it is closed
+			}
+			if done {
+				return
+			}
+		}
+	}()
+	var werr error
+	for b := range full {
+		if werr == nil {
+			if err := c.flush(wctx, b); err != nil {
+				if ctx.Err() != nil {
+					log.Warn("shutdown: batch abandoned uncommitted; it will be consumed again", "messages", b.n, "err", err)
+				}
+				werr = err
+			}
+		}
+		b.reset()
+		free <- b
+	}
+	<-fetchDone
+	if ctx.Err() != nil {
+		log.Info("stopped")
+		return nil
+	}
+	return werr
 }
 
-// fetch fills c.msgs until the batch is full, its first message is BatchAge old,
-// or ctx ends (done=true).
-func (c *consumer) fetch(ctx context.Context) (done bool) {
+// fetch fills b until it holds BatchSize messages, its first message is
+// BatchAge old, or ctx ends (done=true). Each message is decoded as it arrives.
+func (c *consumer) fetch(ctx context.Context, b *batch) (done bool) {
 	cfg := &c.w.cfg
-	c.msgs = c.msgs[:0]
-	var deadline time.Time
+	fctx := ctx // no deadline until the batch has a first message
 	delay := cfg.RetryMin
-	for len(c.msgs) < cfg.BatchSize {
-		fctx, cancel := ctx, context.CancelFunc(func() {})
-		if !deadline.IsZero() {
-			fctx, cancel = context.WithDeadline(ctx, deadline)
+	defer func() {
+		for i := range b.commits {
+			m := &b.commits[i]
+			if lag := m.HighWaterMark - m.Offset - 1; lag >= 0 {
+				cfg.Metrics.Lag.WithLabelValues(strconv.Itoa(m.Partition)).Set(float64(lag))
+			}
 		}
+		cfg.Metrics.Messages.WithLabelValues("valid").Add(float64(len(b.valid)))
+		cfg.Metrics.Messages.WithLabelValues("invalid").Add(float64(len(b.dead)))
+	}()
+	for b.n < cfg.BatchSize {
 		m, err := c.reader.FetchMessage(fctx)
-		cancel()
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
@@ -326,41 +390,32 @@ func (c *consumer) fetch(ctx context.Context) (done bool) {
 			delay = min(delay*2, cfg.RetryMax)
 			continue
 		}
-		if len(c.msgs) == 0 {
-			deadline = time.Now().Add(cfg.BatchAge)
+		if b.n == 0 {
+			var cancel context.CancelFunc
+			fctx, cancel = context.WithTimeout(ctx, cfg.BatchAge)
+			defer cancel()
 		}
-		c.msgs = append(c.msgs, m)
-		if lag := m.HighWaterMark - m.Offset - 1; lag >= 0 {
-			cfg.Metrics.Lag.WithLabelValues(strconv.Itoa(m.Partition)).Set(float64(lag))
+		b.add(&m)
+		b.valid = append(b.valid, schemas.Sample{})
+		if err := c.decode(&m, &b.valid[len(b.valid)-1]); err != nil {
+			b.valid = b.valid[:len(b.valid)-1]
+			b.dead = append(b.dead, deadLetter(&m, err))
 		}
 	}
 	return false
 }
 
-// flush decodes the batch, writes valid samples to the store and invalid ones to
-// the dead-letter topic, and only then commits the batch's offsets.
-func (c *consumer) flush(ctx context.Context) error {
+// flush writes the batch's valid samples to the store and its invalid messages
+// to the dead-letter topic, and only then commits the batch's offsets.
+func (c *consumer) flush(ctx context.Context, b *batch) error {
 	cfg := &c.w.cfg
 	m := cfg.Metrics
-	c.valid, c.dead = c.valid[:0], c.dead[:0]
-	for i := range c.msgs {
-		msg := &c.msgs[i]
-		var s schemas.Sample
-		if err := c.decode(msg, &s); err != nil {
-			c.dead = append(c.dead, deadLetter(msg, err))
-			continue
-		}
-		c.valid = append(c.valid, s)
-	}
-	m.Messages.WithLabelValues("valid").Add(float64(len(c.valid)))
-	m.Messages.WithLabelValues("invalid").Add(float64(len(c.dead)))
-
-	if err := c.writer.Write(ctx, c.valid); err != nil {
+	if err := c.writer.Write(ctx, b.valid); err != nil {
 		return err
 	}
-	if len(c.dead) > 0 {
+	if len(b.dead) > 0 {
 		err := Retry(ctx, c.log, cfg.RetryMin, cfg.RetryMax, m, c.w.notePause, "dead-letter write", func(ctx context.Context) error {
-			if err := c.w.dlq.WriteMessages(ctx, c.dead...); err != nil {
+			if err := c.w.dlq.WriteMessages(ctx, b.dead...); err != nil {
 				m.DLQErrors.Inc()
 				return err
 			}
@@ -369,18 +424,18 @@ func (c *consumer) flush(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		for i := range c.dead {
-			m.DLQ.WithLabelValues(headerValue(&c.dead[i], HeaderReason)).Inc()
+		for i := range b.dead {
+			m.DLQ.WithLabelValues(headerValue(&b.dead[i], HeaderReason)).Inc()
 			c.log.Warn("invalid message sent to the dead-letter topic", "topic", cfg.DLQTopic,
-				"reason", headerValue(&c.dead[i], HeaderReason), "error", headerValue(&c.dead[i], HeaderError),
-				"partition", headerValue(&c.dead[i], HeaderSourcePartition), "offset", headerValue(&c.dead[i], HeaderSourceOffset))
+				"reason", headerValue(&b.dead[i], HeaderReason), "error", headerValue(&b.dead[i], HeaderError),
+				"partition", headerValue(&b.dead[i], HeaderSourcePartition), "offset", headerValue(&b.dead[i], HeaderSourceOffset))
 		}
 	}
 	// Everything in the batch is stored (or dead-lettered): now, and only now,
 	// the offsets may be committed. A failed commit is retried; if the process
 	// dies first, the batch is consumed again, which is harmless.
 	return Retry(ctx, c.log, cfg.RetryMin, cfg.RetryMax, m, c.w.notePause, "offset commit", func(ctx context.Context) error {
-		if err := c.reader.CommitMessages(ctx, c.msgs...); err != nil {
+		if err := c.reader.CommitMessages(ctx, b.commits...); err != nil {
 			m.CommitErrors.Inc()
 			return err
 		}

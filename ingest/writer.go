@@ -85,7 +85,7 @@ func (w *Writer) Write(ctx context.Context, samples []schemas.Sample) error {
 		m.SamplesWritten.Add(float64(len(b.Samples)))
 		m.RowsWritten.WithLabelValues("raw_samples").Add(float64(len(b.Samples)))
 		m.RowsWritten.WithLabelValues("occupancy").Add(float64(len(b.Occupancy)))
-		m.RowsWritten.WithLabelValues("idle_runs").Add(float64(len(b.Idle)))
+		m.RowsWritten.WithLabelValues("idle_spans").Add(float64(len(b.Idle)))
 		return nil
 	})
 }

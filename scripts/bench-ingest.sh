@@ -2,88 +2,137 @@
 # Ingest benchmarks (docs/operations.md, "Benchmarks"). Needs the test services:
 #   eval "$(bash deployments/testenv/services.sh up)"; scripts/bench-ingest.sh
 #
-# 1. End-to-end throughput: N samples (default 2 000 000) Kafka → cardhour ingest
-#    → ClickHouse (raw rows + occupancy + idle runs), against loading the same
-#    rows with clickhouse-client (TSV) into the same raw_samples table. Both in
-#    this run, on this machine; ratio = direct seconds / ingest seconds (≥ 1:
-#    ingest is at least as fast as the bulk loader).
-# 2. Month close: 7 000 MIG instances at a 300 s interval (a whole month is
-#    ~62.5 M samples). SCALES lists the fractions of a month actually loaded
-#    (default 0.0625 and 0.125); `cardhour bill --store clickhouse://…` is timed
-#    at each, with its peak memory, and extrapolated linearly to a full month.
+# 1. End-to-end throughput (PARTS contains e2e): N samples (default 2 000 000:
+#    7 000 instances at 300 s) are produced once to a fresh topic. Then, REPEAT
+#    times (default 3), in turn:
+#      - clickhouse-client loads the same rows into a fresh raw_samples table,
+#        from a pre-made TSV file and from a pre-made Native file;
+#      - `cardhour ingest` consumes the whole topic with a fresh consumer group
+#        into a fresh database: raw_samples (the same rows) plus the occupancy
+#        and idle_spans rollups, committing offsets after each stored batch.
+#    The ingest time is from start to the last offset committed (group join
+#    included). Medians are reported; ratio = direct seconds / ingest seconds
+#    (>= 1: the pipeline is at least as fast as the bulk loader).
+# 2. Month close (PARTS contains month): 7 000 MIG instances at a 300 s interval
+#    (a whole month is 62.5 M samples). SCALES lists the fractions of a month
+#    loaded (default "0.0625 0.125"; "1" is the real full month, ~62.5 M rows).
+#    `cardhour bill --store clickhouse://…` is timed REPEAT times at each, with
+#    its peak memory. MONTH_DB=name reuses (and keeps) a database filled before
+#    with `bench-ingest fill` instead of filling one (SCALES is then its label).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 N=${N:-2000000}
 SCALES=${SCALES:-"0.0625 0.125"}
+PARTS=${PARTS:-"e2e month"}
+REPEAT=${REPEAT:-3}
+PARTITIONS=${PARTITIONS:-4}
+INGEST_FLAGS=${INGEST_FLAGS:-"--consumers 4 --batch-size 100000 --batch-age 1s"}
 CH=${CLICKHOUSE_ADDR:-127.0.0.1:19000}
 KAFKA=${KAFKA_BROKERS:-127.0.0.1:19092}
 CH_HOST=${CH%:*}
 CH_PORT=${CH##*:}
 RUN=bench_$(date +%s)_$$
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+cleanup() {
+	for db in $(chq "SHOW DATABASES" 2>/dev/null | grep "^${RUN}_" || true); do chq "DROP DATABASE IF EXISTS $db" || true; done
+	[[ -x $WORK/bench ]] && "$WORK/bench" deltopics --brokers "$KAFKA" "$RUN" "${RUN}_dlq" >/dev/null 2>&1 || true
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
 chq() { clickhouse-client --host "$CH_HOST" --port "$CH_PORT" --query "$1"; }
 now() { date +%s.%N; }
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 echo "== building" >&2
 go build -o "$WORK/cardhour" ./cmd/cardhour
 go build -o "$WORK/bench" ./scripts/bench-ingest
-
-echo "== generating $N samples (7000 instances, 300 s)" >&2
-"$WORK/cardhour" generate --samples "$N" --instances 7000 --interval 300 --seed 1 --out "$WORK/s.jsonl"
-"$WORK/bench" tsv "$WORK/s.jsonl" >"$WORK/s.tsv"
-
 COLS="ts, start_ms, interval_ms, node, gpu_uuid, gpu_model, instance_id, profile, project, user, util, mem_used_bytes, mem_total_bytes, processes, util_source, ingested_at"
-"$WORK/cardhour" migrate --clickhouse "$CH" --database "${RUN}_direct" >/dev/null 2>&1
-"$WORK/cardhour" migrate --clickhouse "$CH" --database "${RUN}_ingest" >/dev/null 2>&1
 
-echo "== direct load with clickhouse-client (TSV)" >&2
-t0=$(now)
-chq "INSERT INTO ${RUN}_direct.raw_samples ($COLS) FORMAT TabSeparated" <"$WORK/s.tsv"
-t1=$(now)
-direct=$(echo "$t1 - $t0" | bc -l)
-direct_rows=$(chq "SELECT count() FROM ${RUN}_direct.raw_samples")
+if [[ " $PARTS " == *" e2e "* ]]; then
+	echo "== generating $N samples (7000 instances, 300 s)" >&2
+	"$WORK/cardhour" generate --samples "$N" --instances 7000 --interval 300 --seed 1 --out "$WORK/s.jsonl" >&2
+	"$WORK/bench" tsv "$WORK/s.jsonl" >"$WORK/s.tsv"
+	"$WORK/bench" produce --brokers "$KAFKA" --topic "$RUN" --partitions "$PARTITIONS" "$WORK/s.jsonl"
+	: >"$WORK/tsv.s"
+	: >"$WORK/native.s"
+	: >"$WORK/ingest.s"
+	: >"$WORK/join.s"
+	for i in $(seq "$REPEAT"); do
+		"$WORK/cardhour" migrate --clickhouse "$CH" --database "${RUN}_direct$i" >/dev/null 2>&1
+		"$WORK/cardhour" migrate --clickhouse "$CH" --database "${RUN}_native$i" >/dev/null 2>&1
+		"$WORK/cardhour" migrate --clickhouse "$CH" --database "${RUN}_ingest$i" >/dev/null 2>&1
 
-echo "== Kafka → ingest → ClickHouse" >&2
-"$WORK/bench" produce --brokers "$KAFKA" --topic "$RUN" --partitions 4 "$WORK/s.jsonl"
-"$WORK/cardhour" ingest --store "clickhouse://$CH/${RUN}_ingest" --brokers "$KAFKA" --topic "$RUN" \
-	--group "${RUN}_g" --dlq-topic "${RUN}_dlq" --consumers 2 --batch-size 100000 --batch-age 1s \
-	--listen "" --log-level warn &
-pid=$!
-lag=$("$WORK/bench" waitlag --brokers "$KAFKA" --topic "$RUN" --group "${RUN}_g")
-kill -TERM "$pid"
-wait "$pid" || true
-ingest_s=$(echo "$lag" | sed -E 's/.*wall_s=([0-9.]+).*/\1/')
-first_s=$(echo "$lag" | sed -E 's/.*first_commit_s=([0-9.]+).*/\1/')
-ingest_rows=$(chq "SELECT count() FROM ${RUN}_ingest.raw_samples")
-occ_rows=$(chq "SELECT count() FROM ${RUN}_ingest.occupancy")
-idle_rows=$(chq "SELECT count() FROM ${RUN}_ingest.idle_runs")
+		t0=$(now)
+		chq "INSERT INTO ${RUN}_direct$i.raw_samples ($COLS) FORMAT TabSeparated" <"$WORK/s.tsv"
+		echo "$(now) - $t0" | bc -l >>"$WORK/tsv.s"
+		[[ -s $WORK/s.native ]] || chq "SELECT $COLS FROM ${RUN}_direct$i.raw_samples FORMAT Native" >"$WORK/s.native"
+		t0=$(now)
+		chq "INSERT INTO ${RUN}_native$i.raw_samples ($COLS) FORMAT Native" <"$WORK/s.native"
+		echo "$(now) - $t0" | bc -l >>"$WORK/native.s"
+		direct_rows=$(chq "SELECT count() FROM ${RUN}_direct$i.raw_samples")
+		chq "DROP DATABASE ${RUN}_direct$i"
+		chq "DROP DATABASE ${RUN}_native$i"
 
-printf '\n%-48s %12s %10s %14s\n' "end-to-end, $N samples" "seconds" "rows" "samples/s"
-printf '%-48s %12.2f %10s %14.0f\n' "clickhouse-client TSV → raw_samples" "$direct" "$direct_rows" "$(echo "$N / $direct" | bc -l)"
-printf '%-48s %12.2f %10s %14.0f\n' "Kafka → cardhour ingest → ClickHouse (all tables)" "$ingest_s" "$ingest_rows" "$(echo "$N / $ingest_s" | bc -l)"
-printf '%-48s %12.2f\n' "  of which group join until the first commit" "$first_s"
-printf '%-48s %12s\n' "  occupancy rows / idle-run rows written" "$occ_rows / $idle_rows"
-printf '%-48s %12.2f\n' "ratio (direct s / ingest s, target >= 1.0)" "$(echo "$direct / $ingest_s" | bc -l)"
+		# shellcheck disable=SC2086 # INGEST_FLAGS is a list of flags
+		"$WORK/cardhour" ingest --store "clickhouse://$CH/${RUN}_ingest$i" --brokers "$KAFKA" --topic "$RUN" \
+			--group "${RUN}_g$i" --dlq-topic "${RUN}_dlq" $INGEST_FLAGS --listen "" --log-level warn &
+		pid=$!
+		lag=$("$WORK/bench" waitlag --brokers "$KAFKA" --topic "$RUN" --group "${RUN}_g$i")
+		kill -TERM "$pid"
+		wait "$pid" || true
+		echo "$lag" | sed -E 's/.*wall_s=([0-9.]+).*/\1/' >>"$WORK/ingest.s"
+		echo "$lag" | sed -E 's/.*first_commit_s=([0-9.]+).*/\1/' >>"$WORK/join.s"
+		ingest_rows=$(chq "SELECT count() FROM ${RUN}_ingest$i.raw_samples")
+		occ_rows=$(chq "SELECT count() FROM ${RUN}_ingest$i.occupancy")
+		idle_rows=$(chq "SELECT count() FROM ${RUN}_ingest$i.idle_spans")
+		chq "DROP DATABASE ${RUN}_ingest$i"
+		printf 'run %d: tsv %.2f s, native %.2f s, ingest %.2f s (first commit %.2f s)\n' "$i" \
+			"$(tail -1 "$WORK/tsv.s")" "$(tail -1 "$WORK/native.s")" "$(tail -1 "$WORK/ingest.s")" "$(tail -1 "$WORK/join.s")" >&2
+	done
+	tsv=$(median <"$WORK/tsv.s")
+	native=$(median <"$WORK/native.s")
+	ingest_s=$(median <"$WORK/ingest.s")
+	join_s=$(median <"$WORK/join.s")
+	printf '\n%-58s %10s %10s %12s\n' "end-to-end, $N samples, median of $REPEAT" "seconds" "rows" "samples/s"
+	printf '%-58s %10.2f %10s %12.0f\n' "clickhouse-client TSV → raw_samples" "$tsv" "$direct_rows" "$(echo "$N / $tsv" | bc -l)"
+	printf '%-58s %10.2f %10s %12.0f\n' "clickhouse-client Native → raw_samples" "$native" "$direct_rows" "$(echo "$N / $native" | bc -l)"
+	printf '%-58s %10.2f %10s %12.0f\n' "Kafka → cardhour ingest → raw_samples + rollups" "$ingest_s" "$ingest_rows" "$(echo "$N / $ingest_s" | bc -l)"
+	printf '%-58s %10.2f\n' "  of which until the first commit (join + first batch)" "$join_s"
+	printf '%-58s %10s\n' "  rollup rows also written: occupancy / idle_spans" "$occ_rows / $idle_rows"
+	printf '%-58s %10.2f\n' "ratio TSV s / ingest s (target >= 1.0)" "$(echo "$tsv / $ingest_s" | bc -l)"
+	printf '%-58s %10.2f\n' "ratio Native s / ingest s" "$(echo "$native / $ingest_s" | bc -l)"
+	printf 'ingest flags: %s; topic partitions: %s; all runs: tsv [%s] native [%s] ingest [%s]\n' "$INGEST_FLAGS" "$PARTITIONS" \
+		"$(paste -sd' ' "$WORK/tsv.s")" "$(paste -sd' ' "$WORK/native.s")" "$(paste -sd' ' "$WORK/ingest.s")"
+fi
 
-echo
-printf '%-10s %12s %12s %12s %12s %12s\n' "month" "samples" "fill_s" "bill_s" "bill_MiB" "occ_rows"
-full=$((7000 * 8928))
-for scale in $SCALES; do
-	db="${RUN}_month_${scale/./_}"
-	ns=$(printf '%.0f' "$(echo "$full * $scale" | bc -l)")
-	fill=$("$WORK/bench" fill --store "clickhouse://$CH/$db" --instances 7000 --interval 300 --samples "$ns" --start 2026-11 | sed -E 's/.* in (.*)/\1/')
-	/usr/bin/time -f '%e %M' -o "$WORK/time" "$WORK/cardhour" bill --store "clickhouse://$CH/$db" \
-		--catalog schemas/examples/catalog.yaml --period 2026-11 >"$WORK/inv.json" 2>/dev/null
-	read -r bill_s rss_kb <"$WORK/time"
-	occ=$(chq "SELECT count() FROM $db.occupancy")
-	printf '%-10s %12s %12s %12s %12.0f %12s\n' "$scale" "$ns" "$fill" "$bill_s" "$(echo "$rss_kb / 1024" | bc -l)" "$occ"
-	last_scale=$scale
-	last_bill=$bill_s
-	chq "DROP DATABASE IF EXISTS $db"
-done
-printf 'linear extrapolation to a full month (62.5 M samples): bill ≈ %.1f s\n' "$(echo "$last_bill / $last_scale" | bc -l)"
-
-chq "DROP DATABASE IF EXISTS ${RUN}_direct"
-chq "DROP DATABASE IF EXISTS ${RUN}_ingest"
+if [[ " $PARTS " == *" month "* ]]; then
+	echo
+	printf '%-8s %11s %9s %9s %9s %11s %11s\n' "month" "samples" "fill_s" "bill_s" "bill_MiB" "occ_rows" "idle_rows"
+	full=$((7000 * 8928))
+	for scale in $SCALES; do
+		ns=$(printf '%.0f' "$(echo "$full * $scale" | bc -l)")
+		if [[ -n ${MONTH_DB:-} ]]; then
+			db=$MONTH_DB
+			fill="(reused)"
+			ns=$(chq "SELECT count() FROM $db.raw_samples")
+		else
+			db="${RUN}_month_${scale/./_}"
+			fill=$("$WORK/bench" fill --store "clickhouse://$CH/$db" --instances 7000 --interval 300 --samples "$ns" --start 2026-11 | sed -E 's/.* in (.*)/\1/')
+		fi
+		: >"$WORK/bill.s"
+		: >"$WORK/bill.kb"
+		for i in $(seq "$REPEAT"); do
+			/usr/bin/time -f '%e %M' -o "$WORK/time" "$WORK/cardhour" bill --store "clickhouse://$CH/$db" \
+				--catalog schemas/examples/catalog.yaml --period 2026-11 >"$WORK/inv.json"
+			read -r bill_s rss_kb <"$WORK/time"
+			echo "$bill_s" >>"$WORK/bill.s"
+			echo "$rss_kb" >>"$WORK/bill.kb"
+		done
+		occ=$(chq "SELECT count() FROM $db.occupancy")
+		idle=$(chq "SELECT count() FROM $db.idle_spans")
+		printf '%-8s %11s %9s %9.2f %9.0f %11s %11s   (bill runs: %s)\n' "$scale" "$ns" "$fill" "$(median <"$WORK/bill.s")" \
+			"$(echo "$(sort -g "$WORK/bill.kb" | tail -1) / 1024" | bc -l)" "$occ" "$idle" "$(paste -sd' ' "$WORK/bill.s")"
+		[[ -n ${MONTH_DB:-} ]] || chq "DROP DATABASE IF EXISTS $db"
+	done
+fi

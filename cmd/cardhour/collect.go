@@ -37,7 +37,7 @@ type collectFlags struct {
 	tlsCA, tlsCert, tlsKey, saslMech, saslUser            string
 	interval                                              time.Duration
 	spoolMax, memLimit                                    int64
-	tls, tlsInsecure, validate                            bool
+	tls, tlsInsecure, validate, noAutoCreate              bool
 }
 
 func runCollect(args []string, stdout, stderr io.Writer) int {
@@ -52,6 +52,7 @@ func runCollect(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.brokers, "brokers", os.Getenv("KAFKA_BROKERS"), "Kafka bootstrap brokers, comma-separated (default $KAFKA_BROKERS)")
 	fs.StringVar(&f.topic, "topic", schemas.SampleTopicV1, "Kafka topic")
 	fs.StringVar(&f.compression, "compression", "zstd", "Kafka compression: zstd | lz4 | snappy | gzip | none")
+	fs.BoolVar(&f.noAutoCreate, "kafka-no-auto-create-topic", false, "do not ask the broker to create a missing topic (create it with its partitions up front)")
 	fs.BoolVar(&f.tls, "kafka-tls", false, "connect to Kafka with TLS")
 	fs.StringVar(&f.tlsCA, "kafka-tls-ca", "", "CA bundle (PEM) for Kafka TLS")
 	fs.StringVar(&f.tlsCert, "kafka-tls-cert", "", "client certificate (PEM) for Kafka TLS")
@@ -162,7 +163,7 @@ func collect(ctx context.Context, f collectFlags, stdout io.Writer, log *slog.Lo
 			return err
 		}
 		sink, err := kafkapub.NewKafkaSink(kafkapub.KafkaConfig{Brokers: strings.Split(f.brokers, ","), Topic: f.topic,
-			Compression: f.compression, TLS: f.tls, TLSCAFile: f.tlsCA, TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey,
+			Compression: f.compression, NoAutoCreateTopic: f.noAutoCreate, TLS: f.tls, TLSCAFile: f.tlsCA, TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey,
 			TLSInsecureSkipVerify: f.tlsInsecure, SASLMechanism: f.saslMech, SASLUser: f.saslUser,
 			SASLPassword: os.Getenv("CARDHOUR_KAFKA_PASSWORD")})
 		if err != nil {

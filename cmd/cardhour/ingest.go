@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -43,6 +44,7 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 	session := fs.Duration("session-timeout", 10*time.Second, "Kafka group session timeout: how soon a dead worker's partitions move to the others")
 	listen := fs.String("listen", ":9464", "address of /metrics and /healthz ('' to disable)")
 	logLevel := fs.String("log-level", "info", "debug | info | warn | error")
+	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile to this file until exit (for benchmarks)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: cardhour ingest --store DSN (--brokers HOST:PORT[,…] | --from-file samples.jsonl) [flags]")
 		fs.PrintDefaults()
@@ -70,6 +72,19 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "cardhour ingest:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "cardhour ingest:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 

@@ -27,6 +27,10 @@ type KafkaConfig struct {
 	ClientID     string   // default "cardhour-collector"
 	Compression  string   // zstd (default) | lz4 | snappy | gzip | none
 	WriteTimeout time.Duration
+	// NoAutoCreateTopic stops the writer from asking the broker to create a
+	// missing topic (brokers with auto.create.topics.enable=false never do).
+	// Production sites create the topic with its partitions up front.
+	NoAutoCreateTopic bool
 	// TLS: enabled when TLS is true or any file is set.
 	TLS                   bool
 	TLSCAFile             string
@@ -131,13 +135,15 @@ func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
 		Balancer:     kafka.Murmur2Balancer{},
 		RequiredAcks: kafka.RequireAll,
 		Compression:  comp,
-		BatchSize:    10000,
+		BatchSize:    1000,    // kafka-go allocates a slice of this many messages per batch: keep it small
 		BatchBytes:   1 << 20, // the broker's default message.max.bytes
 		BatchTimeout: 5 * time.Millisecond,
 		MaxAttempts:  2, // the publisher retries with backoff itself
 		WriteTimeout: cfg.WriteTimeout,
 		ReadTimeout:  cfg.WriteTimeout,
 		Transport:    tr,
+
+		AllowAutoTopicCreation: !cfg.NoAutoCreateTopic,
 	}
 	return &KafkaSink{w: w, timeout: cfg.WriteTimeout,
 		hdr: []kafka.Header{{Key: "schema", Value: []byte(schemas.SampleSchemaV1)}}}, nil

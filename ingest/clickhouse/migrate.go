@@ -86,10 +86,11 @@ func (s *Store) Migrate(ctx context.Context) (MigrationResult, error) {
 	return res, nil
 }
 
-var tableRef = regexp.MustCompile(`(?i)\b(CREATE TABLE IF NOT EXISTS|CREATE TABLE|ALTER TABLE|DROP TABLE IF EXISTS)\s+([A-Za-z_][A-Za-z0-9_]*)\b`)
+var tableRef = regexp.MustCompile(`(?i)\b(CREATE TABLE IF NOT EXISTS|CREATE TABLE|ALTER TABLE|DROP TABLE IF EXISTS|INSERT INTO|FROM)\s+([A-Za-z_][A-Za-z0-9_]*)\b`)
 
-// qualify prefixes the table names of DDL statements with the database, since
-// the migration files name tables without one.
+// qualify prefixes the table names of DDL statements (and of INSERT … SELECT
+// data migrations) with the database, since the migration files name tables
+// without one.
 func qualify(ddl, db string) string {
 	return tableRef.ReplaceAllString(ddl, "${1} "+db+".${2}")
 }

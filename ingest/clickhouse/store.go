@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"regexp"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
@@ -113,103 +115,93 @@ func (s *Store) table(name string) string { return s.db + "." + name }
 
 const rawColumns = "ts, start_ms, interval_ms, node, gpu_uuid, gpu_model, instance_id, profile, project, user, util, mem_used_bytes, mem_total_bytes, processes, util_source, ingested_at"
 
-// Write implements ingest.Store: raw samples, then occupancy and idle runs, each
-// one native batch insert. It returns nil only when all three were accepted; on
-// error the caller retries the whole batch, which is harmless (ReplacingMergeTree
-// and readers' max(end_ms) absorb the repeats).
+// Write implements ingest.Store: raw samples, occupancy runs and idle runs, each
+// one native columnar batch insert; the raw insert and the two rollup inserts
+// run concurrently on separate connections. It returns nil only when all three
+// were accepted; on error the caller retries the whole batch, which is harmless
+// (ReplacingMergeTree and the readers' max(end_ms) absorb the repeats).
 func (s *Store) Write(ctx context.Context, b *ingest.Batch) error {
+	var rollErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if len(b.Occupancy) > 0 {
+			if rollErr = s.writeOccupancy(ctx, b.Occupancy); rollErr != nil {
+				return
+			}
+		}
+		if len(b.Idle) > 0 {
+			rollErr = s.writeIdle(ctx, b.Idle)
+		}
+	}()
+	var rawErr error
 	if len(b.Samples) > 0 {
-		if err := s.writeRaw(ctx, b.Samples); err != nil {
-			return err
-		}
+		rawErr = s.writeRaw(ctx, b.Samples)
 	}
-	if len(b.Occupancy) > 0 {
-		if err := s.writeRuns(ctx, "occupancy", b.Occupancy, nil); err != nil {
-			return err
-		}
+	<-done
+	return errors.Join(rawErr, rollErr)
+}
+
+// rawCols are the columns of one raw insert, kept between batches so that a
+// worker's steady state allocates nothing per batch.
+type rawCols struct {
+	ts, ingested                                             []time.Time
+	startMS, intervalMS, memUsed, memTotal, procs            []int64
+	node, gpuUUID, model, inst, profile, project, user, usrc []string
+	util                                                     []*float64
+	utilVals                                                 []float64
+}
+
+var rawPool = sync.Pool{New: func() any { return new(rawCols) }}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
 	}
-	if len(b.Idle) > 0 {
-		runs := make([]ingest.Run, len(b.Idle))
-		for i := range b.Idle {
-			runs[i] = b.Idle[i].Run
-		}
-		if err := s.writeRuns(ctx, "idle_runs", runs, b.Idle); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s[:n]
 }
 
 func (s *Store) writeRaw(ctx context.Context, samples []schemas.Sample) error {
 	n := len(samples)
-	var (
-		ts                                                       = make([]time.Time, n)
-		startMS, intervalMS, memUsed, memTotal, procs            = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-		node, gpuUUID, model, inst, profile, project, user, usrc = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		util                                                     = make([]*float64, n)
-		ingested                                                 = make([]time.Time, n)
-		utilVals                                                 = make([]float64, n)
-	)
+	c := rawPool.Get().(*rawCols)
+	defer func() {
+		// Drop references to the batch's strings before pooling.
+		for _, col := range [][]string{c.node, c.gpuUUID, c.model, c.inst, c.profile, c.project, c.user, c.usrc} {
+			clear(col)
+		}
+		rawPool.Put(c)
+	}()
+	c.ts, c.ingested = grow(c.ts, n), grow(c.ingested, n)
+	c.startMS, c.intervalMS, c.memUsed, c.memTotal, c.procs = grow(c.startMS, n), grow(c.intervalMS, n), grow(c.memUsed, n), grow(c.memTotal, n), grow(c.procs, n)
+	c.node, c.gpuUUID, c.model, c.inst = grow(c.node, n), grow(c.gpuUUID, n), grow(c.model, n), grow(c.inst, n)
+	c.profile, c.project, c.user, c.usrc = grow(c.profile, n), grow(c.project, n), grow(c.user, n), grow(c.usrc, n)
+	c.util, c.utilVals = grow(c.util, n), grow(c.utilVals, n)
 	now := time.Now().UTC().Truncate(time.Second)
 	for i := range samples {
 		x := &samples[i]
-		ts[i] = time.UnixMilli(x.StartMS - x.StartMS%1000).UTC()
-		if x.StartMS < 0 || ts[i].Unix() > 4294967295 {
-			ts[i] = time.Unix(0, 0).UTC() // outside DateTime's range; start_ms stays exact
+		sec := x.StartMS / 1000
+		if x.StartMS < 0 || sec > 4294967295 {
+			sec = 0 // outside DateTime's range; start_ms stays exact
 		}
-		startMS[i], intervalMS[i] = x.StartMS, x.IntervalMS
-		node[i], gpuUUID[i], model[i], inst[i], profile[i] = x.Node, x.GPUUUID, x.GPUModel, x.InstanceID, x.Profile
-		project[i], user[i], usrc[i] = x.Project, x.User, x.UtilSource
+		c.ts[i] = time.Unix(sec, 0).UTC()
+		c.startMS[i], c.intervalMS[i] = x.StartMS, x.IntervalMS
+		c.node[i], c.gpuUUID[i], c.model[i], c.inst[i], c.profile[i] = x.Node, x.GPUUUID, x.GPUModel, x.InstanceID, x.Profile
+		c.project[i], c.user[i], c.usrc[i] = x.Project, x.User, x.UtilSource
+		c.util[i] = nil
 		if x.UtilKnown {
-			utilVals[i] = x.Util
-			util[i] = &utilVals[i]
+			c.utilVals[i] = x.Util
+			c.util[i] = &c.utilVals[i]
 		}
-		memUsed[i], memTotal[i], procs[i] = x.MemUsed, x.MemTotal, x.Processes
-		ingested[i] = now
+		c.memUsed[i], c.memTotal[i], c.procs[i] = x.MemUsed, x.MemTotal, x.Processes
+		c.ingested[i] = now
 	}
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table("raw_samples")+" ("+rawColumns+")")
-	if err != nil {
-		return fmt.Errorf("cannot prepare insert into raw_samples: %w", err)
-	}
-	defer func() { _ = batch.Close() }()
-	cols := []any{ts, startMS, intervalMS, node, gpuUUID, model, inst, profile, project, user, util, memUsed, memTotal, procs, usrc, ingested}
-	for i, c := range cols {
-		if err := batch.Column(i).Append(c); err != nil {
-			return fmt.Errorf("cannot append raw_samples column %d: %w", i, err)
-		}
-	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("cannot insert %d rows into raw_samples: %w", n, err)
-	}
-	return nil
+	return s.insert(ctx, "raw_samples", rawColumns, n, c.ts, c.startMS, c.intervalMS, c.node, c.gpuUUID, c.model, c.inst, c.profile,
+		c.project, c.user, c.util, c.memUsed, c.memTotal, c.procs, c.usrc, c.ingested)
 }
 
-func (s *Store) writeRuns(ctx context.Context, table string, runs []ingest.Run, idle []ingest.IdleRun) error {
-	n := len(runs)
-	start := make([]time.Time, n)
-	project, user, inst, model, profile := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	startMS, endMS := make([]int64, n), make([]int64, n)
-	for i, r := range runs {
-		start[i] = time.UnixMilli(ingest.MonthStartMS(r.StartMS)).UTC()
-		project[i], user[i], inst[i], model[i], profile[i] = r.Key.Project, r.Key.User, r.Key.InstanceID, r.Key.GPUModel, r.Key.Profile
-		startMS[i], endMS[i] = r.StartMS, r.EndMS
-	}
-	cols := []any{start, project, user, inst, model, profile}
-	q := "INSERT INTO " + s.table(table) + " (start, project, user, instance_id, gpu_model, profile"
-	if idle != nil {
-		known, util := make([]uint8, n), make([]float64, n)
-		for i := range idle {
-			if idle[i].UtilKnown {
-				known[i] = 1
-			}
-			util[i] = idle[i].Util
-		}
-		cols = append(cols, known, util)
-		q += ", util_known, util"
-	}
-	cols = append(cols, startMS, endMS)
-	q += ", start_ms, end_ms)"
-	batch, err := s.conn.PrepareBatch(ctx, q)
+// insert sends one columnar batch: cols in the order of the column list.
+func (s *Store) insert(ctx context.Context, table, columns string, n int, cols ...any) error {
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table(table)+" ("+columns+")")
 	if err != nil {
 		return fmt.Errorf("cannot prepare insert into %s: %w", table, err)
 	}
@@ -225,67 +217,260 @@ func (s *Store) writeRuns(ctx context.Context, table string, runs []ingest.Run, 
 	return nil
 }
 
+// keyCols are the key columns of a rollup insert.
+func keyCols(n int, key func(i int) (*billing.Key, int64)) (start []time.Time, project, user, inst, model, profile []string, startMS []int64) {
+	start = make([]time.Time, n)
+	project, user, inst, model, profile = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	startMS = make([]int64, n)
+	for i := range n {
+		k, st := key(i)
+		start[i] = time.UnixMilli(ingest.MonthStartMS(st)).UTC()
+		project[i], user[i], inst[i], model[i], profile[i] = k.Project, k.User, k.InstanceID, k.GPUModel, k.Profile
+		startMS[i] = st
+	}
+	return
+}
+
+func (s *Store) writeOccupancy(ctx context.Context, runs []ingest.Run) error {
+	n := len(runs)
+	start, project, user, inst, model, profile, startMS := keyCols(n, func(i int) (*billing.Key, int64) { return &runs[i].Key, runs[i].StartMS })
+	endMS := make([]int64, n)
+	for i := range runs {
+		endMS[i] = runs[i].EndMS
+	}
+	return s.insert(ctx, "occupancy", "start, project, user, instance_id, gpu_model, profile, start_ms, end_ms", n,
+		start, project, user, inst, model, profile, startMS, endMS)
+}
+
+func (s *Store) writeIdle(ctx context.Context, runs []ingest.IdleRun) error {
+	n := len(runs)
+	start, project, user, inst, model, profile, startMS := keyCols(n, func(i int) (*billing.Key, int64) { return &runs[i].Key, runs[i].StartMS })
+	endMS, class, lo, hi := make([]int64, n), make([]uint8, n), make([]float64, n), make([]float64, n)
+	for i := range runs {
+		endMS[i], class[i], lo[i], hi[i] = runs[i].EndMS, runs[i].Class, runs[i].MinUtil, runs[i].MaxUtil
+	}
+	return s.insert(ctx, "idle_spans", "start, project, user, instance_id, gpu_model, profile, class, min_util, max_util, start_ms, end_ms", n,
+		start, project, user, inst, model, profile, class, lo, hi, startMS, endMS)
+}
+
+const keyColumns = "project, user, instance_id, gpu_model, profile"
+
 // Scan implements billing.UsageSource. It reads the occupancy runs of the scan
 // window (the period widened by the gap tolerance on both sides) and the idle
-// runs overlapping the period, streaming them into acc: memory grows with the
-// number of sessions, not with raw samples, and no raw sample is read.
+// runs overlapping the period, two queries running concurrently, and streams
+// them into acc: memory grows with the number of runs, not with raw samples.
+// Raw samples are read only for idle runs that a catalog's threshold cuts
+// through (a threshold that is not a class bound, see ingest.IdleClassBounds).
 func (s *Store) Scan(ctx context.Context, cat *schemas.Catalog, p billing.Period, acc *billing.Accumulator) error {
 	lo, hi := billing.ScanWindow(cat, p)
 	// Runs never cross a UTC month boundary, so a run ending at or after lo starts
 	// in lo's UTC month or later (lo-1: a run ending exactly at lo counts).
-	partLo := ingest.MonthStartMS(lo-1) / 1000
-	key := "project, user, instance_id, gpu_model, profile"
-	q := "SELECT " + key + ", start_ms, max(end_ms) AS e FROM " + s.table("occupancy") +
-		" WHERE start >= toDateTime(" + itoa(partLo) + ") AND start_ms <= " + itoa(hi) +
-		" GROUP BY " + key + ", start_ms HAVING e >= " + itoa(lo) +
-		" ORDER BY " + key + ", start_ms"
+	qOcc := "SELECT " + keyColumns + ", start_ms, max(end_ms) AS e FROM " + s.table("occupancy") +
+		" WHERE start >= toDateTime(" + itoa(ingest.MonthStartMS(lo-1)/1000) + ") AND start_ms <= " + itoa(hi) +
+		" GROUP BY " + keyColumns + ", start_ms HAVING e >= " + itoa(lo)
+	// Idle candidates: class 0 (util null, no process: always idle) or a class
+	// whose smallest util is below the largest threshold of the catalog,
+	// pre-filtered loosely here and decided exactly in Go with the project's own
+	// threshold (no float text round trip decides anything).
+	p0, p1 := p.StartMS(), p.EndMS()
+	maxT := strconv.FormatFloat(billing.MaxIdleThreshold(cat)+1e-9, 'g', -1, 64)
+	qIdle := "SELECT " + keyColumns + ", class, start_ms, max(end_ms) AS e, min(min_util), max(max_util) FROM " + s.table("idle_spans") +
+		" WHERE start >= toDateTime(" + itoa(ingest.MonthStartMS(p0-1)/1000) + ") AND start_ms < " + itoa(p1) +
+		" AND (class = 0 OR min_util < " + maxT + ")" +
+		" GROUP BY " + keyColumns + ", class, start_ms HAVING e > " + itoa(p0)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	occ := make(chan []occRow, 4)
+	idle := make(chan []ingest.IdleRun, 4)
+	errc := make(chan error, 2)
+	go func() { errc <- s.readOccupancy(ctx, qOcc, occ) }()
+	go func() { errc <- s.readIdle(ctx, qIdle, idle) }()
+	feed := ingest.NewIdleFeeder(acc, cat, p)
+	for occ != nil || idle != nil {
+		select {
+		case rows, ok := <-occ:
+			if !ok {
+				occ = nil
+				continue
+			}
+			for i := range rows {
+				acc.AddOccupancy(rows[i].k, rows[i].start, rows[i].end, false)
+			}
+		case runs, ok := <-idle:
+			if !ok {
+				idle = nil
+				continue
+			}
+			for i := range runs {
+				feed.Add(&runs[i])
+			}
+		}
+	}
+	if err := errors.Join(<-errc, <-errc); err != nil {
+		return err
+	}
+	if feed.Pending() {
+		return s.readRawIdle(ctx, feed)
+	}
+	return nil
+}
+
+type occRow struct {
+	k          billing.Key
+	start, end int64
+}
+
+const chunk = 8192
+
+// interner shares the key strings of consecutive rows: rows come grouped, so a
+// key's strings are allocated once, not once per row.
+type interner map[string]string
+
+func (in interner) of(s *string) {
+	if v, ok := in[*s]; ok {
+		*s = v
+		return
+	}
+	if len(in) > 1<<16 {
+		clear(in)
+	}
+	in[*s] = *s
+}
+
+func (in interner) key(k *billing.Key) {
+	in.of(&k.Project)
+	in.of(&k.User)
+	in.of(&k.InstanceID)
+	in.of(&k.GPUModel)
+	in.of(&k.Profile)
+}
+
+func (s *Store) readOccupancy(ctx context.Context, q string, out chan<- []occRow) error {
+	defer close(out)
 	rows, err := s.conn.Query(ctx, q)
 	if err != nil {
 		return fmt.Errorf("cannot read occupancy: %w", err)
 	}
-	var k billing.Key
-	var st, en int64
+	defer func() { _ = rows.Close() }()
+	in := interner{}
+	buf := make([]occRow, 0, chunk)
 	for rows.Next() {
-		if err := rows.Scan(&k.Project, &k.User, &k.InstanceID, &k.GPUModel, &k.Profile, &st, &en); err != nil {
-			_ = rows.Close()
+		var r occRow
+		if err := rows.Scan(&r.k.Project, &r.k.User, &r.k.InstanceID, &r.k.GPUModel, &r.k.Profile, &r.start, &r.end); err != nil {
 			return fmt.Errorf("cannot read occupancy row: %w", err)
 		}
-		acc.AddOccupancy(k, st, en, false)
+		in.key(&r.k)
+		if buf = append(buf, r); len(buf) == chunk {
+			select {
+			case out <- buf:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			buf = make([]occRow, 0, chunk)
+		}
 	}
 	if err := rows.Err(); err != nil {
-		_ = rows.Close()
 		return fmt.Errorf("cannot read occupancy: %w", err)
 	}
-	_ = rows.Close()
+	if len(buf) > 0 {
+		select {
+		case out <- buf:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
 
-	// Idle candidates: null util (always idle) or util below the largest
-	// threshold of the catalog, pre-filtered loosely here and checked exactly in
-	// Go with the project's own threshold (no float text round trip decides).
-	p0, p1 := p.StartMS(), p.EndMS()
-	maxT := strconv.FormatFloat(billing.MaxIdleThreshold(cat)+1e-9, 'g', -1, 64)
-	q = "SELECT " + key + ", util_known, util, start_ms, max(end_ms) AS e FROM " + s.table("idle_runs") +
-		" WHERE start >= toDateTime(" + itoa(ingest.MonthStartMS(p0-1)/1000) + ") AND start_ms < " + itoa(p1) +
-		" AND (util_known = 0 OR util < " + maxT + ")" +
-		" GROUP BY " + key + ", util_known, util, start_ms HAVING e > " + itoa(p0) +
-		" ORDER BY " + key + ", start_ms"
-	rows, err = s.conn.Query(ctx, q)
+func (s *Store) readIdle(ctx context.Context, q string, out chan<- []ingest.IdleRun) error {
+	defer close(out)
+	rows, err := s.conn.Query(ctx, q)
 	if err != nil {
 		return fmt.Errorf("cannot read idle runs: %w", err)
 	}
 	defer func() { _ = rows.Close() }()
-	var r ingest.IdleRun
-	var known uint8
+	in := interner{}
+	buf := make([]ingest.IdleRun, 0, chunk)
 	for rows.Next() {
-		if err := rows.Scan(&r.Key.Project, &r.Key.User, &r.Key.InstanceID, &r.Key.GPUModel, &r.Key.Profile, &known, &r.Util, &r.StartMS, &r.EndMS); err != nil {
+		var r ingest.IdleRun
+		if err := rows.Scan(&r.Key.Project, &r.Key.User, &r.Key.InstanceID, &r.Key.GPUModel, &r.Key.Profile, &r.Class,
+			&r.StartMS, &r.EndMS, &r.MinUtil, &r.MaxUtil); err != nil {
 			return fmt.Errorf("cannot read idle run: %w", err)
 		}
-		r.UtilKnown = known == 1
-		ingest.FeedIdle(acc, cat, p, r)
+		in.key(&r.Key)
+		if buf = append(buf, r); len(buf) == chunk {
+			select {
+			case out <- buf:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			buf = make([]ingest.IdleRun, 0, chunk)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("cannot read idle runs: %w", err)
 	}
+	if len(buf) > 0 {
+		select {
+		case out <- buf:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	return nil
+}
+
+// readRawIdle is the exact fallback: the raw samples of the instances whose idle
+// runs the threshold cuts through, in the range those runs cover.
+func (s *Store) readRawIdle(ctx context.Context, feed *ingest.IdleFeeder) error {
+	insts, lo, hi, below := feed.PendingRange()
+	var list strings.Builder
+	for i, id := range insts {
+		if i > 0 {
+			list.WriteByte(',')
+		}
+		list.WriteString(quote(id))
+	}
+	q := "SELECT " + keyColumns + ", start_ms, interval_ms, assumeNotNull(util) FROM " + s.table("raw_samples") +
+		" WHERE instance_id IN (" + list.String() + ") AND start_ms >= " + itoa(lo) + " AND start_ms < " + itoa(hi) +
+		" AND ts >= toDateTime(" + itoa(max(lo/1000-1, 0)) + ") AND project != '' AND isNotNull(util) AND util < " +
+		strconv.FormatFloat(below, 'g', -1, 64)
+	rows, err := s.conn.Query(ctx, q)
+	if err != nil {
+		return fmt.Errorf("cannot read raw samples for idle time: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	in := interner{}
+	var pt ingest.RawPoint
+	var interval int64
+	for rows.Next() {
+		if err := rows.Scan(&pt.Key.Project, &pt.Key.User, &pt.Key.InstanceID, &pt.Key.GPUModel, &pt.Key.Profile, &pt.StartMS, &interval, &pt.Util); err != nil {
+			return fmt.Errorf("cannot read raw sample: %w", err)
+		}
+		in.key(&pt.Key)
+		pt.EndMS = pt.StartMS + interval
+		feed.Raw(&pt)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("cannot read raw samples for idle time: %w", err)
+	}
+	return feed.Resolve()
+}
+
+// quote is a ClickHouse string literal.
+func quote(v string) string {
+	var b strings.Builder
+	b.WriteByte('\'')
+	for _, r := range v {
+		switch r {
+		case '\\', '\'':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	b.WriteByte('\'')
+	return b.String()
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -34,14 +35,14 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	res, err := st.Migrate(context.Background())
 	require.NoError(t, err)
 	require.Empty(t, res.Applied, "a second migrate applies nothing")
-	require.Equal(t, 3, res.Current)
+	require.Equal(t, 5, res.Current)
 	var n uint64
 	require.NoError(t, st.Conn().QueryRow(context.Background(), "SELECT count() FROM `"+db+"`.schema_migrations").Scan(&n))
-	require.EqualValues(t, 3, n)
+	require.EqualValues(t, 5, n)
 	// A third process opening with Migrate changes nothing either.
 	open(t, addr, db)
 	require.NoError(t, st.Conn().QueryRow(context.Background(), "SELECT count() FROM `"+db+"`.schema_migrations").Scan(&n))
-	require.EqualValues(t, 3, n)
+	require.EqualValues(t, 5, n)
 }
 
 func TestBillFromClickHouseEqualsFile(t *testing.T) {
@@ -72,4 +73,61 @@ func TestBillFromClickHouseEqualsFile(t *testing.T) {
 	require.NoError(t, st.Conn().QueryRow(ctx, "SELECT count() FROM (SELECT DISTINCT instance_id, start_ms, project, user FROM `"+
 		st.Database()+"`.raw_samples)").Scan(&raw))
 	require.Greater(t, raw, uint64(len(samples)*9/10), "every distinct sample is stored raw")
+}
+
+// A database written before schema version 4 keeps its idle time in idle_runs
+// (one exact util per run); migration 5 carries it over to idle_spans.
+func TestOldIdleRunsMigrate(t *testing.T) {
+	addr := testenv.ClickHouseAddr(t)
+	st := open(t, addr, testenv.UniqueName(t, "ch"))
+	ctx := context.Background()
+	data := ingesttest.Trace(t, 20_000, 19)
+	cat, err := os.ReadFile("../../schemas/examples/catalog.yaml")
+	require.NoError(t, err)
+	cats := ingesttest.Catalogs(t, cat)
+	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	samples := ingesttest.Samples(t, data)
+	require.NoError(t, w.Write(ctx, samples))
+
+	// Back to version 3: idle time only in the old table, no migration recorded
+	// after it.
+	db := "`" + st.Database() + "`"
+	require.NoError(t, st.Conn().Exec(ctx, "TRUNCATE TABLE "+db+".idle_spans"))
+	b, err := st.Conn().PrepareBatch(ctx, "INSERT INTO "+db+".idle_runs (start, project, user, instance_id, gpu_model, profile, util_known, util, start_ms, end_ms)")
+	require.NoError(t, err)
+	for i := range samples {
+		s := &samples[i]
+		if !ingest.IdleCandidate(s) {
+			continue
+		}
+		known := uint8(0)
+		if s.UtilKnown {
+			known = 1
+		}
+		// The old compactor cut runs at UTC month boundaries too.
+		for start := s.StartMS; start < s.EndMS(); {
+			end := min(s.EndMS(), ingest.MonthStartMS(ingest.MonthStartMS(start)+32*86_400_000))
+			require.NoError(t, b.Append(time.UnixMilli(ingest.MonthStartMS(start)).UTC(), s.Project, s.User, s.InstanceID, s.GPUModel, s.Profile,
+				known, s.Util, start, end))
+			start = end
+		}
+	}
+	require.NoError(t, b.Send())
+	require.NoError(t, st.Conn().Exec(ctx, "DROP TABLE "+db+".schema_migrations"))
+	require.NoError(t, st.Conn().Exec(ctx, "CREATE TABLE "+db+".schema_migrations (version UInt32, name String, applied_at DateTime('UTC')) ENGINE = MergeTree ORDER BY version"))
+	b, err = st.Conn().PrepareBatch(ctx, "INSERT INTO "+db+".schema_migrations (version, name, applied_at)")
+	require.NoError(t, err)
+	for v, name := range []string{"raw_samples", "occupancy", "idle_runs"} {
+		require.NoError(t, b.Append(uint32(v+1), name, time.Now().UTC()))
+	}
+	require.NoError(t, b.Send())
+
+	res, err := st.Migrate(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int{4, 5}, res.Applied)
+	var n uint64
+	require.NoError(t, st.Conn().QueryRow(ctx, "SELECT count() FROM "+db+".idle_spans").Scan(&n))
+	require.NotZero(t, n)
+	ingesttest.RequireSameInvoices(t, data, cats, st)
 }

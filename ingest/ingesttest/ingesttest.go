@@ -81,8 +81,9 @@ func Samples(t testing.TB, data []byte) []schemas.Sample {
 }
 
 // Catalogs returns the example catalog and variants that change what ingest
-// cannot know: the gap tolerance, the rounding and the idle thresholds (one of
-// them high enough that busy samples count as idle).
+// cannot know: the gap tolerance, the rounding and the idle thresholds (on and
+// between the idle class bounds, 0 and 1, and one high enough that busy samples
+// count as idle).
 func Catalogs(t testing.TB, exampleYAML []byte) map[string]*schemas.Catalog {
 	t.Helper()
 	base := string(exampleYAML)
@@ -92,6 +93,16 @@ func Catalogs(t testing.TB, exampleYAML []byte) map[string]*schemas.Catalog {
 			"      warn_after: 10m", "      threshold: 0.015\n      warn_after: 10m").Replace(base),
 		"tol15m-hour-busyidle": strings.NewReplacer("gap_tolerance_s: 30 ", "gap_tolerance_s: 900 ",
 			"  rounding: second ", "  rounding: hour ", "threshold: 0.05 ", "threshold: 0.75 ").Replace(base),
+		// Thresholds on idle class bounds (ingest.IdleClassBounds): decided from
+		// idle runs alone.
+		"thr-bounds": strings.NewReplacer("threshold: 0.05 ", "threshold: 0.10 ",
+			"      warn_after: 10m", "      threshold: 0.5\n      warn_after: 10m").Replace(base),
+		// Thresholds inside classes: runs with utils on both sides are decided
+		// from their raw samples; 0 and 1 are the extremes.
+		"thr-cuts": strings.NewReplacer("threshold: 0.05 ", "threshold: 0.02 ",
+			"      warn_after: 10m", "      threshold: 0.3\n      warn_after: 10m").Replace(base),
+		"thr-extremes": strings.NewReplacer("threshold: 0.05 ", "threshold: 0 ", "gap_tolerance_s: 30 ", "gap_tolerance_s: 300 ",
+			"      warn_after: 10m", "      threshold: 1\n      warn_after: 10m").Replace(base),
 	}
 	out := map[string]*schemas.Catalog{}
 	for name, y := range variants {

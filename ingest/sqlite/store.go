@@ -57,6 +57,21 @@ var migrations = []string{
 		start_ms INTEGER NOT NULL, end_ms INTEGER NOT NULL,
 		PRIMARY KEY (project, user, instance_id, gpu_model, profile, util_known, util, start_ms)) WITHOUT ROWID`,
 	`CREATE INDEX IF NOT EXISTS idle_runs_end ON idle_runs (end_ms)`,
+	// Idle runs by utilisation class (ingest.IdleRun); see the ClickHouse
+	// migrations 0004 and 0005. The old idle_runs rows are carried over (a run of
+	// one utilisation is a class run with min_util = max_util) and the table is
+	// no longer written or read.
+	`CREATE TABLE IF NOT EXISTS idle_spans (
+		project TEXT NOT NULL, user TEXT NOT NULL, instance_id TEXT NOT NULL, gpu_model TEXT NOT NULL,
+		profile TEXT NOT NULL, class INTEGER NOT NULL, min_util REAL NOT NULL, max_util REAL NOT NULL,
+		start_ms INTEGER NOT NULL, end_ms INTEGER NOT NULL,
+		PRIMARY KEY (project, user, instance_id, gpu_model, profile, class, start_ms, min_util, max_util)) WITHOUT ROWID`,
+	`CREATE INDEX IF NOT EXISTS idle_spans_end ON idle_spans (end_ms)`,
+	`INSERT INTO idle_spans (project, user, instance_id, gpu_model, profile, class, min_util, max_util, start_ms, end_ms)
+		SELECT project, user, instance_id, gpu_model, profile,
+			CASE WHEN util_known = 0 THEN 0 WHEN util < 0.05 THEN 1 WHEN util < 0.10 THEN 2 WHEN util < 0.20 THEN 3 WHEN util < 0.50 THEN 4 ELSE 5 END,
+			util, util, start_ms, end_ms FROM idle_runs WHERE util_known = 0 OR util < 1
+		ON CONFLICT (project, user, instance_id, gpu_model, profile, class, start_ms, min_util, max_util) DO UPDATE SET end_ms = max(end_ms, excluded.end_ms)`,
 }
 
 // Store is an SQLite database file.
@@ -146,20 +161,16 @@ func (s *Store) Write(ctx context.Context, b *ingest.Batch) (err error) {
 			return fmt.Errorf("cannot insert occupancy run: %w", err)
 		}
 	}
-	idle, err := tx.PrepareContext(ctx, `INSERT INTO idle_runs (project, user, instance_id, gpu_model, profile, util_known, util, start_ms, end_ms)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (project, user, instance_id, gpu_model, profile, util_known, util, start_ms) DO UPDATE SET end_ms = max(end_ms, excluded.end_ms)`)
+	idle, err := tx.PrepareContext(ctx, `INSERT INTO idle_spans (project, user, instance_id, gpu_model, profile, class, min_util, max_util, start_ms, end_ms)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (project, user, instance_id, gpu_model, profile, class, start_ms, min_util, max_util) DO UPDATE SET end_ms = max(end_ms, excluded.end_ms)`)
 	if err != nil {
 		return fmt.Errorf("cannot prepare idle insert: %w", err)
 	}
 	defer idle.Close()
 	for _, r := range b.Idle {
 		k := r.Key
-		known := 0
-		if r.UtilKnown {
-			known = 1
-		}
-		if _, err = idle.ExecContext(ctx, k.Project, k.User, k.InstanceID, k.GPUModel, k.Profile, known, r.Util, r.StartMS, r.EndMS); err != nil {
+		if _, err = idle.ExecContext(ctx, k.Project, k.User, k.InstanceID, k.GPUModel, k.Profile, int(r.Class), r.MinUtil, r.MaxUtil, r.StartMS, r.EndMS); err != nil {
 			return fmt.Errorf("cannot insert idle run: %w", err)
 		}
 	}
@@ -191,21 +202,56 @@ func (s *Store) Scan(ctx context.Context, cat *schemas.Catalog, p billing.Period
 		return fmt.Errorf("cannot read occupancy: %w", err)
 	}
 	_ = rows.Close()
-	rows, err = s.db.QueryContext(ctx, `SELECT project, user, instance_id, gpu_model, profile, util_known, util, start_ms, end_ms
-		FROM idle_runs WHERE end_ms > ? AND start_ms < ? AND (util_known = 0 OR util < ?)
+	rows, err = s.db.QueryContext(ctx, `SELECT project, user, instance_id, gpu_model, profile, class, min_util, max_util, start_ms, end_ms
+		FROM idle_spans WHERE end_ms > ? AND start_ms < ? AND (class = 0 OR min_util < ?)
 		ORDER BY project, user, instance_id, gpu_model, profile, start_ms`, p.StartMS(), p.EndMS(), billing.MaxIdleThreshold(cat)+1e-9)
 	if err != nil {
 		return fmt.Errorf("cannot read idle runs: %w", err)
 	}
-	defer rows.Close()
+	feed := ingest.NewIdleFeeder(acc, cat, p)
 	var r ingest.IdleRun
-	var known int
 	for rows.Next() {
-		if err := rows.Scan(&r.Key.Project, &r.Key.User, &r.Key.InstanceID, &r.Key.GPUModel, &r.Key.Profile, &known, &r.Util, &r.StartMS, &r.EndMS); err != nil {
+		if err := rows.Scan(&r.Key.Project, &r.Key.User, &r.Key.InstanceID, &r.Key.GPUModel, &r.Key.Profile, &r.Class, &r.MinUtil, &r.MaxUtil, &r.StartMS, &r.EndMS); err != nil {
+			_ = rows.Close()
 			return fmt.Errorf("cannot read idle run: %w", err)
 		}
-		r.UtilKnown = known == 1
-		ingest.FeedIdle(acc, cat, p, r)
+		feed.Add(&r)
+	}
+	if err := rows.Err(); err != nil {
+		_ = rows.Close()
+		return fmt.Errorf("cannot read idle runs: %w", err)
+	}
+	_ = rows.Close()
+	if !feed.Pending() {
+		return nil
+	}
+	// Exact fallback for runs the threshold cuts through: their raw samples.
+	var pending []ingest.IdleRun
+	_ = feed.PendingRuns(func(r *ingest.IdleRun) error { pending = append(pending, *r); return nil })
+	for _, r := range pending {
+		if err := s.rawIdle(ctx, feed, &r); err != nil {
+			return err
+		}
+	}
+	return feed.Resolve()
+}
+
+func (s *Store) rawIdle(ctx context.Context, feed *ingest.IdleFeeder, r *ingest.IdleRun) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT start_ms, interval_ms, util FROM raw_samples
+		WHERE instance_id = ? AND start_ms >= ? AND start_ms < ? AND project = ? AND user = ? AND gpu_model = ? AND profile = ?
+		AND util IS NOT NULL`, r.Key.InstanceID, r.StartMS, r.EndMS, r.Key.Project, r.Key.User, r.Key.GPUModel, r.Key.Profile)
+	if err != nil {
+		return fmt.Errorf("cannot read raw samples for idle time: %w", err)
+	}
+	defer rows.Close()
+	pt := ingest.RawPoint{Key: r.Key}
+	var interval int64
+	for rows.Next() {
+		if err := rows.Scan(&pt.StartMS, &interval, &pt.Util); err != nil {
+			return fmt.Errorf("cannot read raw sample: %w", err)
+		}
+		pt.EndMS = pt.StartMS + interval
+		feed.Raw(&pt)
 	}
 	return rows.Err()
 }

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"io"
 	"log/slog"
 	"os"
@@ -10,9 +11,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/ingesttest"
 	"github.com/cardhour/cardhour/ingest/sqlite"
+	"github.com/cardhour/cardhour/schemas"
 )
 
 func TestBillFromSQLiteEqualsFile(t *testing.T) {
@@ -41,4 +44,64 @@ func TestBillFromSQLiteEqualsFile(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, w.Write(ctx, samples[100:9000]))
 	ingesttest.RequireSameInvoices(t, data, cats, st)
+}
+
+// Idle runs written before the class layout (idle_runs, one exact util per run)
+// are carried over by the migration and bill exactly as before; thresholds that
+// cut through a class read raw samples, and fail loudly once those are gone.
+func TestOldIdleRunsMigrateAndRawFallback(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "cardhour.db")
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
+	require.NoError(t, err)
+	data := ingesttest.Trace(t, 20_000, 17)
+	cat, err := os.ReadFile("../../schemas/examples/catalog.yaml")
+	require.NoError(t, err)
+	cats := ingesttest.Catalogs(t, cat)
+	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: log})
+	require.NoError(t, err)
+	samples := ingesttest.Samples(t, data)
+	require.NoError(t, w.Write(ctx, samples))
+	require.NoError(t, st.Close())
+
+	// Rewind to schema version 5: idle time only in the old table.
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	_, err = db.Exec(`DELETE FROM idle_spans`)
+	require.NoError(t, err)
+	for i := range samples {
+		s := &samples[i]
+		if !ingest.IdleCandidate(s) {
+			continue
+		}
+		known := 0
+		if s.UtilKnown {
+			known = 1
+		}
+		_, err = db.Exec(`INSERT OR REPLACE INTO idle_runs (project, user, instance_id, gpu_model, profile, util_known, util, start_ms, end_ms)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, s.Project, s.User, s.InstanceID, s.GPUModel, s.Profile, known, s.Util, s.StartMS, s.EndMS())
+		require.NoError(t, err)
+	}
+	_, err = db.Exec(`PRAGMA user_version = 5`)
+	require.NoError(t, err)
+
+	st, err = sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
+	require.NoError(t, err)
+	defer st.Close()
+	ingesttest.RequireSameInvoices(t, data, cats, st)
+
+	// Raw samples expired: thresholds on class bounds still bill exactly, the
+	// others refuse (once class runs with mixed utilisations are stored).
+	w, err = ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: log})
+	require.NoError(t, err)
+	require.NoError(t, w.Write(ctx, samples))
+	_, err = db.Exec(`DELETE FROM raw_samples`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	ingesttest.RequireSameInvoices(t, data, map[string]*schemas.Catalog{"example": cats["example"], "thr-bounds": cats["thr-bounds"]}, st)
+	p, err := billing.ParsePeriod(ingesttest.Periods[0], cats["thr-cuts"].Location)
+	require.NoError(t, err)
+	_, err = billing.BillFrom(ctx, st, cats["thr-cuts"], p)
+	require.ErrorContains(t, err, "no longer stored")
 }

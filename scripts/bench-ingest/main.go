@@ -11,6 +11,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -44,6 +45,8 @@ func main() {
 		err = tsv(os.Args[2:])
 	case "fill":
 		err = fill(os.Args[2:])
+	case "deltopics":
+		err = deltopics(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown subcommand %q", os.Args[1])
 	}
@@ -220,5 +223,23 @@ func fill(args []string) error {
 		return err
 	}
 	fmt.Printf("filled %d samples in %s\n", stats.Valid, time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// deltopics deletes the benchmark's topics (the shared Kafka keeps no garbage).
+func deltopics(args []string) error {
+	fs := flag.NewFlagSet("deltopics", flag.ExitOnError)
+	brokers := fs.String("brokers", "127.0.0.1:19092", "")
+	_ = fs.Parse(args)
+	c := &kafka.Client{Addr: kafka.TCP(strings.Split(*brokers, ",")...), Timeout: 30 * time.Second}
+	res, err := c.DeleteTopics(context.Background(), &kafka.DeleteTopicsRequest{Topics: fs.Args()})
+	if err != nil {
+		return err
+	}
+	for t, e := range res.Errors {
+		if e != nil && !errors.Is(e, kafka.UnknownTopicOrPartition) {
+			return fmt.Errorf("delete topic %s: %w", t, e)
+		}
+	}
 	return nil
 }
