@@ -18,6 +18,7 @@ sizes=("$@")
 dir=${BENCH_DIR:-/tmp/cardhour-bench}
 mkdir -p "$dir"
 
+export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Wno-deprecated-declarations"
 go build -trimpath -o bin/cardhour ./cmd/cardhour
 bin=$PWD/bin/cardhour
 
