@@ -35,7 +35,7 @@ type collectFlags struct {
 	spoolDir, fsync, resolvers, staticMap, roster, socket string
 	userLabel, nsProjects, listen, logLevel               string
 	tlsCA, tlsCert, tlsKey, saslMech, saslUser            string
-	interval                                              time.Duration
+	interval, linger                                      time.Duration
 	spoolMax, memLimit                                    int64
 	tls, tlsInsecure, validate, noAutoCreate              bool
 }
@@ -52,6 +52,7 @@ func runCollect(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.brokers, "brokers", os.Getenv("KAFKA_BROKERS"), "Kafka bootstrap brokers, comma-separated (default $KAFKA_BROKERS)")
 	fs.StringVar(&f.topic, "topic", schemas.SampleTopicV1, "Kafka topic")
 	fs.StringVar(&f.compression, "compression", "zstd", "Kafka compression: zstd | lz4 | snappy | gzip | none")
+	fs.DurationVar(&f.linger, "kafka-linger", 5*time.Second, "after a write that was not a full batch, wait this long before the next (samples wait in the spool)")
 	fs.BoolVar(&f.noAutoCreate, "kafka-no-auto-create-topic", false, "do not ask the broker to create a missing topic (create it with its partitions up front)")
 	fs.BoolVar(&f.tls, "kafka-tls", false, "connect to Kafka with TLS")
 	fs.StringVar(&f.tlsCA, "kafka-tls-ca", "", "CA bundle (PEM) for Kafka TLS")
@@ -170,7 +171,7 @@ func collect(ctx context.Context, f collectFlags, stdout io.Writer, log *slog.Lo
 			_ = sp.Close()
 			return usageError{err}
 		}
-		kp, err := kafkapub.New(kafkapub.Config{Spool: sp, Sink: sink, Logger: log, Registerer: reg})
+		kp, err := kafkapub.New(kafkapub.Config{Spool: sp, Sink: sink, Linger: f.linger, Logger: log, Registerer: reg})
 		if err != nil {
 			return err
 		}

@@ -135,7 +135,7 @@ func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
 		Balancer:     kafka.Murmur2Balancer{},
 		RequiredAcks: kafka.RequireAll,
 		Compression:  comp,
-		BatchSize:    250,    // kafka-go allocates a slice of this many messages per batch: keep it small
+		BatchSize:    250,     // kafka-go allocates a slice of this many messages per batch: keep it small
 		BatchBytes:   1 << 20, // the broker's default message.max.bytes
 		BatchTimeout: 5 * time.Millisecond,
 		MaxAttempts:  2, // the publisher retries with backoff itself

@@ -35,8 +35,12 @@ type Config struct {
 	BatchBytes   int          // bytes per write (default 4 MiB)
 	BackoffMin   time.Duration
 	BackoffMax   time.Duration
-	Logger       *slog.Logger
-	Registerer   prometheus.Registerer
+	// Linger, when set, waits this long after a write that was not a full batch
+	// before reading the spool again, so that a 1 Hz collector writes to Kafka a few
+	// times a minute instead of every second. Samples are in the spool meanwhile.
+	Linger     time.Duration
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
 }
 
 // Validate reports every problem at once.
@@ -48,7 +52,7 @@ func (c *Config) Validate() error {
 	if c.Sink == nil {
 		errs = append(errs, errors.New("publisher: sink is required"))
 	}
-	if c.BatchRecords < 0 || c.BatchBytes < 0 || c.BackoffMin < 0 || c.BackoffMax < c.BackoffMin {
+	if c.BatchRecords < 0 || c.BatchBytes < 0 || c.BackoffMin < 0 || c.BackoffMax < c.BackoffMin || c.Linger < 0 {
 		errs = append(errs, errors.New("publisher: batch sizes and backoffs must be positive, backoff max >= min"))
 	}
 	return errors.Join(errs...)
@@ -166,6 +170,13 @@ func (p *Publisher) Run(ctx context.Context) error {
 		if err := p.cfg.Spool.Commit(cur); err != nil {
 			p.log.Error("cannot persist the spool cursor (records may be sent twice)", "err", err)
 		}
+		if p.cfg.Linger > 0 && len(recs) < p.cfg.BatchRecords {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(p.cfg.Linger):
+			}
+		}
 	}
 }
 
@@ -193,9 +204,10 @@ func (p *Publisher) Drain(ctx context.Context) error {
 
 // MemorySink is the in-memory fake of Sink. Fail, when set, makes Write fail.
 type MemorySink struct {
-	mu   sync.Mutex
-	recs []spool.Record
-	Fail error
+	mu     sync.Mutex
+	recs   []spool.Record
+	writes int
+	Fail   error
 }
 
 // Write keeps copies of the records.
@@ -205,6 +217,7 @@ func (m *MemorySink) Write(_ context.Context, recs []spool.Record) error {
 	if m.Fail != nil {
 		return m.Fail
 	}
+	m.writes++
 	for _, r := range recs {
 		m.recs = append(m.recs, spool.Record{Key: append([]byte(nil), r.Key...), Value: append([]byte(nil), r.Value...)})
 	}
@@ -216,6 +229,13 @@ func (m *MemorySink) SetFail(err error) {
 	m.mu.Lock()
 	m.Fail = err
 	m.mu.Unlock()
+}
+
+// Writes is the number of successful writes.
+func (m *MemorySink) Writes() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.writes
 }
 
 // Records returns everything written.
