@@ -3,7 +3,6 @@ package ingest_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -26,7 +25,7 @@ func exampleCatalog(t *testing.T) []byte {
 	return b
 }
 
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // Batches of any size, in any order, replayed, split between workers whose
 // compactors know nothing of each other, and restarted compactors: the store

@@ -132,7 +132,7 @@ func Retry(ctx context.Context, log *slog.Logger, lo, hi time.Duration, m *Metri
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%s abandoned after %d attempts (last error: %v): %w", what, attempt, err, ctx.Err())
+			return fmt.Errorf("%s abandoned after %d attempts (last error: %w): %w", what, attempt, err, ctx.Err())
 		case <-t.C:
 		}
 		delay = min(delay*2, hi)

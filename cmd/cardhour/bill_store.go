@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 
 	"github.com/cardhour/cardhour/billing"
@@ -16,11 +15,11 @@ import (
 // intervals, not raw samples, and gives byte-identical invoices to billing the
 // same samples from a file.
 func billFromStore(ctx context.Context, dsn string, cat *schemas.Catalog, p billing.Period) (*billing.Result, error) {
-	st, err := storedsn.Open(ctx, dsn, storedsn.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	st, err := storedsn.Open(ctx, dsn, storedsn.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err
 	}
-	defer st.Close()
+	defer st.Close() //nolint:errcheck // nothing written is pending at close
 	res, err := billing.BillFrom(ctx, st, cat, p)
 	if err != nil {
 		return nil, fmt.Errorf("cannot bill %s from %s: %w", p, dsn, err)

@@ -202,7 +202,7 @@ func collect(ctx context.Context, f collectFlags, stdout io.Writer, log *slog.Lo
 		if err != nil {
 			return err // ErrNoNVML says what is missing, once, at start
 		}
-		defer src.Close()
+		defer src.Close() //nolint:errcheck // NVML shutdown: nothing to do on failure
 		base.Source, base.Resolvers = src, resolvers
 		c, err := collector.New(base)
 		if err != nil {

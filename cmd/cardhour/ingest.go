@@ -78,7 +78,7 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "cardhour ingest:", err)
 			return 1
 		}
-		defer f.Close()
+		defer f.Close() //nolint:errcheck // read-only
 		if err := pprof.StartCPUProfile(f); err != nil {
 			fmt.Fprintln(stderr, "cardhour ingest:", err)
 			return 1
@@ -162,7 +162,7 @@ func backfill(ctx context.Context, log *slog.Logger, st ingest.Store, metrics *i
 			fmt.Fprintln(stderr, "cardhour ingest:", err)
 			return 1
 		}
-		defer f.Close()
+		defer f.Close() //nolint:errcheck // read-only
 		in = f
 	}
 	wr, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: log, Metrics: metrics})

@@ -45,7 +45,7 @@ func runMigrate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "cardhour migrate:", err)
 		return 1
 	}
-	defer st.Close()
+	defer st.Close() //nolint:errcheck // nothing written is pending at close
 	res, err := st.Migrate(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, "cardhour migrate:", err)

@@ -68,15 +68,14 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cardhour simulate: %s is valid (%d nodes, %d holders)\n", *fleetPath, len(spec.Nodes), len(spec.Holders))
 		return 0
 	}
-	var w io.Writer = stdout
+	w := stdout
+	var out *os.File
 	if *outPath != "-" {
-		f, err := os.Create(*outPath)
-		if err != nil {
+		if out, err = os.Create(*outPath); err != nil {
 			fmt.Fprintf(stderr, "cardhour simulate: %v\n", err)
 			return 1
 		}
-		defer f.Close()
-		w = f
+		w = out
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -86,6 +85,11 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		Publisher: pub, Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if ferr := pub.Flush(); err == nil {
 		err = ferr
+	}
+	if out != nil {
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "cardhour simulate: %v\n", err)

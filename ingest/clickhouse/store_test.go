@@ -2,7 +2,6 @@ package clickhouse_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"os"
 	"testing"
@@ -19,7 +18,7 @@ import (
 func open(t *testing.T, addr, db string) *clickhouse.Store {
 	t.Helper()
 	st, err := clickhouse.Open(context.Background(), clickhouse.Config{Addr: addr, Database: db,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Migrate: true, RawRetentionDays: 400})
+		Logger: slog.New(slog.DiscardHandler), Migrate: true, RawRetentionDays: 400})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = st.Conn().Exec(context.Background(), "DROP DATABASE IF EXISTS `"+db+"`")
@@ -53,7 +52,7 @@ func TestBillFromClickHouseEqualsFile(t *testing.T) {
 	require.NoError(t, err)
 	cats := ingesttest.Catalogs(t, cat)
 
-	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	ctx := context.Background()
 	samples := ingesttest.Samples(t, data)
@@ -64,7 +63,7 @@ func TestBillFromClickHouseEqualsFile(t *testing.T) {
 
 	// A replay of part of the stream through a fresh compactor (a restart)
 	// changes nothing.
-	w2, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	w2, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	require.NoError(t, w2.Write(ctx, samples[len(samples)/3:len(samples)/2]))
 	ingesttest.RequireSameInvoices(t, data, cats, st)
@@ -85,7 +84,7 @@ func TestOldIdleRunsMigrate(t *testing.T) {
 	cat, err := os.ReadFile("../../schemas/examples/catalog.yaml")
 	require.NoError(t, err)
 	cats := ingesttest.Catalogs(t, cat)
-	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	samples := ingesttest.Samples(t, data)
 	require.NoError(t, w.Write(ctx, samples))

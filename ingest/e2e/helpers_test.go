@@ -21,7 +21,7 @@ import (
 	"github.com/cardhour/cardhour/schemas"
 )
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func exampleCatalog(t *testing.T) []byte {
 	t.Helper()

@@ -136,7 +136,7 @@ func (s *Store) Write(ctx context.Context, b *ingest.Batch) (err error) {
 	if err != nil {
 		return fmt.Errorf("cannot prepare raw insert: %w", err)
 	}
-	defer raw.Close()
+	defer raw.Close() //nolint:errcheck // statement/rows close after use; errors surface on Exec/Next
 	for i := range b.Samples {
 		x := &b.Samples[i]
 		var util any
@@ -154,7 +154,7 @@ func (s *Store) Write(ctx context.Context, b *ingest.Batch) (err error) {
 	if err != nil {
 		return fmt.Errorf("cannot prepare occupancy insert: %w", err)
 	}
-	defer occ.Close()
+	defer occ.Close() //nolint:errcheck // statement/rows close after use; errors surface on Exec/Next
 	for _, r := range b.Occupancy {
 		k := r.Key
 		if _, err = occ.ExecContext(ctx, k.Project, k.User, k.InstanceID, k.GPUModel, k.Profile, r.StartMS, r.EndMS); err != nil {
@@ -167,7 +167,7 @@ func (s *Store) Write(ctx context.Context, b *ingest.Batch) (err error) {
 	if err != nil {
 		return fmt.Errorf("cannot prepare idle insert: %w", err)
 	}
-	defer idle.Close()
+	defer idle.Close() //nolint:errcheck // statement/rows close after use; errors surface on Exec/Next
 	for _, r := range b.Idle {
 		k := r.Key
 		if _, err = idle.ExecContext(ctx, k.Project, k.User, k.InstanceID, k.GPUModel, k.Profile, int(r.Class), r.MinUtil, r.MaxUtil, r.StartMS, r.EndMS); err != nil {
@@ -243,7 +243,7 @@ func (s *Store) rawIdle(ctx context.Context, feed *ingest.IdleFeeder, r *ingest.
 	if err != nil {
 		return fmt.Errorf("cannot read raw samples for idle time: %w", err)
 	}
-	defer rows.Close()
+	defer rows.Close() //nolint:errcheck // statement/rows close after use; errors surface on Exec/Next
 	pt := ingest.RawPoint{Key: r.Key}
 	var interval int64
 	for rows.Next() {

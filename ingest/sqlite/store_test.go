@@ -3,7 +3,6 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -21,7 +20,7 @@ import (
 func TestBillFromSQLiteEqualsFile(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "cardhour.db")
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
 	require.NoError(t, err)
 	data := ingesttest.Trace(t, 40_000, 13)
@@ -52,7 +51,7 @@ func TestBillFromSQLiteEqualsFile(t *testing.T) {
 func TestOldIdleRunsMigrateAndRawFallback(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "cardhour.db")
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
 	require.NoError(t, err)
 	data := ingesttest.Trace(t, 20_000, 17)

@@ -71,11 +71,11 @@ func produce(args []string) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read-only
 	w := &kafka.Writer{Addr: kafka.TCP(strings.Split(*brokers, ",")...), Topic: *topic, Balancer: &kafka.Hash{},
 		BatchSize: 10000, BatchBytes: 8 << 20, BatchTimeout: 20 * time.Millisecond, RequiredAcks: kafka.RequireOne,
 		Compression: kafka.Lz4, Async: false}
-	defer w.Close()
+	defer w.Close() //nolint:errcheck // a benchmark helper; the writes above were acknowledged
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	hdr := []kafka.Header{{Key: "schema", Value: []byte(schemas.SampleSchemaV1)}}
@@ -154,11 +154,11 @@ func waitlag(args []string) error {
 }
 
 func tsv(args []string) error {
-	f, err := os.Open(args[0])
+	f, err := os.Open(args[0]) //nolint:gosec // G703: a benchmark helper reads the file it is told to
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read-only
 	out := bufio.NewWriterSize(os.Stdout, 1<<20)
 	dec := schemas.NewDecoder()
 	sc := bufio.NewScanner(f)
@@ -202,7 +202,7 @@ func fill(args []string) error {
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer st.Close() //nolint:errcheck // nothing written is pending at close
 	loc, _ := time.LoadLocation("Asia/Shanghai")
 	p, err := billing.ParsePeriod(*start, loc)
 	if err != nil {
