@@ -543,9 +543,7 @@ func (v *catalogValidator) build(doc *yaml.Node, raw *rawCatalog) *Catalog {
 		v.discounts(&raw.Discounts, "discounts", c.Discounts)
 	}
 
-	if len(raw.SKUs) == 0 {
-		v.errf(doc.Line, "skus", "at least one SKU is required")
-	}
+	// A catalog without SKUs is valid: all usage is then reported as unpriced.
 	for i := range raw.SKUs {
 		n := &raw.SKUs[i]
 		path := fmt.Sprintf("skus[%d]", i)
