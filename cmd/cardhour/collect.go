@@ -78,11 +78,8 @@ func runCollect(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: cardhour collect [--simulate FLEET.yaml] [--brokers host:port] [flags]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {

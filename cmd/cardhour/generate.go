@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -23,11 +22,8 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 1, "random seed (same seed, same file)")
 	dup := fs.Int("duplicate-every", 0, "write every n-th sample twice, as a replay would (0: never)")
 	outPath := fs.String("out", "-", "output file ('-' for standard output)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	loc, err := loadShanghai()
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,11 +25,8 @@ func runIdle(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Lists the idle warnings and releases the catalog's idle policies call for.")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if *catalogPath == "" || *samplesPath == "" || (*format != "table" && *format != "json") {
 		fmt.Fprintln(stderr, "cardhour idle: --catalog and --samples are required; --format is table or json")

@@ -3,6 +3,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -64,4 +66,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	return cmd.run(args[1:], stdout, stderr)
+}
+
+// parseFlags parses a command's flags. When it returns ok false, the command
+// returns code: 0 after -h, 2 after a usage error (already reported by fs).
+func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	return 0, true
 }

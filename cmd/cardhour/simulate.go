@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -29,11 +28,8 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: cardhour simulate --fleet FLEET.yaml --from RFC3339 --to RFC3339 [--interval 60s] > samples.jsonl")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	var problems []string
 	if *fleetPath == "" {
