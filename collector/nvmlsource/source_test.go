@@ -14,7 +14,7 @@ import (
 	"github.com/cardhour/cardhour/collector/nvmlsource"
 )
 
-func newSource(t *testing.T, lib nvml.Interface) (*nvmlsource.Source, *prometheus.Registry) {
+func newSource(t testing.TB, lib nvml.Interface) (*nvmlsource.Source, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	s, err := nvmlsource.New(nvmlsource.Config{Lib: lib, Registerer: reg})
@@ -222,4 +222,25 @@ func TestProfileName(t *testing.T) {
 	f(nvml.GPU_INSTANCE_PROFILE_1_SLICE, 1, 4864, 40960, "1g.5gb")
 	f(nvml.GPU_INSTANCE_PROFILE_1_SLICE, 1, 17920, 143771, "1g.18gb") // H200
 	f(0, 1, 100, 0, "1g.0gb")                                         // no division by zero
+}
+
+// BenchmarkSampleNode is one tick of a node of 8 A100s split 7 × 1g.10gb on the
+// mock NVML (the mock's own cost included).
+func BenchmarkSampleNode(b *testing.B) {
+	seven := nvmlmock.Layout{"1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb"}
+	layouts := make([]nvmlmock.Layout, 8)
+	for i := range layouts {
+		layouts[i] = seven
+	}
+	node, err := nvmlmock.New("a100-80gb", layouts, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	src, _ := newSource(b, node.Server)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := src.Sample(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
