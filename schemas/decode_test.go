@@ -351,3 +351,10 @@ func TestReadSamplesLineNumbersAndLongLines(t *testing.T) {
 		require.ErrorContains(t, err, "line 2: line longer than")
 	}
 }
+
+func TestReadSamplesSkipsByteOrderMarkAndCRLF(t *testing.T) {
+	in := "\xef\xbb\xbf" + validLine + "\r\n" + validLine + "\r\n"
+	stats, err := ReadSamples(strings.NewReader(in), ReadOptions{}, func(int, []Sample) error { return nil })
+	require.NoError(t, err)
+	require.EqualValues(t, 2, stats.Valid)
+}

@@ -249,6 +249,10 @@ func decodeChunk(dec *Decoder, c chunk, batch *[]Sample, opt ReadOptions) chunkR
 	}
 	data := c.data
 	line := c.firstLine
+	if line == 1 {
+		// Files saved by Windows tools often start with a UTF-8 byte-order mark.
+		data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	}
 	for len(data) > 0 {
 		nl := bytes.IndexByte(data, '\n')
 		var l []byte
