@@ -261,7 +261,32 @@ func (g *GPU) migHandle(in *Instance, gi nvml.GpuInstance) nvml.Device {
 		return nvml.Utilization{}, nvml.ERROR_NOT_SUPPORTED
 	}
 	_ = gi
-	return m
+	return &migHandle{Device: m, g: g, in: in}
+}
+
+// migHandle answers the calls the collector makes on every tick directly rather
+// than through go-nvml's generated mock, which records every call in a slice
+// that grows for as long as a simulation runs.
+type migHandle struct {
+	*mock.Device
+	g  *GPU
+	in *Instance
+}
+
+func (h *migHandle) GetUUID() (string, nvml.Return) {
+	if r := h.g.failing(); r != nvml.SUCCESS {
+		return "", r
+	}
+	return h.in.UUID, nvml.SUCCESS
+}
+
+// GetGpuInstanceId implements nvml.Device (the name is NVML's).
+func (h *migHandle) GetGpuInstanceId() (int, nvml.Return) { return h.in.GIID, nvml.SUCCESS } //nolint:revive // NVML's name
+
+func (h *migHandle) GetMemoryInfo() (nvml.Memory, nvml.Return) { return h.GetMemoryInfoFunc() }
+
+func (h *migHandle) GetComputeRunningProcesses() ([]nvml.ProcessInfo, nvml.Return) {
+	return h.GetComputeRunningProcessesFunc()
 }
 
 // install sets the function fields go-nvml's mock device lacks.
