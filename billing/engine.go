@@ -85,24 +85,14 @@ type Accumulator struct {
 	lo, hi int64 // samples entirely outside [lo, hi] cannot affect the period
 	tol    int64
 	keys   map[Key]*keyState
-
-	// Stats about what was fed in.
-	Samples    int64 // samples offered
-	Unheld     int64 // samples with an empty project (not billed)
-	OutOfRange int64 // samples too far from the period to affect it
 }
 
 // NewAccumulator prepares to bill period p under catalog cat.
 func NewAccumulator(cat *schemas.Catalog, p Period) *Accumulator {
-	tol := cat.Defaults.GapToleranceMS
-	p0, p1 := p.StartMS(), p.EndMS()
+	lo, hi := ScanWindow(cat, p)
 	return &Accumulator{
-		cat: cat, period: p, p0: p0, p1: p1, tol: tol,
-		// A gap that reaches into the period is bridged only by a piece that ends at
-		// most tol before it starts (or starts at most tol after it ends), so samples
-		// further away than that are irrelevant to this month.
-		lo: p0 - tol, hi: p1 + tol,
-		keys: make(map[Key]*keyState),
+		cat: cat, period: p, p0: p.StartMS(), p1: p.EndMS(), tol: cat.Defaults.GapToleranceMS,
+		lo: lo, hi: hi, keys: make(map[Key]*keyState),
 	}
 }
 
@@ -111,26 +101,17 @@ func (a *Accumulator) Period() Period { return a.period }
 
 // Add feeds one validated sample.
 func (a *Accumulator) Add(s *schemas.Sample) {
-	a.Samples++
 	if s.Project == "" {
-		a.Unheld++ // an instance nobody holds bills nobody
-		return
-	}
-	start, end := s.StartMS, s.StartMS+s.IntervalMS
-	if end < a.lo || start > a.hi {
-		a.OutOfRange++
-		return
+		return // an instance nobody holds bills nobody
 	}
 	k := Key{Project: s.Project, User: s.User, InstanceID: s.InstanceID, GPUModel: s.GPUModel, Profile: s.Profile}
-	st := a.state(k)
-	st.sessions.Add(start, end)
-	if IsIdle(a.cat, s) {
-		st.idle.Add(max(start, a.p0), min(end, a.p1))
-	}
+	a.AddOccupancy(k, s.StartMS, s.EndMS(), IsIdle(a.cat, s))
 }
 
-// AddOccupancy feeds an already-aggregated occupancy interval of a key (from a
-// store's rollups). idle marks the interval as idle time as well.
+// AddOccupancy feeds an occupancy interval of a key: one sample's, or an
+// already-aggregated one from a store's rollups. idle marks the interval as idle
+// time as well. Intervals outside the period's scan window cannot change it and
+// are dropped.
 func (a *Accumulator) AddOccupancy(k Key, start, end int64, idle bool) {
 	if k.Project == "" || end <= start || end < a.lo || start > a.hi {
 		return
@@ -154,10 +135,7 @@ func (a *Accumulator) state(k Key) *keyState {
 // IsIdle applies billing-semantics §6 to a held sample: util known and below the
 // project's threshold, or util unknown and no compute process on the instance.
 func IsIdle(cat *schemas.Catalog, s *schemas.Sample) bool {
-	if s.UtilKnown {
-		return s.Util < cat.IdlePolicyFor(s.Project).Threshold
-	}
-	return s.Processes == 0
+	return IsIdleUtil(cat, s.Project, s.UtilKnown, s.Util, s.Processes == 0)
 }
 
 // Merge adds everything b has seen into a. Both must bill the same period under
@@ -172,9 +150,6 @@ func (a *Accumulator) Merge(b *Accumulator) {
 			as.idle.Add(p.Start, p.End)
 		}
 	}
-	a.Samples += b.Samples
-	a.Unheld += b.Unheld
-	a.OutOfRange += b.OutOfRange
 }
 
 // Keys is the number of distinct usage keys seen.

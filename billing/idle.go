@@ -62,12 +62,7 @@ func (d *IdleDetector) Add(s *schemas.Sample) {
 	if s.Project == "" {
 		return
 	}
-	k := Key{Project: s.Project, User: s.User, InstanceID: s.InstanceID, GPUModel: s.GPUModel, Profile: s.Profile}
-	st, ok := d.keys[k]
-	if !ok {
-		st = &idleState{idle: IntervalSet{Tol: d.cat.Defaults.GapToleranceMS}}
-		d.keys[k] = st
-	}
+	st := d.state(Key{Project: s.Project, User: s.User, InstanceID: s.InstanceID, GPUModel: s.GPUModel, Profile: s.Profile})
 	if IsIdle(d.cat, s) {
 		st.idle.Add(s.StartMS, s.EndMS())
 	} else {
@@ -119,11 +114,7 @@ func subtract(a, b []Interval) []Interval {
 // Merge adds everything b has seen into d (for parallel input).
 func (d *IdleDetector) Merge(b *IdleDetector) {
 	for k, bs := range b.keys {
-		st, ok := d.keys[k]
-		if !ok {
-			st = &idleState{idle: IntervalSet{Tol: d.cat.Defaults.GapToleranceMS}}
-			d.keys[k] = st
-		}
+		st := d.state(k)
 		for _, p := range bs.idle.Pieces() {
 			st.idle.Add(p.Start, p.End)
 		}
@@ -131,4 +122,13 @@ func (d *IdleDetector) Merge(b *IdleDetector) {
 			st.busy.Add(p.Start, p.End)
 		}
 	}
+}
+
+func (d *IdleDetector) state(k Key) *idleState {
+	st, ok := d.keys[k]
+	if !ok {
+		st = &idleState{idle: IntervalSet{Tol: d.cat.Defaults.GapToleranceMS}}
+		d.keys[k] = st
+	}
+	return st
 }

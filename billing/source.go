@@ -21,9 +21,11 @@ type UsageSource interface {
 }
 
 // ScanWindow is the closed range [lo, hi] (Unix ms) of stored intervals that can
-// affect period p under cat: intervals ending before lo or starting after hi are
-// further than the gap tolerance from the period and cannot change a session in
-// it. A reader must include every interval with end >= lo and start <= hi.
+// affect period p under cat: a gap that reaches into the period is bridged only by
+// a piece that ends at most the gap tolerance before it (or starts at most that
+// after it), so intervals ending before lo or starting after hi cannot change a
+// session in it. A reader must include every interval with end >= lo and
+// start <= hi; the accumulator drops the rest itself.
 func ScanWindow(cat *schemas.Catalog, p Period) (lo, hi int64) {
 	tol := cat.Defaults.GapToleranceMS
 	return p.StartMS() - tol, p.EndMS() + tol

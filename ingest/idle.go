@@ -51,7 +51,7 @@ const (
 // IdleVerdict decides r under the idle threshold of its project.
 func IdleVerdict(cat *schemas.Catalog, r *IdleRun) Verdict {
 	if r.Class == IdleClassNull {
-		return AllIdle // billing.IsIdleUtil(cat, project, false, 0, true)
+		return AllIdle // util unknown and no process: billing.IsIdleUtil is true
 	}
 	t := cat.IdlePolicyFor(r.Key.Project).Threshold
 	switch {

@@ -362,10 +362,8 @@ func (s *Store) readOccupancy(ctx context.Context, q string, out chan<- []occRow
 		}
 		in.key(&r.k)
 		if buf = append(buf, r); len(buf) == chunk {
-			select {
-			case out <- buf:
-			case <-ctx.Done():
-				return ctx.Err()
+			if err := send(ctx, out, buf); err != nil {
+				return err
 			}
 			buf = make([]occRow, 0, chunk)
 		}
@@ -374,10 +372,8 @@ func (s *Store) readOccupancy(ctx context.Context, q string, out chan<- []occRow
 		return fmt.Errorf("cannot read occupancy: %w", err)
 	}
 	if len(buf) > 0 {
-		select {
-		case out <- buf:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := send(ctx, out, buf); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -400,10 +396,8 @@ func (s *Store) readIdle(ctx context.Context, q string, out chan<- []ingest.Idle
 		}
 		in.key(&r.Key)
 		if buf = append(buf, r); len(buf) == chunk {
-			select {
-			case out <- buf:
-			case <-ctx.Done():
-				return ctx.Err()
+			if err := send(ctx, out, buf); err != nil {
+				return err
 			}
 			buf = make([]ingest.IdleRun, 0, chunk)
 		}
@@ -412,10 +406,8 @@ func (s *Store) readIdle(ctx context.Context, q string, out chan<- []ingest.Idle
 		return fmt.Errorf("cannot read idle runs: %w", err)
 	}
 	if len(buf) > 0 {
-		select {
-		case out <- buf:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := send(ctx, out, buf); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -477,3 +469,13 @@ func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 
 // Database is the database the store uses.
 func (s *Store) Database() string { return s.cfg.Database }
+
+// send hands a chunk of rows to the reader's consumer unless ctx ends first.
+func send[T any](ctx context.Context, out chan<- []T, buf []T) error {
+	select {
+	case out <- buf:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
