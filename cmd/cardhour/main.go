@@ -1,5 +1,9 @@
 // Command cardhour meters GPU and MIG instance use and turns it into invoices.
 // One binary, one subcommand per job; the work is done by the packages beside it.
+//
+// Built with -tags collector it is the node agent alone (collect, simulate,
+// version): without the billing, ingest, ClickHouse and SQLite code the binary
+// is a third smaller, and so is its resident memory on every GPU node.
 package main
 
 import (
@@ -19,17 +23,20 @@ type command struct {
 	run     func(args []string, stdout, stderr io.Writer) int
 }
 
+// commands returns the subcommands of this build: the node collector's always,
+// the others unless the binary is built with -tags collector (see
+// commands_full.go and commands_collector.go).
 func commands() map[string]command {
-	return map[string]command{
-		"bill":     {"compute invoices for a month from a catalog and samples", runBill},
-		"generate": {"write synthetic samples (JSON Lines) for tests and benchmarks", runGenerate},
-		"ingest":   {"consume samples from Kafka (or back-fill a file) into ClickHouse or SQLite", runIngest},
-		"migrate":  {"create or upgrade the ClickHouse schema", runMigrate},
+	cmds := map[string]command{
 		"simulate": {"fast-forward a simulated GPU fleet and write its samples (JSON Lines)", runSimulate},
 		"collect":  {"sample this node's GPUs and MIG instances and publish them (Kafka, spool)", runCollect},
-		"idle":     {"list the idle warnings and releases the catalog's policies call for", runIdle},
-		"version":  {"print the version", func(_ []string, out, _ io.Writer) int { fmt.Fprintln(out, "cardhour", version); return 0 }},
+		"version": {"print the version", func(_ []string, out, _ io.Writer) int {
+			fmt.Fprintln(out, "cardhour", version+buildVariant)
+			return 0
+		}},
 	}
+	addCommands(cmds)
+	return cmds
 }
 
 func usage(w io.Writer) {
