@@ -68,7 +68,7 @@ func Build(spec *Spec, clock collector.Clock, start time.Time) (*Fleet, error) {
 		if err != nil {
 			return nil, fmt.Errorf("node %q: %w", ns.Name, err)
 		}
-		n := &Node{Name: ns.Name, Sim: sim, Lib: sim.Server, inst: map[string]*nvmlmock.Instance{},
+		n := &Node{Name: ns.Name, Sim: sim, Lib: sim.Lib(), inst: map[string]*nvmlmock.Instance{},
 			byHold: map[*HolderSpec]*nvmlmock.Instance{}}
 		for _, g := range sim.GPUs {
 			for _, in := range g.Instances {

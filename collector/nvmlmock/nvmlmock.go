@@ -5,6 +5,12 @@
 // handles, and fill in no memory use, processes, utilisation or GPM: this package
 // adds those function fields. Every value a device reports comes from a State that
 // the caller sets (Instance.Set) or computes on demand (Instance.Dynamic).
+//
+// Node.Lib is the nvml.Interface to sample: it and the device handles it hands
+// out answer the calls a collector makes on every tick directly. go-nvml's
+// generated mock methods record every call in a slice that grows for as long as
+// the process runs (tens of megabytes a day for a node sampled at 1 Hz); a
+// collector of a simulated fleet runs for days.
 package nvmlmock
 
 import (
@@ -90,8 +96,9 @@ type GPU struct {
 	GPM       bool
 	Instances []*Instance
 
-	mu   sync.Mutex
-	fail nvml.Return
+	handle *gpuHandle // what Node.Lib hands out for this GPU
+	mu     sync.Mutex
+	fail   nvml.Return
 }
 
 // Fail makes every call on this GPU and its MIG devices return r (SUCCESS heals it).
@@ -109,10 +116,18 @@ func (g *GPU) failing() nvml.Return {
 
 // Node is one simulated server.
 type Node struct {
+	// Server is go-nvml's mock server with this package's function fields; its
+	// methods record every call (use Lib to sample).
 	Server *server.Server
 	Model  string
 	GPUs   []*GPU
+
+	lib *lib
 }
+
+// Lib returns the node's NVML: Server, with the per-tick calls answered without
+// go-nvml's call recording.
+func (n *Node) Lib() nvml.Interface { return n.lib }
 
 // Layout of one GPU: nil or empty means MIG disabled (the whole card); otherwise
 // the MIG profiles to create, e.g. {"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"}.
@@ -137,6 +152,7 @@ func New(model string, layouts []Layout, seed string) (*Node, error) {
 		d := srv.Devices[i].(*server.Device)
 		d.UUID = "GPU-" + detUUID(seed, i, -1)
 		g := &GPU{Device: d, GPM: mdl.gpm}
+		g.handle = &gpuHandle{Device: d, g: g}
 		if len(layout) > 0 {
 			if err := g.createMIG(layout, seed, i); err != nil {
 				return nil, fmt.Errorf("GPU %d: %w", i, err)
@@ -148,6 +164,7 @@ func New(model string, layouts []Layout, seed string) (*Node, error) {
 		n.GPUs = append(n.GPUs, g)
 	}
 	n.install()
+	n.lib = &lib{Server: srv, n: n}
 	return n, nil
 }
 
@@ -204,7 +221,7 @@ func (g *GPU) createMIG(layout Layout, seed string, gpuIdx int) error {
 		}
 		in := &Instance{UUID: "MIG-" + detUUID(seed, gpuIdx, slot), GIID: int(giInfo.Id), Profile: p,
 			MemTotal: info.MemorySizeMB * 1024 * 1024}
-		in.Handle = g.migHandle(in, gi)
+		in.Handle = &migHandle{Device: unanswered, g: g, in: in}
 		g.Instances = append(g.Instances, in)
 	}
 	return nil
@@ -229,48 +246,16 @@ func ciProfileFor(slices int) int {
 	}
 }
 
-func (g *GPU) migHandle(in *Instance, gi nvml.GpuInstance) nvml.Device {
-	m := &mock.Device{}
-	m.GetUUIDFunc = func() (string, nvml.Return) {
-		if r := g.failing(); r != nvml.SUCCESS {
-			return "", r
-		}
-		return in.UUID, nvml.SUCCESS
-	}
-	m.IsMigDeviceHandleFunc = func() (bool, nvml.Return) { return true, nvml.SUCCESS }
-	m.GetGpuInstanceIdFunc = func() (int, nvml.Return) { return in.GIID, nvml.SUCCESS }
-	m.GetComputeInstanceIdFunc = func() (int, nvml.Return) { return 0, nvml.SUCCESS }
-	m.GetDeviceHandleFromMigDeviceHandleFunc = func() (nvml.Device, nvml.Return) { return g.Device, nvml.SUCCESS }
-	m.GetNameFunc = g.Device.GetNameFunc
-	m.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
-		if r := g.failing(); r != nvml.SUCCESS {
-			return nvml.Memory{}, r
-		}
-		s := in.State()
-		used := min(s.MemUsed, in.MemTotal)
-		return nvml.Memory{Total: in.MemTotal, Used: used, Free: in.MemTotal - used}, nvml.SUCCESS
-	}
-	m.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
-		if r := g.failing(); r != nvml.SUCCESS {
-			return nil, r
-		}
-		return in.State().Processes, nvml.SUCCESS
-	}
-	// NVML does not give utilisation on a MIG device handle.
-	m.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
-		return nvml.Utilization{}, nvml.ERROR_NOT_SUPPORTED
-	}
-	_ = gi
-	return &migHandle{Device: m, g: g, in: in}
-}
+// unanswered backs the methods of a MIG handle that the simulation does not
+// answer: go-nvml's mock panics on them, as it does on any function field left nil.
+var unanswered = &mock.Device{}
 
-// migHandle answers the calls the collector makes on every tick directly rather
-// than through go-nvml's generated mock, which records every call in a slice
-// that grows for as long as a simulation runs.
+// migHandle is a MIG device handle: a few fields and the answers to the calls a
+// collector makes, rather than a generated mock of 15 KB per instance.
 type migHandle struct {
-	*mock.Device
-	g  *GPU
-	in *Instance
+	*mock.Device // the rest of nvml.Device: unanswered
+	g            *GPU
+	in           *Instance
 }
 
 func (h *migHandle) GetUUID() (string, nvml.Return) {
@@ -280,13 +265,99 @@ func (h *migHandle) GetUUID() (string, nvml.Return) {
 	return h.in.UUID, nvml.SUCCESS
 }
 
+func (h *migHandle) IsMigDeviceHandle() (bool, nvml.Return) { return true, nvml.SUCCESS }
+
 // GetGpuInstanceId implements nvml.Device (the name is NVML's).
 func (h *migHandle) GetGpuInstanceId() (int, nvml.Return) { return h.in.GIID, nvml.SUCCESS } //nolint:revive // NVML's name
 
-func (h *migHandle) GetMemoryInfo() (nvml.Memory, nvml.Return) { return h.GetMemoryInfoFunc() }
+// GetComputeInstanceId implements nvml.Device (the name is NVML's).
+func (h *migHandle) GetComputeInstanceId() (int, nvml.Return) { return 0, nvml.SUCCESS } //nolint:revive // NVML's name
+
+func (h *migHandle) GetDeviceHandleFromMigDeviceHandle() (nvml.Device, nvml.Return) {
+	return h.g.handle, nvml.SUCCESS
+}
+
+func (h *migHandle) GetName() (string, nvml.Return) { return h.g.Device.GetNameFunc() }
+
+func (h *migHandle) GetMemoryInfo() (nvml.Memory, nvml.Return) {
+	if r := h.g.failing(); r != nvml.SUCCESS {
+		return nvml.Memory{}, r
+	}
+	s := h.in.State()
+	used := min(s.MemUsed, h.in.MemTotal)
+	return nvml.Memory{Total: h.in.MemTotal, Used: used, Free: h.in.MemTotal - used}, nvml.SUCCESS
+}
 
 func (h *migHandle) GetComputeRunningProcesses() ([]nvml.ProcessInfo, nvml.Return) {
+	if r := h.g.failing(); r != nvml.SUCCESS {
+		return nil, r
+	}
+	return h.in.State().Processes, nvml.SUCCESS
+}
+
+// GetUtilizationRates: NVML does not give utilisation on a MIG device handle.
+func (h *migHandle) GetUtilizationRates() (nvml.Utilization, nvml.Return) {
+	return nvml.Utilization{}, nvml.ERROR_NOT_SUPPORTED
+}
+
+// gpuHandle is a GPU's handle as Node.Lib hands it out: the per-tick calls go
+// straight to the function fields of the mock device (a field set to nil panics,
+// as in go-nvml's mock); the rest go through the mock's recording methods.
+type gpuHandle struct {
+	*server.Device
+	g *GPU
+}
+
+func (h *gpuHandle) GetUUID() (string, nvml.Return)         { return h.GetUUIDFunc() }
+func (h *gpuHandle) GetName() (string, nvml.Return)         { return h.GetNameFunc() }
+func (h *gpuHandle) GetMigMode() (int, int, nvml.Return)    { return h.GetMigModeFunc() }
+func (h *gpuHandle) IsMigDeviceHandle() (bool, nvml.Return) { return false, nvml.SUCCESS }
+func (h *gpuHandle) GetMaxMigDeviceCount() (int, nvml.Return) {
+	return h.GetMaxMigDeviceCountFunc()
+}
+func (h *gpuHandle) GetMigDeviceHandleByIndex(i int) (nvml.Device, nvml.Return) {
+	return h.GetMigDeviceHandleByIndexFunc(i)
+}
+func (h *gpuHandle) GetMemoryInfo() (nvml.Memory, nvml.Return) { return h.GetMemoryInfoFunc() }
+func (h *gpuHandle) GetComputeRunningProcesses() ([]nvml.ProcessInfo, nvml.Return) {
 	return h.GetComputeRunningProcessesFunc()
+}
+func (h *gpuHandle) GetUtilizationRates() (nvml.Utilization, nvml.Return) {
+	return h.GetUtilizationRatesFunc()
+}
+func (h *gpuHandle) GpmQueryDeviceSupport() (nvml.GpmSupport, nvml.Return) {
+	return h.GpmQueryDeviceSupportFunc()
+}
+
+// lib is Node.Lib: the mock server, with the per-tick calls answered directly.
+type lib struct {
+	*server.Server
+	n *Node
+}
+
+func (l *lib) DeviceGetCount() (int, nvml.Return) { return len(l.n.GPUs), nvml.SUCCESS }
+
+func (l *lib) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
+	if i < 0 || i >= len(l.n.GPUs) {
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
+	return l.n.GPUs[i].handle, nvml.SUCCESS
+}
+
+func (l *lib) GpmQueryDeviceSupport(d nvml.Device) (nvml.GpmSupport, nvml.Return) {
+	return l.GpmQueryDeviceSupportFunc(d)
+}
+
+func (l *lib) GpmSampleAlloc() (nvml.GpmSample, nvml.Return) { return l.GpmSampleAllocFunc() }
+
+func (l *lib) GpmSampleFree(smp nvml.GpmSample) nvml.Return { return l.GpmSampleFreeFunc(smp) }
+
+func (l *lib) GpmMigSampleGet(d nvml.Device, giID int, smp nvml.GpmSample) nvml.Return {
+	return l.GpmMigSampleGetFunc(d, giID, smp)
+}
+
+func (l *lib) GpmMetricsGet(m *nvml.GpmMetricsGetType) nvml.Return {
+	return l.GpmMetricsGetFunc(m)
 }
 
 // install sets the function fields go-nvml's mock device lacks.
@@ -375,6 +446,9 @@ func (g *GPU) install() {
 }
 
 func (n *Node) gpu(d nvml.Device) *GPU {
+	if h, ok := d.(*gpuHandle); ok {
+		return h.g
+	}
 	for _, g := range n.GPUs {
 		if g.Device == d {
 			return g

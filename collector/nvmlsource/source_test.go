@@ -52,7 +52,7 @@ func TestLayouts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			node, err := nvmlmock.New(tc.model, tc.layouts, t.Name())
 			require.NoError(t, err)
-			src, _ := newSource(t, node.Server)
+			src, _ := newSource(t, node.Lib())
 			insts, err := src.Sample(context.Background())
 			require.NoError(t, err)
 			require.Len(t, insts, len(tc.wantProf))
@@ -79,7 +79,7 @@ func TestUtilSources(t *testing.T) {
 		node, err := nvmlmock.New("a100-80gb", []nvmlmock.Layout{nil}, "u1")
 		require.NoError(t, err)
 		node.GPUs[0].Instances[0].Set(nvmlmock.State{Util: 0.42, MemUsed: 1 << 30})
-		src, _ := newSource(t, node.Server)
+		src, _ := newSource(t, node.Lib())
 		insts, err := src.Sample(context.Background())
 		require.NoError(t, err)
 		require.True(t, insts[0].UtilKnown)
@@ -91,7 +91,7 @@ func TestUtilSources(t *testing.T) {
 		node, err := nvmlmock.New("a100-80gb", []nvmlmock.Layout{{"1g.10gb"}}, "u2")
 		require.NoError(t, err)
 		node.GPUs[0].Instances[0].Set(nvmlmock.State{Util: 0.9})
-		src, _ := newSource(t, node.Server)
+		src, _ := newSource(t, node.Lib())
 		for range 2 {
 			insts, err := src.Sample(context.Background())
 			require.NoError(t, err)
@@ -104,7 +104,7 @@ func TestUtilSources(t *testing.T) {
 		require.NoError(t, err)
 		node.GPUs[0].Instances[0].Set(nvmlmock.State{Util: 0.75})
 		node.GPUs[0].Instances[1].Set(nvmlmock.State{Util: 0})
-		src, _ := newSource(t, node.Server)
+		src, _ := newSource(t, node.Lib())
 		insts, err := src.Sample(context.Background())
 		require.NoError(t, err)
 		require.False(t, insts[0].UtilKnown, "one GPM sample measures nothing yet")
@@ -119,7 +119,7 @@ func TestUtilSources(t *testing.T) {
 	t.Run("GPM disabled by config", func(t *testing.T) {
 		node, err := nvmlmock.New("h100-80gb", []nvmlmock.Layout{{"1g.10gb"}}, "u4")
 		require.NoError(t, err)
-		src, err := nvmlsource.New(nvmlsource.Config{Lib: node.Server, DisableGPM: true})
+		src, err := nvmlsource.New(nvmlsource.Config{Lib: node.Lib(), DisableGPM: true})
 		require.NoError(t, err)
 		defer src.Close()
 		for range 2 {
@@ -134,7 +134,7 @@ func TestProcessesAppearAndGo(t *testing.T) {
 	node, err := nvmlmock.New("a100-80gb", []nvmlmock.Layout{{"1g.10gb", "1g.10gb"}}, "p")
 	require.NoError(t, err)
 	in := node.GPUs[0].Instances[1]
-	src, _ := newSource(t, node.Server)
+	src, _ := newSource(t, node.Lib())
 	steps := []struct {
 		state nvmlmock.State
 		procs int
@@ -160,7 +160,7 @@ func TestFailingDeviceDoesNotStopOthers(t *testing.T) {
 	node, err := nvmlmock.New("a100-80gb", []nvmlmock.Layout{{"1g.10gb", "1g.10gb"}, nil, {"3g.40gb"}}, "f")
 	require.NoError(t, err)
 	node.GPUs[1].Fail(nvml.ERROR_GPU_IS_LOST)
-	src, reg := newSource(t, node.Server)
+	src, reg := newSource(t, node.Lib())
 	insts, err := src.Sample(context.Background())
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "GPU 1")
@@ -194,10 +194,32 @@ func TestPanickingBindingBecomesError(t *testing.T) {
 	node, err := nvmlmock.New("a100-80gb", []nvmlmock.Layout{nil, nil}, "panic")
 	require.NoError(t, err)
 	node.GPUs[0].Device.GetMigModeFunc = nil // the moq mock panics on a nil func
-	src, _ := newSource(t, node.Server)
+	src, _ := newSource(t, node.Lib())
 	insts, err := src.Sample(context.Background())
 	require.ErrorContains(t, err, "panicked")
 	require.Len(t, insts, 1)
+}
+
+// A simulated node is sampled for days: the mock must not keep a record of the
+// calls made on every tick (go-nvml's generated mock methods do).
+func TestMockLibRecordsNoPerTickCalls(t *testing.T) {
+	node, err := nvmlmock.New("h100-80gb", []nvmlmock.Layout{{"1g.10gb", "3g.40gb"}, nil}, "calls")
+	require.NoError(t, err)
+	src, _ := newSource(t, node.Lib())
+	for range 3 {
+		insts, err := src.Sample(context.Background())
+		require.NoError(t, err)
+		require.Len(t, insts, 3)
+	}
+	require.Empty(t, node.Server.DeviceGetHandleByIndexCalls())
+	require.Empty(t, node.Server.GpmMigSampleGetCalls())
+	require.Empty(t, node.Server.GpmMetricsGetCalls())
+	for _, g := range node.GPUs {
+		require.Empty(t, g.Device.GetMigDeviceHandleByIndexCalls())
+		require.Empty(t, g.Device.GetUUIDCalls())
+		require.Empty(t, g.Device.GetMemoryInfoCalls())
+		require.Empty(t, g.Device.GetUtilizationRatesCalls())
+	}
 }
 
 func TestMissingLibrary(t *testing.T) {
@@ -236,7 +258,7 @@ func BenchmarkSampleNode(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	src, _ := newSource(b, node.Server)
+	src, _ := newSource(b, node.Lib())
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := src.Sample(context.Background()); err != nil {
