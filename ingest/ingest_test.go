@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -184,5 +185,90 @@ func TestIdleClassOf(t *testing.T) {
 		if ok {
 			require.Equal(t, c.class, class, "%+v", c)
 		}
+	}
+}
+
+// streamStore is a MemStore that also takes raw samples streamed in pieces: a
+// stream's samples reach the store only when it finishes, as with a database
+// insert acknowledged at its end. failAppend/failFinish make the n-th piece or
+// the finish of every stream fail.
+type streamStore struct {
+	*ingest.MemStore
+	failAppend, failFinish int // 1-based piece to fail; failFinish != 0: Finish fails
+	pieces, finished       int
+}
+
+type memStream struct {
+	st      *streamStore
+	pending []schemas.Sample
+	aborted bool
+}
+
+func (s *streamStore) BeginRaw(context.Context) (ingest.RawStream, error) {
+	return &memStream{st: s}, nil
+}
+
+func (m *memStream) Append(samples []schemas.Sample) error {
+	m.st.pieces++
+	if m.st.failAppend == m.st.pieces {
+		return errors.New("injected piece failure")
+	}
+	m.pending = append(m.pending, samples...)
+	return nil
+}
+
+func (m *memStream) Finish() error {
+	if m.st.failFinish != 0 {
+		return errors.New("injected finish failure")
+	}
+	m.st.finished++
+	return m.st.Write(context.Background(), &ingest.Batch{Samples: m.pending})
+}
+
+func (m *memStream) Abort() { m.aborted = true }
+
+// A batch streamed in pieces is stored exactly like one written whole; when a
+// piece or the end of the streamed insert fails, the batch is written again
+// whole and nothing is missing.
+func TestStreamStoresLikeWrite(t *testing.T) {
+	data := ingesttest.Trace(t, 20_000, 5)
+	samples := ingesttest.Samples(t, data)
+	cats := ingesttest.Catalogs(t, exampleCatalog(t))
+	for _, tc := range []struct {
+		name                   string
+		failAppend, failFinish int
+		whole                  int // batches written whole after a failed stream (-1: all)
+	}{
+		{name: "streamed"},
+		{name: "a piece fails", failAppend: 2, whole: 1},
+		{name: "finish fails", failFinish: 1, whole: -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := &streamStore{MemStore: ingest.NewMemStore(), failAppend: tc.failAppend, failFinish: tc.failFinish}
+			w, err := ingest.NewWriter(ingest.WriterConfig{Store: store, Logger: quietLogger()})
+			require.NoError(t, err)
+			ctx := context.Background()
+			const batch, piece = 6000, 1000
+			batches := 0
+			for i := 0; i < len(samples); i += batch {
+				b := samples[i:min(i+batch, len(samples))]
+				st := w.BeginStream(ctx)
+				// Pieces as the fetcher hands them over; the tail of the batch
+				// (less than a piece) is left to Finish.
+				for j := 0; j+piece <= len(b); j += piece {
+					st.Add(b[j : j+piece])
+				}
+				require.NoError(t, st.Finish(ctx, b))
+				batches++
+			}
+			raw, _, _, _ := store.Counts()
+			require.Equal(t, len(samples), raw, "every sample stored once")
+			whole := tc.whole
+			if whole < 0 {
+				whole = batches
+			}
+			require.Equal(t, batches-whole, store.finished, "batches stored by their streamed insert")
+			ingesttest.RequireSameInvoices(t, data, cats, store)
+		})
 	}
 }

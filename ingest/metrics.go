@@ -9,6 +9,7 @@ import (
 type Metrics struct {
 	Messages       *prometheus.CounterVec // result=valid|invalid
 	SamplesWritten prometheus.Counter     // raw samples accepted by the store
+	SamplesEarly   prometheus.Counter     // samples sent to the store while their batch was still being read
 	RowsWritten    *prometheus.CounterVec // table=raw_samples|occupancy|idle_spans
 	Batches        prometheus.Counter     // batches written
 	BatchSamples   prometheus.Histogram   // samples per batch
@@ -31,6 +32,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"result"}),
 		SamplesWritten: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cardhour_ingest_samples_written_total", Help: "Samples written to the store.",
+		}),
+		SamplesEarly: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cardhour_ingest_samples_streamed_total",
+			Help: "Samples sent to the store in pieces while their batch was still being read (stored only once the batch is).",
 		}),
 		RowsWritten: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cardhour_ingest_rows_written_total", Help: "Rows written to the store, by table.",
@@ -72,7 +77,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Messages, m.SamplesWritten, m.RowsWritten, m.Batches, m.BatchSamples,
+		reg.MustRegister(m.Messages, m.SamplesWritten, m.SamplesEarly, m.RowsWritten, m.Batches, m.BatchSamples,
 			m.WriteSeconds, m.WriteErrors, m.DLQ, m.DLQErrors, m.Commits, m.CommitErrors, m.Lag, m.Paused, m.Workers)
 	}
 	return m

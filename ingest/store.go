@@ -58,6 +58,27 @@ type Store interface {
 	Close() error
 }
 
+// RawStreamer is implemented by stores that can take a batch's raw samples in
+// pieces while the batch is still being read, within one insert that is
+// acknowledged only at its end: the store works on the first samples while the
+// rest are fetched and decoded, and holds one piece, not the batch, in its
+// insert buffers. Writer uses it when the store has it.
+type RawStreamer interface {
+	BeginRaw(ctx context.Context) (RawStream, error)
+}
+
+// RawStream is one open insert of raw samples. Nothing of it may be assumed
+// stored until Finish returns nil; Abort (or a failed Append or Finish) discards
+// it, after which the caller writes the batch again through Store.Write.
+type RawStream interface {
+	// Append sends samples (the caller may reuse them once it returns).
+	Append(samples []schemas.Sample) error
+	// Finish ends the insert; nil means the store accepted every sample appended.
+	Finish() error
+	// Abort discards the insert; safe after a failure and after Finish.
+	Abort()
+}
+
 // Backend is a store that billing can also read from.
 type Backend interface {
 	Store

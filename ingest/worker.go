@@ -23,6 +23,7 @@ const (
 	DefaultBatchAge        = 2 * time.Second
 	DefaultMaxMessageBytes = 64 << 10
 	DefaultShutdownGrace   = 10 * time.Second
+	DefaultStreamPiece     = 16 << 10
 	// dlqMaxValueBytes bounds the payload copied to the dead-letter topic; a
 	// longer message is truncated there (header truncated=true) and stays whole
 	// in the source topic at source_partition/source_offset.
@@ -62,6 +63,10 @@ type WorkerConfig struct {
 	RetryMax        time.Duration
 	SessionTimeout  time.Duration // Kafka group session timeout (default 10s)
 	MaxOpenRuns     int
+	// StreamPiece is how many decoded samples the fetcher hands the store at a
+	// time while a batch is still being read (stores that stream a batch's raw
+	// insert; default DefaultStreamPiece).
+	StreamPiece int
 
 	Store   Store
 	Logger  *slog.Logger
@@ -84,8 +89,8 @@ func (c *WorkerConfig) Validate() error {
 	if c.Logger == nil {
 		errs = append(errs, errors.New("ingest: logger is required"))
 	}
-	if c.Consumers < 0 || c.BatchSize < 0 || c.BatchAge < 0 || c.MaxMessageBytes < 0 || c.ShutdownGrace < 0 {
-		errs = append(errs, errors.New("ingest: consumers, batch size, batch age, max message bytes and shutdown grace must not be negative"))
+	if c.Consumers < 0 || c.BatchSize < 0 || c.BatchAge < 0 || c.MaxMessageBytes < 0 || c.ShutdownGrace < 0 || c.StreamPiece < 0 {
+		errs = append(errs, errors.New("ingest: consumers, batch size, batch age, max message bytes, shutdown grace and stream piece must not be negative"))
 	}
 	if c.Topic != "" && c.Topic == c.DLQTopic {
 		errs = append(errs, fmt.Errorf("ingest: the dead-letter topic must differ from the sample topic %q", c.Topic))
@@ -117,6 +122,9 @@ func (c *WorkerConfig) setDefaults() {
 	}
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = DefaultShutdownGrace
+	}
+	if c.StreamPiece == 0 {
+		c.StreamPiece = DefaultStreamPiece
 	}
 	if c.RetryMin == 0 {
 		c.RetryMin = 100 * time.Millisecond
@@ -229,6 +237,7 @@ type consumer struct {
 // offset commit needs; message values are not kept once decoded).
 type batch struct {
 	n       int // messages
+	handed  int // valid samples already sent to the writer as pieces
 	valid   []schemas.Sample
 	dead    []kafka.Message
 	commits []kafka.Message
@@ -236,7 +245,7 @@ type batch struct {
 }
 
 func (b *batch) reset() {
-	b.n = 0
+	b.n, b.handed = 0, 0
 	clear(b.valid) // drop string references
 	b.valid, b.dead, b.commits = b.valid[:0], b.dead[:0], b.commits[:0]
 	clear(b.last)
@@ -314,11 +323,14 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 	for range 2 {
 		free <- &batch{valid: make([]schemas.Sample, 0, min(cfg.BatchSize, 1<<17)), last: map[int]int{}}
 	}
-	full := make(chan *batch)
+	// The fetcher hands the writer each batch in pieces as it decodes them
+	// (StreamPiece samples; stores that can, start inserting at once), then the
+	// batch itself, complete.
+	pieces := make(chan piece, 4)
 	fetchDone := make(chan struct{})
 	go func() {
 		defer close(fetchDone)
-		defer close(full)
+		defer close(pieces)
 		for {
 			var b *batch
 			select {
@@ -326,9 +338,11 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 			case <-ctx.Done():
 				return
 			}
-			done := c.fetch(ctx, b)
+			done := c.fetch(ctx, b, pieces)
 			if b.n > 0 {
-				full <- b // the writer drains full until it is closed
+				pieces <- piece{b: b, done: true} // the writer drains pieces until it is closed
+			} else {
+				free <- b
 			}
 			if done {
 				return
@@ -336,17 +350,34 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 		}
 	}()
 	var werr error
-	for b := range full {
-		if werr == nil {
-			if err := c.flush(wctx, b); err != nil {
-				if ctx.Err() != nil {
-					log.Warn("shutdown: batch abandoned uncommitted; it will be consumed again", "messages", b.n, "err", err)
-				}
-				werr = err
+	var st *Stream
+	for p := range pieces {
+		if werr != nil {
+			if p.done {
+				p.b.reset()
+				free <- p.b
 			}
+			continue
 		}
-		b.reset()
-		free <- b
+		if st == nil {
+			st = c.writer.BeginStream(wctx)
+		}
+		if !p.done {
+			st.addEarly(p.samples)
+			continue
+		}
+		if err := c.flush(wctx, p.b, st); err != nil {
+			if ctx.Err() != nil {
+				log.Warn("shutdown: batch abandoned uncommitted; it will be consumed again", "messages", p.b.n, "err", err)
+			}
+			werr = err
+		}
+		st = nil
+		p.b.reset()
+		free <- p.b
+	}
+	if st != nil {
+		st.Abort()
 	}
 	<-fetchDone
 	if ctx.Err() != nil {
@@ -356,9 +387,18 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 	return werr
 }
 
+// piece is a run of decoded samples of batch b (done=false), or b complete.
+type piece struct {
+	b       *batch
+	samples []schemas.Sample
+	done    bool
+}
+
 // fetch fills b until it holds BatchSize messages, its first message is
-// BatchAge old, or ctx ends (done=true). Each message is decoded as it arrives.
-func (c *consumer) fetch(ctx context.Context, b *batch) (done bool) {
+// BatchAge old, or ctx ends (done=true). Each message is decoded as it arrives;
+// every StreamPiece valid samples are sent to out as a piece unless the writer
+// is still busy (b.valid only grows meanwhile, so the pieces stay intact).
+func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done bool) {
 	cfg := &c.w.cfg
 	fctx := ctx // no deadline until the batch has a first message
 	delay := cfg.RetryMin
@@ -396,10 +436,23 @@ func (c *consumer) fetch(ctx context.Context, b *batch) (done bool) {
 			defer cancel()
 		}
 		b.add(&m)
-		b.valid = append(b.valid, schemas.Sample{})
-		if err := c.decode(&m, &b.valid[len(b.valid)-1]); err != nil {
-			b.valid = b.valid[:len(b.valid)-1]
+		n := len(b.valid)
+		if n < cap(b.valid) {
+			b.valid = b.valid[:n+1] // Decode overwrites every field
+		} else {
+			b.valid = append(b.valid, schemas.Sample{})
+		}
+		if err := c.decode(&m, &b.valid[n]); err != nil {
+			b.valid = b.valid[:n]
 			b.dead = append(b.dead, deadLetter(&m, err))
+			continue
+		}
+		if n+1-b.handed >= cfg.StreamPiece {
+			select {
+			case out <- piece{b: b, samples: b.valid[b.handed : n+1]}:
+				b.handed = n + 1
+			default: // the writer is busy with the previous batch: the piece grows
+			}
 		}
 	}
 	return false
@@ -407,10 +460,10 @@ func (c *consumer) fetch(ctx context.Context, b *batch) (done bool) {
 
 // flush writes the batch's valid samples to the store and its invalid messages
 // to the dead-letter topic, and only then commits the batch's offsets.
-func (c *consumer) flush(ctx context.Context, b *batch) error {
+func (c *consumer) flush(ctx context.Context, b *batch, st *Stream) error {
 	cfg := &c.w.cfg
 	m := cfg.Metrics
-	if err := c.writer.Write(ctx, b.valid); err != nil {
+	if err := st.Finish(ctx, b.valid); err != nil {
 		return err
 	}
 	if len(b.dead) > 0 {

@@ -71,7 +71,11 @@ func (w *Writer) Write(ctx context.Context, samples []schemas.Sample) error {
 	if len(samples) == 0 {
 		return nil
 	}
-	b := w.c.Build(samples)
+	return w.write(ctx, w.c.Build(samples), len(samples))
+}
+
+// write stores b with retries; samples is the batch's size for the metrics.
+func (w *Writer) write(ctx context.Context, b *Batch, samples int) error {
 	m := w.cfg.Metrics
 	return Retry(ctx, w.cfg.Logger, w.cfg.RetryMin, w.cfg.RetryMax, m, w.cfg.OnPause, "store write", func(ctx context.Context) error {
 		t0 := time.Now()
@@ -81,13 +85,92 @@ func (w *Writer) Write(ctx context.Context, samples []schemas.Sample) error {
 		}
 		m.WriteSeconds.Observe(time.Since(t0).Seconds())
 		m.Batches.Inc()
-		m.BatchSamples.Observe(float64(len(b.Samples)))
+		m.BatchSamples.Observe(float64(samples))
 		m.SamplesWritten.Add(float64(len(b.Samples)))
 		m.RowsWritten.WithLabelValues("raw_samples").Add(float64(len(b.Samples)))
 		m.RowsWritten.WithLabelValues("occupancy").Add(float64(len(b.Occupancy)))
 		m.RowsWritten.WithLabelValues("idle_spans").Add(float64(len(b.Idle)))
 		return nil
 	})
+}
+
+// Stream is one batch written while it is still being read: Add hands the
+// store each piece of raw samples as soon as it is decoded (stores that
+// implement RawStreamer; for others Add does nothing), Finish ends the raw
+// insert and writes the batch's intervals. If the streamed insert fails at any
+// point, Finish writes the whole batch again through Write, with its retries:
+// the outcome is the same as Write's, only earlier.
+type Stream struct {
+	w   *Writer
+	rs  RawStream
+	err error // first failure of the streamed insert (then Finish falls back)
+	n   int   // samples appended
+}
+
+// BeginStream starts a batch. It never fails: a store that cannot open a
+// streamed insert gets the batch whole in Finish.
+func (w *Writer) BeginStream(ctx context.Context) *Stream {
+	st := &Stream{w: w}
+	if rs, ok := w.cfg.Store.(RawStreamer); ok {
+		st.rs, st.err = rs.BeginRaw(ctx)
+	}
+	return st
+}
+
+// Add sends samples of the batch to the open insert, in order. The caller must
+// pass the same samples again, with all others of the batch, to Finish.
+func (st *Stream) Add(samples []schemas.Sample) {
+	if st.rs == nil || st.err != nil || len(samples) == 0 {
+		return
+	}
+	if st.err = st.rs.Append(samples); st.err == nil {
+		st.n += len(samples)
+	}
+}
+
+// addEarly is Add for a piece of a batch still being read (counted as such).
+func (st *Stream) addEarly(samples []schemas.Sample) {
+	st.Add(samples)
+	if st.err == nil && st.rs != nil {
+		st.w.cfg.Metrics.SamplesEarly.Add(float64(len(samples)))
+	}
+}
+
+// Abort discards the streamed insert, if any (the batch was not finished).
+func (st *Stream) Abort() {
+	if st.rs != nil {
+		st.rs.Abort()
+	}
+}
+
+// Finish stores the batch: all of its samples (those passed to Add and the
+// rest) and the intervals built from them. Like Write, it returns nil once the
+// store accepted everything, or ctx's error.
+func (st *Stream) Finish(ctx context.Context, samples []schemas.Sample) error {
+	w := st.w
+	if st.rs == nil {
+		return w.Write(ctx, samples)
+	}
+	defer st.Abort()
+	if st.err == nil && st.n < len(samples) {
+		st.Add(samples[st.n:]) // the tail not yet handed over
+	}
+	if st.err == nil {
+		st.err = st.rs.Finish()
+	}
+	if st.err != nil {
+		w.cfg.Metrics.WriteErrors.Inc()
+		if ctx.Err() == nil {
+			w.cfg.Logger.Warn("streamed insert failed; writing the batch again", "samples", len(samples), "err", st.err)
+		}
+		return w.Write(ctx, samples)
+	}
+	// The raw samples are stored; what is left are the intervals.
+	b := w.c.Build(samples)
+	w.cfg.Metrics.SamplesWritten.Add(float64(len(samples)))
+	w.cfg.Metrics.RowsWritten.WithLabelValues("raw_samples").Add(float64(len(samples)))
+	b.Samples = nil
+	return w.write(ctx, b, len(samples))
 }
 
 // Retry calls op until it succeeds or ctx ends, sleeping between attempts with

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	pprof_http "net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -47,6 +48,7 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 	listen := fs.String("listen", ":9464", "address of /metrics and /healthz ('' to disable)")
 	logLevel := fs.String("log-level", "info", "debug | info | warn | error")
 	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile to this file until exit (for benchmarks)")
+	pprofOn := fs.Bool("pprof", false, "also serve /debug/pprof/ on --listen (profiling a running worker)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: cardhour ingest --store DSN (--brokers HOST:PORT[,…] | --from-file samples.jsonl) [flags]")
 		fs.PrintDefaults()
@@ -118,6 +120,10 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 	if *listen != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		if *pprofOn {
+			mux.HandleFunc("/debug/pprof/", pprof_http.Index)
+			mux.HandleFunc("/debug/pprof/profile", pprof_http.Profile)
+		}
 		mux.HandleFunc("/healthz", func(rw http.ResponseWriter, _ *http.Request) {
 			if err := w.Healthy(time.Minute); err != nil {
 				http.Error(rw, err.Error(), http.StatusServiceUnavailable)

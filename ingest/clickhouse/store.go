@@ -81,12 +81,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	// Connect to the default database and qualify every table with cfg.Database,
 	// so that one connection can create the database it then uses.
 	conn, err := ch.Open(&ch.Options{
-		Addr:         []string{cfg.Addr},
-		Auth:         ch.Auth{Username: cfg.Username, Password: cfg.Password},
-		DialTimeout:  cfg.DialTimeout,
-		ReadTimeout:  cfg.ReadTimeout,
-		Compression:  &ch.Compression{Method: ch.CompressionLZ4},
-		MaxOpenConns: 8,
+		Addr:        []string{cfg.Addr},
+		Auth:        ch.Auth{Username: cfg.Username, Password: cfg.Password},
+		DialTimeout: cfg.DialTimeout,
+		ReadTimeout: cfg.ReadTimeout,
+		Compression: &ch.Compression{Method: ch.CompressionLZ4},
+		// Each consumer holds at most two connections at once (a batch's raw
+		// insert and its intervals); reads take two more.
+		MaxOpenConns: 32,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot connect to ClickHouse at %s: %w", cfg.Addr, err)
@@ -162,15 +164,15 @@ func grow[T any](s []T, n int) []T {
 }
 
 func (s *Store) writeRaw(ctx context.Context, samples []schemas.Sample) error {
-	n := len(samples)
 	c := rawPool.Get().(*rawCols)
-	defer func() {
-		// Drop references to the batch's strings before pooling.
-		for _, col := range [][]string{c.node, c.gpuUUID, c.model, c.inst, c.profile, c.project, c.user, c.usrc} {
-			clear(col)
-		}
-		rawPool.Put(c)
-	}()
+	defer c.release()
+	c.fill(samples)
+	return s.insert(ctx, "raw_samples", rawColumns, len(samples), c.columns()...)
+}
+
+// fill sets the columns to samples' values.
+func (c *rawCols) fill(samples []schemas.Sample) {
+	n := len(samples)
 	c.ts, c.ingested = grow(c.ts, n), grow(c.ingested, n)
 	c.startMS, c.intervalMS, c.memUsed, c.memTotal, c.procs = grow(c.startMS, n), grow(c.intervalMS, n), grow(c.memUsed, n), grow(c.memTotal, n), grow(c.procs, n)
 	c.node, c.gpuUUID, c.model, c.inst = grow(c.node, n), grow(c.gpuUUID, n), grow(c.model, n), grow(c.inst, n)
@@ -195,8 +197,77 @@ func (s *Store) writeRaw(ctx context.Context, samples []schemas.Sample) error {
 		c.memUsed[i], c.memTotal[i], c.procs[i] = x.MemUsed, x.MemTotal, x.Processes
 		c.ingested[i] = now
 	}
-	return s.insert(ctx, "raw_samples", rawColumns, n, c.ts, c.startMS, c.intervalMS, c.node, c.gpuUUID, c.model, c.inst, c.profile,
-		c.project, c.user, c.util, c.memUsed, c.memTotal, c.procs, c.usrc, c.ingested)
+}
+
+// columns are the columns in the order of rawColumns.
+func (c *rawCols) columns() []any {
+	return []any{c.ts, c.startMS, c.intervalMS, c.node, c.gpuUUID, c.model, c.inst, c.profile,
+		c.project, c.user, c.util, c.memUsed, c.memTotal, c.procs, c.usrc, c.ingested}
+}
+
+// release drops the references to the batch's strings and pools c.
+func (c *rawCols) release() {
+	for _, col := range [][]string{c.node, c.gpuUUID, c.model, c.inst, c.profile, c.project, c.user, c.usrc} {
+		clear(col)
+	}
+	rawPool.Put(c)
+}
+
+// BeginRaw implements ingest.RawStreamer: one INSERT INTO raw_samples that
+// receives each piece as a block while the batch is still being read. The
+// server squashes the blocks of one insert into parts as large as a one-block
+// insert would make, and acknowledges the insert only at its end (Finish).
+func (s *Store) BeginRaw(ctx context.Context) (ingest.RawStream, error) {
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table("raw_samples")+" ("+rawColumns+")")
+	if err != nil {
+		return nil, fmt.Errorf("cannot prepare insert into raw_samples: %w", err)
+	}
+	return &rawStream{b: b, c: rawPool.Get().(*rawCols)}, nil
+}
+
+type rawStream struct {
+	b    driver.Batch
+	c    *rawCols // nil once released
+	n    int      // rows sent
+	done bool     // sent or aborted
+}
+
+func (r *rawStream) Append(samples []schemas.Sample) error {
+	r.c.fill(samples)
+	for i, col := range r.c.columns() {
+		if err := r.b.Column(i).Append(col); err != nil {
+			return fmt.Errorf("cannot append raw_samples column %d: %w", i, err)
+		}
+	}
+	// Flush sends the block and empties the batch's columns, keeping their
+	// capacity: the next piece is encoded into the same buffers.
+	if err := r.b.Flush(); err != nil {
+		return fmt.Errorf("cannot send %d rows to raw_samples: %w", len(samples), err)
+	}
+	r.n += len(samples)
+	return nil
+}
+
+func (r *rawStream) Finish() error {
+	r.done = true
+	if err := r.b.Send(); err != nil {
+		return fmt.Errorf("cannot insert %d rows into raw_samples: %w", r.n, err)
+	}
+	return nil
+}
+
+// Abort ends an unfinished insert by closing its connection: the server
+// discards the blocks it has not yet written (a partly written insert is
+// written again whole by the caller, which is harmless).
+func (r *rawStream) Abort() {
+	if !r.done {
+		r.done = true
+		_ = r.b.Abort()
+	}
+	if r.c != nil {
+		r.c.release()
+		r.c = nil
+	}
 }
 
 // insert sends one columnar batch: cols in the order of the column list.

@@ -130,3 +130,39 @@ func TestOldIdleRunsMigrate(t *testing.T) {
 	require.NotZero(t, n)
 	ingesttest.RequireSameInvoices(t, data, cats, st)
 }
+
+// A batch streamed in pieces within one insert bills like the file; an aborted
+// streamed insert leaves the store usable and its batch, written again, stored.
+func TestStreamedRawInsert(t *testing.T) {
+	addr := testenv.ClickHouseAddr(t)
+	st := open(t, addr, testenv.UniqueName(t, "ch"))
+	data := ingesttest.Trace(t, 40_000, 13)
+	cat, err := os.ReadFile("../../schemas/examples/catalog.yaml")
+	require.NoError(t, err)
+	cats := ingesttest.Catalogs(t, cat)
+	samples := ingesttest.Samples(t, data)
+	ctx := context.Background()
+
+	// An insert abandoned half-way (a worker stopping mid-batch).
+	rs, err := st.BeginRaw(ctx)
+	require.NoError(t, err)
+	require.NoError(t, rs.Append(samples[:3000]))
+	rs.Abort()
+
+	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	const batch, piece = 15_000, 4096
+	for i := 0; i < len(samples); i += batch {
+		b := samples[i:min(i+batch, len(samples))]
+		s := w.BeginStream(ctx)
+		for j := 0; j+piece <= len(b); j += piece {
+			s.Add(b[j : j+piece])
+		}
+		require.NoError(t, s.Finish(ctx, b))
+	}
+	ingesttest.RequireSameInvoices(t, data, cats, st)
+	var raw uint64
+	require.NoError(t, st.Conn().QueryRow(ctx, "SELECT count() FROM (SELECT DISTINCT instance_id, start_ms, project, user FROM `"+
+		st.Database()+"`.raw_samples)").Scan(&raw))
+	require.Greater(t, raw, uint64(len(samples)*9/10), "every distinct sample is stored raw")
+}

@@ -38,6 +38,7 @@ func TestKafkaToClickHouseBillsLikeFile(t *testing.T) {
 	require.NoError(t, stop())
 
 	require.GreaterOrEqual(t, value(m.SamplesWritten), float64(n))
+	require.Positive(t, value(m.SamplesEarly), "batches are streamed to ClickHouse while they are read")
 	require.Zero(t, value(m.DLQ.WithLabelValues("malformed_json")))
 	require.Equal(t, distinctSamples(t, data), countRaw(t, st))
 	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t, exampleCatalog(t)), st)

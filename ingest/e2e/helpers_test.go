@@ -146,7 +146,7 @@ func (e *env) waitCommitted(t *testing.T, timeout time.Duration) {
 
 func (e *env) workerConfig(st ingest.Store, m *ingest.Metrics) ingest.WorkerConfig {
 	return ingest.WorkerConfig{Brokers: e.brokers, Topic: e.topic, GroupID: e.group, DLQTopic: e.dlq,
-		BatchSize: 4000, BatchAge: 300 * time.Millisecond, RetryMin: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
+		BatchSize: 4000, StreamPiece: 700, BatchAge: 300 * time.Millisecond, RetryMin: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond,
 		SessionTimeout: 6 * time.Second, Store: st, Logger: quiet(), Metrics: m}
 }
 
