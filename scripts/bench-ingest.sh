@@ -12,7 +12,11 @@
 #        and idle_spans rollups, committing offsets after each stored batch.
 #    The ingest time is from start to the last offset committed (group join
 #    included). Medians are reported; ratio = direct seconds / ingest seconds
-#    (>= 1: the pipeline is at least as fast as the bulk loader).
+#    (>= 1: the pipeline is at least as fast as the bulk loader). When the
+#    services are the ones deployments/testenv started, the CPU seconds that
+#    clickhouse-server, the Kafka broker and the loader (clickhouse-client or
+#    cardhour ingest) used in each run are printed too: on a small machine they
+#    share the cores, and these say which one the run waited for.
 # 2. Month close (PARTS contains month): 7 000 MIG instances at a 300 s interval
 #    (a whole month is 62.5 M samples). SCALES lists the fractions of a month
 #    loaded (default "0.0625 0.125"; "1" is the real full month, ~62.5 M rows).
@@ -27,7 +31,7 @@ SCALES=${SCALES:-"0.0625 0.125"}
 PARTS=${PARTS:-"e2e month"}
 REPEAT=${REPEAT:-3}
 PARTITIONS=${PARTITIONS:-4}
-INGEST_FLAGS=${INGEST_FLAGS:-"--consumers 4 --batch-size 100000 --batch-age 1s"}
+INGEST_FLAGS=${INGEST_FLAGS:-"--consumers 2 --batch-size 100000 --batch-age 500ms"}
 CH=${CLICKHOUSE_ADDR:-127.0.0.1:19000}
 KAFKA=${KAFKA_BROKERS:-127.0.0.1:19092}
 CH_HOST=${CH%:*}
@@ -43,6 +47,22 @@ trap cleanup EXIT
 chq() { clickhouse-client --host "$CH_HOST" --port "$CH_PORT" --query "$1"; }
 now() { date +%s.%N; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+# CPU seconds (user+system) a process has used; its children that were waited
+# for are included. Empty when the process is unknown.
+cpu_s() { [[ -n ${1:-} && -r /proc/$1/stat ]] && awk -v t="$(getconf CLK_TCK)" '{printf "%.2f", ($14+$15+$16+$17)/t}' "/proc/$1/stat"; }
+state=${CARDHOUR_TESTENV_DIR:-${HOME:-/tmp}/.cache/cardhour-testenv}
+CH_PID=$(cat "$state/clickhouse.pid" 2>/dev/null || true)
+KAFKA_PID=$(cat "$state/kafka.pid" 2>/dev/null || true)
+# usage: cpu_begin; …; cpu_end LABEL → appends "LABEL server kafka" deltas to $WORK/cpu
+cpu_begin() { c0=$(cpu_s "$CH_PID"); k0=$(cpu_s "$KAFKA_PID"); }
+cpu_end() {
+	local c1 k1
+	c1=$(cpu_s "$CH_PID")
+	k1=$(cpu_s "$KAFKA_PID")
+	if [[ -n $c0 && -n $c1 && -n $k0 && -n $k1 ]]; then
+		echo "$1 $(echo "$c1 - $c0" | bc -l) $(echo "$k1 - $k0" | bc -l) $2" >>"$WORK/cpu"
+	fi
+}
 
 echo "== building" >&2
 go build -o "$WORK/cardhour" ./cmd/cardhour
@@ -63,9 +83,12 @@ if [[ " $PARTS " == *" e2e "* ]]; then
 		"$WORK/cardhour" migrate --clickhouse "$CH" --database "${RUN}_native$i" >/dev/null 2>&1
 		"$WORK/cardhour" migrate --clickhouse "$CH" --database "${RUN}_ingest$i" >/dev/null 2>&1
 
+		cpu_begin
 		t0=$(now)
-		chq "INSERT INTO ${RUN}_direct$i.raw_samples ($COLS) FORMAT TabSeparated" <"$WORK/s.tsv"
+		/usr/bin/time -f '%U %S' -o "$WORK/client.cpu" clickhouse-client --host "$CH_HOST" --port "$CH_PORT" \
+			--query "INSERT INTO ${RUN}_direct$i.raw_samples ($COLS) FORMAT TabSeparated" <"$WORK/s.tsv"
 		echo "$(now) - $t0" | bc -l >>"$WORK/tsv.s"
+		cpu_end tsv "$(awk '{print $1 + $2}' "$WORK/client.cpu")"
 		[[ -s $WORK/s.native ]] || chq "SELECT $COLS FROM ${RUN}_direct$i.raw_samples FORMAT Native" >"$WORK/s.native"
 		t0=$(now)
 		chq "INSERT INTO ${RUN}_native$i.raw_samples ($COLS) FORMAT Native" <"$WORK/s.native"
@@ -74,11 +97,13 @@ if [[ " $PARTS " == *" e2e "* ]]; then
 		chq "DROP DATABASE ${RUN}_direct$i"
 		chq "DROP DATABASE ${RUN}_native$i"
 
+		cpu_begin
 		# shellcheck disable=SC2086 # INGEST_FLAGS is a list of flags
 		"$WORK/cardhour" ingest --store "clickhouse://$CH/${RUN}_ingest$i" --brokers "$KAFKA" --topic "$RUN" \
 			--group "${RUN}_g$i" --dlq-topic "${RUN}_dlq" $INGEST_FLAGS --listen "" --log-level warn &
 		pid=$!
 		lag=$("$WORK/bench" waitlag --brokers "$KAFKA" --topic "$RUN" --group "${RUN}_g$i")
+		cpu_end ingest "$(cpu_s "$pid")"
 		kill -TERM "$pid"
 		wait "$pid" || true
 		echo "$lag" | sed -E 's/.*wall_s=([0-9.]+).*/\1/' >>"$WORK/ingest.s"
@@ -102,6 +127,15 @@ if [[ " $PARTS " == *" e2e "* ]]; then
 	printf '%-58s %10s\n' "  rollup rows also written: occupancy / idle_spans" "$occ_rows / $idle_rows"
 	printf '%-58s %10.2f\n' "ratio TSV s / ingest s (target >= 1.0)" "$(echo "$tsv / $ingest_s" | bc -l)"
 	printf '%-58s %10.2f\n' "ratio Native s / ingest s" "$(echo "$native / $ingest_s" | bc -l)"
+	if [[ -s $WORK/cpu ]]; then
+		printf '\n%-58s %10s %10s %10s\n' "CPU seconds per run, median (machine: $(nproc) cores)" "server" "kafka" "loader"
+		for what in tsv ingest; do
+			printf '%-58s %10.2f %10.2f %10.2f\n' "  $what" \
+				"$(awk -v w=$what '$1 == w {print $2}' "$WORK/cpu" | median)" \
+				"$(awk -v w=$what '$1 == w {print $3}' "$WORK/cpu" | median)" \
+				"$(awk -v w=$what '$1 == w {print $4}' "$WORK/cpu" | median)"
+		done
+	fi
 	printf 'ingest flags: %s; topic partitions: %s; all runs: tsv [%s] native [%s] ingest [%s]\n' "$INGEST_FLAGS" "$PARTITIONS" \
 		"$(paste -sd' ' "$WORK/tsv.s")" "$(paste -sd' ' "$WORK/native.s")" "$(paste -sd' ' "$WORK/ingest.s")"
 fi

@@ -1,7 +1,8 @@
 // Package storedsn opens an ingest backend from a URL:
 //
 //	clickhouse://host:port/database   ClickHouse, native protocol (user and
-//	                                  password may be given as user:pass@)
+//	                                  password may be given as user:pass@;
+//	                                  ?compress=lz4|zstd|none, default lz4)
 //	sqlite:///path/to/file.db          embedded SQLite (sqlite://relative.db too)
 package storedsn
 
@@ -37,6 +38,14 @@ func Open(ctx context.Context, dsn string, opt Options) (ingest.Backend, error) 
 			return nil, fmt.Errorf("store %q: want clickhouse://host:port/database", dsn)
 		}
 		cfg := clickhouse.Config{Addr: u.Host, Database: db, Logger: opt.Logger, Migrate: opt.Migrate, RawRetentionDays: opt.RawRetentionDays}
+		for k, v := range u.Query() {
+			switch k {
+			case "compress":
+				cfg.Compression = v[len(v)-1]
+			default:
+				return nil, fmt.Errorf("store %q: unknown parameter %q (want compress)", dsn, k)
+			}
+		}
 		if u.User != nil {
 			cfg.Username = u.User.Username()
 			cfg.Password, _ = u.User.Password()

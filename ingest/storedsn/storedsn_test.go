@@ -1,0 +1,25 @@
+package storedsn_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cardhour/cardhour/ingest/storedsn"
+)
+
+func TestOpenRejectsBadURLs(t *testing.T) {
+	opt := storedsn.Options{Logger: slog.New(slog.DiscardHandler)}
+	for dsn, want := range map[string]string{
+		"clickhouse://127.0.0.1:1/db?compres=lz4":  `unknown parameter "compres"`,
+		"clickhouse://127.0.0.1:1/db?compress=lzo": `compression "lzo": want lz4, zstd or none`,
+		"clickhouse://127.0.0.1:1/":                "want clickhouse://host:port/database",
+		"postgres://x/y":                           `unknown scheme "postgres"`,
+		"sqlite://":                                "want sqlite:///path/to/file.db",
+	} {
+		_, err := storedsn.Open(context.Background(), dsn, opt)
+		require.ErrorContains(t, err, want, dsn)
+	}
+}
