@@ -113,6 +113,11 @@ func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
 		cfg.WriteTimeout = 10 * time.Second
 	}
 	comp, _ := codec(cfg.Compression)
+	if comp == kafka.Zstd {
+		if err := installZstd(); err != nil {
+			return nil, fmt.Errorf("kafka: zstd: %w", err)
+		}
+	}
 	tr := &kafka.Transport{ClientID: cfg.ClientID, DialTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second,
 		MetadataTTL: 30 * time.Second, Dial: cfg.Dial}
 	if cfg.TLS || cfg.TLSCAFile != "" || cfg.TLSCertFile != "" || cfg.TLSInsecureSkipVerify {
