@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,8 +36,10 @@ type collectFlags struct {
 	node, simulate, output, brokers, topic, compression   string
 	spoolDir, fsync, resolvers, staticMap, roster, socket string
 	userLabel, nsProjects, listen, logLevel               string
+	cpuProfile, heapProfile                               string
 	tlsCA, tlsCert, tlsKey, saslMech, saslUser            string
 	interval, linger                                      time.Duration
+	gcPercent                                             int
 	spoolMax, memLimit                                    int64
 	tls, tlsInsecure, validate, noAutoCreate              bool
 }
@@ -74,6 +78,9 @@ func runCollect(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug | info | warn | error")
 	fs.BoolVar(&f.validate, "validate", false, "check the flags and files, then exit")
 	fs.Int64Var(&f.memLimit, "memory-limit", 16<<20, "soft limit of the Go heap in bytes (GC works harder near it; 0: none; $GOMEMLIMIT wins)")
+	fs.IntVar(&f.gcPercent, "gc-percent", 50, "Go GC target: the heap may grow this many percent over its live size before a collection (-1: off; $GOGC wins)")
+	fs.StringVar(&f.cpuProfile, "cpu-profile", "", "write a CPU profile to this file until exit (for benchmarks)")
+	fs.StringVar(&f.heapProfile, "heap-profile", "", "write a heap profile to this file at shutdown, before the spool is drained (for benchmarks)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: cardhour collect [--simulate FLEET.yaml] [--brokers host:port] [flags]")
 		fs.PrintDefaults()
@@ -87,9 +94,32 @@ func runCollect(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// A node agent should stay small: at 1 Hz the extra GC work is negligible.
 	if f.memLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
-		// A node agent should stay small: at 1 Hz the extra GC work is negligible.
 		debug.SetMemoryLimit(f.memLimit)
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(f.gcPercent)
+	}
+	switch {
+	case f.heapProfile != "":
+		runtime.MemProfileRate = 4 << 10 // a detailed profile of a small heap
+	case !strings.Contains(os.Getenv("GODEBUG"), "memprofilerate"):
+		// No allocation sampling: its bucket table is a megabyte of memory.
+		runtime.MemProfileRate = 0
+	}
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "cardhour collect:", err)
+			return 1
+		}
+		defer pf.Close() //nolint:errcheck // the profile is flushed by StopCPUProfile
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			fmt.Fprintln(stderr, "cardhour collect:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -229,6 +259,11 @@ func collect(ctx context.Context, f collectFlags, stdout io.Writer, log *slog.Lo
 		cwg.Go(func() { _ = c.Run(ctx) })
 	}
 	cwg.Wait() // collectors take their final sample after ctx ends
+	if f.heapProfile != "" {
+		if err := writeHeapProfile(f.heapProfile); err != nil {
+			log.Warn("cannot write the heap profile", "err", err)
+		}
+	}
 	began := time.Now()
 	stopPub()
 	wg.Wait()
@@ -240,6 +275,18 @@ func collect(ctx context.Context, f collectFlags, stdout io.Writer, log *slog.Lo
 	}
 	log.Info("collector shut down", "took", time.Since(began).String())
 	return nil
+}
+
+func writeHeapProfile(path string) error {
+	pf, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(pf, 0); err != nil {
+		_ = pf.Close()
+		return err
+	}
+	return pf.Close()
 }
 
 // flushingPublisher flushes stdout after every tick so a pipe sees lines at once.
