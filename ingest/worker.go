@@ -61,6 +61,7 @@ type WorkerConfig struct {
 	ShutdownGrace   time.Duration // time to flush the open batch on shutdown (default DefaultShutdownGrace)
 	RetryMin        time.Duration // backoff of store, dead-letter and commit retries
 	RetryMax        time.Duration
+	StoreTimeout    time.Duration // bound of one store write attempt (default DefaultAttemptTimeout)
 	SessionTimeout  time.Duration // Kafka group session timeout (default 10s)
 	MaxOpenRuns     int
 	// StreamPiece is how many decoded samples the fetcher hands the store at a
@@ -89,8 +90,8 @@ func (c *WorkerConfig) Validate() error {
 	if c.Logger == nil {
 		errs = append(errs, errors.New("ingest: logger is required"))
 	}
-	if c.Consumers < 0 || c.BatchSize < 0 || c.BatchAge < 0 || c.MaxMessageBytes < 0 || c.ShutdownGrace < 0 || c.StreamPiece < 0 {
-		errs = append(errs, errors.New("ingest: consumers, batch size, batch age, max message bytes, shutdown grace and stream piece must not be negative"))
+	if c.Consumers < 0 || c.BatchSize < 0 || c.BatchAge < 0 || c.MaxMessageBytes < 0 || c.ShutdownGrace < 0 || c.StreamPiece < 0 || c.StoreTimeout < 0 {
+		errs = append(errs, errors.New("ingest: consumers, batch size, batch age, max message bytes, shutdown grace, stream piece and store timeout must not be negative"))
 	}
 	if c.Topic != "" && c.Topic == c.DLQTopic {
 		errs = append(errs, fmt.Errorf("ingest: the dead-letter topic must differ from the sample topic %q", c.Topic))
@@ -267,7 +268,7 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 	cfg := &w.cfg
 	log := cfg.Logger.With("consumer", id)
 	writer, err := NewWriter(WriterConfig{Store: cfg.Store, Logger: log, Metrics: cfg.Metrics,
-		MaxOpenRuns: cfg.MaxOpenRuns, RetryMin: cfg.RetryMin, RetryMax: cfg.RetryMax, OnPause: w.notePause})
+		MaxOpenRuns: cfg.MaxOpenRuns, RetryMin: cfg.RetryMin, RetryMax: cfg.RetryMax, AttemptTimeout: cfg.StoreTimeout, OnPause: w.notePause})
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,9 @@ import (
 	"github.com/cardhour/cardhour/schemas"
 )
 
+// DefaultAttemptTimeout is WriterConfig.AttemptTimeout's default.
+const DefaultAttemptTimeout = 60 * time.Second
+
 // WriterConfig configures a Writer.
 type WriterConfig struct {
 	Store       Store
@@ -18,6 +21,10 @@ type WriterConfig struct {
 	MaxOpenRuns int      // Compactor bound (0: DefaultMaxOpenRuns)
 	RetryMin    time.Duration
 	RetryMax    time.Duration
+	// AttemptTimeout bounds each store write attempt, and a streamed insert
+	// from its first piece to its end (default DefaultAttemptTimeout): a store
+	// that hangs instead of failing is retried like one that fails.
+	AttemptTimeout time.Duration
 	// OnPause, when set, is told when writes start failing (true, the error) and
 	// when they succeed again (false, nil).
 	OnPause func(paused bool, err error)
@@ -31,6 +38,9 @@ func (c *WriterConfig) Validate() error {
 	}
 	if c.Logger == nil {
 		errs = append(errs, errors.New("writer: logger is required"))
+	}
+	if c.AttemptTimeout < 0 {
+		errs = append(errs, fmt.Errorf("writer: attempt timeout %v is negative", c.AttemptTimeout))
 	}
 	if c.RetryMin < 0 || c.RetryMax < 0 || (c.RetryMax > 0 && c.RetryMin > c.RetryMax) {
 		errs = append(errs, fmt.Errorf("writer: retry backoff %v..%v is not a range", c.RetryMin, c.RetryMax))
@@ -58,6 +68,9 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	if cfg.RetryMax == 0 {
 		cfg.RetryMax = 10 * time.Second
 	}
+	if cfg.AttemptTimeout == 0 {
+		cfg.AttemptTimeout = DefaultAttemptTimeout
+	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
@@ -79,7 +92,9 @@ func (w *Writer) write(ctx context.Context, b *Batch, samples int) error {
 	m := w.cfg.Metrics
 	return Retry(ctx, w.cfg.Logger, w.cfg.RetryMin, w.cfg.RetryMax, m, w.cfg.OnPause, "store write", func(ctx context.Context) error {
 		t0 := time.Now()
-		if err := w.cfg.Store.Write(ctx, b); err != nil {
+		actx, cancel := context.WithTimeout(ctx, w.cfg.AttemptTimeout)
+		defer cancel()
+		if err := w.cfg.Store.Write(actx, b); err != nil {
 			m.WriteErrors.Inc()
 			return err
 		}
@@ -101,10 +116,11 @@ func (w *Writer) write(ctx context.Context, b *Batch, samples int) error {
 // point, Finish writes the whole batch again through Write, with its retries:
 // the outcome is the same as Write's, only earlier.
 type Stream struct {
-	w   *Writer
-	rs  RawStream
-	err error // first failure of the streamed insert (then Finish falls back)
-	n   int   // samples appended
+	w      *Writer
+	cancel context.CancelFunc
+	rs     RawStream
+	err    error // first failure of the streamed insert (then Finish falls back)
+	n      int   // samples appended
 }
 
 // BeginStream starts a batch. It never fails: a store that cannot open a
@@ -112,7 +128,9 @@ type Stream struct {
 func (w *Writer) BeginStream(ctx context.Context) *Stream {
 	st := &Stream{w: w}
 	if rs, ok := w.cfg.Store.(RawStreamer); ok {
-		st.rs, st.err = rs.BeginRaw(ctx)
+		var sctx context.Context
+		sctx, st.cancel = context.WithTimeout(ctx, w.cfg.AttemptTimeout)
+		st.rs, st.err = rs.BeginRaw(sctx)
 	}
 	return st
 }
@@ -141,6 +159,9 @@ func (st *Stream) Abort() {
 	if st.rs != nil {
 		st.rs.Abort()
 	}
+	if st.cancel != nil {
+		st.cancel()
+	}
 }
 
 // Finish stores the batch: all of its samples (those passed to Add and the
@@ -148,10 +169,10 @@ func (st *Stream) Abort() {
 // store accepted everything, or ctx's error.
 func (st *Stream) Finish(ctx context.Context, samples []schemas.Sample) error {
 	w := st.w
+	defer st.Abort()
 	if st.rs == nil {
 		return w.Write(ctx, samples)
 	}
-	defer st.Abort()
 	if st.err == nil && st.n < len(samples) {
 		st.Add(samples[st.n:]) // the tail not yet handed over
 	}

@@ -44,6 +44,7 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 	batchAge := fs.Duration("batch-age", ingest.DefaultBatchAge, "longest a message waits for its batch")
 	maxMsg := fs.Int("max-message-bytes", ingest.DefaultMaxMessageBytes, "larger messages go to the dead-letter topic")
 	grace := fs.Duration("shutdown-grace", ingest.DefaultShutdownGrace, "on SIGTERM, time to flush the open batch before abandoning it uncommitted")
+	storeTimeout := fs.Duration("store-timeout", ingest.DefaultAttemptTimeout, "longest one store write may take before it is abandoned and retried (a hung store counts as down)")
 	session := fs.Duration("session-timeout", 10*time.Second, "Kafka group session timeout: how soon a dead worker's partitions move to the others")
 	listen := fs.String("listen", ":9464", "address of /metrics and /healthz ('' to disable)")
 	logLevel := fs.String("log-level", "info", "debug | info | warn | error")
@@ -105,12 +106,12 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 	}()
 
 	if *fromFile != "" {
-		return backfill(ctx, log, st, metrics, *fromFile, *batchSize, stdout, stderr)
+		return backfill(ctx, log, st, metrics, *fromFile, *batchSize, *storeTimeout, stdout, stderr)
 	}
 
 	w, err := ingest.NewWorker(ingest.WorkerConfig{
 		Brokers: splitList(*brokers), Topic: *topic, GroupID: *group, DLQTopic: *dlq, Consumers: *consumers,
-		BatchSize: *batchSize, BatchAge: *batchAge, MaxMessageBytes: *maxMsg, ShutdownGrace: *grace, SessionTimeout: *session,
+		BatchSize: *batchSize, BatchAge: *batchAge, MaxMessageBytes: *maxMsg, ShutdownGrace: *grace, SessionTimeout: *session, StoreTimeout: *storeTimeout,
 		Store: st, Logger: log, Metrics: metrics,
 	})
 	if err != nil {
@@ -159,7 +160,7 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func backfill(ctx context.Context, log *slog.Logger, st ingest.Store, metrics *ingest.Metrics, path string, batchSize int, stdout, stderr io.Writer) int {
+func backfill(ctx context.Context, log *slog.Logger, st ingest.Store, metrics *ingest.Metrics, path string, batchSize int, storeTimeout time.Duration, stdout, stderr io.Writer) int {
 	var in io.Reader = os.Stdin
 	if path != "-" {
 		f, err := os.Open(path)
@@ -170,7 +171,7 @@ func backfill(ctx context.Context, log *slog.Logger, st ingest.Store, metrics *i
 		defer f.Close() //nolint:errcheck // read-only
 		in = f
 	}
-	wr, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: log, Metrics: metrics})
+	wr, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: log, Metrics: metrics, AttemptTimeout: storeTimeout})
 	if err != nil {
 		fmt.Fprintln(stderr, "cardhour ingest:", err)
 		return 2

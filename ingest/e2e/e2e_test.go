@@ -203,6 +203,46 @@ func TestClickHouseOutage(t *testing.T) {
 	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t, exampleCatalog(t)), direct)
 }
 
+// ClickHouse hangs instead of failing (connections open, no byte moves): each
+// write attempt is abandoned after StoreTimeout and retried, the worker reports
+// itself stuck, commits nothing, and finishes once ClickHouse answers again.
+func TestClickHouseStall(t *testing.T) {
+	e := newEnv(t, 2)
+	direct := e.store(t, e.chAddr)
+	proxy := ingesttest.NewProxy(t, e.chAddr)
+	st := e.store(t, proxy.Addr())
+	data := ingesttest.Trace(t, 20_000, 45)
+	half := bytes.LastIndexByte(data[:len(data)/2], '\n') + 1
+	e.produce(t, data[:half])
+
+	m := ingest.NewMetrics(nil)
+	cfg := e.workerConfig(st, m)
+	cfg.StoreTimeout = 500 * time.Millisecond
+	w, err := ingest.NewWorker(cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	require.Eventually(t, func() bool { return value(m.SamplesWritten) > 0 }, 60*time.Second, 20*time.Millisecond)
+	proxy.Stall()
+	e.produce(t, data[half:])
+	require.Eventually(t, func() bool { return value(m.WriteErrors) >= 2 }, 30*time.Second, 20*time.Millisecond,
+		"a hung store write is abandoned and retried")
+	lagDuring := e.lag(t)
+	require.Positive(t, lagDuring)
+	require.Eventually(t, func() bool { return w.Healthy(200*time.Millisecond) != nil }, 10*time.Second, 20*time.Millisecond,
+		"the worker reports that it waits for the store")
+	require.GreaterOrEqual(t, e.lag(t), lagDuring, "nothing is committed while the store hangs")
+	proxy.Resume()
+	e.waitCommitted(t, 90*time.Second)
+	require.NoError(t, w.Healthy(time.Minute))
+	cancel()
+	require.NoError(t, <-done)
+
+	require.Equal(t, distinctSamples(t, data), countRaw(t, direct))
+	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t, exampleCatalog(t)), direct)
+}
+
 // Kafka goes away (every connection of the worker cut and refused): the worker
 // waits, reconnects and finishes; nothing lost, invoices unchanged.
 func TestKafkaOutage(t *testing.T) {

@@ -153,14 +153,17 @@ func RequireSameInvoices(t testing.TB, data []byte, cats map[string]*schemas.Cat
 }
 
 // Proxy is a loopback TCP proxy that a test can pause: while paused it closes
-// every connection and refuses new ones, as a server that went away would.
+// every connection and refuses new ones, as a server that went away would. It
+// can also stall: connections stay open but no byte moves, as with a server
+// that hangs or a network that drops packets.
 type Proxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	paused bool
-	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
+	ln      net.Listener
+	target  string
+	mu      sync.Mutex
+	paused  bool
+	stalled bool
+	conns   map[net.Conn]struct{}
+	wg      sync.WaitGroup
 }
 
 // NewProxy listens on 127.0.0.1 and forwards to target until the test ends.
@@ -193,11 +196,35 @@ func (p *Proxy) Pause() {
 	clear(p.conns)
 }
 
-// Resume accepts connections again.
+// Stall holds every byte in both directions, on open and new connections,
+// until Resume.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	p.stalled = true
+	p.mu.Unlock()
+}
+
+// Resume accepts connections again and lets held bytes through.
 func (p *Proxy) Resume() {
 	p.mu.Lock()
-	p.paused = false
+	p.paused, p.stalled = false, false
 	p.mu.Unlock()
+}
+
+// waitStall blocks while the proxy is stalled; false when the proxy paused.
+func (p *Proxy) waitStall() bool {
+	for {
+		p.mu.Lock()
+		stalled, paused := p.stalled, p.paused
+		p.mu.Unlock()
+		if paused {
+			return false
+		}
+		if !stalled {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (p *Proxy) serve() {
@@ -226,6 +253,9 @@ func (p *Proxy) serve() {
 			for {
 				n, err := src.Read(buf)
 				if n > 0 {
+					if !p.waitStall() {
+						break
+					}
 					if _, werr := dst.Write(buf[:n]); werr != nil {
 						break
 					}
