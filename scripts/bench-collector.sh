@@ -4,8 +4,13 @@
 # at 1 Hz, for DURATION seconds (default 60), publishing to Kafka through the
 # spool when KAFKA_BROKERS is set, else JSON Lines to /dev/null.
 #
+# It measures the binary a GPU node runs: the collector-only build of
+# cmd/cardhour (make build-collector: -tags collector,grpcnotrace). BUILD=full
+# measures the all-in-one binary (make build) instead.
+#
 #   scripts/bench-collector.sh [DURATION]
 #   deployments/testenv/with-services.sh scripts/bench-collector.sh 300
+#   BUILD=full scripts/bench-collector.sh 300
 #
 # Budget (issue #3): under 1 % of one core, under 30 MB RSS.
 set -euo pipefail
@@ -14,7 +19,16 @@ DURATION=${1:-60}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Wno-deprecated-declarations" go build -trimpath -o "$work/cardhour" ./cmd/cardhour
+case "${BUILD:=collector}" in
+collector) tags=(-tags collector,grpcnotrace) ;;
+full) tags=() ;;
+*)
+	echo "BUILD=$BUILD: want collector or full" >&2
+	exit 2
+	;;
+esac
+CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Wno-deprecated-declarations" go build -trimpath "${tags[@]}" -o "$work/cardhour" ./cmd/cardhour
+binary="$BUILD build${tags:+ (${tags[*]})}, $(awk -v b="$(stat -c %s "$work/cardhour")" 'BEGIN {printf "%.1f MB", b / 1e6}')"
 
 mig='[1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb]'
 {
@@ -56,6 +70,7 @@ wait $pid || true
 cpu_s=$(awk -v a=$((u1 + s1 - u0 - s0)) -v t="$ticks" 'BEGIN {printf "%.2f", a / t}')
 pct=$(awk -v c="$cpu_s" -v d="$DURATION" 'BEGIN {printf "%.3f", 100 * c / d}')
 echo "collector: 56 instances at 1 Hz for ${DURATION}s, output: $where"
+echo "binary: $binary"
 echo "cpu: ${cpu_s}s of CPU in ${DURATION}s = ${pct}% of one core"
 echo "rss: ${rss} kB now, ${hwm} kB peak (private ${anon} kB, file-backed pages of the binary ${file} kB)"
 if grep -q '"level":"ERROR"' "$work/log"; then
