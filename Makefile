@@ -28,8 +28,8 @@ build:
 
 # The collector-only variant of the same command: -tags collector leaves out the
 # billing, ingest, ClickHouse and SQLite code; grpcnotrace leaves out gRPC's
-# x/net/trace debug pages (and html/template with them). 22 MB instead of 44 MB,
-# and that much less of the binary resident on every GPU node.
+# x/net/trace debug pages (and html/template with them). 23 MB instead of 46 MB,
+# and 14 MB less resident memory on every GPU node (docs/benchmarks.md).
 COLLECTOR_TAGS := collector,grpcnotrace
 
 build-collector:

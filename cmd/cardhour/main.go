@@ -1,9 +1,10 @@
 // Command cardhour meters GPU and MIG instance use and turns it into invoices.
 // One binary, one subcommand per job; the work is done by the packages beside it.
 //
-// Built with -tags collector it is the node agent alone (collect, simulate,
-// version): without the billing, ingest, ClickHouse and SQLite code the binary
-// is a third smaller, and so is its resident memory on every GPU node.
+// Built with -tags collector,grpcnotrace (make build-collector) it is the node
+// agent alone (collect, simulate, version): without the billing, ingest,
+// ClickHouse and SQLite code and gRPC's trace pages the binary is half the size,
+// and so is the part of it resident on every GPU node.
 package main
 
 import (
