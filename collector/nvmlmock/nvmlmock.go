@@ -158,7 +158,7 @@ func New(model string, layouts []Layout, seed string) (*Node, error) {
 				return nil, fmt.Errorf("GPU %d: %w", i, err)
 			}
 		} else {
-			g.Instances = []*Instance{{UUID: d.UUID, GIID: -1, Profile: "full", MemTotal: d.MemoryInfo.Total, Handle: d}}
+			g.Instances = []*Instance{{UUID: d.UUID, GIID: -1, Profile: "full", MemTotal: d.MemoryInfo.Total, Handle: g.handle}}
 		}
 		g.install()
 		n.GPUs = append(n.GPUs, g)
