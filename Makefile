@@ -41,7 +41,9 @@ run: build
 
 test:
 	$(GO) vet ./...
+	$(GO) vet -tags $(COLLECTOR_TAGS) ./cmd/cardhour
 	deployments/testenv/with-services.sh $(GO) test -count=1 ./...
+	$(GO) test -count=1 -tags $(COLLECTOR_TAGS) ./cmd/cardhour
 	$(MAKE) fuzz-short
 
 unit-test:
