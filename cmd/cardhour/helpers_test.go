@@ -42,4 +42,3 @@ func golden(t *testing.T, name, got string) {
 	require.NoError(t, err, "run 'go test ./cmd/cardhour -update' to create it")
 	require.Equal(t, string(want), got, "output differs from %s (rerun with -update if the change is intended)", path)
 }
-
