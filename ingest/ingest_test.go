@@ -247,20 +247,7 @@ func TestStreamStoresLikeWrite(t *testing.T) {
 			store := &streamStore{MemStore: ingest.NewMemStore(), failAppend: tc.failAppend, failFinish: tc.failFinish}
 			w, err := ingest.NewWriter(ingest.WriterConfig{Store: store, Logger: quietLogger()})
 			require.NoError(t, err)
-			ctx := context.Background()
-			const batch, piece = 6000, 1000
-			batches := 0
-			for i := 0; i < len(samples); i += batch {
-				b := samples[i:min(i+batch, len(samples))]
-				st := w.BeginStream(ctx)
-				// Pieces as the fetcher hands them over; the tail of the batch
-				// (less than a piece) is left to Finish.
-				for j := 0; j+piece <= len(b); j += piece {
-					st.Add(b[j : j+piece])
-				}
-				require.NoError(t, st.Finish(ctx, b))
-				batches++
-			}
+			batches := ingesttest.WriteStreamed(t, w, samples, 6000, 1000)
 			raw, _, _, _ := store.Counts()
 			require.Equal(t, len(samples), raw, "every sample stored once")
 			whole := tc.whole

@@ -151,15 +151,7 @@ func TestStreamedRawInsert(t *testing.T) {
 
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	const batch, piece = 15_000, 4096
-	for i := 0; i < len(samples); i += batch {
-		b := samples[i:min(i+batch, len(samples))]
-		s := w.BeginStream(ctx)
-		for j := 0; j+piece <= len(b); j += piece {
-			s.Add(b[j : j+piece])
-		}
-		require.NoError(t, s.Finish(ctx, b))
-	}
+	ingesttest.WriteStreamed(t, w, samples, 15_000, 4096)
 	ingesttest.RequireSameInvoices(t, data, cats, st)
 	var raw uint64
 	require.NoError(t, st.Conn().QueryRow(ctx, "SELECT count() FROM (SELECT DISTINCT instance_id, start_ms, project, user FROM `"+

@@ -17,8 +17,29 @@ import (
 
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/billing/gen"
+	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/schemas"
 )
+
+// WriteStreamed writes samples through w in batches of batch samples, each
+// streamed in pieces of piece samples as the Kafka worker hands them over (the
+// tail of a batch, shorter than a piece, is left to Finish), and returns the
+// number of batches.
+func WriteStreamed(t testing.TB, w *ingest.Writer, samples []schemas.Sample, batch, piece int) int {
+	t.Helper()
+	ctx := context.Background()
+	n := 0
+	for i := 0; i < len(samples); i += batch {
+		b := samples[i:min(i+batch, len(samples))]
+		st := w.BeginStream(ctx)
+		for j := 0; j+piece <= len(b); j += piece {
+			st.Add(b[j : j+piece])
+		}
+		require.NoError(t, st.Finish(ctx, b))
+		n++
+	}
+	return n
+}
 
 // Shanghai is the example catalog's zone.
 func Shanghai(t testing.TB) *time.Location {
