@@ -361,7 +361,7 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 			continue
 		}
 		if st == nil {
-			st = c.writer.BeginStream(wctx)
+			st = c.writer.BeginStream(wctx, cfg.BatchAge)
 		}
 		if !p.done {
 			st.addEarly(p.samples)

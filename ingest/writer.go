@@ -22,8 +22,9 @@ type WriterConfig struct {
 	RetryMin    time.Duration
 	RetryMax    time.Duration
 	// AttemptTimeout bounds each store write attempt, and a streamed insert
-	// from its first piece to its end (default DefaultAttemptTimeout): a store
-	// that hangs instead of failing is retried like one that fails.
+	// beyond the time its batch takes to be read (default
+	// DefaultAttemptTimeout): a store that hangs instead of failing is retried
+	// like one that fails.
 	AttemptTimeout time.Duration
 	// OnPause, when set, is told when writes start failing (true, the error) and
 	// when they succeed again (false, nil).
@@ -123,13 +124,15 @@ type Stream struct {
 	n      int   // samples appended
 }
 
-// BeginStream starts a batch. It never fails: a store that cannot open a
-// streamed insert gets the batch whole in Finish.
-func (w *Writer) BeginStream(ctx context.Context) *Stream {
+// BeginStream starts a batch that may take up to fill to be read completely
+// (the worker's batch age); the streamed insert then has AttemptTimeout more to
+// finish. It never fails: a store that cannot open a streamed insert gets the
+// batch whole in Finish.
+func (w *Writer) BeginStream(ctx context.Context, fill time.Duration) *Stream {
 	st := &Stream{w: w}
 	if rs, ok := w.cfg.Store.(RawStreamer); ok {
 		var sctx context.Context
-		sctx, st.cancel = context.WithTimeout(ctx, w.cfg.AttemptTimeout)
+		sctx, st.cancel = context.WithTimeout(ctx, fill+w.cfg.AttemptTimeout)
 		st.rs, st.err = rs.BeginRaw(sctx)
 	}
 	return st

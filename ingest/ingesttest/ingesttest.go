@@ -31,7 +31,7 @@ func WriteStreamed(t testing.TB, w *ingest.Writer, samples []schemas.Sample, bat
 	n := 0
 	for i := 0; i < len(samples); i += batch {
 		b := samples[i:min(i+batch, len(samples))]
-		st := w.BeginStream(ctx)
+		st := w.BeginStream(ctx, 0)
 		for j := 0; j+piece <= len(b); j += piece {
 			st.Add(b[j : j+piece])
 		}
