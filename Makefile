@@ -24,7 +24,7 @@ FUZZ_TIMESTAMP ?= 300000x
 FUZZ_CATALOG   ?= 250000x
 GOLANGCI_VERSION ?= v2.5.0
 
-.PHONY: all run build build-collector test unit-test fuzz-short bench bench-go lint fmt services-up services-down clean
+.PHONY: all run build build-collector images test unit-test fuzz-short bench bench-go lint fmt services-up services-down clean
 
 all: build
 
@@ -39,6 +39,12 @@ COLLECTOR_TAGS := collector,grpcnotrace
 
 build-collector:
 	$(GO) build -trimpath -tags $(COLLECTOR_TAGS) -o $(BIN)/cardhour-collector ./cmd/cardhour
+
+# The container images of deployments/kubernetes (needs Docker with BuildKit).
+IMAGE_TAG ?= latest
+images:
+	docker build -f deployments/docker/Dockerfile --target cardhour -t cardhour/cardhour:$(IMAGE_TAG) .
+	docker build -f deployments/docker/Dockerfile --target cardhour-collector -t cardhour/cardhour-collector:$(IMAGE_TAG) .
 
 run: build
 	$(BIN)/cardhour bill --catalog schemas/examples/catalog.yaml --samples schemas/examples/samples.jsonl \
