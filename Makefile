@@ -4,6 +4,7 @@
 #   make build         build ./bin/cardhour
 #   make build-collector   build ./bin/cardhour-collector: the node agent alone (collect,
 #                      simulate, version), for the GPU-node DaemonSet
+#   make images        the container images of deployments/kubernetes (Docker)
 #   make test          unit tests + integration tests against real ClickHouse and Kafka
 #                      (started on loopback by deployments/testenv/services.sh unless
 #                      CLICKHOUSE_ADDR / KAFKA_BROKERS point at running ones)
