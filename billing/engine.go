@@ -143,12 +143,8 @@ func IsIdle(cat *schemas.Catalog, s *schemas.Sample) bool {
 func (a *Accumulator) Merge(b *Accumulator) {
 	for k, bs := range b.keys {
 		as := a.state(k)
-		for _, p := range bs.sessions.Pieces() {
-			as.sessions.Add(p.Start, p.End)
-		}
-		for _, p := range bs.idle.Pieces() {
-			as.idle.Add(p.Start, p.End)
-		}
+		as.sessions.AddSet(&bs.sessions)
+		as.idle.AddSet(&bs.idle)
 	}
 }
 

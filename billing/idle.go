@@ -115,12 +115,8 @@ func subtract(a, b []Interval) []Interval {
 func (d *IdleDetector) Merge(b *IdleDetector) {
 	for k, bs := range b.keys {
 		st := d.state(k)
-		for _, p := range bs.idle.Pieces() {
-			st.idle.Add(p.Start, p.End)
-		}
-		for _, p := range bs.busy.Pieces() {
-			st.busy.Add(p.Start, p.End)
-		}
+		st.idle.AddSet(&bs.idle)
+		st.busy.AddSet(&bs.busy)
 	}
 }
 

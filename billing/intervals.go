@@ -60,6 +60,13 @@ func (s *IntervalSet) Add(start, end int64) {
 	s.iv = append(s.iv[:i+1], s.iv[j:]...)
 }
 
+// AddSet merges every piece of o into the set.
+func (s *IntervalSet) AddSet(o *IntervalSet) {
+	for _, p := range o.iv {
+		s.Add(p.Start, p.End)
+	}
+}
+
 // Clip returns the pieces of the set intersected with [lo, hi), dropping empty ones.
 func (s *IntervalSet) Clip(lo, hi int64) []Interval {
 	var out []Interval
