@@ -108,19 +108,12 @@ func runCollect(args []string, stdout, stderr io.Writer) int {
 		// No allocation sampling: its bucket table is a megabyte of memory.
 		runtime.MemProfileRate = 0
 	}
-	if f.cpuProfile != "" {
-		pf, err := os.Create(f.cpuProfile)
-		if err != nil {
-			fmt.Fprintln(stderr, "cardhour collect:", err)
-			return 1
-		}
-		defer pf.Close() //nolint:errcheck // the profile is flushed by StopCPUProfile
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			fmt.Fprintln(stderr, "cardhour collect:", err)
-			return 1
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(f.cpuProfile)
+	if err != nil {
+		fmt.Fprintln(stderr, "cardhour collect:", err)
+		return 1
 	}
+	defer stopProfile()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := collect(ctx, f, stdout, log); err != nil {

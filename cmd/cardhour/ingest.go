@@ -14,7 +14,6 @@ import (
 	pprof_http "net/http/pprof"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -74,19 +73,12 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			fmt.Fprintln(stderr, "cardhour ingest:", err)
-			return 1
-		}
-		defer f.Close() //nolint:errcheck // read-only
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintln(stderr, "cardhour ingest:", err)
-			return 1
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		fmt.Fprintln(stderr, "cardhour ingest:", err)
+		return 1
 	}
+	defer stopProfile()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
