@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -19,13 +18,6 @@ import (
 	"github.com/cardhour/cardhour/schemas"
 )
 
-func exampleCatalog(t *testing.T) []byte {
-	t.Helper()
-	b, err := os.ReadFile("../schemas/examples/catalog.yaml")
-	require.NoError(t, err)
-	return b
-}
-
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // Batches of any size, in any order, replayed, split between workers whose
@@ -34,7 +26,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 func TestCompactedStoreBillsLikeFile(t *testing.T) {
 	data := ingesttest.Trace(t, 60_000, 3)
 	samples := ingesttest.Samples(t, data)
-	cats := ingesttest.Catalogs(t, exampleCatalog(t))
+	cats := ingesttest.Catalogs(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 
 	store := ingest.NewMemStore()
@@ -76,7 +68,7 @@ func TestCompaction(t *testing.T) {
 	raw, occ, idle, _ := store.Counts()
 	t.Logf("samples %d, raw rows %d, occupancy rows %d, idle rows %d", len(samples), raw, occ, idle)
 	require.Less(t, occ, len(samples)/20, "occupancy rows must be far fewer than samples")
-	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t, exampleCatalog(t)), store)
+	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), store)
 }
 
 func TestWriterRetriesUntilStoreAccepts(t *testing.T) {
@@ -137,7 +129,7 @@ func TestReason(t *testing.T) {
 func TestIdleClassesAndRawFallback(t *testing.T) {
 	data := ingesttest.Trace(t, 60_000, 5)
 	samples := ingesttest.Samples(t, data)
-	cats := ingesttest.Catalogs(t, exampleCatalog(t))
+	cats := ingesttest.Catalogs(t)
 	b := ingest.NewCompactor(0).Build(samples)
 	candidates := 0
 	for i := range samples {
@@ -233,7 +225,7 @@ func (m *memStream) Abort() { m.aborted = true }
 func TestStreamStoresLikeWrite(t *testing.T) {
 	data := ingesttest.Trace(t, 20_000, 5)
 	samples := ingesttest.Samples(t, data)
-	cats := ingesttest.Catalogs(t, exampleCatalog(t))
+	cats := ingesttest.Catalogs(t)
 	for _, tc := range []struct {
 		name                   string
 		failAppend, failFinish int

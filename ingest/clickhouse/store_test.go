@@ -3,7 +3,6 @@ package clickhouse_test
 import (
 	"context"
 	"log/slog"
-	"os"
 	"testing"
 	"time"
 
@@ -48,9 +47,7 @@ func TestBillFromClickHouseEqualsFile(t *testing.T) {
 	addr := testenv.ClickHouseAddr(t)
 	st := open(t, addr, testenv.UniqueName(t, "ch"))
 	data := ingesttest.Trace(t, 80_000, 11)
-	cat, err := os.ReadFile("../../schemas/examples/catalog.yaml")
-	require.NoError(t, err)
-	cats := ingesttest.Catalogs(t, cat)
+	cats := ingesttest.Catalogs(t)
 
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
@@ -81,9 +78,7 @@ func TestOldIdleRunsMigrate(t *testing.T) {
 	st := open(t, addr, testenv.UniqueName(t, "ch"))
 	ctx := context.Background()
 	data := ingesttest.Trace(t, 20_000, 19)
-	cat, err := os.ReadFile("../../schemas/examples/catalog.yaml")
-	require.NoError(t, err)
-	cats := ingesttest.Catalogs(t, cat)
+	cats := ingesttest.Catalogs(t)
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	samples := ingesttest.Samples(t, data)
@@ -137,9 +132,7 @@ func TestStreamedRawInsert(t *testing.T) {
 	addr := testenv.ClickHouseAddr(t)
 	st := open(t, addr, testenv.UniqueName(t, "ch"))
 	data := ingesttest.Trace(t, 40_000, 13)
-	cat, err := os.ReadFile("../../schemas/examples/catalog.yaml")
-	require.NoError(t, err)
-	cats := ingesttest.Catalogs(t, cat)
+	cats := ingesttest.Catalogs(t)
 	samples := ingesttest.Samples(t, data)
 	ctx := context.Background()
 

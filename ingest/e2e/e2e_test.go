@@ -41,7 +41,7 @@ func TestKafkaToClickHouseBillsLikeFile(t *testing.T) {
 	require.Positive(t, value(m.SamplesEarly), "batches are streamed to ClickHouse while they are read")
 	require.Zero(t, value(m.DLQ.WithLabelValues("malformed_json")))
 	require.Equal(t, distinctSamples(t, data), countRaw(t, st))
-	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t, exampleCatalog(t)), st)
+	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), st)
 }
 
 // Malformed messages land in the dead-letter topic with their reason; the valid
@@ -170,7 +170,7 @@ func TestKillWorkerMidBatch(t *testing.T) {
 	require.NoError(t, cmd.Wait(), "clean shutdown on SIGTERM")
 
 	require.Equal(t, total, countRaw(t, st), "no sample missing")
-	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t, exampleCatalog(t)), st)
+	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), st)
 }
 
 // ClickHouse goes away under load: the worker stops committing, retries with
@@ -200,7 +200,7 @@ func TestClickHouseOutage(t *testing.T) {
 	require.NoError(t, stop())
 
 	require.Equal(t, distinctSamples(t, data), countRaw(t, direct))
-	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t, exampleCatalog(t)), direct)
+	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), direct)
 }
 
 // ClickHouse hangs instead of failing (connections open, no byte moves): each
@@ -240,7 +240,7 @@ func TestClickHouseStall(t *testing.T) {
 	require.NoError(t, <-done)
 
 	require.Equal(t, distinctSamples(t, data), countRaw(t, direct))
-	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t, exampleCatalog(t)), direct)
+	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), direct)
 }
 
 // Kafka goes away (every connection of the worker cut and refused): the worker
@@ -267,7 +267,7 @@ func TestKafkaOutage(t *testing.T) {
 	require.NoError(t, stop())
 
 	require.Equal(t, distinctSamples(t, data), countRaw(t, st))
-	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t, exampleCatalog(t)), st)
+	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), st)
 }
 
 // value reads a counter or gauge.

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -22,13 +21,6 @@ import (
 )
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
-func exampleCatalog(t *testing.T) []byte {
-	t.Helper()
-	b, err := os.ReadFile("../../schemas/examples/catalog.yaml")
-	require.NoError(t, err)
-	return b
-}
 
 // env is one test's private topic, dead-letter topic, group and database.
 type env struct {

@@ -8,6 +8,9 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -101,12 +104,15 @@ func Samples(t testing.TB, data []byte) []schemas.Sample {
 	return out
 }
 
-// Catalogs returns the example catalog and variants that change what ingest
+// Catalogs returns the example catalog (schemas/examples/catalog.yaml) and variants that change what ingest
 // cannot know: the gap tolerance, the rounding and the idle thresholds (on and
 // between the idle class bounds, 0 and 1, and one high enough that busy samples
 // count as idle).
-func Catalogs(t testing.TB, exampleYAML []byte) map[string]*schemas.Catalog {
+func Catalogs(t testing.TB) map[string]*schemas.Catalog {
 	t.Helper()
+	_, here, _, _ := runtime.Caller(0)
+	exampleYAML, err := os.ReadFile(filepath.Join(filepath.Dir(here), "..", "..", "schemas", "examples", "catalog.yaml"))
+	require.NoError(t, err)
 	base := string(exampleYAML)
 	variants := map[string]string{
 		"example": base,

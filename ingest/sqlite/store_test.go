@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -24,9 +23,7 @@ func TestBillFromSQLiteEqualsFile(t *testing.T) {
 	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
 	require.NoError(t, err)
 	data := ingesttest.Trace(t, 40_000, 13)
-	cat, err := os.ReadFile("../../schemas/examples/catalog.yaml")
-	require.NoError(t, err)
-	cats := ingesttest.Catalogs(t, cat)
+	cats := ingesttest.Catalogs(t)
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: log})
 	require.NoError(t, err)
 	samples := ingesttest.Samples(t, data)
@@ -55,9 +52,7 @@ func TestOldIdleRunsMigrateAndRawFallback(t *testing.T) {
 	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
 	require.NoError(t, err)
 	data := ingesttest.Trace(t, 20_000, 17)
-	cat, err := os.ReadFile("../../schemas/examples/catalog.yaml")
-	require.NoError(t, err)
-	cats := ingesttest.Catalogs(t, cat)
+	cats := ingesttest.Catalogs(t)
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: log})
 	require.NoError(t, err)
 	samples := ingesttest.Samples(t, data)
