@@ -23,6 +23,7 @@
 #    `cardhour bill --store clickhouse://…` is timed REPEAT times at each, with
 #    its peak memory. MONTH_DB=name reuses (and keeps) a database filled before
 #    with `bench-ingest fill` instead of filling one (SCALES is then its label).
+#    CATALOG (default schemas/examples/catalog.yaml) is the catalog billed with.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +32,7 @@ SCALES=${SCALES:-"0.0625 0.125"}
 PARTS=${PARTS:-"e2e month"}
 REPEAT=${REPEAT:-3}
 PARTITIONS=${PARTITIONS:-4}
+CATALOG=${CATALOG:-schemas/examples/catalog.yaml}
 INGEST_FLAGS=${INGEST_FLAGS:-"--consumers 2 --batch-size 100000 --batch-age 500ms"}
 CH=${CLICKHOUSE_ADDR:-127.0.0.1:19000}
 KAFKA=${KAFKA_BROKERS:-127.0.0.1:19092}
@@ -158,7 +160,7 @@ if [[ " $PARTS " == *" month "* ]]; then
 		: >"$WORK/bill.kb"
 		for i in $(seq "$REPEAT"); do
 			/usr/bin/time -f '%e %M' -o "$WORK/time" "$WORK/cardhour" bill --store "clickhouse://$CH/$db" \
-				--catalog schemas/examples/catalog.yaml --period 2026-11 >"$WORK/inv.json"
+				--catalog "$CATALOG" --period 2026-11 >"$WORK/inv.json"
 			read -r bill_s rss_kb <"$WORK/time"
 			echo "$bill_s" >>"$WORK/bill.s"
 			echo "$rss_kb" >>"$WORK/bill.kb"
