@@ -7,7 +7,7 @@ import (
 // Metrics are the ingest pipeline's Prometheus metrics. One value per process,
 // registered on the registry passed to NewMetrics; share it between the workers.
 type Metrics struct {
-	Messages       *prometheus.CounterVec // result=valid|invalid
+	Messages       *prometheus.CounterVec // sample lines, result=valid|invalid
 	SamplesWritten prometheus.Counter     // raw samples accepted by the store
 	SamplesEarly   prometheus.Counter     // samples sent to the store while their batch was still being read
 	RowsWritten    *prometheus.CounterVec // table=raw_samples|occupancy|idle_spans
@@ -28,7 +28,7 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Messages: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cardhour_ingest_messages_total", Help: "Messages (or file lines) read, by result (valid, invalid).",
+			Name: "cardhour_ingest_messages_total", Help: "Sample lines read (from Kafka messages or a file), by result (valid, invalid).",
 		}, []string{"result"}),
 		SamplesWritten: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cardhour_ingest_samples_written_total", Help: "Samples written to the store.",

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,7 +22,7 @@ const (
 	DefaultDLQTopic        = "cardhour.samples.dlq"
 	DefaultBatchSize       = 20_000
 	DefaultBatchAge        = 2 * time.Second
-	DefaultMaxMessageBytes = 64 << 10
+	DefaultMaxMessageBytes = 1 << 20 // Kafka's default message.max.bytes
 	DefaultShutdownGrace   = 10 * time.Second
 	DefaultStreamPiece     = 16 << 10
 	// dlqMaxValueBytes bounds the payload copied to the dead-letter topic; a
@@ -38,6 +39,7 @@ const (
 	HeaderSourceTopic     = "source_topic"
 	HeaderSourcePartition = "source_partition"
 	HeaderSourceOffset    = "source_offset"
+	HeaderSourceLine      = "source_line" // 1-based line of the message that was invalid
 	HeaderTruncated       = "truncated"
 )
 
@@ -55,7 +57,7 @@ type WorkerConfig struct {
 	DLQTopic  string // default DefaultDLQTopic
 	Consumers int    // group members in this process (default 1)
 
-	BatchSize       int           // samples per store write (default DefaultBatchSize)
+	BatchSize       int           // samples (message lines) per store write (default DefaultBatchSize)
 	BatchAge        time.Duration // longest a fetched message waits for its batch (default DefaultBatchAge)
 	MaxMessageBytes int           // larger messages are dead letters (default DefaultMaxMessageBytes)
 	ShutdownGrace   time.Duration // time to flush the open batch on shutdown (default DefaultShutdownGrace)
@@ -238,6 +240,7 @@ type consumer struct {
 // offset commit needs; message values are not kept once decoded).
 type batch struct {
 	n       int // messages
+	lines   int // samples and invalid lines (what BatchSize bounds)
 	handed  int // valid samples already sent to the writer as pieces
 	valid   []schemas.Sample
 	dead    []kafka.Message
@@ -246,7 +249,7 @@ type batch struct {
 }
 
 func (b *batch) reset() {
-	b.n, b.handed = 0, 0
+	b.n, b.lines, b.handed = 0, 0, 0
 	clear(b.valid) // drop string references
 	b.valid, b.dead, b.commits = b.valid[:0], b.dead[:0], b.commits[:0]
 	clear(b.last)
@@ -279,8 +282,8 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 		MinBytes:       1,
 		MaxBytes:       16 << 20,
 		MaxWait:        250 * time.Millisecond,
-		QueueCapacity:  16 << 10,
-		CommitInterval: 0, // synchronous commits, only after the store accepted a batch
+		QueueCapacity:  250, // messages hold many samples each (a node-tick, up to 64 KiB)
+		CommitInterval: 0,   // synchronous commits, only after the store accepted a batch
 		StartOffset:    kafka.FirstOffset,
 		SessionTimeout: cfg.SessionTimeout,
 		// Rebalances wait at most this long for members to rejoin.
@@ -327,7 +330,10 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 	// The fetcher hands the writer each batch in pieces as it decodes them
 	// (StreamPiece samples; stores that can, start inserting at once), then the
 	// batch itself, complete.
-	pieces := make(chan piece, 4)
+	// Room for the pieces of both batches, so that the fetcher rarely waits and
+	// pieces keep their size (the store reuses its column buffers from piece to
+	// piece; a piece that grew would make them grow again).
+	pieces := make(chan piece, min(2*(cfg.BatchSize/cfg.StreamPiece+1)+2, 4096))
 	fetchDone := make(chan struct{})
 	go func() {
 		defer close(fetchDone)
@@ -395,10 +401,11 @@ type piece struct {
 	done    bool
 }
 
-// fetch fills b until it holds BatchSize messages, its first message is
-// BatchAge old, or ctx ends (done=true). Each message is decoded as it arrives;
-// every StreamPiece valid samples are sent to out as a piece unless the writer
-// is still busy (b.valid only grows meanwhile, so the pieces stay intact).
+// fetch fills b until it holds BatchSize samples, its first message is
+// BatchAge old, or ctx ends (done=true). Each message is decoded as it arrives,
+// line by line (a message holds one sample per line); every StreamPiece valid
+// samples are sent to out as a piece (b.valid only grows meanwhile, so the
+// pieces stay intact).
 func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done bool) {
 	cfg := &c.w.cfg
 	fctx := ctx // no deadline until the batch has a first message
@@ -413,7 +420,7 @@ func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done 
 		cfg.Metrics.Messages.WithLabelValues("valid").Add(float64(len(b.valid)))
 		cfg.Metrics.Messages.WithLabelValues("invalid").Add(float64(len(b.dead)))
 	}()
-	for b.n < cfg.BatchSize {
+	for b.lines < cfg.BatchSize {
 		m, err := c.reader.FetchMessage(fctx)
 		switch {
 		case err == nil:
@@ -437,26 +444,53 @@ func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done 
 			defer cancel()
 		}
 		b.add(&m)
+		c.decodeMessage(&m, b)
+		if n := len(b.valid); n-b.handed >= cfg.StreamPiece {
+			select {
+			case out <- piece{b: b, samples: b.valid[b.handed:n]}:
+				b.handed = n
+			case <-ctx.Done():
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// decodeMessage appends the samples of msg (one per line) to b.valid and a dead
+// letter to b.dead for each invalid line, or one for the whole message when its
+// header, its size or its lack of any sample makes it invalid.
+func (c *consumer) decodeMessage(msg *kafka.Message, b *batch) {
+	if err := c.checkMessage(msg); err != nil {
+		b.lines++
+		b.dead = append(b.dead, deadLetter(msg, msg.Value, 0, err))
+		return
+	}
+	lineNo, samples := 0, 0
+	for rest := msg.Value; len(rest) > 0; {
+		var line []byte
+		line, rest = schemas.NextLine(rest)
+		lineNo++
+		if len(line) == 0 || (line[0] <= ' ' && schemas.IsBlank(line)) {
+			continue
+		}
+		samples++
 		n := len(b.valid)
 		if n < cap(b.valid) {
 			b.valid = b.valid[:n+1] // Decode overwrites every field
 		} else {
 			b.valid = append(b.valid, schemas.Sample{})
 		}
-		if err := c.decode(&m, &b.valid[n]); err != nil {
+		if err := c.dec.Decode(line, &b.valid[n]); err != nil {
 			b.valid = b.valid[:n]
-			b.dead = append(b.dead, deadLetter(&m, err))
-			continue
-		}
-		if n+1-b.handed >= cfg.StreamPiece {
-			select {
-			case out <- piece{b: b, samples: b.valid[b.handed : n+1]}:
-				b.handed = n + 1
-			default: // the writer is busy with the previous batch: the piece grows
-			}
+			b.dead = append(b.dead, deadLetter(msg, line, lineNo, err))
 		}
 	}
-	return false
+	if samples == 0 {
+		samples = 1
+		b.dead = append(b.dead, deadLetter(msg, msg.Value, 0, fmt.Errorf("%w: the message holds no sample", schemas.ErrSyntax)))
+	}
+	b.lines += samples
 }
 
 // flush writes the batch's valid samples to the store and its invalid messages
@@ -498,7 +532,9 @@ func (c *consumer) flush(ctx context.Context, b *batch, st *Stream) error {
 	})
 }
 
-func (c *consumer) decode(msg *kafka.Message, s *schemas.Sample) error {
+// checkMessage rejects a message as a whole: an unknown schema header, or more
+// bytes than MaxMessageBytes.
+func (c *consumer) checkMessage(msg *kafka.Message) error {
 	for _, h := range msg.Headers {
 		if h.Key == HeaderSchema && string(h.Value) != schemas.SampleSchemaV1 {
 			return fmt.Errorf("%w: header schema=%q (this build reads %s)", errUnknownSchema, h.Value, schemas.SampleSchemaV1)
@@ -507,15 +543,17 @@ func (c *consumer) decode(msg *kafka.Message, s *schemas.Sample) error {
 	if n := len(msg.Value); n > c.w.cfg.MaxMessageBytes {
 		return fmt.Errorf("%w: %d bytes (limit %d)", errTooLarge, n, c.w.cfg.MaxMessageBytes)
 	}
-	return c.dec.Decode(msg.Value, s)
+	return nil
 }
 
-func deadLetter(msg *kafka.Message, err error) kafka.Message {
-	value := msg.Value
-	headers := make([]kafka.Header, 0, len(msg.Headers)+6)
+// deadLetter is the dead-letter message for value (the whole message, or its
+// invalid line lineNo >= 1) of msg. The value is copied: msg's buffer is not
+// kept once decoded.
+func deadLetter(msg *kafka.Message, value []byte, lineNo int, err error) kafka.Message {
+	headers := make([]kafka.Header, 0, len(msg.Headers)+7)
 	for _, h := range msg.Headers {
 		switch h.Key {
-		case HeaderReason, HeaderError, HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset, HeaderTruncated:
+		case HeaderReason, HeaderError, HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset, HeaderSourceLine, HeaderTruncated:
 			continue // ours win
 		}
 		headers = append(headers, h)
@@ -523,6 +561,9 @@ func deadLetter(msg *kafka.Message, err error) kafka.Message {
 	if len(value) > dlqMaxValueBytes {
 		value = value[:dlqMaxValueBytes]
 		headers = append(headers, kafka.Header{Key: HeaderTruncated, Value: []byte("true")})
+	}
+	if lineNo > 0 {
+		headers = append(headers, kafka.Header{Key: HeaderSourceLine, Value: []byte(strconv.Itoa(lineNo))})
 	}
 	errText := err.Error()
 	if len(errText) > 1024 {
@@ -535,7 +576,7 @@ func deadLetter(msg *kafka.Message, err error) kafka.Message {
 		kafka.Header{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(msg.Partition))},
 		kafka.Header{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))},
 	)
-	return kafka.Message{Key: msg.Key, Value: value, Headers: headers}
+	return kafka.Message{Key: msg.Key, Value: bytes.Clone(value), Headers: headers}
 }
 
 func headerValue(m *kafka.Message, key string) string {

@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -503,7 +504,19 @@ func (p *parser) str(scratch *[]byte) ([]byte, error) {
 	p.i++ // opening quote
 	start := p.i
 	d := p.data
-	for i := start; i < len(d); i++ {
+	i := start
+	// Eight bytes at a time while none of them is special (SWAR: a byte below
+	// 0x20, a quote, a backslash or a high bit sets that byte's top bit).
+	for ; i+8 <= len(d); i += 8 {
+		x := binary.LittleEndian.Uint64(d[i:])
+		const lo, hi = 0x0101010101010101, 0x8080808080808080
+		q := x ^ (lo * '"')
+		bs := x ^ (lo * '\\')
+		if ((x-lo*0x20)|(q-lo)|(bs-lo)|x)&hi != 0 {
+			break
+		}
+	}
+	for ; i < len(d); i++ {
 		c := d[i]
 		if !strSpecial[c] {
 			continue

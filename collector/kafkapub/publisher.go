@@ -8,6 +8,7 @@
 package kafkapub
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,8 +22,9 @@ import (
 	"github.com/cardhour/cardhour/schemas"
 )
 
-// Sink writes a batch of records (key = instance_id, value = one JSON sample)
-// and returns nil only when all of them are acknowledged.
+// Sink writes a batch of records and returns nil only when all of them are
+// acknowledged. A record is one message of the sample topic (schemas.AppendMessages):
+// key = node, value = the node's samples of one tick, one JSON object per line.
 type Sink interface {
 	Write(ctx context.Context, recs []spool.Record) error
 }
@@ -33,6 +35,9 @@ type Config struct {
 	Sink         Sink         // required
 	BatchRecords int          // records per write (default 5000)
 	BatchBytes   int          // bytes per write (default 4 MiB)
+	// MessageBytes bounds one record (Kafka message); a tick's samples of one
+	// node that need more are split over several (default schemas.DefaultMessageBytes).
+	MessageBytes int
 	BackoffMin   time.Duration
 	BackoffMax   time.Duration
 	// Linger, when set, waits this long after a write that was not a full batch
@@ -52,7 +57,7 @@ func (c *Config) Validate() error {
 	if c.Sink == nil {
 		errs = append(errs, errors.New("publisher: sink is required"))
 	}
-	if c.BatchRecords < 0 || c.BatchBytes < 0 || c.BackoffMin < 0 || c.BackoffMax < c.BackoffMin || c.Linger < 0 {
+	if c.BatchRecords < 0 || c.BatchBytes < 0 || c.MessageBytes < 0 || c.BackoffMin < 0 || c.BackoffMax < c.BackoffMin || c.Linger < 0 {
 		errs = append(errs, errors.New("publisher: batch sizes and backoffs must be positive, backoff max >= min"))
 	}
 	return errors.Join(errs...)
@@ -63,9 +68,10 @@ type Publisher struct {
 	cfg Config
 	log *slog.Logger
 
-	mu  sync.Mutex
-	buf []byte
-	rec []spool.Record
+	mu    sync.Mutex
+	buf   []byte
+	spans []schemas.MessageSpan
+	rec   []spool.Record
 
 	sent, errs prometheus.Counter
 	sendDur    prometheus.Histogram
@@ -109,21 +115,30 @@ func New(cfg Config) (*Publisher, error) {
 	return p, nil
 }
 
-// Publish encodes the samples and appends them to the spool.
+// Publish encodes the samples as messages (one per node, see
+// schemas.AppendMessages) and appends them to the spool.
 func (p *Publisher) Publish(_ context.Context, samples []schemas.Sample) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.buf, p.rec = p.buf[:0], p.rec[:0]
-	offs := make([]int, 0, len(samples)+1)
-	for i := range samples {
-		offs = append(offs, len(p.buf))
-		p.buf = samples[i].AppendJSON(p.buf)
-	}
-	offs = append(offs, len(p.buf))
-	for i := range samples {
-		p.rec = append(p.rec, spool.Record{Key: []byte(samples[i].InstanceID), Value: p.buf[offs[i]:offs[i+1]]})
+	p.buf, p.spans = schemas.AppendMessages(p.buf[:0], p.spans[:0], samples, p.cfg.MessageBytes)
+	p.rec = p.rec[:0]
+	for _, m := range p.spans {
+		p.rec = append(p.rec, spool.Record{Key: []byte(m.Key), Value: p.buf[m.Start:m.End]})
 	}
 	return p.cfg.Spool.Append(p.rec)
+}
+
+// samplesIn counts the samples of records: one per line, a last line without
+// a newline included (spools written before messages held several samples).
+func samplesIn(recs []spool.Record) int {
+	n := 0
+	for _, r := range recs {
+		n += bytes.Count(r.Value, []byte{'\n'})
+		if len(r.Value) > 0 && r.Value[len(r.Value)-1] != '\n' {
+			n++
+		}
+	}
+	return n
 }
 
 // Run sends the spool to the sink until ctx ends. On the way out it keeps
@@ -166,7 +181,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 			p.log.Info("Kafka writes succeed again; replaying the spool", "pending", p.cfg.Spool.Pending())
 			backoff = p.cfg.BackoffMin
 		}
-		p.sent.Add(float64(len(recs)))
+		p.sent.Add(float64(samplesIn(recs)))
 		if err := p.cfg.Spool.Commit(cur); err != nil {
 			p.log.Error("cannot persist the spool cursor (records may be sent twice)", "err", err)
 		}
@@ -194,7 +209,7 @@ func (p *Publisher) Drain(ctx context.Context) error {
 		if err := p.cfg.Sink.Write(ctx, recs); err != nil {
 			return fmt.Errorf("cannot drain the spool: %w", err)
 		}
-		p.sent.Add(float64(len(recs)))
+		p.sent.Add(float64(samplesIn(recs)))
 		if err := p.cfg.Spool.Commit(cur); err != nil {
 			return err
 		}

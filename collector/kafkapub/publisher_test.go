@@ -33,6 +33,21 @@ func sample(inst, tick int) schemas.Sample {
 		Profile: "1g.10gb", Project: "nlp-lab", User: "u", MemTotal: 10 << 30, UtilSource: "none"}
 }
 
+// decodeMessage decodes every line of a message value; each must be a sample.
+func decodeMessage(t testing.TB, dec *schemas.Decoder, value []byte) []schemas.Sample {
+	t.Helper()
+	var out []schemas.Sample
+	for rest := value; len(rest) > 0; {
+		var line []byte
+		line, rest = schemas.NextLine(rest)
+		var s schemas.Sample
+		require.NoError(t, dec.Decode(line, &s), "%q", line)
+		out = append(out, s)
+	}
+	require.NotEmpty(t, out)
+	return out
+}
+
 func tickSamples(n, tick int) []schemas.Sample {
 	out := make([]schemas.Sample, n)
 	for i := range out {
@@ -71,12 +86,12 @@ func TestOutageSpoolsThenReplaysInOrder(t *testing.T) {
 	last := map[string]int64{}
 	count := map[string]int{}
 	for _, r := range sink.Records() {
-		var s schemas.Sample
-		require.NoError(t, dec.Decode(r.Value, &s))
-		require.Equal(t, s.InstanceID, string(r.Key))
-		require.Greater(t, s.StartMS, last[s.InstanceID], "in order per instance, no duplicates with a fake sink")
-		last[s.InstanceID] = s.StartMS
-		count[s.InstanceID]++
+		for _, s := range decodeMessage(t, dec, r.Value) {
+			require.Equal(t, s.Node, string(r.Key), "keyed by node")
+			require.Greater(t, s.StartMS, last[s.InstanceID], "in order per instance, no duplicates with a fake sink")
+			last[s.InstanceID] = s.StartMS
+			count[s.InstanceID]++
+		}
 	}
 	require.Len(t, count, 5)
 	for id, n := range count {
@@ -114,7 +129,12 @@ func TestLingerBatchesTheTrickle(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	require.Eventually(t, func() bool { return sp.Pending() == 0 }, 10*time.Second, 5*time.Millisecond)
-	require.Len(t, sink.Records(), 60)
+	require.Len(t, sink.Records(), 20, "one message per node and tick")
+	n := 0
+	for _, r := range sink.Records() {
+		n += len(decodeMessage(t, schemas.NewDecoder(), r.Value))
+	}
+	require.Equal(t, 60, n)
 	require.Less(t, sink.Writes(), 20, "fewer writes than ticks")
 	cancel()
 	<-done

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -45,7 +46,9 @@ func TestKafkaToClickHouseBillsLikeFile(t *testing.T) {
 }
 
 // Malformed messages land in the dead-letter topic with their reason; the valid
-// ones around them are stored; nothing is lost and the worker keeps running.
+// ones around them are stored; nothing is lost and the worker keeps running. In
+// a message of several lines, only the invalid line is a dead letter (with its
+// line number); the valid lines beside it are stored.
 func TestDeadLetters(t *testing.T) {
 	e := newEnv(t, 1)
 	st := e.store(t, e.chAddr)
@@ -55,14 +58,19 @@ func TestDeadLetters(t *testing.T) {
 		value  string
 		header string
 		reason string
+		line   string // source_line header ("" for a whole message)
+		valid  int    // valid samples in the same message
 	}{
-		{line[:len(line)/2], "", "malformed_json"},
-		{strings.Replace(line, `"processes":`, `"processes":"two","x":`, 1), "", "invalid_field"},
-		{strings.Replace(line, `"interval_s":10`, `"interval_s":-10`, 1), "", "invalid_field"},
-		{line, "cardhour.sample.v2", "unknown_schema"},
-		{strings.Replace(line, `"cardhour.sample.v1"`, `"cardhour.sample.v7"`, 1), "", "unknown_schema"},
-		{`{"ts":"` + strings.Repeat("x", 200<<10) + `"}`, "", "too_large"},
-		{"", "", "malformed_json"},
+		{line[:len(line)/2], "", "malformed_json", "1", 0},
+		{strings.Replace(line, `"processes":`, `"processes":"two","x":`, 1), "", "invalid_field", "1", 0},
+		{strings.Replace(line, `"interval_s":10`, `"interval_s":-10`, 1), "", "invalid_field", "1", 0},
+		{line, "cardhour.sample.v2", "unknown_schema", "", 0},
+		{strings.Replace(line, `"cardhour.sample.v1"`, `"cardhour.sample.v7"`, 1), "", "unknown_schema", "1", 0},
+		{`{"ts":"` + strings.Repeat("x", 200<<10) + `"}`, "", "too_large", "", 0},
+		{"", "", "malformed_json", "", 0},
+		{"\n \n", "", "malformed_json", "", 0},
+		{string(good[1]) + "\n\n" + strings.Replace(string(good[2]), `"mem_used_bytes":`, `"mem_used_bytes":-`, 1) + "\n" + string(good[3]) + "\n",
+			"", "invalid_field", "3", 2},
 	}
 	var msgs []kafka.Message
 	for i, g := range good {
@@ -81,11 +89,17 @@ func TestDeadLetters(t *testing.T) {
 	require.NoError(t, w.Close())
 
 	m := ingest.NewMetrics(nil)
-	stop := start(t, e.workerConfig(st, m))
+	cfg := e.workerConfig(st, m)
+	cfg.MaxMessageBytes = 64 << 10
+	stop := start(t, cfg)
 	e.waitCommitted(t, 60*time.Second)
 	require.NoError(t, stop())
 
-	require.EqualValues(t, len(good), value(m.SamplesWritten))
+	extra := 0
+	for _, b := range bad {
+		extra += b.valid
+	}
+	require.EqualValues(t, len(good)+extra, value(m.SamplesWritten))
 	r := kafka.NewReader(kafka.ReaderConfig{Brokers: e.brokers, Topic: e.dlq, Partition: 0, MaxWait: 100 * time.Millisecond})
 	defer r.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -105,6 +119,11 @@ func TestDeadLetters(t *testing.T) {
 		_, err = fmt.Sscanf(string(dm.Key), "bad-%d", &idx)
 		require.NoError(t, err)
 		require.Equal(t, bad[idx].reason, hdr[ingest.HeaderReason], "message %d: %s", idx, hdr[ingest.HeaderError])
+		require.Equal(t, bad[idx].line, hdr[ingest.HeaderSourceLine], "message %d", idx)
+		if bad[idx].line != "" {
+			n, _ := strconv.Atoi(bad[idx].line)
+			require.Equal(t, strings.Split(bad[idx].value, "\n")[n-1], string(dm.Value), "the invalid line alone")
+		}
 		if bad[idx].reason == "too_large" {
 			require.Equal(t, "true", hdr[ingest.HeaderTruncated])
 		}

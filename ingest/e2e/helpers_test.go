@@ -68,23 +68,31 @@ func (e *env) store(t *testing.T, addr string) *clickhouse.Store {
 	return st
 }
 
-// produce publishes JSON Lines, one message per line, keyed by instance, with
-// the schema header, as the collector does.
+// produce publishes JSON Lines framed as the collector frames them (consecutive
+// samples of a node share a message, keyed by the node), with the schema
+// header. It returns the number of samples.
 func (e *env) produce(t *testing.T, data []byte) int {
 	t.Helper()
 	w := &kafka.Writer{Addr: kafka.TCP(e.brokers...), Topic: e.topic, Balancer: &kafka.Hash{},
 		BatchSize: 2000, BatchTimeout: 5 * time.Millisecond, RequiredAcks: kafka.RequireAll}
 	defer w.Close()
-	var msgs []kafka.Message
 	hdr := []kafka.Header{{Key: "schema", Value: []byte(schemas.SampleSchemaV1)}}
 	dec := schemas.NewDecoder()
+	var samples []schemas.Sample
 	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
 		var s schemas.Sample
 		require.NoError(t, dec.Decode(line, &s))
-		msgs = append(msgs, kafka.Message{Key: []byte(s.InstanceID), Value: line, Headers: hdr})
+		samples = append(samples, s)
+	}
+	// Small messages (4 KiB, about ten samples), so that a batch ends inside a
+	// node's run of samples as it does under load.
+	buf, spans := schemas.AppendMessages(nil, nil, samples, 4<<10)
+	msgs := make([]kafka.Message, 0, len(spans))
+	for _, m := range spans {
+		msgs = append(msgs, kafka.Message{Key: []byte(m.Key), Value: buf[m.Start:m.End], Headers: hdr})
 	}
 	e.write(t, w, msgs)
-	return len(msgs)
+	return len(samples)
 }
 
 func (e *env) write(t *testing.T, w *kafka.Writer, msgs []kafka.Message) {

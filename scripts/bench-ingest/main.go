@@ -1,6 +1,6 @@
 // Command bench-ingest is the helper of scripts/bench-ingest.sh:
 //
-//	bench-ingest produce  --brokers B --topic T --partitions N FILE.jsonl   create T, publish one message per line
+//	bench-ingest produce  --brokers B --topic T --partitions N FILE.jsonl   create T, publish the samples framed as the collector does
 //	bench-ingest waitlag  --brokers B --topic T --group G                   wait until G committed all of T; print timings
 //	bench-ingest tsv      FILE.jsonl > FILE.tsv                             the raw_samples rows, for clickhouse-client
 //	bench-ingest fill     --store DSN --instances N --interval S --samples M --start YYYY-MM
@@ -9,7 +9,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -25,6 +24,8 @@ import (
 
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/billing/gen"
+	"github.com/cardhour/cardhour/collector/kafkapub"
+	"github.com/cardhour/cardhour/collector/spool"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/storedsn"
 	"github.com/cardhour/cardhour/schemas"
@@ -61,6 +62,7 @@ func produce(args []string) error {
 	brokers := fs.String("brokers", "127.0.0.1:19092", "")
 	topic := fs.String("topic", "", "")
 	parts := fs.Int("partitions", 4, "")
+	compression := fs.String("compression", "zstd", "as cardhour collect --compression")
 	_ = fs.Parse(args)
 	ctx := context.Background()
 	c := &kafka.Client{Addr: kafka.TCP(strings.Split(*brokers, ",")...), Timeout: 30 * time.Second}
@@ -72,36 +74,53 @@ func produce(args []string) error {
 		return err
 	}
 	defer f.Close() //nolint:errcheck // read-only
-	w := &kafka.Writer{Addr: kafka.TCP(strings.Split(*brokers, ",")...), Topic: *topic, Balancer: &kafka.Hash{},
-		BatchSize: 10000, BatchBytes: 8 << 20, BatchTimeout: 20 * time.Millisecond, RequiredAcks: kafka.RequireOne,
-		Compression: kafka.Lz4, Async: false}
+	// The collector's own Kafka sink (its zstd codec, its batching), fed with
+	// messages framed as the collector frames them: consecutive samples of a
+	// node (the file is ordered by time, then node) share a message.
+	w, err := kafkapub.NewKafkaSink(kafkapub.KafkaConfig{Brokers: strings.Split(*brokers, ","), Topic: *topic, Compression: *compression})
+	if err != nil {
+		return err
+	}
 	defer w.Close() //nolint:errcheck // a benchmark helper; the writes above were acknowledged
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	hdr := []kafka.Header{{Key: "schema", Value: []byte(schemas.SampleSchemaV1)}}
-	var batch []kafka.Message
-	n := 0
+	dec := schemas.NewDecoder()
+	var samples []schemas.Sample
+	var recs []spool.Record
+	n, msgs := 0, 0
 	t0 := time.Now()
-	for sc.Scan() {
-		line := append([]byte(nil), sc.Bytes()...)
-		i := bytes.Index(line, []byte(`"instance_id":"`))
-		key := line[i+15 : i+15+bytes.IndexByte(line[i+15:], '"')]
-		batch = append(batch, kafka.Message{Key: key, Value: line, Headers: hdr})
-		if len(batch) == 100000 {
-			if err := w.WriteMessages(ctx, batch...); err != nil {
+	send := func() error {
+		buf, spans := schemas.AppendMessages(nil, nil, samples, 0)
+		recs = recs[:0]
+		for _, m := range spans {
+			recs = append(recs, spool.Record{Key: []byte(m.Key), Value: buf[m.Start:m.End]})
+		}
+		for i := 0; i < len(recs); i += 5000 {
+			if err := w.Write(ctx, recs[i:min(i+5000, len(recs))]); err != nil {
 				return err
 			}
-			n += len(batch)
-			batch = batch[:0]
 		}
+		n += len(samples)
+		msgs += len(recs)
+		samples = samples[:0]
+		return nil
 	}
-	if len(batch) > 0 {
-		if err := w.WriteMessages(ctx, batch...); err != nil {
+	for sc.Scan() {
+		var s schemas.Sample
+		if err := dec.Decode(sc.Bytes(), &s); err != nil {
 			return err
 		}
-		n += len(batch)
+		if len(samples) >= 100000 && samples[len(samples)-1].Node != s.Node {
+			if err := send(); err != nil {
+				return err
+			}
+		}
+		samples = append(samples, s)
 	}
-	fmt.Fprintf(os.Stderr, "produced %d messages in %s\n", n, time.Since(t0).Round(time.Millisecond))
+	if err := send(); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "produced %d samples in %d messages in %s\n", n, msgs, time.Since(t0).Round(time.Millisecond))
 	return sc.Err()
 }
 
