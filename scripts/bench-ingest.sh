@@ -17,13 +17,19 @@
 #    clickhouse-server, the Kafka broker and the loader (clickhouse-client or
 #    cardhour ingest) used in each run are printed too: on a small machine they
 #    share the cores, and these say which one the run waited for.
-# 2. Month close (PARTS contains month): 7 000 MIG instances at a 300 s interval
+# 2. Framing (PARTS contains framing): the consumer's CPU for the same samples
+#    as one message per sample and as one message per node and tick.
+# 3. Month close (PARTS contains month): 7 000 MIG instances at a 300 s interval
 #    (a whole month is 62.5 M samples). SCALES lists the fractions of a month
 #    loaded (default "0.0625 0.125"; "1" is the real full month, ~62.5 M rows).
 #    `cardhour bill --store clickhouse://…` is timed REPEAT times at each, with
 #    its peak memory. MONTH_DB=name reuses (and keeps) a database filled before
 #    with `bench-ingest fill` instead of filling one (SCALES is then its label).
 #    CATALOG (default schemas/examples/catalog.yaml) is the catalog billed with.
+# STORE_PARAMS (default empty) is appended to the ingest store URL, e.g.
+# "?compress=none" for a ClickHouse on the same host (docs/operations.md).
+# The topic is filled by the collector's own Kafka sink (zstd), with messages
+# framed as the collector frames them (one per node and tick).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +40,7 @@ REPEAT=${REPEAT:-3}
 PARTITIONS=${PARTITIONS:-4}
 CATALOG=${CATALOG:-schemas/examples/catalog.yaml}
 INGEST_FLAGS=${INGEST_FLAGS:-"--consumers 2 --batch-size 100000 --batch-age 500ms"}
+STORE_PARAMS=${STORE_PARAMS:-}
 CH=${CLICKHOUSE_ADDR:-127.0.0.1:19000}
 KAFKA=${KAFKA_BROKERS:-127.0.0.1:19092}
 CH_HOST=${CH%:*}
@@ -101,7 +108,7 @@ if [[ " $PARTS " == *" e2e "* ]]; then
 
 		cpu_begin
 		# shellcheck disable=SC2086 # INGEST_FLAGS is a list of flags
-		"$WORK/cardhour" ingest --store "clickhouse://$CH/${RUN}_ingest$i" --brokers "$KAFKA" --topic "$RUN" \
+		"$WORK/cardhour" ingest --store "clickhouse://$CH/${RUN}_ingest$i$STORE_PARAMS" --brokers "$KAFKA" --topic "$RUN" \
 			--group "${RUN}_g$i" --dlq-topic "${RUN}_dlq" $INGEST_FLAGS --listen "" --log-level warn &
 		pid=$!
 		lag=$("$WORK/bench" waitlag --brokers "$KAFKA" --topic "$RUN" --group "${RUN}_g$i")
@@ -138,8 +145,33 @@ if [[ " $PARTS " == *" e2e "* ]]; then
 				"$(awk -v w=$what '$1 == w {print $4}' "$WORK/cpu" | median)"
 		done
 	fi
-	printf 'ingest flags: %s; topic partitions: %s; all runs: tsv [%s] native [%s] ingest [%s]\n' "$INGEST_FLAGS" "$PARTITIONS" \
+	printf 'ingest flags: %s; store parameters: %s; topic partitions: %s; all runs: tsv [%s] native [%s] ingest [%s]\n' "$INGEST_FLAGS" "${STORE_PARAMS:-none}" "$PARTITIONS" \
 		"$(paste -sd' ' "$WORK/tsv.s")" "$(paste -sd' ' "$WORK/native.s")" "$(paste -sd' ' "$WORK/ingest.s")"
+fi
+
+if [[ " $PARTS " == *" framing "* ]]; then
+	# What one message per node and tick saves the consumer: the same N samples
+	# as N messages of one sample (keyed by instance) and as messages of one
+	# node-tick each; each topic is read REPEAT times by a fresh consumer group
+	# with kafka-go's Reader, without and with decoding every line.
+	[[ -s $WORK/s.jsonl ]] || "$WORK/cardhour" generate --samples "$N" --instances 7000 --interval 300 --seed 1 --out "$WORK/s.jsonl" >&2
+	"$WORK/bench" produce --brokers "$KAFKA" --topic "${RUN}_node" --partitions "$PARTITIONS" "$WORK/s.jsonl"
+	"$WORK/bench" produce --brokers "$KAFKA" --topic "${RUN}_sample" --partitions "$PARTITIONS" --per-sample "$WORK/s.jsonl"
+	echo
+	printf '%-58s %10s %10s %12s\n' "reading $N samples (Reader.FetchMessage), median of $REPEAT" "messages" "CPU s" "+decode CPU s"
+	for framing in sample node; do
+		: >"$WORK/read.s"
+		: >"$WORK/decode.s"
+		for i in $(seq "$REPEAT"); do
+			out=$("$WORK/bench" readcost --brokers "$KAFKA" --topic "${RUN}_$framing" --group "${RUN}_r${framing}$i" --samples "$N")
+			echo "$out" | sed -E 's/.*cpu_s=([0-9.]+).*/\1/' >>"$WORK/read.s"
+			msgs=$(echo "$out" | sed -E 's/.*messages=([0-9]+).*/\1/')
+			"$WORK/bench" readcost --brokers "$KAFKA" --topic "${RUN}_$framing" --group "${RUN}_d${framing}$i" --samples "$N" --decode |
+				sed -E 's/.*cpu_s=([0-9.]+).*/\1/' >>"$WORK/decode.s"
+		done
+		printf '%-58s %10s %10.2f %12.2f\n' "  one message per $framing" "$msgs" "$(median <"$WORK/read.s")" "$(median <"$WORK/decode.s")"
+	done
+	"$WORK/bench" deltopics --brokers "$KAFKA" "${RUN}_node" "${RUN}_sample" >/dev/null 2>&1 || true
 fi
 
 if [[ " $PARTS " == *" month "* ]]; then

@@ -1,7 +1,8 @@
 // Command bench-ingest is the helper of scripts/bench-ingest.sh:
 //
-//	bench-ingest produce  --brokers B --topic T --partitions N FILE.jsonl   create T, publish the samples framed as the collector does
+//	bench-ingest produce  --brokers B --topic T --partitions N FILE.jsonl   create T, publish through the collector's sink, framed as it frames them (--per-sample: one message per sample)
 //	bench-ingest waitlag  --brokers B --topic T --group G                   wait until G committed all of T; print timings
+//	bench-ingest readcost --brokers B --topic T --group G --samples N [--decode]  consume T, print this process's CPU seconds
 //	bench-ingest tsv      FILE.jsonl > FILE.tsv                             the raw_samples rows, for clickhouse-client
 //	bench-ingest fill     --store DSN --instances N --interval S --samples M --start YYYY-MM
 //	                                                                        generate and ingest in-process (no file, no Kafka)
@@ -18,6 +19,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -46,6 +48,8 @@ func main() {
 		err = tsv(os.Args[2:])
 	case "fill":
 		err = fill(os.Args[2:])
+	case "readcost":
+		err = readcost(os.Args[2:])
 	case "deltopics":
 		err = deltopics(os.Args[2:])
 	default:
@@ -63,6 +67,7 @@ func produce(args []string) error {
 	topic := fs.String("topic", "", "")
 	parts := fs.Int("partitions", 4, "")
 	compression := fs.String("compression", "zstd", "as cardhour collect --compression")
+	perSample := fs.Bool("per-sample", false, "one message per sample, keyed by instance (the framing before node messages), for the framing comparison")
 	_ = fs.Parse(args)
 	ctx := context.Background()
 	c := &kafka.Client{Addr: kafka.TCP(strings.Split(*brokers, ",")...), Timeout: 30 * time.Second}
@@ -90,10 +95,16 @@ func produce(args []string) error {
 	n, msgs := 0, 0
 	t0 := time.Now()
 	send := func() error {
-		buf, spans := schemas.AppendMessages(nil, nil, samples, 0)
 		recs = recs[:0]
-		for _, m := range spans {
-			recs = append(recs, spool.Record{Key: []byte(m.Key), Value: buf[m.Start:m.End]})
+		if *perSample {
+			for i := range samples {
+				recs = append(recs, spool.Record{Key: []byte(samples[i].InstanceID), Value: samples[i].AppendJSON(nil)})
+			}
+		} else {
+			buf, spans := schemas.AppendMessages(nil, nil, samples, 0)
+			for _, m := range spans {
+				recs = append(recs, spool.Record{Key: []byte(m.Key), Value: buf[m.Start:m.End]})
+			}
 		}
 		for i := 0; i < len(recs); i += 5000 {
 			if err := w.Write(ctx, recs[i:min(i+5000, len(recs))]); err != nil {
@@ -246,6 +257,55 @@ func fill(args []string) error {
 }
 
 // deltopics deletes the benchmark's topics (the shared Kafka keeps no garbage).
+// readcost consumes a whole topic in a consumer group with kafka-go's Reader
+// (FetchMessage, as ingest does), optionally decoding every line, and prints
+// the CPU seconds this process used.
+func readcost(args []string) error {
+	fs := flag.NewFlagSet("readcost", flag.ExitOnError)
+	brokers := fs.String("brokers", "127.0.0.1:19092", "")
+	topic := fs.String("topic", "", "")
+	group := fs.String("group", "", "")
+	samples := fs.Int("samples", 0, "samples in the topic (stop after that many)")
+	decode := fs.Bool("decode", false, "decode every line with the schemas decoder")
+	_ = fs.Parse(args)
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: strings.Split(*brokers, ","), GroupID: *group, Topic: *topic,
+		MinBytes: 1, MaxBytes: 16 << 20, MaxWait: 250 * time.Millisecond, QueueCapacity: 250, StartOffset: kafka.FirstOffset})
+	defer r.Close() //nolint:errcheck // a benchmark helper
+	dec := schemas.NewDecoder()
+	var s schemas.Sample
+	n, msgs := 0, 0
+	c0 := cpuSeconds()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for n < *samples {
+		m, err := r.FetchMessage(ctx)
+		if err != nil {
+			return err
+		}
+		msgs++
+		for rest := m.Value; len(rest) > 0; n++ {
+			var line []byte
+			line, rest = schemas.NextLine(rest)
+			if *decode {
+				if err := dec.Decode(line, &s); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	fmt.Printf("samples=%d messages=%d cpu_s=%.2f\n", n, msgs, cpuSeconds()-c0)
+	return nil
+}
+
+// cpuSeconds is the user and system CPU time this process has used.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
 func deltopics(args []string) error {
 	fs := flag.NewFlagSet("deltopics", flag.ExitOnError)
 	brokers := fs.String("brokers", "127.0.0.1:19092", "")
