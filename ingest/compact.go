@@ -64,9 +64,20 @@ func IdleCandidate(s *schemas.Sample) bool {
 }
 
 // Build returns the batch for samples: the samples themselves and the runs they
-// create or extend. The samples slice is kept in the batch, not copied.
+// create or extend. The samples slice is kept in the batch, not copied. It is
+// Add then EmitOpen.
 func (c *Compactor) Build(samples []schemas.Sample) *Batch {
 	b := &Batch{Samples: samples}
+	c.Add(b, samples)
+	c.EmitOpen(b)
+	return b
+}
+
+// Add folds samples into the open runs and appends to b the runs they complete
+// (a run closed by a gap, a finished month, a late sample of its own). The open
+// runs they extend are emitted by the next EmitOpen: until then the samples are
+// not all covered by emitted rows.
+func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
 	for i := range samples {
 		s := &samples[i]
 		if s.Project == "" {
@@ -92,6 +103,11 @@ func (c *Compactor) Build(samples []schemas.Sample) *Batch {
 			b.Idle = c.addIdle(b.Idle, k, start, e, class, util)
 		}
 	}
+}
+
+// EmitOpen appends to b every open run that grew since it was last emitted.
+// Afterwards the rows emitted so far cover every sample added so far.
+func (c *Compactor) EmitOpen(b *Batch) {
 	for _, k := range c.dirtyO {
 		if r := c.occ[k]; r != nil && r.dirty {
 			b.Occupancy = c.appendRun(b.Occupancy, k, r.start, r.end)
@@ -113,7 +129,6 @@ func (c *Compactor) Build(samples []schemas.Sample) *Batch {
 	if len(c.idle) > c.maxOpen {
 		clear(c.idle)
 	}
-	return b
 }
 
 func (c *Compactor) addOcc(out []Run, k billing.Key, start, end int64) []Run {

@@ -251,3 +251,39 @@ func TestStreamStoresLikeWrite(t *testing.T) {
 		})
 	}
 }
+
+// Batches staged with FinishRaw and flushed together (a backlog: the worker's
+// CommitInterval) store the same intervals as batches flushed one by one, in
+// fewer rows and fewer writes. Staged batches are not covered until FlushRuns:
+// their open runs are written only then.
+func TestStagedBatchesFlushTogether(t *testing.T) {
+	data := ingesttest.Trace(t, 20_000, 5)
+	samples := ingesttest.Samples(t, data)
+	cats := ingesttest.Catalogs(t)
+	ctx := context.Background()
+	occRows := map[int]int{}
+	for _, every := range []int{1, 4, 1000} {
+		store := &streamStore{MemStore: ingest.NewMemStore()}
+		w, err := ingest.NewWriter(ingest.WriterConfig{Store: store, Logger: quietLogger()})
+		require.NoError(t, err)
+		batches := 0
+		for i := 0; i < len(samples); i += 2000 {
+			st := w.BeginStream(ctx, time.Second)
+			require.NoError(t, st.FinishRaw(ctx, samples[i:min(i+2000, len(samples))]))
+			if batches++; batches%every == 0 {
+				require.NoError(t, w.FlushRuns(ctx))
+			}
+		}
+		_, occBefore, _, _ := store.Counts()
+		require.NoError(t, w.FlushRuns(ctx))
+		raw, occ, _, writes := store.Counts()
+		require.Equal(t, len(samples), raw)
+		if every > batches {
+			require.Less(t, occBefore, occ, "the open runs of staged batches are written by FlushRuns")
+		}
+		occRows[every] = occ
+		t.Logf("flush every %d batches: %d occupancy rows, %d writes", every, occ, writes)
+		ingesttest.RequireSameInvoices(t, data, cats, store)
+	}
+	require.Less(t, occRows[4], occRows[1], "open runs are written once per flush, not once per batch")
+}

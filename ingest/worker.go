@@ -25,6 +25,7 @@ const (
 	DefaultMaxMessageBytes = 1 << 20 // Kafka's default message.max.bytes
 	DefaultShutdownGrace   = 10 * time.Second
 	DefaultStreamPiece     = 16 << 10
+	DefaultCommitInterval  = 2 * time.Second
 	// dlqMaxValueBytes bounds the payload copied to the dead-letter topic; a
 	// longer message is truncated there (header truncated=true) and stays whole
 	// in the source topic at source_partition/source_offset.
@@ -64,8 +65,14 @@ type WorkerConfig struct {
 	RetryMin        time.Duration // backoff of store, dead-letter and commit retries
 	RetryMax        time.Duration
 	StoreTimeout    time.Duration // bound of one store write attempt (default DefaultAttemptTimeout)
-	SessionTimeout  time.Duration // Kafka group session timeout (default 10s)
-	MaxOpenRuns     int
+	// CommitInterval: while batches come full (a backlog), their intervals are
+	// written and their offsets committed at most this often; a batch that is
+	// not full (the consumer has caught up) is always committed at once
+	// (default DefaultCommitInterval; raw samples are written batch by batch
+	// regardless).
+	CommitInterval time.Duration
+	SessionTimeout time.Duration // Kafka group session timeout (default 10s)
+	MaxOpenRuns    int
 	// StreamPiece is how many decoded samples the fetcher hands the store at a
 	// time while a batch is still being read (stores that stream a batch's raw
 	// insert; default DefaultStreamPiece).
@@ -92,8 +99,8 @@ func (c *WorkerConfig) Validate() error {
 	if c.Logger == nil {
 		errs = append(errs, errors.New("ingest: logger is required"))
 	}
-	if c.Consumers < 0 || c.BatchSize < 0 || c.BatchAge < 0 || c.MaxMessageBytes < 0 || c.ShutdownGrace < 0 || c.StreamPiece < 0 || c.StoreTimeout < 0 {
-		errs = append(errs, errors.New("ingest: consumers, batch size, batch age, max message bytes, shutdown grace, stream piece and store timeout must not be negative"))
+	if c.Consumers < 0 || c.BatchSize < 0 || c.BatchAge < 0 || c.MaxMessageBytes < 0 || c.ShutdownGrace < 0 || c.StreamPiece < 0 || c.StoreTimeout < 0 || c.CommitInterval < 0 {
+		errs = append(errs, errors.New("ingest: consumers, batch size, batch age, max message bytes, shutdown grace, stream piece, store timeout and commit interval must not be negative"))
 	}
 	if c.Topic != "" && c.Topic == c.DLQTopic {
 		errs = append(errs, fmt.Errorf("ingest: the dead-letter topic must differ from the sample topic %q", c.Topic))
@@ -128,6 +135,9 @@ func (c *WorkerConfig) setDefaults() {
 	}
 	if c.StreamPiece == 0 {
 		c.StreamPiece = DefaultStreamPiece
+	}
+	if c.CommitInterval == 0 {
+		c.CommitInterval = DefaultCommitInterval
 	}
 	if c.RetryMin == 0 {
 		c.RetryMin = 100 * time.Millisecond
@@ -233,6 +243,10 @@ type consumer struct {
 	reader *kafka.Reader
 	writer *Writer
 	dec    *schemas.Decoder
+	// Offsets of the batches whose raw samples are stored but whose intervals
+	// wait in the writer (staged), and when offsets were last committed.
+	uncommitted []kafka.Message
+	lastCommit  time.Time
 }
 
 // batch is what the fetching goroutine hands to the writing one: the decoded
@@ -295,7 +309,7 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 		Dialer:            cfg.Dialer,
 		ErrorLogger:       kafka.LoggerFunc(func(f string, a ...any) { log.Debug("kafka: " + fmt.Sprintf(f, a...)) }),
 	})
-	c := &consumer{w: w, id: id, log: log, reader: reader, writer: writer, dec: schemas.NewDecoder()}
+	c := &consumer{w: w, id: id, log: log, reader: reader, writer: writer, dec: schemas.NewDecoder(), lastCommit: time.Now()}
 	w.running.Add(1)
 	cfg.Metrics.Workers.Inc()
 	defer func() {
@@ -385,6 +399,14 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 	}
 	if st != nil {
 		st.Abort()
+	}
+	if werr == nil && len(c.uncommitted) > 0 {
+		// Staged batches whose pieces all arrived: store their intervals and
+		// commit them within the grace period.
+		if err := c.commit(wctx); err != nil {
+			log.Warn("shutdown: stored batches left uncommitted; they will be consumed again", "err", err)
+			werr = err
+		}
 	}
 	<-fetchDone
 	if ctx.Err() != nil {
@@ -494,11 +516,13 @@ func (c *consumer) decodeMessage(msg *kafka.Message, b *batch) {
 }
 
 // flush writes the batch's valid samples to the store and its invalid messages
-// to the dead-letter topic, and only then commits the batch's offsets.
+// to the dead-letter topic, and only then, if the batch is not full or
+// CommitInterval has passed, writes the intervals of this and the batches
+// staged before it and commits their offsets.
 func (c *consumer) flush(ctx context.Context, b *batch, st *Stream) error {
 	cfg := &c.w.cfg
 	m := cfg.Metrics
-	if err := st.Finish(ctx, b.valid); err != nil {
+	if err := st.FinishRaw(ctx, b.valid); err != nil {
 		return err
 	}
 	if len(b.dead) > 0 {
@@ -519,17 +543,38 @@ func (c *consumer) flush(ctx context.Context, b *batch, st *Stream) error {
 				"partition", headerValue(&b.dead[i], HeaderSourcePartition), "offset", headerValue(&b.dead[i], HeaderSourceOffset))
 		}
 	}
-	// Everything in the batch is stored (or dead-lettered): now, and only now,
-	// the offsets may be committed. A failed commit is retried; if the process
-	// dies first, the batch is consumed again, which is harmless.
-	return Retry(ctx, c.log, cfg.RetryMin, cfg.RetryMax, m, c.w.notePause, "offset commit", func(ctx context.Context) error {
-		if err := c.reader.CommitMessages(ctx, b.commits...); err != nil {
+	c.uncommitted = append(c.uncommitted, b.commits...)
+	if b.lines < cfg.BatchSize || time.Since(c.lastCommit) >= cfg.CommitInterval {
+		return c.commit(ctx)
+	}
+	return nil
+}
+
+// commit writes the intervals of the staged batches and then commits their
+// offsets: everything in them is stored (or dead-lettered), so now, and only
+// now, the offsets may be committed (for each partition kafka-go commits the
+// highest). A failed commit is retried; if the process dies first, the batches
+// are consumed again, which is harmless.
+func (c *consumer) commit(ctx context.Context) error {
+	cfg := &c.w.cfg
+	m := cfg.Metrics
+	if err := c.writer.FlushRuns(ctx); err != nil {
+		return err
+	}
+	err := Retry(ctx, c.log, cfg.RetryMin, cfg.RetryMax, m, c.w.notePause, "offset commit", func(ctx context.Context) error {
+		if err := c.reader.CommitMessages(ctx, c.uncommitted...); err != nil {
 			m.CommitErrors.Inc()
 			return err
 		}
 		m.Commits.Inc()
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	c.uncommitted = c.uncommitted[:0]
+	c.lastCommit = time.Now()
+	return nil
 }
 
 // checkMessage rejects a message as a whole: an unknown schema header, or more

@@ -56,6 +56,10 @@ func (c *WriterConfig) Validate() error {
 type Writer struct {
 	cfg WriterConfig
 	c   *Compactor
+	// Runs completed by staged batches (FinishRaw), written by FlushRuns, and
+	// the number of samples staged since the last flush.
+	pending Batch
+	staged  int
 }
 
 // NewWriter validates cfg and returns a Writer.
@@ -169,32 +173,66 @@ func (st *Stream) Abort() {
 
 // Finish stores the batch: all of its samples (those passed to Add and the
 // rest) and the intervals built from them. Like Write, it returns nil once the
-// store accepted everything, or ctx's error.
+// store accepted everything, or ctx's error. It is FinishRaw then FlushRuns.
 func (st *Stream) Finish(ctx context.Context, samples []schemas.Sample) error {
+	if err := st.FinishRaw(ctx, samples); err != nil {
+		return err
+	}
+	return st.w.FlushRuns(ctx)
+}
+
+// FinishRaw stores the batch's raw samples (all of them: those passed to Add
+// and the rest) and stages the batch: its samples are folded into the open
+// runs, and the runs they complete wait in the writer. Only after FlushRuns are
+// the staged samples covered by stored intervals, so only then may their
+// offsets be committed. It returns nil once the raw samples are stored, or
+// ctx's error. If the streamed insert failed at any point, the samples are
+// written again whole, with retries.
+func (st *Stream) FinishRaw(ctx context.Context, samples []schemas.Sample) error {
 	w := st.w
 	defer st.Abort()
-	if st.rs == nil {
-		return w.Write(ctx, samples)
-	}
-	if st.err == nil && st.n < len(samples) {
+	if st.rs != nil && st.err == nil && st.n < len(samples) {
 		st.Add(samples[st.n:]) // the tail not yet handed over
 	}
-	if st.err == nil {
+	if st.rs != nil && st.err == nil {
 		st.err = st.rs.Finish()
 	}
-	if st.err != nil {
-		w.cfg.Metrics.WriteErrors.Inc()
-		if ctx.Err() == nil {
-			w.cfg.Logger.Warn("streamed insert failed; writing the batch again", "samples", len(samples), "err", st.err)
+	switch {
+	case st.rs != nil && st.err == nil:
+		w.cfg.Metrics.SamplesWritten.Add(float64(len(samples)))
+		w.cfg.Metrics.RowsWritten.WithLabelValues("raw_samples").Add(float64(len(samples)))
+	case len(samples) > 0:
+		if st.rs != nil {
+			w.cfg.Metrics.WriteErrors.Inc()
+			if ctx.Err() == nil {
+				w.cfg.Logger.Warn("streamed insert failed; writing the batch again", "samples", len(samples), "err", st.err)
+			}
 		}
-		return w.Write(ctx, samples)
+		if err := w.write(ctx, &Batch{Samples: samples}, len(samples)); err != nil {
+			return err
+		}
 	}
-	// The raw samples are stored; what is left are the intervals.
-	b := w.c.Build(samples)
-	w.cfg.Metrics.SamplesWritten.Add(float64(len(samples)))
-	w.cfg.Metrics.RowsWritten.WithLabelValues("raw_samples").Add(float64(len(samples)))
-	b.Samples = nil
-	return w.write(ctx, b, len(samples))
+	w.c.Add(&w.pending, samples)
+	w.staged += len(samples)
+	return nil
+}
+
+// FlushRuns writes the runs of the batches staged since the last flush and
+// every open run that grew meanwhile, with retries. Once it returns nil, every
+// staged sample is covered by stored rows (raw and intervals).
+func (w *Writer) FlushRuns(ctx context.Context) error {
+	w.c.EmitOpen(&w.pending)
+	b := &Batch{Occupancy: w.pending.Occupancy, Idle: w.pending.Idle}
+	if len(b.Occupancy)+len(b.Idle) > 0 {
+		if err := w.write(ctx, b, w.staged); err != nil {
+			return err
+		}
+	}
+	clear(w.pending.Occupancy) // drop key strings
+	clear(w.pending.Idle)
+	w.pending.Occupancy, w.pending.Idle = w.pending.Occupancy[:0], w.pending.Idle[:0]
+	w.staged = 0
+	return nil
 }
 
 // Retry calls op until it succeeds or ctx ends, sleeping between attempts with

@@ -43,6 +43,7 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 	batchAge := fs.Duration("batch-age", ingest.DefaultBatchAge, "longest a message waits for its batch")
 	maxMsg := fs.Int("max-message-bytes", ingest.DefaultMaxMessageBytes, "larger messages go to the dead-letter topic")
 	grace := fs.Duration("shutdown-grace", ingest.DefaultShutdownGrace, "on SIGTERM, time to flush the open batch before abandoning it uncommitted")
+	commitInterval := fs.Duration("commit-interval", ingest.DefaultCommitInterval, "while batches come full (a backlog), write their occupancy and idle runs and commit their offsets at most this often; a batch that is not full is committed at once")
 	storeTimeout := fs.Duration("store-timeout", ingest.DefaultAttemptTimeout, "longest one store write may take before it is abandoned and retried (a hung store counts as down)")
 	session := fs.Duration("session-timeout", 10*time.Second, "Kafka group session timeout: how soon a dead worker's partitions move to the others")
 	listen := fs.String("listen", ":9464", "address of /metrics and /healthz ('' to disable)")
@@ -103,7 +104,7 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 
 	w, err := ingest.NewWorker(ingest.WorkerConfig{
 		Brokers: splitList(*brokers), Topic: *topic, GroupID: *group, DLQTopic: *dlq, Consumers: *consumers,
-		BatchSize: *batchSize, BatchAge: *batchAge, MaxMessageBytes: *maxMsg, ShutdownGrace: *grace, SessionTimeout: *session, StoreTimeout: *storeTimeout,
+		BatchSize: *batchSize, BatchAge: *batchAge, MaxMessageBytes: *maxMsg, ShutdownGrace: *grace, SessionTimeout: *session, StoreTimeout: *storeTimeout, CommitInterval: *commitInterval,
 		Store: st, Logger: log, Metrics: metrics,
 	})
 	if err != nil {
