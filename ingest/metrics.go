@@ -9,7 +9,7 @@ import (
 type Metrics struct {
 	Messages       *prometheus.CounterVec // sample lines, result=valid|invalid
 	SamplesWritten prometheus.Counter     // raw samples accepted by the store
-	SamplesEarly   prometheus.Counter     // samples sent to the store while their batch was still being read
+	SamplesEarly   prometheus.Counter     // samples sent as blocks of a batch's open insert
 	RowsWritten    *prometheus.CounterVec // table=raw_samples|occupancy|idle_spans
 	Batches        prometheus.Counter     // batches written
 	BatchSamples   prometheus.Histogram   // samples per batch
@@ -35,7 +35,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		SamplesEarly: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cardhour_ingest_samples_streamed_total",
-			Help: "Samples sent to the store in pieces while their batch was still being read (stored only once the batch is).",
+			Help: "Samples sent to the store as blocks of a batch's open insert, while the batch is still being read (stored only once the insert is finished).",
 		}),
 		RowsWritten: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "cardhour_ingest_rows_written_total", Help: "Rows written to the store, by table.",

@@ -74,8 +74,9 @@ type WorkerConfig struct {
 	SessionTimeout time.Duration // Kafka group session timeout (default 10s)
 	MaxOpenRuns    int
 	// StreamPiece is how many decoded samples the fetcher hands the store at a
-	// time while a batch is still being read (stores that stream a batch's raw
-	// insert; default DefaultStreamPiece).
+	// time while a batch is still being read: a block of the batch's open insert
+	// (stores that stream), or a write of its own (others). A consumer holds at
+	// most four pieces (default DefaultStreamPiece).
 	StreamPiece int
 
 	Store   Store
@@ -238,34 +239,37 @@ func (w *Worker) Run(ctx context.Context) error {
 
 type consumer struct {
 	w      *Worker
-	id     int
 	log    *slog.Logger
 	reader *kafka.Reader
 	writer *Writer
 	dec    *schemas.Decoder
+	// The piece being decoded into, and the pool of piece buffers.
+	cur  []schemas.Sample
+	pool chan []schemas.Sample
 	// Offsets of the batches whose raw samples are stored but whose intervals
 	// wait in the writer (staged), and when offsets were last committed.
 	uncommitted []kafka.Message
 	lastCommit  time.Time
+	committed   bool // this session committed at least once
+	onCommit    func()
 }
 
-// batch is what the fetching goroutine hands to the writing one: the decoded
-// samples, the dead letters, and per partition the last message (all that an
-// offset commit needs; message values are not kept once decoded).
+// batch is what the fetching goroutine hands to the writing one once a batch is
+// complete (its samples went ahead in pieces): the dead letters, and per
+// partition the last message (all that an offset commit needs; message values
+// are not kept once decoded).
 type batch struct {
 	n       int // messages
 	lines   int // samples and invalid lines (what BatchSize bounds)
-	handed  int // valid samples already sent to the writer as pieces
-	valid   []schemas.Sample
 	dead    []kafka.Message
 	commits []kafka.Message
 	last    map[int]int // partition -> index in commits
 }
 
 func (b *batch) reset() {
-	b.n, b.lines, b.handed = 0, 0, 0
-	clear(b.valid) // drop string references
-	b.valid, b.dead, b.commits = b.valid[:0], b.dead[:0], b.commits[:0]
+	b.n, b.lines = 0, 0
+	clear(b.dead)
+	b.dead, b.commits = b.dead[:0], b.commits[:0]
 	clear(b.last)
 }
 
@@ -281,13 +285,68 @@ func (b *batch) add(m *kafka.Message) {
 	b.commits = append(b.commits, c)
 }
 
+// piecesPerConsumer is how many piece buffers a consumer decodes into: the
+// fetcher fills one while the writer sends others. Together with StreamPiece it
+// bounds the decoded samples a consumer holds, whatever the batch size.
+const piecesPerConsumer = 4
+
+// consume runs sessions of one group member until ctx ends. A session ends
+// early when the store fails: nothing it had not committed is kept, and the
+// next session, after a backoff, consumes it again from the committed offsets
+// (a fresh reader rejoins the group). So no batch has to be kept in memory to be
+// written again, and a batch may be large.
 func (w *Worker) consume(ctx context.Context, id int) error {
 	cfg := &w.cfg
 	log := cfg.Logger.With("consumer", id)
+	w.running.Add(1)
+	cfg.Metrics.Workers.Inc()
+	defer func() {
+		w.running.Add(-1)
+		cfg.Metrics.Workers.Dec()
+	}()
+	log.Info("consuming", "topic", cfg.Topic, "group", cfg.GroupID, "batch_size", cfg.BatchSize, "batch_age", cfg.BatchAge)
+	delay := cfg.RetryMin
+	// From a failure until the next commit, the consumer counts as paused.
+	paused := false
+	resume := func() {
+		if paused {
+			cfg.Metrics.Paused.Dec()
+			paused = false
+		}
+	}
+	defer resume()
+	for {
+		committed, err := w.session(ctx, log, resume)
+		if ctx.Err() != nil {
+			log.Info("stopped")
+			return nil
+		}
+		if committed {
+			delay = cfg.RetryMin
+		}
+		if !paused {
+			cfg.Metrics.Paused.Inc()
+			paused = true
+		}
+		w.notePause(true, err)
+		log.Warn("store write failed; consuming again from the last committed offsets", "retry_in", delay, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, cfg.RetryMax)
+	}
+}
+
+// session consumes with a fresh reader and writer until ctx ends (nil) or the
+// store fails (the error; what was not committed is given up). onCommit is
+// called after each commit.
+func (w *Worker) session(ctx context.Context, log *slog.Logger, onCommit func()) (committed bool, err error) {
+	cfg := &w.cfg
 	writer, err := NewWriter(WriterConfig{Store: cfg.Store, Logger: log, Metrics: cfg.Metrics,
 		MaxOpenRuns: cfg.MaxOpenRuns, RetryMin: cfg.RetryMin, RetryMax: cfg.RetryMax, AttemptTimeout: cfg.StoreTimeout, OnPause: w.notePause})
 	if err != nil {
-		return err
+		return false, err
 	}
 	reader := kafka.NewReader(kafka.ReaderConfig{
 		Brokers:        cfg.Brokers,
@@ -309,26 +368,28 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 		Dialer:            cfg.Dialer,
 		ErrorLogger:       kafka.LoggerFunc(func(f string, a ...any) { log.Debug("kafka: " + fmt.Sprintf(f, a...)) }),
 	})
-	c := &consumer{w: w, id: id, log: log, reader: reader, writer: writer, dec: schemas.NewDecoder(), lastCommit: time.Now()}
-	w.running.Add(1)
-	cfg.Metrics.Workers.Inc()
 	defer func() {
-		w.running.Add(-1)
-		cfg.Metrics.Workers.Dec()
 		if err := reader.Close(); err != nil {
 			log.Warn("closing the Kafka reader", "err", err)
 		}
 	}()
-	log.Info("consuming", "topic", cfg.Topic, "group", cfg.GroupID, "batch_size", cfg.BatchSize, "batch_age", cfg.BatchAge)
+	c := &consumer{w: w, log: log, reader: reader, writer: writer, dec: schemas.NewDecoder(), lastCommit: time.Now(),
+		pool: make(chan []schemas.Sample, piecesPerConsumer), onCommit: onCommit}
+	for range piecesPerConsumer {
+		c.pool <- make([]schemas.Sample, 0, cfg.StreamPiece)
+	}
 
-	// Two goroutines and two batches: while one batch is written and committed,
-	// the next is fetched and decoded. Batches are written and committed in
-	// fetch order, each commit only after its batch was stored, so the
-	// flush-then-commit rule holds as with one goroutine.
+	// Two goroutines: while the writer sends pieces to the store, finishes
+	// batches and commits, the fetcher fetches and decodes. Batches are written
+	// and committed in fetch order, each commit only after its batch was stored,
+	// so the flush-then-commit rule holds as with one goroutine.
 	//
-	// The writer works on until ctx ends and then for at most ShutdownGrace: on
-	// shutdown the batches already fetched are finished within the grace period,
-	// or abandoned uncommitted (Kafka redelivers them to the next owner).
+	// The fetcher stops when ctx ends or the writer fails (fctx). The writer
+	// works on until ctx ends and then for at most ShutdownGrace: on shutdown
+	// the batches already fetched are finished within the grace period, or
+	// abandoned uncommitted (Kafka redelivers them to the next owner).
+	fctx, stopFetch := context.WithCancel(ctx)
+	defer stopFetch()
 	wctx, wcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer wcancel()
 	stopGrace := context.AfterFunc(ctx, func() {
@@ -339,15 +400,9 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 	defer stopGrace()
 	free := make(chan *batch, 2)
 	for range 2 {
-		free <- &batch{valid: make([]schemas.Sample, 0, min(cfg.BatchSize, 1<<17)), last: map[int]int{}}
+		free <- &batch{last: map[int]int{}}
 	}
-	// The fetcher hands the writer each batch in pieces as it decodes them
-	// (StreamPiece samples; stores that can, start inserting at once), then the
-	// batch itself, complete.
-	// Room for the pieces of both batches, so that the fetcher rarely waits and
-	// pieces keep their size (the store reuses its column buffers from piece to
-	// piece; a piece that grew would make them grow again).
-	pieces := make(chan piece, min(2*(cfg.BatchSize/cfg.StreamPiece+1)+2, 4096))
+	pieces := make(chan piece, piecesPerConsumer+2)
 	fetchDone := make(chan struct{})
 	go func() {
 		defer close(fetchDone)
@@ -356,12 +411,12 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 			var b *batch
 			select {
 			case b = <-free:
-			case <-ctx.Done():
+			case <-fctx.Done():
 				return
 			}
-			done := c.fetch(ctx, b, pieces)
+			done := c.fetch(fctx, b, pieces)
 			if b.n > 0 {
-				pieces <- piece{b: b, done: true} // the writer drains pieces until it is closed
+				pieces <- piece{b: b} // the writer drains pieces until it is closed
 			} else {
 				free <- b
 			}
@@ -372,9 +427,32 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 	}()
 	var werr error
 	var st *Stream
-	for p := range pieces {
+	// Batches staged by a full batch are committed by the next batch, or, when
+	// none comes (the backlog ended exactly at a full batch), by this ticker once
+	// CommitInterval has passed, between batches.
+	ticker := time.NewTicker(max(cfg.CommitInterval/4, 10*time.Millisecond))
+	defer ticker.Stop()
+loop:
+	for {
+		var p piece
+		select {
+		case p1, ok := <-pieces:
+			if !ok {
+				break loop // the fetcher is done
+			}
+			p = p1
+		case <-ticker.C:
+			if werr == nil && st == nil && len(c.uncommitted) > 0 && time.Since(c.lastCommit) >= cfg.CommitInterval {
+				if werr = c.commit(wctx); werr != nil {
+					stopFetch()
+				}
+			}
+			continue
+		}
 		if werr != nil {
-			if p.done {
+			if p.b == nil {
+				c.pool <- p.samples[:0]
+			} else {
 				p.b.reset()
 				free <- p.b
 			}
@@ -383,55 +461,55 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 		if st == nil {
 			st = c.writer.BeginStream(wctx, cfg.BatchAge)
 		}
-		if !p.done {
-			st.addEarly(p.samples)
-			continue
+		if p.b == nil {
+			werr = st.Write(wctx, p.samples)
+			c.pool <- p.samples[:0]
+		} else {
+			werr = c.finish(wctx, p.b, st)
+			st = nil
+			p.b.reset()
+			free <- p.b
 		}
-		if err := c.flush(wctx, p.b, st); err != nil {
+		if werr != nil {
+			stopFetch()
 			if ctx.Err() != nil {
-				log.Warn("shutdown: batch abandoned uncommitted; it will be consumed again", "messages", p.b.n, "err", err)
+				log.Warn("shutdown: batch abandoned uncommitted; it will be consumed again", "err", werr)
 			}
-			werr = err
 		}
-		st = nil
-		p.b.reset()
-		free <- p.b
 	}
 	if st != nil {
 		st.Abort()
 	}
 	if werr == nil && len(c.uncommitted) > 0 {
-		// Staged batches whose pieces all arrived: store their intervals and
-		// commit them within the grace period.
-		if err := c.commit(wctx); err != nil {
-			log.Warn("shutdown: stored batches left uncommitted; they will be consumed again", "err", err)
-			werr = err
+		// Stored batches that waited for the commit interval: write their
+		// intervals and commit them within the grace period.
+		if werr = c.commit(wctx); werr != nil {
+			log.Warn("shutdown: stored batches left uncommitted; they will be consumed again", "err", werr)
 		}
 	}
 	<-fetchDone
 	if ctx.Err() != nil {
-		log.Info("stopped")
-		return nil
+		return c.committed, nil
 	}
-	return werr
+	return c.committed, werr
 }
 
-// piece is a run of decoded samples of batch b (done=false), or b complete.
+// piece is a run of decoded samples (b nil), or batch b complete (its samples
+// went ahead).
 type piece struct {
 	b       *batch
 	samples []schemas.Sample
-	done    bool
 }
 
 // fetch fills b until it holds BatchSize samples, its first message is
 // BatchAge old, or ctx ends (done=true). Each message is decoded as it arrives,
-// line by line (a message holds one sample per line); every StreamPiece valid
-// samples are sent to out as a piece (b.valid only grows meanwhile, so the
-// pieces stay intact).
+// line by line (a message holds one sample per line), into piece buffers that
+// go to out once they hold StreamPiece samples and at the batch's end.
 func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done bool) {
 	cfg := &c.w.cfg
 	fctx := ctx // no deadline until the batch has a first message
 	delay := cfg.RetryMin
+	valid := 0
 	defer func() {
 		for i := range b.commits {
 			m := &b.commits[i]
@@ -439,17 +517,37 @@ func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done 
 				cfg.Metrics.Lag.WithLabelValues(strconv.Itoa(m.Partition)).Set(float64(lag))
 			}
 		}
-		cfg.Metrics.Messages.WithLabelValues("valid").Add(float64(len(b.valid)))
+		cfg.Metrics.Messages.WithLabelValues("valid").Add(float64(valid))
 		cfg.Metrics.Messages.WithLabelValues("invalid").Add(float64(len(b.dead)))
 	}()
+	// send hands the current piece to the writer; ok=false when ctx ended.
+	send := func() bool {
+		if len(c.cur) == 0 {
+			return true
+		}
+		select {
+		case out <- piece{samples: c.cur}:
+			c.cur = nil
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 	for b.lines < cfg.BatchSize {
+		if c.cur == nil {
+			select {
+			case c.cur = <-c.pool:
+			case <-ctx.Done():
+				return true
+			}
+		}
 		m, err := c.reader.FetchMessage(fctx)
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
 			return true
 		case errors.Is(err, context.DeadlineExceeded):
-			return false // the batch is old enough
+			return !send() // the batch is old enough
 		default:
 			c.log.Warn("fetch failed, retrying", "err", err, "retry_in", delay)
 			select {
@@ -466,22 +564,19 @@ func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done 
 			defer cancel()
 		}
 		b.add(&m)
+		n := len(c.cur)
 		c.decodeMessage(&m, b)
-		if n := len(b.valid); n-b.handed >= cfg.StreamPiece {
-			select {
-			case out <- piece{b: b, samples: b.valid[b.handed:n]}:
-				b.handed = n
-			case <-ctx.Done():
-				return true
-			}
+		valid += len(c.cur) - n
+		if len(c.cur) >= cfg.StreamPiece && !send() {
+			return true
 		}
 	}
-	return false
+	return !send()
 }
 
-// decodeMessage appends the samples of msg (one per line) to b.valid and a dead
-// letter to b.dead for each invalid line, or one for the whole message when its
-// header, its size or its lack of any sample makes it invalid.
+// decodeMessage appends the samples of msg (one per line) to the current piece
+// and a dead letter to b.dead for each invalid line, or one for the whole
+// message when its header, its size or its lack of any sample makes it invalid.
 func (c *consumer) decodeMessage(msg *kafka.Message, b *batch) {
 	if err := c.checkMessage(msg); err != nil {
 		b.lines++
@@ -497,14 +592,14 @@ func (c *consumer) decodeMessage(msg *kafka.Message, b *batch) {
 			continue
 		}
 		samples++
-		n := len(b.valid)
-		if n < cap(b.valid) {
-			b.valid = b.valid[:n+1] // Decode overwrites every field
+		n := len(c.cur)
+		if n < cap(c.cur) {
+			c.cur = c.cur[:n+1] // Decode overwrites every field
 		} else {
-			b.valid = append(b.valid, schemas.Sample{})
+			c.cur = append(c.cur, schemas.Sample{})
 		}
-		if err := c.dec.Decode(line, &b.valid[n]); err != nil {
-			b.valid = b.valid[:n]
+		if err := c.dec.Decode(line, &c.cur[n]); err != nil {
+			c.cur = c.cur[:n]
 			b.dead = append(b.dead, deadLetter(msg, line, lineNo, err))
 		}
 	}
@@ -515,14 +610,14 @@ func (c *consumer) decodeMessage(msg *kafka.Message, b *batch) {
 	b.lines += samples
 }
 
-// flush writes the batch's valid samples to the store and its invalid messages
-// to the dead-letter topic, and only then, if the batch is not full or
-// CommitInterval has passed, writes the intervals of this and the batches
-// staged before it and commits their offsets.
-func (c *consumer) flush(ctx context.Context, b *batch, st *Stream) error {
+// finish ends the batch's raw insert, writes its invalid messages to the
+// dead-letter topic, and then, if the batch is not full or CommitInterval has
+// passed, writes the intervals of this and the batches staged before it and
+// commits their offsets.
+func (c *consumer) finish(ctx context.Context, b *batch, st *Stream) error {
 	cfg := &c.w.cfg
 	m := cfg.Metrics
-	if err := st.FinishRaw(ctx, b.valid); err != nil {
+	if err := st.Close(); err != nil {
 		return err
 	}
 	if len(b.dead) > 0 {
@@ -540,7 +635,8 @@ func (c *consumer) flush(ctx context.Context, b *batch, st *Stream) error {
 			m.DLQ.WithLabelValues(headerValue(&b.dead[i], HeaderReason)).Inc()
 			c.log.Warn("invalid message sent to the dead-letter topic", "topic", cfg.DLQTopic,
 				"reason", headerValue(&b.dead[i], HeaderReason), "error", headerValue(&b.dead[i], HeaderError),
-				"partition", headerValue(&b.dead[i], HeaderSourcePartition), "offset", headerValue(&b.dead[i], HeaderSourceOffset))
+				"partition", headerValue(&b.dead[i], HeaderSourcePartition), "offset", headerValue(&b.dead[i], HeaderSourceOffset),
+				"line", headerValue(&b.dead[i], HeaderSourceLine))
 		}
 	}
 	c.uncommitted = append(c.uncommitted, b.commits...)
@@ -574,6 +670,9 @@ func (c *consumer) commit(ctx context.Context) error {
 	}
 	c.uncommitted = c.uncommitted[:0]
 	c.lastCommit = time.Now()
+	c.committed = true
+	c.w.notePause(false, nil)
+	c.onCommit()
 	return nil
 }
 

@@ -50,16 +50,16 @@ func (c *WriterConfig) Validate() error {
 }
 
 // Writer is the one path from decoded samples to the store, shared by the Kafka
-// worker and the file back-fill: it compacts a batch and writes it, retrying with
-// exponential backoff while the store fails, until it succeeds or ctx ends.
-// Not safe for concurrent use (one per worker goroutine).
+// worker and the file back-fill. Write compacts a batch and writes it whole,
+// retrying with exponential backoff while the store fails, until it succeeds or
+// ctx ends (the back-fill). A Stream writes a batch piece by piece and
+// FlushRuns its intervals later (the worker, which consumes again instead of
+// retrying). Not safe for concurrent use (one per worker goroutine).
 type Writer struct {
 	cfg WriterConfig
 	c   *Compactor
-	// Runs completed by staged batches (FinishRaw), written by FlushRuns, and
-	// the number of samples staged since the last flush.
+	// Runs completed by the pieces streamed since the last FlushRuns.
 	pending Batch
-	staged  int
 }
 
 // NewWriter validates cfg and returns a Writer.
@@ -92,7 +92,8 @@ func (w *Writer) Write(ctx context.Context, samples []schemas.Sample) error {
 	return w.write(ctx, w.c.Build(samples), len(samples))
 }
 
-// write stores b with retries; samples is the batch's size for the metrics.
+// write stores b with retries; samples is the batch's size for the metrics (0:
+// not a batch of samples, only runs).
 func (w *Writer) write(ctx context.Context, b *Batch, samples int) error {
 	m := w.cfg.Metrics
 	return Retry(ctx, w.cfg.Logger, w.cfg.RetryMin, w.cfg.RetryMax, m, w.cfg.OnPause, "store write", func(ctx context.Context) error {
@@ -104,8 +105,10 @@ func (w *Writer) write(ctx context.Context, b *Batch, samples int) error {
 			return err
 		}
 		m.WriteSeconds.Observe(time.Since(t0).Seconds())
-		m.Batches.Inc()
-		m.BatchSamples.Observe(float64(samples))
+		if samples > 0 {
+			m.Batches.Inc()
+			m.BatchSamples.Observe(float64(samples))
+		}
 		m.SamplesWritten.Add(float64(len(b.Samples)))
 		m.RowsWritten.WithLabelValues("raw_samples").Add(float64(len(b.Samples)))
 		m.RowsWritten.WithLabelValues("occupancy").Add(float64(len(b.Occupancy)))
@@ -114,124 +117,114 @@ func (w *Writer) write(ctx context.Context, b *Batch, samples int) error {
 	})
 }
 
-// Stream is one batch written while it is still being read: Add hands the
-// store each piece of raw samples as soon as it is decoded (stores that
-// implement RawStreamer; for others Add does nothing), Finish ends the raw
-// insert and writes the batch's intervals. If the streamed insert fails at any
-// point, Finish writes the whole batch again through Write, with its retries:
-// the outcome is the same as Write's, only earlier.
+// Stream is one batch's raw samples written piece by piece while the batch is
+// still being read: each Write sends a piece to the store (a block of one open
+// insert for stores that implement RawStreamer, a write of its own for others)
+// and folds it into the writer's runs; Close ends the insert. The runs wait in
+// the writer until FlushRuns. A Stream does not keep the samples: when a write
+// fails, the caller gives the batch up, with every batch it has not committed,
+// and consumes them again (the Kafka worker rejoins its group from the committed
+// offsets) with a fresh Writer.
 type Stream struct {
 	w      *Writer
 	cancel context.CancelFunc
 	rs     RawStream
-	err    error // first failure of the streamed insert (then Finish falls back)
-	n      int   // samples appended
+	err    error // first failure: the batch cannot be stored by this stream
+	n      int   // samples written
 }
 
 // BeginStream starts a batch that may take up to fill to be read completely
 // (the worker's batch age); the streamed insert then has AttemptTimeout more to
-// finish. It never fails: a store that cannot open a streamed insert gets the
-// batch whole in Finish.
+// finish. A store that cannot open a streamed insert makes the first Write fail.
 func (w *Writer) BeginStream(ctx context.Context, fill time.Duration) *Stream {
 	st := &Stream{w: w}
+	var sctx context.Context
+	sctx, st.cancel = context.WithTimeout(ctx, fill+w.cfg.AttemptTimeout)
 	if rs, ok := w.cfg.Store.(RawStreamer); ok {
-		var sctx context.Context
-		sctx, st.cancel = context.WithTimeout(ctx, fill+w.cfg.AttemptTimeout)
 		st.rs, st.err = rs.BeginRaw(sctx)
 	}
 	return st
 }
 
-// Add sends samples of the batch to the open insert, in order. The caller must
-// pass the same samples again, with all others of the batch, to Finish.
-func (st *Stream) Add(samples []schemas.Sample) {
-	if st.rs == nil || st.err != nil || len(samples) == 0 {
-		return
+// Write sends a piece of the batch's raw samples to the store, in order, and
+// folds it into the writer's runs. The caller may reuse samples once it returns.
+// An error means the batch cannot be stored by this stream.
+func (st *Stream) Write(ctx context.Context, samples []schemas.Sample) error {
+	w := st.w
+	if st.err == nil && len(samples) > 0 {
+		if st.rs != nil {
+			st.err = st.rs.Append(samples)
+		} else {
+			actx, cancel := context.WithTimeout(ctx, w.cfg.AttemptTimeout)
+			t0 := time.Now()
+			st.err = w.cfg.Store.Write(actx, &Batch{Samples: samples})
+			cancel()
+			if st.err == nil {
+				w.cfg.Metrics.WriteSeconds.Observe(time.Since(t0).Seconds())
+			}
+		}
+		if st.err == nil {
+			if st.rs != nil {
+				w.cfg.Metrics.SamplesEarly.Add(float64(len(samples)))
+			}
+			st.n += len(samples)
+			w.c.Add(&w.pending, samples)
+		}
 	}
-	if st.err = st.rs.Append(samples); st.err == nil {
-		st.n += len(samples)
+	if st.err != nil {
+		w.cfg.Metrics.WriteErrors.Inc()
 	}
+	return st.err
 }
 
-// addEarly is Add for a piece of a batch still being read (counted as such).
-func (st *Stream) addEarly(samples []schemas.Sample) {
-	st.Add(samples)
+// Close ends the batch's raw insert: once it returns nil, every sample passed
+// to Write is stored.
+func (st *Stream) Close() error {
+	defer st.Abort()
+	w := st.w
 	if st.err == nil && st.rs != nil {
-		st.w.cfg.Metrics.SamplesEarly.Add(float64(len(samples)))
+		t0 := time.Now()
+		if st.err = st.rs.Finish(); st.err == nil {
+			w.cfg.Metrics.WriteSeconds.Observe(time.Since(t0).Seconds())
+		}
 	}
+	if st.err != nil {
+		w.cfg.Metrics.WriteErrors.Inc()
+		return st.err
+	}
+	w.cfg.Metrics.Batches.Inc()
+	w.cfg.Metrics.BatchSamples.Observe(float64(st.n))
+	w.cfg.Metrics.SamplesWritten.Add(float64(st.n))
+	w.cfg.Metrics.RowsWritten.WithLabelValues("raw_samples").Add(float64(st.n))
+	return nil
 }
 
 // Abort discards the streamed insert, if any (the batch was not finished).
 func (st *Stream) Abort() {
 	if st.rs != nil {
 		st.rs.Abort()
+		st.rs = nil
 	}
 	if st.cancel != nil {
 		st.cancel()
 	}
 }
 
-// Finish stores the batch: all of its samples (those passed to Add and the
-// rest) and the intervals built from them. Like Write, it returns nil once the
-// store accepted everything, or ctx's error. It is FinishRaw then FlushRuns.
-func (st *Stream) Finish(ctx context.Context, samples []schemas.Sample) error {
-	if err := st.FinishRaw(ctx, samples); err != nil {
-		return err
-	}
-	return st.w.FlushRuns(ctx)
-}
-
-// FinishRaw stores the batch's raw samples (all of them: those passed to Add
-// and the rest) and stages the batch: its samples are folded into the open
-// runs, and the runs they complete wait in the writer. Only after FlushRuns are
-// the staged samples covered by stored intervals, so only then may their
-// offsets be committed. It returns nil once the raw samples are stored, or
-// ctx's error. If the streamed insert failed at any point, the samples are
-// written again whole, with retries.
-func (st *Stream) FinishRaw(ctx context.Context, samples []schemas.Sample) error {
-	w := st.w
-	defer st.Abort()
-	if st.rs != nil && st.err == nil && st.n < len(samples) {
-		st.Add(samples[st.n:]) // the tail not yet handed over
-	}
-	if st.rs != nil && st.err == nil {
-		st.err = st.rs.Finish()
-	}
-	switch {
-	case st.rs != nil && st.err == nil:
-		w.cfg.Metrics.SamplesWritten.Add(float64(len(samples)))
-		w.cfg.Metrics.RowsWritten.WithLabelValues("raw_samples").Add(float64(len(samples)))
-	case len(samples) > 0:
-		if st.rs != nil {
-			w.cfg.Metrics.WriteErrors.Inc()
-			if ctx.Err() == nil {
-				w.cfg.Logger.Warn("streamed insert failed; writing the batch again", "samples", len(samples), "err", st.err)
-			}
-		}
-		if err := w.write(ctx, &Batch{Samples: samples}, len(samples)); err != nil {
-			return err
-		}
-	}
-	w.c.Add(&w.pending, samples)
-	w.staged += len(samples)
-	return nil
-}
-
-// FlushRuns writes the runs of the batches staged since the last flush and
-// every open run that grew meanwhile, with retries. Once it returns nil, every
-// staged sample is covered by stored rows (raw and intervals).
+// FlushRuns writes the runs completed by the pieces streamed since the last
+// flush and every open run that grew meanwhile, with retries. Once it returns
+// nil, every sample of every closed Stream is covered by stored rows (raw and
+// intervals), and the offsets of their batches may be committed.
 func (w *Writer) FlushRuns(ctx context.Context) error {
 	w.c.EmitOpen(&w.pending)
 	b := &Batch{Occupancy: w.pending.Occupancy, Idle: w.pending.Idle}
 	if len(b.Occupancy)+len(b.Idle) > 0 {
-		if err := w.write(ctx, b, w.staged); err != nil {
+		if err := w.write(ctx, b, 0); err != nil {
 			return err
 		}
 	}
 	clear(w.pending.Occupancy) // drop key strings
 	clear(w.pending.Idle)
 	w.pending.Occupancy, w.pending.Idle = w.pending.Occupancy[:0], w.pending.Idle[:0]
-	w.staged = 0
 	return nil
 }
 

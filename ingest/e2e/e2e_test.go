@@ -50,6 +50,25 @@ func TestKafkaToClickHouseBillsLikeFile(t *testing.T) {
 	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), st)
 }
 
+// A backlog that ends exactly with a full batch is committed although no
+// further batch comes to commit it: once CommitInterval has passed.
+func TestBacklogEndingWithFullBatchIsCommitted(t *testing.T) {
+	e := newEnv(t, 1)
+	st := e.store(t, e.chAddr)
+	data := ingesttest.Trace(t, 5_000, 9)
+	n := e.produce(t, data)
+	m := ingest.NewMetrics(nil)
+	cfg := e.workerConfig(st, m)
+	cfg.BatchSize = n        // the one batch is full …
+	cfg.BatchAge = time.Hour // … and ends only by being full
+	cfg.CommitInterval = 2 * time.Second
+	stop := start(t, cfg)
+	e.waitCommitted(t, 30*time.Second)
+	require.NoError(t, stop())
+	require.EqualValues(t, 1, value(m.Commits))
+	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), st)
+}
+
 // Malformed messages land in the dead-letter topic with their reason; the valid
 // ones around them are stored; nothing is lost and the worker keeps running. In
 // a message of several lines, only the invalid line is a dead letter (with its

@@ -25,9 +25,8 @@ import (
 )
 
 // WriteStreamed writes samples through w in batches of batch samples, each
-// streamed in pieces of piece samples as the Kafka worker hands them over (the
-// tail of a batch, shorter than a piece, is left to Finish), and returns the
-// number of batches.
+// streamed in pieces of piece samples as the Kafka worker hands them over, the
+// runs flushed after each batch, and returns the number of batches.
 func WriteStreamed(t testing.TB, w *ingest.Writer, samples []schemas.Sample, batch, piece int) int {
 	t.Helper()
 	ctx := context.Background()
@@ -35,10 +34,11 @@ func WriteStreamed(t testing.TB, w *ingest.Writer, samples []schemas.Sample, bat
 	for i := 0; i < len(samples); i += batch {
 		b := samples[i:min(i+batch, len(samples))]
 		st := w.BeginStream(ctx, 0)
-		for j := 0; j+piece <= len(b); j += piece {
-			st.Add(b[j : j+piece])
+		for j := 0; j < len(b); j += piece {
+			require.NoError(t, st.Write(ctx, b[j:min(j+piece, len(b))]))
 		}
-		require.NoError(t, st.Finish(ctx, b))
+		require.NoError(t, st.Close())
+		require.NoError(t, w.FlushRuns(ctx))
 		n++
 	}
 	return n
