@@ -98,9 +98,7 @@ func runCollect(args []string, stdout, stderr io.Writer) int {
 	if f.memLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(f.memLimit)
 	}
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(f.gcPercent)
-	}
+	setGCPercent(f.gcPercent)
 	switch {
 	case f.heapProfile != "":
 		runtime.MemProfileRate = 4 << 10 // a detailed profile of a small heap

@@ -49,6 +49,7 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 	listen := fs.String("listen", ":9464", "address of /metrics and /healthz ('' to disable)")
 	logLevel := fs.String("log-level", "info", "debug | info | warn | error")
 	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile to this file until exit (for benchmarks)")
+	gcPercent := fs.Int("gc-percent", 200, "Go GC target: the heap may grow this many percent over its live size before a collection (-1: off; $GOGC wins)")
 	pprofOn := fs.Bool("pprof", false, "also serve /debug/pprof/ on --listen (profiling a running worker)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: cardhour ingest --store DSN (--brokers HOST:PORT[,…] | --from-file samples.jsonl) [flags]")
@@ -74,6 +75,9 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// Ingest allocates a copy of every Kafka message; collecting at 3× the
+	// live heap instead of 2× saves about a tenth of its CPU for ~100 MB.
+	setGCPercent(*gcPercent)
 	stopProfile, err := startCPUProfile(*cpuProfile)
 	if err != nil {
 		fmt.Fprintln(stderr, "cardhour ingest:", err)

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"runtime/pprof"
 	"sort"
 )
@@ -87,6 +88,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
 		return 2, false
 	}
 	return 0, true
+}
+
+// setGCPercent sets the Go GC target unless $GOGC is set (which wins).
+func setGCPercent(percent int) {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(percent)
+	}
 }
 
 // startCPUProfile writes a CPU profile to path until stop is called (path "":
