@@ -20,7 +20,7 @@ import (
 const (
 	DefaultGroupID         = "cardhour-ingest"
 	DefaultDLQTopic        = "cardhour.samples.dlq"
-	DefaultBatchSize       = 20_000
+	DefaultBatchSize       = 100_000
 	DefaultBatchAge        = 2 * time.Second
 	DefaultMaxMessageBytes = 1 << 20 // Kafka's default message.max.bytes
 	DefaultShutdownGrace   = 10 * time.Second
