@@ -290,6 +290,11 @@ func (b *batch) add(m *kafka.Message) {
 // bounds the decoded samples a consumer holds, whatever the batch size.
 const piecesPerConsumer = 4
 
+// caughtUpQuiet ends a batch of at least StreamPiece samples early when its
+// last message was the last of its partition and no other message follows
+// within this time.
+const caughtUpQuiet = 50 * time.Millisecond
+
 // consume runs sessions of one group member until ctx ends. A session ends
 // early when the store fails: nothing it had not committed is kept, and the
 // next session, after a backoff, consumes it again from the committed offsets
@@ -510,6 +515,7 @@ func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done 
 	fctx := ctx // no deadline until the batch has a first message
 	delay := cfg.RetryMin
 	valid := 0
+	caughtUp := false // the last message was the last of its partition when fetched
 	defer func() {
 		for i := range b.commits {
 			m := &b.commits[i]
@@ -541,13 +547,24 @@ func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done 
 				return true
 			}
 		}
-		m, err := c.reader.FetchMessage(fctx)
+		mctx, mcancel := fctx, context.CancelFunc(nil)
+		if caughtUp && b.lines >= cfg.StreamPiece {
+			// The last message reached its partition's end: a backlog was just
+			// consumed. If nothing more comes at once, end the batch now rather
+			// than when it is BatchAge old. (Small batches keep waiting for their
+			// age: ClickHouse wants few inserts.)
+			mctx, mcancel = context.WithTimeout(fctx, caughtUpQuiet)
+		}
+		m, err := c.reader.FetchMessage(mctx)
+		if mcancel != nil {
+			mcancel()
+		}
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
 			return true
 		case errors.Is(err, context.DeadlineExceeded):
-			return !send() // the batch is old enough
+			return !send() // the batch is old enough, or the backlog ended
 		default:
 			c.log.Warn("fetch failed, retrying", "err", err, "retry_in", delay)
 			select {
@@ -564,6 +581,7 @@ func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done 
 			defer cancel()
 		}
 		b.add(&m)
+		caughtUp = m.HighWaterMark > 0 && m.Offset+1 >= m.HighWaterMark
 		n := len(c.cur)
 		c.decodeMessage(&m, b)
 		valid += len(c.cur) - n

@@ -69,6 +69,24 @@ func TestBacklogEndingWithFullBatchIsCommitted(t *testing.T) {
 	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), st)
 }
 
+// A batch that reaches the end of the backlog is stored and committed at once,
+// not when it is BatchAge old.
+func TestBatchEndsWhenCaughtUp(t *testing.T) {
+	e := newEnv(t, 1)
+	st := e.store(t, e.chAddr)
+	data := ingesttest.Trace(t, 5_000, 10)
+	n := e.produce(t, data)
+	m := ingest.NewMetrics(nil)
+	cfg := e.workerConfig(st, m)
+	cfg.BatchSize = 10 * n
+	cfg.BatchAge = time.Hour
+	require.Greater(t, n, cfg.StreamPiece, "the batch is large enough to end early")
+	stop := start(t, cfg)
+	e.waitCommitted(t, 30*time.Second)
+	require.NoError(t, stop())
+	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), st)
+}
+
 // Malformed messages land in the dead-letter topic with their reason; the valid
 // ones around them are stored; nothing is lost and the worker keeps running. In
 // a message of several lines, only the invalid line is a dead letter (with its
