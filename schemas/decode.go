@@ -23,7 +23,45 @@ type Decoder struct {
 	scratch []byte
 	intern  map[string]string
 	last    [16]string // per field: the value of the previous sample, checked first
+	// Per instance, the profile, project and user of its last sample: samples
+	// of one message are of different instances, so the previous sample's
+	// values (last) rarely match, but an instance's own previous ones do.
+	insts map[string]*instMemo
+	cur   *instMemo // the instance of the object being decoded, once known
 }
+
+type instMemo struct {
+	id, profile, project, user string
+}
+
+// canonicalNext is, per field bit, the index in canonicalKeys of the field
+// that follows it.
+var canonicalNext = func() (t [16]int) {
+	for i, k := range canonicalKeys {
+		t[bits.TrailingZeros(uint(k.bit))] = i + 1
+	}
+	return t
+}()
+
+// canonicalKeys are the field names in the order AppendJSON writes them, each
+// as it appears on the wire with its colon: the decoder tries the next one
+// first, with one comparison, before parsing a key the general way.
+var canonicalKeys = func() (keys []struct {
+	lit  string
+	bit  int
+	name string
+}) {
+	for _, name := range []string{"schema", "ts", "interval_s", "node", "gpu_uuid", "gpu_model", "instance_id",
+		"profile", "project", "user", "util", "mem_used_bytes", "mem_total_bytes", "processes", "util_source"} {
+		bit, _ := fieldBit([]byte(name))
+		keys = append(keys, struct {
+			lit  string
+			bit  int
+			name string
+		}{`"` + name + `":`, bit, name})
+	}
+	return keys
+}()
 
 // maxInterned bounds the intern table; past it the table starts again empty so a
 // stream of unique strings cannot grow memory without limit.
@@ -31,7 +69,7 @@ const maxInterned = 1 << 16
 
 // NewDecoder returns a Decoder ready for use.
 func NewDecoder() *Decoder {
-	return &Decoder{intern: make(map[string]string, 1024)}
+	return &Decoder{intern: make(map[string]string, 1024), insts: make(map[string]*instMemo, 1024)}
 }
 
 // DecodeSample is a convenience for one-off decoding.
@@ -124,12 +162,14 @@ func (e *syntaxError) Unwrap() error { return ErrSyntax }
 // Decode parses one JSON object into s. On error s is left in an unspecified state.
 func (d *Decoder) Decode(data []byte, s *Sample) error {
 	*s = Sample{}
+	d.cur = nil
 	p := parser{data: data}
 	p.ws()
 	if !p.eat('{') {
 		return p.fail("expected a JSON object")
 	}
 	seen := 0
+	next := 0 // index in canonicalKeys of the key expected next
 	p.ws()
 	if !p.eat('}') {
 		for {
@@ -137,14 +177,25 @@ func (d *Decoder) Decode(data []byte, s *Sample) error {
 			if p.peek() != '"' {
 				return p.fail("expected a field name")
 			}
-			key, err := p.str(&d.scratch)
-			if err != nil {
-				return err
-			}
-			bit, name := fieldBit(key)
-			p.ws()
-			if !p.eat(':') {
-				return p.fail("expected ':' after field name")
+			var bit int
+			var name string
+			if k := canonicalKeys[next%len(canonicalKeys)]; len(p.data)-p.i >= len(k.lit) && string(p.data[p.i:p.i+len(k.lit)]) == k.lit {
+				p.i += len(k.lit)
+				bit, name = k.bit, k.name
+				next++
+			} else {
+				key, err := p.str(&d.scratch)
+				if err != nil {
+					return err
+				}
+				bit, name = fieldBit(key)
+				if bit != 0 {
+					next = canonicalNext[bits.TrailingZeros(uint(bit))] // resynchronise
+				}
+				p.ws()
+				if !p.eat(':') {
+					return p.fail("expected ':' after field name")
+				}
 			}
 			p.ws()
 			if bit != 0 {
@@ -244,11 +295,43 @@ func (d *Decoder) field(p *parser, bit int, name string, s *Sample) error {
 		if err != nil {
 			return err
 		}
-		slot := &d.last[bits.TrailingZeros(uint(bit))]
-		v := *slot
-		if v != string(raw) {
-			v = d.internBytes(raw)
-			*slot = v
+		if bit == fInstance {
+			m := d.insts[string(raw)]
+			if m == nil {
+				if len(d.insts) >= maxInterned {
+					clear(d.insts)
+				}
+				m = &instMemo{id: string(raw)}
+				d.insts[m.id] = m
+			}
+			d.cur = m
+			s.InstanceID = m.id
+			return nil
+		}
+		var memo *string
+		if m := d.cur; m != nil {
+			switch bit {
+			case fProfile:
+				memo = &m.profile
+			case fProject:
+				memo = &m.project
+			case fUser:
+				memo = &m.user
+			}
+		}
+		var v string
+		if memo != nil && *memo == string(raw) {
+			v = *memo
+		} else {
+			slot := &d.last[bits.TrailingZeros(uint(bit))]
+			v = *slot
+			if v != string(raw) {
+				v = d.internBytes(raw)
+				*slot = v
+			}
+			if memo != nil {
+				*memo = v
+			}
 		}
 		switch bit {
 		case fNode:
@@ -257,8 +340,6 @@ func (d *Decoder) field(p *parser, bit int, name string, s *Sample) error {
 			s.GPUUUID = v
 		case fGPUModel:
 			s.GPUModel = v
-		case fInstance:
-			s.InstanceID = v
 		case fProfile:
 			s.Profile = v
 		case fProject:
