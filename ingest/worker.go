@@ -24,7 +24,7 @@ const (
 	DefaultBatchAge        = 2 * time.Second
 	DefaultMaxMessageBytes = 1 << 20 // Kafka's default message.max.bytes
 	DefaultShutdownGrace   = 10 * time.Second
-	DefaultStreamPiece     = 16 << 10
+	DefaultStreamPiece     = 4 << 10
 	DefaultCommitInterval  = 2 * time.Second
 	// dlqMaxValueBytes bounds the payload copied to the dead-letter topic; a
 	// longer message is truncated there (header truncated=true) and stays whole
@@ -290,9 +290,9 @@ func (b *batch) add(m *kafka.Message) {
 // bounds the decoded samples a consumer holds, whatever the batch size.
 const piecesPerConsumer = 4
 
-// caughtUpQuiet ends a batch of at least StreamPiece samples early when its
-// last message was the last of its partition and no other message follows
-// within this time.
+// caughtUpQuiet ends a large batch (a quarter of BatchSize or 65 536 samples,
+// whichever is less) early when its last message was the last of its partition
+// and no other message follows within this time.
 const caughtUpQuiet = 50 * time.Millisecond
 
 // consume runs sessions of one group member until ctx ends. A session ends
@@ -548,7 +548,7 @@ func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done 
 			}
 		}
 		mctx, mcancel := fctx, context.CancelFunc(nil)
-		if caughtUp && b.lines >= cfg.StreamPiece {
+		if caughtUp && b.lines >= min(cfg.BatchSize/4, 1<<16) {
 			// The last message reached its partition's end: a backlog was just
 			// consumed. If nothing more comes at once, end the batch now rather
 			// than when it is BatchAge old. (Small batches keep waiting for their
