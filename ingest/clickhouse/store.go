@@ -93,7 +93,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		Auth:        ch.Auth{Username: cfg.Username, Password: cfg.Password},
 		DialTimeout: cfg.DialTimeout,
 		ReadTimeout: cfg.ReadTimeout,
-		Compression: &ch.Compression{Method: ch.CompressionLZ4},
+		Compression: &ch.Compression{Method: compressions[cfg.Compression]},
 		// Each consumer holds at most two connections at once (a batch's raw
 		// insert and its intervals); reads take two more.
 		MaxOpenConns: 32,

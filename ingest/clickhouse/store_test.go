@@ -151,3 +151,32 @@ func TestStreamedRawInsert(t *testing.T) {
 		st.Database()+"`.raw_samples)").Scan(&raw))
 	require.Greater(t, raw, uint64(len(samples)*9/10), "every distinct sample is stored raw")
 }
+
+// The compression setting reaches the wire: the same samples take several
+// times more bytes to the server uncompressed than with LZ4 or ZSTD, and are
+// stored the same.
+func TestCompressionSetting(t *testing.T) {
+	addr := testenv.ClickHouseAddr(t)
+	samples := ingesttest.Samples(t, ingesttest.Trace(t, 20_000, 3))
+	sent := map[string]int64{}
+	for _, method := range []string{"lz4", "zstd", "none"} {
+		proxy := ingesttest.NewProxy(t, addr)
+		db := testenv.UniqueName(t, "ch_"+method)
+		st, err := clickhouse.Open(context.Background(), clickhouse.Config{Addr: proxy.Addr(), Database: db,
+			Logger: slog.New(slog.DiscardHandler), Migrate: true, Compression: method})
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			_ = st.Conn().Exec(context.Background(), "DROP DATABASE IF EXISTS `"+db+"`")
+			_ = st.Close()
+		})
+		before := proxy.Sent()
+		require.NoError(t, st.Write(context.Background(), &ingest.Batch{Samples: samples}))
+		sent[method] = proxy.Sent() - before
+		var n uint64
+		require.NoError(t, st.Conn().QueryRow(context.Background(), "SELECT count() FROM `"+db+"`.raw_samples").Scan(&n))
+		require.EqualValues(t, len(samples), n, method)
+	}
+	t.Logf("bytes sent for %d samples: %v", len(samples), sent)
+	require.Greater(t, sent["none"], 3*sent["lz4"], "compress=none sends the blocks uncompressed")
+	require.Greater(t, sent["none"], 3*sent["zstd"])
+}

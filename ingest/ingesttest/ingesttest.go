@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -191,7 +192,11 @@ type Proxy struct {
 	stalled bool
 	conns   map[net.Conn]struct{}
 	wg      sync.WaitGroup
+	sent    atomic.Int64 // bytes forwarded from clients to the target
 }
+
+// Sent is the number of bytes forwarded from clients to the target so far.
+func (p *Proxy) Sent() int64 { return p.sent.Load() }
 
 // NewProxy listens on 127.0.0.1 and forwards to target until the test ends.
 func NewProxy(t testing.TB, target string) *Proxy {
@@ -275,7 +280,7 @@ func (p *Proxy) serve() {
 		}
 		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
 		p.mu.Unlock()
-		pipe := func(dst, src net.Conn) {
+		pipe := func(dst, src net.Conn, count *atomic.Int64) {
 			buf := make([]byte, 64<<10)
 			for {
 				n, err := src.Read(buf)
@@ -286,6 +291,9 @@ func (p *Proxy) serve() {
 					if _, werr := dst.Write(buf[:n]); werr != nil {
 						break
 					}
+					if count != nil {
+						count.Add(int64(n))
+					}
 				}
 				if err != nil {
 					break
@@ -294,7 +302,7 @@ func (p *Proxy) serve() {
 			_ = dst.Close()
 			_ = src.Close()
 		}
-		go pipe(up, c)
-		go pipe(c, up)
+		go pipe(up, c, &p.sent)
+		go pipe(c, up, nil)
 	}
 }
