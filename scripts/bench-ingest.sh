@@ -87,6 +87,7 @@ if [[ " $PARTS " == *" e2e "* ]]; then
 	: >"$WORK/native.s"
 	: >"$WORK/ingest.s"
 	: >"$WORK/join.s"
+	: >"$WORK/rss.mb"
 	for i in $(seq "$REPEAT"); do
 		"$WORK/cardhour" migrate --clickhouse "$CH" --database "${RUN}_direct$i" >/dev/null 2>&1
 		"$WORK/cardhour" migrate --clickhouse "$CH" --database "${RUN}_native$i" >/dev/null 2>&1
@@ -113,6 +114,7 @@ if [[ " $PARTS " == *" e2e "* ]]; then
 		pid=$!
 		lag=$("$WORK/bench" waitlag --brokers "$KAFKA" --topic "$RUN" --group "${RUN}_g$i")
 		cpu_end ingest "$(cpu_s "$pid")"
+		awk '/^VmHWM/ {print $2 / 1024}' "/proc/$pid/status" >>"$WORK/rss.mb"
 		kill -TERM "$pid"
 		wait "$pid" || true
 		echo "$lag" | sed -E 's/.*wall_s=([0-9.]+).*/\1/' >>"$WORK/ingest.s"
@@ -134,6 +136,7 @@ if [[ " $PARTS " == *" e2e "* ]]; then
 	printf '%-58s %10.2f %10s %12.0f\n' "Kafka → cardhour ingest → raw_samples + rollups" "$ingest_s" "$ingest_rows" "$(echo "$N / $ingest_s" | bc -l)"
 	printf '%-58s %10.2f\n' "  of which until the first commit (join + first batch)" "$join_s"
 	printf '%-58s %10s\n' "  rollup rows also written: occupancy / idle_spans" "$occ_rows / $idle_rows"
+	printf '%-58s %10.0f\n' "  peak RSS of the ingest process, MiB (VmHWM)" "$(median <"$WORK/rss.mb")"
 	printf '%-58s %10.2f\n' "ratio TSV s / ingest s (target >= 1.0)" "$(echo "$tsv / $ingest_s" | bc -l)"
 	printf '%-58s %10.2f\n' "ratio Native s / ingest s" "$(echo "$native / $ingest_s" | bc -l)"
 	if [[ -s $WORK/cpu ]]; then
