@@ -252,6 +252,9 @@ type consumer struct {
 	lastCommit  time.Time
 	committed   bool // this session committed at least once
 	onCommit    func()
+	// backlog: since the last batch that ended at the end of its partitions,
+	// some message had backlogMessages or more behind it.
+	backlog bool
 }
 
 // batch is what the fetching goroutine hands to the writing one once a batch is
@@ -290,10 +293,16 @@ func (b *batch) add(m *kafka.Message) {
 // bounds the decoded samples a consumer holds, whatever the batch size.
 const piecesPerConsumer = 4
 
-// caughtUpQuiet ends a large batch (a quarter of BatchSize or 65 536 samples,
-// whichever is less) early when its last message was the last of its partition
-// and no other message follows within this time.
-const caughtUpQuiet = 50 * time.Millisecond
+// caughtUpQuiet ends a batch early when its last message was the last of its
+// partition, no other message follows within this time, and the batch is the
+// end of a backlog: a message since the last such end had backlogMessages or
+// more behind it, or the batch holds a quarter of BatchSize (at most 65 536
+// samples). At steady state
+// (no backlog) batches still wait for their age: ClickHouse wants few inserts.
+const (
+	caughtUpQuiet   = 50 * time.Millisecond
+	backlogMessages = 1000
+)
 
 // consume runs sessions of one group member until ctx ends. A session ends
 // early when the store fails: nothing it had not committed is kept, and the
@@ -548,11 +557,10 @@ func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done 
 			}
 		}
 		mctx, mcancel := fctx, context.CancelFunc(nil)
-		if caughtUp && b.lines >= min(cfg.BatchSize/4, 1<<16) {
+		if caughtUp && (c.backlog || b.lines >= min(cfg.BatchSize/4, 1<<16)) {
 			// The last message reached its partition's end: a backlog was just
 			// consumed. If nothing more comes at once, end the batch now rather
-			// than when it is BatchAge old. (Small batches keep waiting for their
-			// age: ClickHouse wants few inserts.)
+			// than when it is BatchAge old.
 			mctx, mcancel = context.WithTimeout(fctx, caughtUpQuiet)
 		}
 		m, err := c.reader.FetchMessage(mctx)
@@ -564,6 +572,9 @@ func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done 
 		case ctx.Err() != nil:
 			return true
 		case errors.Is(err, context.DeadlineExceeded):
+			if mcancel != nil && fctx.Err() == nil {
+				c.backlog = false // the backlog ended
+			}
 			return !send() // the batch is old enough, or the backlog ended
 		default:
 			c.log.Warn("fetch failed, retrying", "err", err, "retry_in", delay)
@@ -582,6 +593,7 @@ func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done 
 		}
 		b.add(&m)
 		caughtUp = m.HighWaterMark > 0 && m.Offset+1 >= m.HighWaterMark
+		c.backlog = c.backlog || m.HighWaterMark-m.Offset > backlogMessages
 		n := len(c.cur)
 		c.decodeMessage(&m, b)
 		valid += len(c.cur) - n

@@ -86,6 +86,23 @@ func TestBatchEndsWhenCaughtUp(t *testing.T) {
 	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), st)
 }
 
+// After a backlog, the last batch ends at once however small it is: the
+// consumer remembers it was catching up.
+func TestSmallLastBatchOfBacklogEnds(t *testing.T) {
+	e := newEnv(t, 1)
+	st := e.store(t, e.chAddr)
+	data := ingesttest.Trace(t, 20_000, 12)
+	n := e.produce(t, data) // about 2 000 messages: a backlog of more than 1 000
+	m := ingest.NewMetrics(nil)
+	cfg := e.workerConfig(st, m)
+	cfg.BatchSize = n - 50 // the first batch is full, the second one tiny
+	cfg.BatchAge = time.Hour
+	stop := start(t, cfg)
+	e.waitCommitted(t, 30*time.Second)
+	require.NoError(t, stop())
+	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), st)
+}
+
 // Malformed messages land in the dead-letter topic with their reason; the valid
 // ones around them are stored; nothing is lost and the worker keeps running. In
 // a message of several lines, only the invalid line is a dead letter (with its
