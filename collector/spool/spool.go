@@ -514,7 +514,10 @@ func (s *Spool) Read(maxRecs int, maxBytes int) ([]Record, Cursor, error) {
 			c.Off += n
 			c.Rec++
 		}
-		if len(out) >= maxRecs || read >= maxBytes {
+		// Go on to the next segment only once this one is read to its end: a
+		// window that ended inside a record (or at a record boundary before the
+		// segment's end) leaves the rest for the next Read.
+		if len(out) >= maxRecs || read >= maxBytes || c.Off < seg.size {
 			break
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -188,4 +189,36 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) prometheus.Col
 	}
 	t.Fatalf("metric %s not found", name)
 	return nil
+}
+
+// A segment larger than what one Read takes (the window ends inside a record)
+// is read to its end before the next segment: nothing is skipped. Records are
+// node-tick messages of a few KiB, as the collector writes them.
+func TestReadWindowEndingInsideARecordSkipsNothing(t *testing.T) {
+	s, err := spool.Open(spool.Config{Dir: t.TempDir(), MaxBytes: 256 << 20, Fsync: spool.FsyncNever})
+	require.NoError(t, err)
+	defer s.Close()
+	var want []string
+	for i := range 5000 {
+		v := fmt.Sprintf("%06d:%s", i, strings.Repeat("x", 3000+i%1700))
+		want = append(want, v)
+		require.NoError(t, s.Append([]spool.Record{{Key: []byte("node"), Value: []byte(v)}}))
+	}
+	// 5 000 records of 3–4.7 KiB: about 19 MiB, more than one 16 MiB segment,
+	// read 4 MiB at a time as the publisher does.
+	var got []string
+	for {
+		rs, cur, err := s.Read(5000, 4<<20)
+		require.NoError(t, err)
+		if len(rs) == 0 {
+			break
+		}
+		for _, r := range rs {
+			got = append(got, string(r.Value))
+		}
+		require.NoError(t, s.Commit(cur))
+	}
+	require.Equal(t, len(want), len(got))
+	require.Equal(t, want, got)
+	require.Zero(t, s.Pending())
 }
