@@ -74,6 +74,23 @@ func createTopic(t testing.TB, broker, topic string, partitions int) {
 	})
 }
 
+// lastOffsets sums the partitions' last offsets: the messages the topic holds.
+func lastOffsets(t testing.TB, broker, topic string, partitions int) int64 {
+	t.Helper()
+	var n int64
+	for p := 0; p < partitions; p++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		lc, err := kafka.DialLeader(ctx, "tcp", broker, topic, p)
+		require.NoError(t, err)
+		last, err := lc.ReadLastOffset()
+		require.NoError(t, err)
+		_ = lc.Close()
+		cancel()
+		n += last
+	}
+	return n
+}
+
 // readAll reads every message of every partition.
 func readAll(t testing.TB, broker, topic string, partitions int) []kafka.Message {
 	t.Helper()
@@ -200,5 +217,6 @@ func BenchmarkKafkaSpoolReplay(b *testing.B) {
 		total += int(n)
 		_ = sp.Close()
 	}
+	require.EqualValues(b, b.N*(backlog/56), lastOffsets(b, brokers[0], topic, 3), "every spooled message reached Kafka")
 	b.ReportMetric(float64(total)/elapsed.Seconds(), "samples/s")
 }
