@@ -250,7 +250,6 @@ type consumer struct {
 	// wait in the writer (staged), and when offsets were last committed.
 	uncommitted []kafka.Message
 	lastCommit  time.Time
-	committed   bool // this session committed at least once
 	onCommit    func()
 	// backlog: since the last batch that ended at the end of its partitions,
 	// some message had backlogMessages or more behind it.
@@ -320,9 +319,11 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 	}()
 	log.Info("consuming", "topic", cfg.Topic, "group", cfg.GroupID, "batch_size", cfg.BatchSize, "batch_age", cfg.BatchAge)
 	delay := cfg.RetryMin
-	// From a failure until the next commit, the consumer counts as paused.
+	// From a failure until the next commit, the consumer counts as paused, and
+	// each failure doubles the backoff.
 	paused := false
 	resume := func() {
+		delay = cfg.RetryMin
 		if paused {
 			cfg.Metrics.Paused.Dec()
 			paused = false
@@ -330,13 +331,10 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 	}
 	defer resume()
 	for {
-		committed, err := w.session(ctx, log, resume)
+		err := w.session(ctx, log, resume)
 		if ctx.Err() != nil {
 			log.Info("stopped")
 			return nil
-		}
-		if committed {
-			delay = cfg.RetryMin
 		}
 		if !paused {
 			cfg.Metrics.Paused.Inc()
@@ -355,12 +353,12 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 // session consumes with a fresh reader and writer until ctx ends (nil) or the
 // store fails (the error; what was not committed is given up). onCommit is
 // called after each commit.
-func (w *Worker) session(ctx context.Context, log *slog.Logger, onCommit func()) (committed bool, err error) {
+func (w *Worker) session(ctx context.Context, log *slog.Logger, onCommit func()) error {
 	cfg := &w.cfg
 	writer, err := NewWriter(WriterConfig{Store: cfg.Store, Logger: log, Metrics: cfg.Metrics,
 		MaxOpenRuns: cfg.MaxOpenRuns, RetryMin: cfg.RetryMin, RetryMax: cfg.RetryMax, AttemptTimeout: cfg.StoreTimeout, OnPause: w.notePause})
 	if err != nil {
-		return false, err
+		return err
 	}
 	reader := kafka.NewReader(kafka.ReaderConfig{
 		Brokers:        cfg.Brokers,
@@ -503,9 +501,9 @@ loop:
 	}
 	<-fetchDone
 	if ctx.Err() != nil {
-		return c.committed, nil
+		return nil
 	}
-	return c.committed, werr
+	return werr
 }
 
 // piece is a run of decoded samples (b nil), or batch b complete (its samples
@@ -618,7 +616,7 @@ func (c *consumer) decodeMessage(msg *kafka.Message, b *batch) {
 		var line []byte
 		line, rest = schemas.NextLine(rest)
 		lineNo++
-		if len(line) == 0 || (line[0] <= ' ' && schemas.IsBlank(line)) {
+		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
 		samples++
@@ -700,7 +698,6 @@ func (c *consumer) commit(ctx context.Context) error {
 	}
 	c.uncommitted = c.uncommitted[:0]
 	c.lastCommit = time.Now()
-	c.committed = true
 	c.w.notePause(false, nil)
 	c.onCommit()
 	return nil

@@ -89,12 +89,11 @@ func (w *Writer) Write(ctx context.Context, samples []schemas.Sample) error {
 	if len(samples) == 0 {
 		return nil
 	}
-	return w.write(ctx, w.c.Build(samples), len(samples))
+	return w.write(ctx, w.c.Build(samples))
 }
 
-// write stores b with retries; samples is the batch's size for the metrics (0:
-// not a batch of samples, only runs).
-func (w *Writer) write(ctx context.Context, b *Batch, samples int) error {
+// write stores b with retries.
+func (w *Writer) write(ctx context.Context, b *Batch) error {
 	m := w.cfg.Metrics
 	return Retry(ctx, w.cfg.Logger, w.cfg.RetryMin, w.cfg.RetryMax, m, w.cfg.OnPause, "store write", func(ctx context.Context) error {
 		t0 := time.Now()
@@ -105,9 +104,9 @@ func (w *Writer) write(ctx context.Context, b *Batch, samples int) error {
 			return err
 		}
 		m.WriteSeconds.Observe(time.Since(t0).Seconds())
-		if samples > 0 {
+		if n := len(b.Samples); n > 0 { // a batch of samples, not only runs
 			m.Batches.Inc()
-			m.BatchSamples.Observe(float64(samples))
+			m.BatchSamples.Observe(float64(n))
 		}
 		m.SamplesWritten.Add(float64(len(b.Samples)))
 		m.RowsWritten.WithLabelValues("raw_samples").Add(float64(len(b.Samples)))
@@ -218,7 +217,7 @@ func (w *Writer) FlushRuns(ctx context.Context) error {
 	w.c.EmitOpen(&w.pending)
 	b := &Batch{Occupancy: w.pending.Occupancy, Idle: w.pending.Idle}
 	if len(b.Occupancy)+len(b.Idle) > 0 {
-		if err := w.write(ctx, b, 0); err != nil {
+		if err := w.write(ctx, b); err != nil {
 			return err
 		}
 	}

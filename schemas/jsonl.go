@@ -254,16 +254,8 @@ func decodeChunk(dec *Decoder, c chunk, batch *[]Sample, opt ReadOptions) chunkR
 		data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	}
 	for len(data) > 0 {
-		nl := bytes.IndexByte(data, '\n')
 		var l []byte
-		if nl < 0 {
-			l, data = data, nil
-		} else {
-			l, data = data[:nl], data[nl+1:]
-		}
-		if len(l) > 0 && l[len(l)-1] == '\r' {
-			l = l[:len(l)-1]
-		}
+		l, data = NextLine(data)
 		if len(bytes.TrimSpace(l)) > 0 {
 			res.lines++
 			if len(l) > MaxLineBytes {

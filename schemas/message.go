@@ -8,19 +8,18 @@ import "bytes"
 const DefaultMessageBytes = 64 << 10
 
 // A message of the sample topic holds one or more cardhour.sample.v1 JSON
-// objects, one per line (JSON Lines; every line ends in '\n', blank lines are
-// ignored). A message with a single object and no newline, as earlier
+// objects, one per line (JSON Lines as in a file, read with NextLine; every line
+// ends in '\n', blank lines are ignored). A message with a single object and no newline, as earlier
 // collectors wrote, is the same thing with one line. The collector writes one
 // message per node and tick (all of the node's instances), keyed by the node, so
 // that each instance's samples stay in order in one partition while the consumer
 // handles a few large messages instead of many small ones.
 
-// MessageSpan is one framed message: its key and the bytes Value[Start:End] of
-// the buffer AppendMessages returned, holding Samples samples.
+// MessageSpan is one framed message: its key and the bytes [Start:End] of the
+// buffer AppendMessages returned.
 type MessageSpan struct {
 	Key        string
 	Start, End int
-	Samples    int
 }
 
 // AppendMessages encodes samples as message values of the sample topic and
@@ -42,11 +41,10 @@ func AppendMessages(buf []byte, spans []MessageSpan, samples []Sample, maxBytes 
 			m := &spans[len(spans)-1]
 			if m.Key == s.Node && len(buf)-m.Start <= maxBytes {
 				m.End = len(buf)
-				m.Samples++
 				continue
 			}
 		}
-		spans = append(spans, MessageSpan{Key: s.Node, Start: start, End: len(buf), Samples: 1})
+		spans = append(spans, MessageSpan{Key: s.Node, Start: start, End: len(buf)})
 		open = true
 	}
 	return buf, spans
@@ -64,14 +62,4 @@ func NextLine(value []byte) (line, rest []byte) {
 		line = line[:n-1]
 	}
 	return line, rest
-}
-
-// IsBlank reports whether a line holds only JSON whitespace.
-func IsBlank(line []byte) bool {
-	for _, c := range line {
-		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
-			return false
-		}
-	}
-	return true
 }
