@@ -74,19 +74,25 @@ func createTopic(t testing.TB, broker, topic string, partitions int) {
 	})
 }
 
+// lastOffset is the offset after partition p's last message.
+func lastOffset(t testing.TB, broker, topic string, p int) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	lc, err := kafka.DialLeader(ctx, "tcp", broker, topic, p)
+	require.NoError(t, err)
+	defer lc.Close()
+	last, err := lc.ReadLastOffset()
+	require.NoError(t, err)
+	return last
+}
+
 // lastOffsets sums the partitions' last offsets: the messages the topic holds.
 func lastOffsets(t testing.TB, broker, topic string, partitions int) int64 {
 	t.Helper()
 	var n int64
 	for p := 0; p < partitions; p++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		lc, err := kafka.DialLeader(ctx, "tcp", broker, topic, p)
-		require.NoError(t, err)
-		last, err := lc.ReadLastOffset()
-		require.NoError(t, err)
-		_ = lc.Close()
-		cancel()
-		n += last
+		n += lastOffset(t, broker, topic, p)
 	}
 	return n
 }
@@ -96,16 +102,11 @@ func readAll(t testing.TB, broker, topic string, partitions int) []kafka.Message
 	t.Helper()
 	var out []kafka.Message
 	for p := 0; p < partitions; p++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		lc, err := kafka.DialLeader(ctx, "tcp", broker, topic, p)
-		require.NoError(t, err)
-		last, err := lc.ReadLastOffset()
-		require.NoError(t, err)
-		_ = lc.Close()
+		last := lastOffset(t, broker, topic, p)
 		if last == 0 {
-			cancel()
 			continue
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{broker}, Topic: topic, Partition: p, MaxBytes: 10 << 20, MaxWait: 100 * time.Millisecond})
 		for {
 			m, err := r.ReadMessage(ctx)

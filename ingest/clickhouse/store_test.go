@@ -16,11 +16,17 @@ import (
 
 func open(t *testing.T, addr, db string) *clickhouse.Store {
 	t.Helper()
-	st, err := clickhouse.Open(context.Background(), clickhouse.Config{Addr: addr, Database: db,
-		Logger: slog.New(slog.DiscardHandler), Migrate: true, RawRetentionDays: 400})
+	return openConfig(t, clickhouse.Config{Addr: addr, Database: db, RawRetentionDays: 400})
+}
+
+// openConfig opens cfg's database, migrated, and drops it when the test ends.
+func openConfig(t *testing.T, cfg clickhouse.Config) *clickhouse.Store {
+	t.Helper()
+	cfg.Logger, cfg.Migrate = slog.New(slog.DiscardHandler), true
+	st, err := clickhouse.Open(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		_ = st.Conn().Exec(context.Background(), "DROP DATABASE IF EXISTS `"+db+"`")
+		_ = st.Conn().Exec(context.Background(), "DROP DATABASE IF EXISTS `"+cfg.Database+"`")
 		_ = st.Close()
 	})
 	return st
@@ -162,13 +168,7 @@ func TestCompressionSetting(t *testing.T) {
 	for _, method := range []string{"lz4", "zstd", "none"} {
 		proxy := ingesttest.NewProxy(t, addr)
 		db := testenv.UniqueName(t, "ch_"+method)
-		st, err := clickhouse.Open(context.Background(), clickhouse.Config{Addr: proxy.Addr(), Database: db,
-			Logger: slog.New(slog.DiscardHandler), Migrate: true, Compression: method})
-		require.NoError(t, err)
-		t.Cleanup(func() {
-			_ = st.Conn().Exec(context.Background(), "DROP DATABASE IF EXISTS `"+db+"`")
-			_ = st.Close()
-		})
+		st := openConfig(t, clickhouse.Config{Addr: proxy.Addr(), Database: db, Compression: method})
 		before := proxy.Sent()
 		require.NoError(t, st.Write(context.Background(), &ingest.Batch{Samples: samples}))
 		sent[method] = proxy.Sent() - before

@@ -50,57 +50,43 @@ func TestKafkaToClickHouseBillsLikeFile(t *testing.T) {
 	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), st)
 }
 
-// A backlog that ends exactly with a full batch is committed although no
-// further batch comes to commit it: once CommitInterval has passed.
-func TestBacklogEndingWithFullBatchIsCommitted(t *testing.T) {
-	e := newEnv(t, 1)
-	st := e.store(t, e.chAddr)
-	data := ingesttest.Trace(t, 5_000, 9)
-	n := e.produce(t, data)
-	m := ingest.NewMetrics(nil)
-	cfg := e.workerConfig(st, m)
-	cfg.BatchSize = n        // the one batch is full …
-	cfg.BatchAge = time.Hour // … and ends only by being full
-	cfg.CommitInterval = 2 * time.Second
-	stop := start(t, cfg)
-	e.waitCommitted(t, 30*time.Second)
-	require.NoError(t, stop())
-	require.EqualValues(t, 1, value(m.Commits))
-	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), st)
-}
-
-// A batch that reaches the end of the backlog is stored and committed at once,
-// not when it is BatchAge old.
-func TestBatchEndsWhenCaughtUp(t *testing.T) {
-	e := newEnv(t, 1)
-	st := e.store(t, e.chAddr)
-	data := ingesttest.Trace(t, 5_000, 10)
-	n := e.produce(t, data)
-	m := ingest.NewMetrics(nil)
-	cfg := e.workerConfig(st, m)
-	cfg.BatchSize = 2 * n // a quarter of it is enough to end early
-	cfg.BatchAge = time.Hour
-	stop := start(t, cfg)
-	e.waitCommitted(t, 30*time.Second)
-	require.NoError(t, stop())
-	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), st)
-}
-
-// After a backlog, the last batch ends at once however small it is: the
-// consumer remembers it was catching up.
-func TestSmallLastBatchOfBacklogEnds(t *testing.T) {
-	e := newEnv(t, 1)
-	st := e.store(t, e.chAddr)
-	data := ingesttest.Trace(t, 20_000, 12)
-	n := e.produce(t, data) // about 2 000 messages: a backlog of more than 1 000
-	m := ingest.NewMetrics(nil)
-	cfg := e.workerConfig(st, m)
-	cfg.BatchSize = n - 50 // the first batch is full, the second one tiny
-	cfg.BatchAge = time.Hour
-	stop := start(t, cfg)
-	e.waitCommitted(t, 30*time.Second)
-	require.NoError(t, stop())
-	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), st)
+// A backlog is stored and committed promptly however it ends, with BatchAge an
+// hour so that no batch can end by its age:
+//   - exactly with a full batch: no further batch comes to commit it, so it is
+//     committed once CommitInterval has passed;
+//   - with a batch that reaches the end of its partition: it ends at once;
+//   - with a tiny last batch after a full one: it ends at once too, since the
+//     consumer remembers it was catching up (a backlog of over 1 000 messages).
+func TestBacklogIsCommittedPromptly(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		samples   int64
+		batchSize func(n int) int
+		commits   int // 0: not checked
+	}{
+		{"ends with a full batch", 5_000, func(n int) int { return n }, 1},
+		{"ends inside a batch", 5_000, func(n int) int { return 2 * n }, 0},
+		{"ends with a tiny batch", 20_000, func(n int) int { return n - 50 }, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 1)
+			st := e.store(t, e.chAddr)
+			data := ingesttest.Trace(t, tc.samples, 9)
+			n := e.produce(t, data)
+			m := ingest.NewMetrics(nil)
+			cfg := e.workerConfig(st, m)
+			cfg.BatchSize = tc.batchSize(n)
+			cfg.BatchAge = time.Hour
+			cfg.CommitInterval = 2 * time.Second
+			stop := start(t, cfg)
+			e.waitCommitted(t, 30*time.Second)
+			require.NoError(t, stop())
+			if tc.commits > 0 {
+				require.EqualValues(t, tc.commits, value(m.Commits))
+			}
+			ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), st)
+		})
+	}
 }
 
 // Malformed messages land in the dead-letter topic with their reason; the valid
