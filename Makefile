@@ -5,7 +5,8 @@
 #   make build-collector   build ./bin/cardhour-collector: the node agent alone (collect,
 #                      simulate, version), for the GPU-node DaemonSet
 #   make images        the container images of deployments/kubernetes (Docker)
-#   make test          unit tests + integration tests against real ClickHouse and Kafka
+#   make test          go.mod tidy check, vet, unit tests + integration tests against real
+#                      ClickHouse and Kafka
 #                      (started on loopback by deployments/testenv/services.sh unless
 #                      CLICKHOUSE_ADDR / KAFKA_BROKERS point at running ones)
 #   make bench         Go benchmarks and the benchmark scripts (docs/benchmarks.md)
@@ -25,7 +26,7 @@ FUZZ_TIMESTAMP ?= 300000x
 FUZZ_CATALOG   ?= 250000x
 GOLANGCI_VERSION ?= v2.5.0
 
-.PHONY: all run build build-collector images test unit-test fuzz-short bench bench-go lint fmt services-up services-down clean
+.PHONY: all run build build-collector images test tidy-check unit-test fuzz-short bench bench-go lint fmt services-up services-down clean
 
 all: build
 
@@ -51,12 +52,17 @@ run: build
 	$(BIN)/cardhour bill --catalog schemas/examples/catalog.yaml --samples schemas/examples/samples.jsonl \
 		--period 2026-11 --format table
 
-test:
+test: tidy-check
 	$(GO) vet ./...
 	$(GO) vet -tags $(COLLECTOR_TAGS) ./cmd/cardhour
 	deployments/testenv/with-services.sh $(GO) test -count=1 ./...
 	$(GO) test -count=1 -tags $(COLLECTOR_TAGS) ./cmd/cardhour
 	$(MAKE) fuzz-short
+
+# go.mod and go.sum must be exactly what `go mod tidy` makes of the code: a
+# dependency marked indirect that the code imports, or a missing sum, fails here.
+tidy-check:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit the result" >&2; exit 1; }
 
 unit-test:
 	$(GO) test -count=1 -short ./...

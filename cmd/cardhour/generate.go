@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/cardhour/cardhour/billing"
@@ -37,8 +38,22 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "cardhour generate:", err)
 		return 2
 	}
-	if *interval < 0.001 || *samples <= 0 || *instances <= 0 {
-		fmt.Fprintln(stderr, "cardhour generate: --samples, --interval and --instances must be positive")
+	var problems []string
+	// !(x >= lo) also catches NaN, which every comparison answers false.
+	if !(*interval >= 0.001 && *interval <= maxGenerateIntervalS) {
+		problems = append(problems, fmt.Sprintf("--interval %v: want seconds between 0.001 and %d", *interval, maxGenerateIntervalS))
+	}
+	if *samples <= 0 {
+		problems = append(problems, fmt.Sprintf("--samples %d: want a positive count", *samples))
+	}
+	if *instances <= 0 {
+		problems = append(problems, fmt.Sprintf("--instances %d: want a positive count", *instances))
+	}
+	if *dup < 0 {
+		problems = append(problems, fmt.Sprintf("--duplicate-every %d: want 0 (never) or a positive n", *dup))
+	}
+	if len(problems) > 0 {
+		fmt.Fprintln(stderr, "cardhour generate: "+strings.Join(problems, "; "))
 		return 2
 	}
 	w := stdout
@@ -64,5 +79,9 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "cardhour generate: wrote %d samples (%s)\n", n, schemas.SampleSchemaV1)
 	return 0
 }
+
+// maxGenerateIntervalS is the longest sampling interval generate writes: the
+// collector never covers more than an hour with one sample.
+const maxGenerateIntervalS = 3600
 
 func loadShanghai() (*time.Location, error) { return time.LoadLocation("Asia/Shanghai") }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -30,8 +31,18 @@ func runIdle(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if *catalogPath == "" || *samplesPath == "" || (*format != "table" && *format != "json") {
-		fmt.Fprintln(stderr, "cardhour idle: --catalog and --samples are required; --format is table or json")
+	var problems []string
+	if *catalogPath == "" {
+		problems = append(problems, "--catalog is required")
+	}
+	if *samplesPath == "" {
+		problems = append(problems, "--samples is required")
+	}
+	if *format != "table" && *format != "json" {
+		problems = append(problems, fmt.Sprintf("--format %q: want table or json", *format))
+	}
+	if len(problems) > 0 {
+		fmt.Fprintln(stderr, "cardhour idle: "+strings.Join(problems, "; "))
 		fs.Usage()
 		return 2
 	}

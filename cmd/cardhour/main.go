@@ -16,6 +16,7 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"sort"
+	"strings"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -79,7 +80,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // parseFlags parses a command's flags. When it returns ok false, the command
-// returns code: 0 after -h, 2 after a usage error (already reported by fs).
+// returns code: 0 after -h, 2 after a usage error (already reported on fs's
+// output).
+//
+// No command takes positional arguments, so a word that is not a flag is an
+// error: Go's flag package stops parsing at the first such word, and every flag
+// after it would otherwise be ignored without a word (`bill --skip-invalid true
+// --user X` would print every student's invoices).
 func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -87,7 +94,29 @@ func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
 		}
 		return 2, false
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "cardhour %s: unexpected argument %q%s\n", fs.Name(), fs.Arg(0), strayHint(fs, args))
+		fs.Usage()
+		return 2, false
+	}
 	return 0, true
+}
+
+// strayHint explains the usual cause of a stray word: a value given to a
+// boolean flag with a space (`--skip-invalid true`), which the flag package
+// reads as the flag alone followed by a word.
+func strayHint(fs *flag.FlagSet, args []string) string {
+	i := len(args) - fs.NArg()
+	if i == 0 {
+		return " (this command takes only flags)"
+	}
+	name := strings.TrimLeft(args[i-1], "-")
+	if f := fs.Lookup(name); f != nil && !strings.Contains(args[i-1], "=") {
+		if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+			return fmt.Sprintf(" after boolean flag %s: write %s=%s, or leave the value out", args[i-1], args[i-1], fs.Arg(0))
+		}
+	}
+	return " (this command takes only flags; is a flag's value or a '-' missing?)"
 }
 
 // setGCPercent sets the Go GC target unless $GOGC is set (which wins).

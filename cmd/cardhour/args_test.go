@@ -1,0 +1,65 @@
+//go:build !collector
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A word that is not a flag stops Go's flag parsing; every flag after it used
+// to be ignored without a word. Every command now refuses it.
+func TestStrayArgumentsAreRefused(t *testing.T) {
+	f := func(wantHint string, args ...string) {
+		t.Helper()
+		code, out, errOut := runCLI(t, "", args...)
+		require.Equal(t, 2, code, "args %q: %s", args, errOut)
+		require.Empty(t, out, "nothing is written when the command line is refused")
+		require.Contains(t, errOut, "unexpected argument")
+		require.Contains(t, errOut, wantHint)
+	}
+	// The case that printed every student's invoices as JSON.
+	f(`write --skip-invalid=true`, "bill", "--catalog", exampleCatalog, "--samples", exampleSamples,
+		"--period", "2026-11", "--skip-invalid", "true", "--user", "2023110042", "--format", "table")
+	// The case that wrote a million lines.
+	f(`"10" (this command takes only flags)`, "generate", "10")
+	f(`unexpected argument "extra"`, "idle", "--catalog", exampleCatalog, "--samples", exampleSamples, "extra")
+	f(`unexpected argument "now"`, "simulate", "--fleet", "x.yaml", "now")
+	f(`unexpected argument "x"`, "migrate", "x")
+	f(`unexpected argument "x"`, "ingest", "x")
+	f(`unexpected argument "x"`, "collect", "x")
+
+	// The = form of a boolean flag still works.
+	code, _, errOut := runCLI(t, "", "bill", "--catalog", exampleCatalog, "--samples", exampleSamples,
+		"--period", "2026-11", "--skip-invalid=true", "--user", "2023110042", "--format", "table")
+	require.Equal(t, 0, code, errOut)
+}
+
+func TestGenerateRefusesIntervalsThatAreNotNumbers(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "g.jsonl")
+	for _, iv := range []string{"NaN", "nan", "+Inf", "-1", "0", "0.0001", "1e9"} {
+		code, _, errOut := runCLI(t, "", "generate", "--samples", "3", "--interval", iv, "--out", out)
+		require.Equal(t, 2, code, "--interval %s: %s", iv, errOut)
+		require.Contains(t, errOut, "--interval")
+		_, err := os.Stat(out)
+		require.True(t, os.IsNotExist(err), "--interval %s: no file may be written", iv)
+	}
+	code, _, errOut := runCLI(t, "", "generate", "--samples", "3", "--interval", "0.5", "--out", out)
+	require.Equal(t, 0, code, errOut)
+}
+
+func TestIdleNamesOnlyTheFlagThatIsWrong(t *testing.T) {
+	code, _, errOut := runCLI(t, "", "idle", "--catalog", exampleCatalog, "--samples", exampleSamples, "--format", "csv")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, `--format "csv": want table or json`)
+	require.NotContains(t, errOut, "--catalog is required")
+	require.NotContains(t, errOut, "--samples is required")
+
+	code, _, errOut = runCLI(t, "", "idle", "--samples", exampleSamples)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--catalog is required")
+	require.NotContains(t, errOut, "--samples is required")
+}
