@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -22,6 +23,7 @@ func runIdle(args []string, stdout, stderr io.Writer) int {
 	samplesPath := fs.String("samples", "", "samples in JSON Lines ('-' for standard input)")
 	format := fs.String("format", "table", "output: table | json (one alert per line)")
 	skipInvalid := fs.Bool("skip-invalid", false, "count and report invalid lines instead of stopping at the first")
+	bounds := addSampleBounds(fs, false)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: cardhour idle --catalog FILE --samples FILE.jsonl [--format table|json]")
 		fmt.Fprintln(stderr, "Lists the idle warnings and releases the catalog's idle policies call for.")
@@ -32,6 +34,11 @@ func runIdle(args []string, stdout, stderr io.Writer) int {
 	}
 	if *catalogPath == "" || *samplesPath == "" || (*format != "table" && *format != "json") {
 		fmt.Fprintln(stderr, "cardhour idle: --catalog and --samples are required; --format is table or json")
+		fs.Usage()
+		return 2
+	}
+	if p := bounds.problems(); len(p) > 0 {
+		fmt.Fprintln(stderr, "cardhour idle: "+strings.Join(p, "; "))
 		fs.Usage()
 		return 2
 	}
@@ -50,7 +57,7 @@ func runIdle(args []string, stdout, stderr io.Writer) int {
 		defer f.Close() //nolint:errcheck // read-only
 		in = f
 	}
-	opt := schemas.ReadOptions{SkipInvalid: *skipInvalid, Workers: 2}
+	opt := schemas.ReadOptions{SkipInvalid: *skipInvalid, Workers: 2, DecoderOptions: bounds.options()}
 	dets := []*billing.IdleDetector{billing.NewIdleDetector(cat), billing.NewIdleDetector(cat)}
 	stats, err := schemas.ReadSamples(in, opt, func(w int, samples []schemas.Sample) error {
 		for i := range samples {
