@@ -3,6 +3,7 @@ package schemas
 import (
 	"archive/zip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -259,4 +260,21 @@ func TestCatalogCurrencies(t *testing.T) {
 	require.Equal(t, 2, n)
 	_, ok = CurrencyMinorUnits("RMB")
 	require.False(t, ok)
+}
+
+// The cardhour binary carries the zone database (time/tzdata, imported by this
+// package), so a host without /usr/share/zoneinfo loads catalog zones too.
+func TestBinaryEmbedsZoneDatabase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	for _, tags := range []string{"", "collector"} {
+		out, err := exec.Command(goBin, "list", "-deps", "-tags", tags, "../cmd/cardhour").CombinedOutput()
+		require.NoError(t, err, string(out))
+		require.Contains(t, strings.Fields(string(out)), "time/tzdata", "tags %q", tags)
+	}
 }

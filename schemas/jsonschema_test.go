@@ -179,4 +179,14 @@ func TestCatalogSchemaCurrencies(t *testing.T) {
 	require.Equal(t, billableCurrencies(), enum)
 	require.Contains(t, enum, "CNY")
 	require.NotContains(t, enum, "JPY")
+
+	// Every IANA zone name passes the schema's timezone rule; Local does not.
+	schema := compileSchema(t, jsonschema.CatalogV1, "catalog.json")
+	doc1 := func(tz string) any { return map[string]any{"currency": "CNY", "timezone": tz} }
+	for _, z := range ianaZones {
+		require.NoError(t, schema.Validate(doc1(z)), z)
+	}
+	for _, z := range []string{"Local", "localtime", "", "/etc/localtime", "../UTC"} {
+		require.Error(t, schema.Validate(doc1(z)), z)
+	}
 }
