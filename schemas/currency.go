@@ -64,7 +64,7 @@ func checkCurrency(code string) string {
 		}
 		return fmt.Sprintf("%q has %d decimal places in ISO 4217, but cardhour rounds amounts to 0.01: only currencies with %d decimal places are supported", code, n, billedMinorUnits)
 	}
-	upper := strings.ToUpper(strings.TrimSpace(code))
+	upper := strings.ToUpper(code)
 	if upper != code {
 		if _, ok := iso4217MinorUnits[upper]; ok {
 			return fmt.Sprintf("%q: write the ISO 4217 code in upper case: %s", code, upper)

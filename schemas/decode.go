@@ -294,18 +294,25 @@ func (d *Decoder) Decode(data []byte, s *Sample) error {
 			}
 		}
 	}
+	if err := s.Validate(); err != nil {
+		return err
+	}
 	if s.StartMS+s.IntervalMS > d.maxEndMS {
 		return d.futureErr(s)
 	}
-	return s.Validate()
+	return nil
 }
 
 // futureErr describes a sample that ends after the clock plus the skew allowed.
 func (d *Decoder) futureErr(s *Sample) error {
 	end := time.UnixMilli(s.EndMS()).UTC()
-	ahead := time.Duration(s.EndMS()-d.clockMS) * time.Millisecond
+	aheadMS := s.EndMS() - d.clockMS
+	ahead := fmt.Sprintf("%.0f days", float64(aheadMS)/86_400_000)
+	if aheadMS < 100*366*86_400_000 { // a time.Duration holds about 292 years
+		ahead = (time.Duration(aheadMS) * time.Millisecond).String()
+	}
 	return &FieldError{Field: "ts", Value: strconv.Quote(s.Time().Format(time.RFC3339Nano)), Err: ErrFutureSample,
-		Reason: fmt.Sprintf("the sample ends at %s, %v after the ingest clock (%s): more than the clock skew allowed, %v (set with --max-clock-skew)",
+		Reason: fmt.Sprintf("the sample ends at %s, %s after the ingest clock (%s): more than the clock skew allowed, %v (set with --max-clock-skew)",
 			end.Format(time.RFC3339Nano), ahead, time.UnixMilli(d.clockMS).UTC().Format(time.RFC3339Nano), d.opt.MaxClockSkew)}
 }
 

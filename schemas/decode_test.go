@@ -459,6 +459,16 @@ func TestDecodeFutureSamples(t *testing.T) {
 	dec.SetNow(end.Add(time.Hour))
 	require.NoError(t, dec.Decode(line, &s), "a new clock replaces the old one")
 
+	// Far ahead (beyond what a time.Duration holds) still reads well.
+	dec.SetNow(end)
+	err = dec.Decode([]byte(strings.Replace(validLine, `"ts":"2026-11-01T08:00:00.250+08:00"`, `"ts":"9999-12-31T00:00:00Z"`, 1)), &s)
+	require.ErrorIs(t, err, ErrFutureSample)
+	require.Contains(t, err.Error(), "2912138 days after the ingest clock")
+	// A sample invalid in itself is reported as such, whatever its time.
+	err = dec.Decode([]byte(strings.Replace(strings.Replace(validLine, `"ts":"2026-11-01T08:00:00.250+08:00"`, `"ts":"2099-01-01T00:00:00Z"`, 1), `"node":"gpu-01"`, `"node":""`, 1)), &s)
+	require.NotErrorIs(t, err, ErrFutureSample)
+	require.ErrorContains(t, err, `field "node"`)
+
 	off := NewDecoder()
 	off.SetNow(end.Add(-24 * time.Hour))
 	require.NoError(t, off.Decode(line, &s), "MaxClockSkew 0: no check")
