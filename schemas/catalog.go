@@ -759,6 +759,8 @@ func (v *catalogValidator) discounts(n *yaml.Node, path string, into map[Term]de
 	}
 }
 
+//go:generate go run gen_tznames.go
+
 // loadZone loads a catalog's time zone, which must be named as in the IANA
 // time zone database (ianaZones). time.LoadLocation alone would also take
 // "Local" (the zone of the machine that bills) and whatever files the host's

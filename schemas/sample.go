@@ -94,9 +94,9 @@ func (e *FieldError) Unwrap() error { return e.Err }
 // Samples outside the bounds a reader sets (DecoderOptions), as opposed to
 // samples outside the format.
 var (
-	// ErrIntervalTooLong: interval_s is above DecoderOptions.MaxInterval.
+	// ErrIntervalTooLong marks an interval_s above DecoderOptions.MaxInterval.
 	ErrIntervalTooLong = errors.New("interval_s longer than the maximum accepted")
-	// ErrFutureSample: the sample ends after the reader's clock plus
+	// ErrFutureSample marks a sample that ends after the reader's clock plus
 	// DecoderOptions.MaxClockSkew.
 	ErrFutureSample = errors.New("sample ends in the future")
 )
