@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/cardhour/cardhour/schemas"
 )
@@ -21,6 +22,12 @@ type FileConfig struct {
 	Workers int
 	// MaxReported bounds the invalid lines kept in the stats (0: 100).
 	MaxReported int
+	// DecoderOptions bound interval_s and how far after Now a sample may end;
+	// a line outside them is invalid (reported, not stored).
+	schemas.DecoderOptions
+	// Now is the ingest clock MaxClockSkew is checked against, read once per
+	// chunk of the file (default time.Now).
+	Now func() time.Time
 }
 
 // Backfill reads cardhour.sample.v1 JSON Lines from r and writes them through
@@ -44,6 +51,9 @@ func Backfill(ctx context.Context, r io.Reader, cfg FileConfig) (schemas.ReadSta
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 1
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -95,7 +105,8 @@ func Backfill(ctx context.Context, r io.Reader, cfg FileConfig) (schemas.ReadSta
 		return nil
 	}
 	m := cfg.Writer.cfg.Metrics
-	stats, err := schemas.ReadSamples(r, schemas.ReadOptions{SkipInvalid: true, MaxReported: cfg.MaxReported, Workers: cfg.Workers},
+	stats, err := schemas.ReadSamples(r, schemas.ReadOptions{SkipInvalid: true, MaxReported: cfg.MaxReported, Workers: cfg.Workers,
+		DecoderOptions: cfg.DecoderOptions, Now: cfg.Now},
 		func(_ int, samples []schemas.Sample) error {
 			mu.Lock()
 			defer mu.Unlock()

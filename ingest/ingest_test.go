@@ -2,10 +2,12 @@ package ingest_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -121,6 +123,41 @@ func TestReason(t *testing.T) {
 	f(strings.Replace(good, `"interval_s":10`, `"interval_s":-10`, 1), "invalid_field")
 	f(strings.Replace(good, `"interval_s":10`, `"interval_s":"10"`, 1), "invalid_field")
 	f(strings.Replace(good, `"cardhour.sample.v1"`, `"cardhour.sample.v9"`, 1), "unknown_schema")
+	f(strings.Replace(good, `"interval_s":10`, `"interval_s":2592000`, 1), "interval_too_long")
+	future := schemas.NewDecoderWith(schemas.DecoderOptions{MaxClockSkew: time.Minute})
+	future.SetNow(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) // before the trace
+	var s schemas.Sample
+	err := future.Decode([]byte(good), &s)
+	require.Equal(t, "future_ts", ingest.Reason(err), err)
+}
+
+// ingest --from-file: a line over the interval bound or ending beyond the clock
+// skew is reported with its line number and reason, and not stored.
+func TestBackfillRejectsLongAndFutureSamples(t *testing.T) {
+	data := ingesttest.Trace(t, 2000, 5)
+	lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
+	lines[4] = bytes.Replace(lines[4], []byte(`"interval_s":10`), []byte(`"interval_s":2592000`), 1)
+	require.Contains(t, string(lines[4]), "2592000")
+	samples := ingesttest.Samples(t, data)
+	last := slices.MaxFunc(samples, func(a, b schemas.Sample) int { return cmp.Compare(a.EndMS(), b.EndMS()) })
+	clock := time.UnixMilli(last.EndMS()).Add(-6 * time.Minute) // the last sample lies 6 min ahead
+	store := ingest.NewMemStore()
+	w, err := ingest.NewWriter(ingest.WriterConfig{Store: store, Logger: quietLogger()})
+	require.NoError(t, err)
+	stats, err := ingest.Backfill(context.Background(), bytes.NewReader(bytes.Join(lines, []byte("\n"))), ingest.FileConfig{
+		Writer: w, BatchSize: 300, DecoderOptions: schemas.DecoderOptions{MaxClockSkew: 5 * time.Minute},
+		Now: func() time.Time { return clock }})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, stats.InvalidCount, int64(2))
+	require.EqualValues(t, 5, stats.Invalid[0].Line)
+	require.ErrorIs(t, stats.Invalid[0], schemas.ErrIntervalTooLong)
+	for _, le := range stats.Invalid[1:] {
+		require.ErrorIs(t, le, schemas.ErrFutureSample, "line %d", le.Line)
+		require.Contains(t, le.Error(), "--max-clock-skew")
+	}
+	raw, _, _, _ := store.Counts()
+	require.EqualValues(t, stats.Valid, raw)
+	require.EqualValues(t, int64(len(lines)), stats.Valid+stats.InvalidCount)
 }
 
 // Idle runs are merged by utilisation class: thresholds on a class bound are

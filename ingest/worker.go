@@ -35,7 +35,7 @@ const (
 // Dead-letter headers.
 const (
 	HeaderSchema          = "schema"
-	HeaderReason          = "reason" // malformed_json | invalid_field | unknown_schema | too_large
+	HeaderReason          = "reason" // malformed_json | invalid_field | interval_too_long | future_ts | unknown_schema | too_large
 	HeaderError           = "error"  // the decoder's message
 	HeaderSourceTopic     = "source_topic"
 	HeaderSourcePartition = "source_partition"
@@ -78,6 +78,13 @@ type WorkerConfig struct {
 	// (stores that stream), or a write of its own (others). A consumer holds at
 	// most four pieces (default DefaultStreamPiece).
 	StreamPiece int
+	// DecoderOptions bound interval_s (MaxInterval, 0: schemas.DefaultMaxInterval)
+	// and how far after Now a sample may end (MaxClockSkew, 0: no check). A
+	// sample outside them is a dead letter.
+	schemas.DecoderOptions
+	// Now is the ingest clock MaxClockSkew is checked against, read once per
+	// message (default time.Now).
+	Now func() time.Time
 
 	Store   Store
 	Logger  *slog.Logger
@@ -102,6 +109,9 @@ func (c *WorkerConfig) Validate() error {
 	}
 	if c.Consumers < 0 || c.BatchSize < 0 || c.BatchAge < 0 || c.MaxMessageBytes < 0 || c.ShutdownGrace < 0 || c.StreamPiece < 0 || c.StoreTimeout < 0 || c.CommitInterval < 0 {
 		errs = append(errs, errors.New("ingest: consumers, batch size, batch age, max message bytes, shutdown grace, stream piece, store timeout and commit interval must not be negative"))
+	}
+	if err := c.DecoderOptions.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("ingest: %w", err))
 	}
 	if c.Topic != "" && c.Topic == c.DLQTopic {
 		errs = append(errs, fmt.Errorf("ingest: the dead-letter topic must differ from the sample topic %q", c.Topic))
@@ -151,6 +161,9 @@ func (c *WorkerConfig) setDefaults() {
 	}
 	if c.Metrics == nil {
 		c.Metrics = NewMetrics(nil)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 }
 
@@ -385,7 +398,7 @@ func (w *Worker) session(ctx context.Context, log *slog.Logger, onCommit func())
 			log.Warn("closing the Kafka reader", "err", err)
 		}
 	}()
-	c := &consumer{w: w, log: log, reader: reader, writer: writer, dec: schemas.NewDecoder(), lastCommit: time.Now(),
+	c := &consumer{w: w, log: log, reader: reader, writer: writer, dec: schemas.NewDecoderWith(cfg.DecoderOptions), lastCommit: time.Now(),
 		pool: make(chan []schemas.Sample, piecesPerConsumer), onCommit: onCommit}
 	for range piecesPerConsumer {
 		c.pool <- make([]schemas.Sample, 0, cfg.StreamPiece)
@@ -611,6 +624,7 @@ func (c *consumer) decodeMessage(msg *kafka.Message, b *batch) {
 		b.dead = append(b.dead, deadLetter(msg, msg.Value, 0, err))
 		return
 	}
+	c.dec.SetNow(c.w.cfg.Now())
 	lineNo, samples := 0, 0
 	for rest := msg.Value; len(rest) > 0; {
 		var line []byte

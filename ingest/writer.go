@@ -289,6 +289,10 @@ func Reason(err error) string {
 		return "malformed_json"
 	case errors.As(err, &fe) && fe.Field == "schema":
 		return "unknown_schema"
+	case errors.Is(err, schemas.ErrIntervalTooLong):
+		return "interval_too_long"
+	case errors.Is(err, schemas.ErrFutureSample):
+		return "future_ts"
 	}
 	return "invalid_field"
 }

@@ -4,13 +4,15 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
-	_ "time/tzdata" // billing periods must resolve on hosts without a zoneinfo database
+	_ "time/tzdata" // billing periods must resolve on hosts without a zoneinfo database (see loadZone)
 
 	"github.com/shopspring/decimal"
 	"gopkg.in/yaml.v3"
@@ -197,13 +199,27 @@ func ParseCatalog(data []byte, name string) (*Catalog, error) {
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("catalog %s is empty (it holds no YAML document; a catalog starts with currency: and timezone:)", name)
+		}
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if len(root.Content) == 0 {
-		return nil, fmt.Errorf("%s: empty document", name)
+	if len(root.Content) == 0 || isNull(root.Content[0]) {
+		return nil, fmt.Errorf("catalog %s is empty (its YAML document holds nothing; a catalog starts with currency: and timezone:)", name)
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		line := next.Line
+		if err != nil {
+			return nil, fmt.Errorf("%s: after the first YAML document: %w", name, err)
+		}
+		return nil, fmt.Errorf("%s:%d: a second YAML document (after ---): a catalog is one document", name, line)
 	}
 	doc := root.Content[0]
 	v := &catalogValidator{name: name}
+	if v.notACatalog(doc) {
+		return nil, errors.Join(v.errs...)
+	}
 	var raw rawCatalog
 	v.strict(doc, "", &raw)
 	if len(v.errs) > 0 {
@@ -303,6 +319,32 @@ func (v *catalogValidator) errf(line int, path, format string, args ...any) {
 	v.errs = append(v.errs, fmt.Errorf("%s:%d: %s", v.name, line, msg))
 }
 
+// isNull reports whether n is an empty YAML value (nothing, ~ or null).
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
+// notACatalog reports (and records) a document that is a mapping without a
+// single catalog field: another kind of file (a fleet, a Kubernetes manifest)
+// given as the catalog, described once rather than field by field.
+func (v *catalogValidator) notACatalog(doc *yaml.Node) bool {
+	if doc.Kind != yaml.MappingNode || len(doc.Content) == 0 {
+		return false
+	}
+	allowed := yamlFields(reflect.TypeOf(rawCatalog{}))
+	var keys []string
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		k := doc.Content[i].Value
+		if slices.Contains(allowed, k) {
+			return false
+		}
+		keys = append(keys, k)
+	}
+	v.errf(doc.Content[0].Line, "", "this is not a price catalog: its fields (%s) are none of a catalog's (%s)",
+		strings.Join(keys, ", "), strings.Join(allowed, ", "))
+	return true
+}
+
 // yamlFields returns the yaml keys a raw struct accepts.
 func yamlFields(t reflect.Type) []string {
 	var out []string
@@ -322,19 +364,32 @@ func (v *catalogValidator) strict(n *yaml.Node, path string, dst any) bool {
 		v.errf(n.Line, path, "expected a mapping (key: value lines)")
 		return false
 	}
-	allowed := yamlFields(reflect.TypeOf(dst).Elem())
+	t := reflect.TypeOf(dst).Elem()
+	allowed := yamlFields(t)
 	ok := true
+	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k := n.Content[i]
-		found := false
-		for _, a := range allowed {
-			if a == k.Value {
-				found = true
-				break
-			}
+		k, val := n.Content[i], n.Content[i+1]
+		fpath := join(path, k.Value)
+		f, found := fieldByTag(t, k.Value)
+		switch {
+		case !found:
+			v.errf(k.Line, fpath, "unknown field (allowed: %s)", strings.Join(allowed, ", "))
+			ok = false
+			continue
+		case seen[k.Value] != 0:
+			v.errf(k.Line, fpath, "appears more than once (first at line %d)", seen[k.Value])
+			ok = false
+			continue
 		}
-		if !found {
-			v.errf(k.Line, join(path, k.Value), "unknown field (allowed: %s)", strings.Join(allowed, ", "))
+		seen[k.Value] = k.Line
+		for val.Kind == yaml.AliasNode && val.Alias != nil {
+			val = val.Alias
+		}
+		// A list field must hold a list: checked here, in catalog terms,
+		// rather than left to the YAML decoder (whose message names Go types).
+		if f.Type.Kind() == reflect.Slice && val.Kind != yaml.SequenceNode && !isNull(val) {
+			v.errf(val.Line, fpath, "must be a list (lines starting with '- '), not %s", yamlKind(val))
 			ok = false
 		}
 	}
@@ -342,10 +397,41 @@ func (v *catalogValidator) strict(n *yaml.Node, path string, dst any) bool {
 		return false
 	}
 	if err := n.Decode(dst); err != nil {
-		v.errf(n.Line, path, "%v", err)
+		// Not expected after the checks above; never show the decoder's Go types.
+		v.errf(n.Line, path, "cannot be read: %s", yamlDecodeError(err))
 		return false
 	}
 	return true
+}
+
+// fieldByTag returns the field of struct type t whose yaml key is key.
+func fieldByTag(t reflect.Type, key string) (reflect.StructField, bool) {
+	for i := 0; i < t.NumField(); i++ {
+		if strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0] == key {
+			return t.Field(i), true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// yamlKind names the kind of a YAML value for an error message.
+func yamlKind(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping (key: value lines)"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	return fmt.Sprintf("the single value %q", n.Value)
+}
+
+var goTypeInError = regexp.MustCompile(` into \S+`)
+
+// yamlDecodeError is a YAML decoding error on one line, without Go type names.
+func yamlDecodeError(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n")
+	msg = goTypeInError.ReplaceAllString(msg, "")
+	return strings.Join(strings.Fields(msg), " ")
 }
 
 func join(path, key string) string {
@@ -500,7 +586,6 @@ func (v *catalogValidator) idle(n *yaml.Node, path string, base IdlePolicy) *Idl
 var (
 	idPattern    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$`)
 	monthPattern = regexp.MustCompile(`^(\d{4})-(\d{2})$`)
-	currencyCode = regexp.MustCompile(`^[A-Z]{3}$`)
 )
 
 func (v *catalogValidator) build(doc *yaml.Node, raw *rawCatalog) *Catalog {
@@ -511,14 +596,16 @@ func (v *catalogValidator) build(doc *yaml.Node, raw *rawCatalog) *Catalog {
 		projByID:   map[string]int{},
 	}
 	c.Currency = v.str(raw.Currency, "currency", true)
-	if c.Currency != "" && !currencyCode.MatchString(c.Currency) {
-		v.errf(raw.Currency.Line, "currency", "%q is not an ISO 4217 code such as CNY", c.Currency)
+	if c.Currency != "" {
+		if msg := checkCurrency(c.Currency); msg != "" {
+			v.errf(raw.Currency.Line, "currency", "%s", msg)
+		}
 	}
 	c.Timezone = v.str(raw.Timezone, "timezone", true)
 	if c.Timezone != "" {
-		loc, err := time.LoadLocation(c.Timezone)
-		if err != nil {
-			v.errf(raw.Timezone.Line, "timezone", "%q is not an IANA time zone (e.g. Asia/Shanghai)", c.Timezone)
+		loc, msg := loadZone(c.Timezone)
+		if msg != "" {
+			v.errf(raw.Timezone.Line, "timezone", "%s", msg)
 		}
 		c.Location = loc
 	}
@@ -670,4 +757,32 @@ func (v *catalogValidator) discounts(n *yaml.Node, path string, into map[Term]de
 			into[t.term] = f
 		}
 	}
+}
+
+//go:generate go run gen_tznames.go
+
+// loadZone loads a catalog's time zone, which must be named as in the IANA
+// time zone database (ianaZones). time.LoadLocation alone would also take
+// "Local" (the zone of the machine that bills) and whatever files the host's
+// zoneinfo directory holds ("localtime", "posix/…"), so the same catalog
+// could bill differently on two machines. The zone's rules come from the
+// host's zoneinfo, or the copy embedded in the binary (time/tzdata) on hosts
+// without one. msg is "" on success.
+func loadZone(name string) (loc *time.Location, msg string) {
+	if _, ok := slices.BinarySearch(ianaZones, name); !ok {
+		if strings.EqualFold(name, "Local") || name == "localtime" {
+			return nil, fmt.Sprintf("%q is the zone of the machine that bills, so the same catalog would bill differently on different machines: name an IANA time zone (e.g. Asia/Shanghai, UTC)", name)
+		}
+		for _, z := range ianaZones {
+			if strings.EqualFold(z, name) {
+				return nil, fmt.Sprintf("%q is not an IANA time zone; did you mean %q?", name, z)
+			}
+		}
+		return nil, fmt.Sprintf("%q is not an IANA time zone (e.g. Asia/Shanghai, Europe/Berlin, UTC)", name)
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Sprintf("%q: cannot load this time zone: %v", name, err)
+	}
+	return loc, ""
 }

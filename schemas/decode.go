@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/bits"
 	"strconv"
+	"time"
 	"unsafe"
 
 	"github.com/shopspring/decimal"
@@ -28,6 +29,44 @@ type Decoder struct {
 	// values (last) rarely match, but an instance's own previous ones do.
 	insts map[string]*instMemo
 	cur   *instMemo // the instance of the object being decoded, once known
+
+	opt           DecoderOptions
+	maxIntervalMS int64 // interval_s above this is rejected
+	maxEndMS      int64 // samples ending after this are rejected (math.MaxInt64: no bound)
+	clockMS       int64 // the clock SetNow was given, for the error message
+}
+
+// DefaultMaxInterval is the longest interval_s a Decoder accepts unless its
+// options say otherwise. The collector samples every 1 s to 1 h, so a longer
+// interval is corrupt or forged input: one such line could bill a month.
+const DefaultMaxInterval = time.Hour
+
+// MaxIntervalLimit is the largest bound DecoderOptions.MaxInterval may set: the
+// longest interval the wire format can express (ten years).
+const MaxIntervalLimit = time.Duration(maxIntMS) * time.Millisecond
+
+// DecoderOptions bound what a Decoder accepts beyond the ranges of the format.
+type DecoderOptions struct {
+	// MaxInterval is the longest interval_s accepted (0: DefaultMaxInterval;
+	// at most MaxIntervalLimit). The command-line flag that sets it is
+	// --max-interval.
+	MaxInterval time.Duration
+	// MaxClockSkew, when > 0, rejects samples that end more than MaxClockSkew
+	// after the clock last given to SetNow: a sample describes time that has
+	// passed. The command-line flag that sets it is --max-clock-skew.
+	MaxClockSkew time.Duration
+}
+
+// Validate reports options out of range.
+func (o DecoderOptions) Validate() error {
+	var errs []error
+	if o.MaxInterval < 0 || o.MaxInterval > MaxIntervalLimit || o.MaxInterval%time.Millisecond != 0 {
+		errs = append(errs, fmt.Errorf("max interval %v: want a whole number of milliseconds in (0, %v]", o.MaxInterval, MaxIntervalLimit))
+	}
+	if o.MaxClockSkew < 0 {
+		errs = append(errs, fmt.Errorf("max clock skew %v: must not be negative (0 disables the check)", o.MaxClockSkew))
+	}
+	return errors.Join(errs...)
 }
 
 type instMemo struct {
@@ -67,9 +106,31 @@ var canonicalKeys = func() (keys []struct {
 // stream of unique strings cannot grow memory without limit.
 const maxInterned = 1 << 16
 
-// NewDecoder returns a Decoder ready for use.
+// NewDecoder returns a Decoder ready for use, with the default options.
 func NewDecoder() *Decoder {
-	return &Decoder{intern: make(map[string]string, 1024), insts: make(map[string]*instMemo, 1024)}
+	return NewDecoderWith(DecoderOptions{})
+}
+
+// NewDecoderWith returns a Decoder with options opt, which the caller has
+// validated (out-of-range values are clamped).
+func NewDecoderWith(opt DecoderOptions) *Decoder {
+	if opt.MaxInterval <= 0 {
+		opt.MaxInterval = DefaultMaxInterval
+	}
+	opt.MaxInterval = min(opt.MaxInterval, MaxIntervalLimit)
+	return &Decoder{intern: make(map[string]string, 1024), insts: make(map[string]*instMemo, 1024),
+		opt: opt, maxIntervalMS: opt.MaxInterval.Milliseconds(), maxEndMS: math.MaxInt64}
+}
+
+// SetNow sets the clock against which MaxClockSkew is checked: from now on,
+// samples that end after now + MaxClockSkew are rejected. It does nothing when
+// MaxClockSkew is 0. Readers call it once per message or chunk, not per sample.
+func (d *Decoder) SetNow(now time.Time) {
+	if d.opt.MaxClockSkew <= 0 {
+		return
+	}
+	d.clockMS = now.UnixMilli()
+	d.maxEndMS = d.clockMS + d.opt.MaxClockSkew.Milliseconds()
 }
 
 // DecodeSample is a convenience for one-off decoding.
@@ -233,7 +294,26 @@ func (d *Decoder) Decode(data []byte, s *Sample) error {
 			}
 		}
 	}
-	return s.Validate()
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	if s.StartMS+s.IntervalMS > d.maxEndMS {
+		return d.futureErr(s)
+	}
+	return nil
+}
+
+// futureErr describes a sample that ends after the clock plus the skew allowed.
+func (d *Decoder) futureErr(s *Sample) error {
+	end := time.UnixMilli(s.EndMS()).UTC()
+	aheadMS := s.EndMS() - d.clockMS
+	ahead := fmt.Sprintf("%.0f days", float64(aheadMS)/86_400_000)
+	if aheadMS < 100*366*86_400_000 { // a time.Duration holds about 292 years
+		ahead = (time.Duration(aheadMS) * time.Millisecond).String()
+	}
+	return &FieldError{Field: "ts", Value: strconv.Quote(s.Time().Format(time.RFC3339Nano)), Err: ErrFutureSample,
+		Reason: fmt.Sprintf("the sample ends at %s, %s after the ingest clock (%s): more than the clock skew allowed, %v (set with --max-clock-skew)",
+			end.Format(time.RFC3339Nano), ahead, time.UnixMilli(d.clockMS).UTC().Format(time.RFC3339Nano), d.opt.MaxClockSkew)}
 }
 
 func (d *Decoder) field(p *parser, bit int, name string, s *Sample) error {
@@ -256,6 +336,11 @@ func (d *Decoder) field(p *parser, bit int, name string, s *Sample) error {
 		ms, err := secondsToMS(num)
 		if err != nil {
 			return &FieldError{Field: name, Value: string(num), Reason: err.Error()}
+		}
+		if ms > d.maxIntervalMS {
+			return &FieldError{Field: name, Value: string(num), Err: ErrIntervalTooLong, Reason: fmt.Sprintf(
+				"longer than the longest interval accepted, %s s (%v; set with --max-interval)",
+				strconv.FormatFloat(float64(d.maxIntervalMS)/1000, 'f', -1, 64), d.opt.MaxInterval)}
 		}
 		s.IntervalMS = ms
 	case fUtil:

@@ -169,7 +169,7 @@ func refDecode(data []byte) (Sample, bool) {
 		return f, err == nil
 	}
 	iv, ok := num("interval_s")
-	if !ok || math.Round(iv*1000) < 1 || iv > maxIntMS/1000 {
+	if !ok || math.Round(iv*1000) < 1 || math.Round(iv*1000) > float64(DefaultMaxInterval.Milliseconds()) {
 		return Sample{}, false
 	}
 	s.IntervalMS = int64(math.Round(iv * 1000))
@@ -393,4 +393,125 @@ func TestDecoderReuseMatchesFresh(t *testing.T) {
 		require.NoError(t, dec.Decode(line, &got), "%s", line)
 		require.Equal(t, want, got, "line %d: %s", i, line)
 	}
+}
+
+// interval_s is bounded by the reader (DefaultMaxInterval unless set): one
+// line must not be able to claim a month.
+func TestDecodeMaxInterval(t *testing.T) {
+	line := func(iv string) []byte {
+		return []byte(strings.Replace(validLine, `"interval_s":10`, `"interval_s":`+iv, 1))
+	}
+	var s Sample
+	dec := NewDecoder()
+	for _, ok := range []string{"3600", "3600.0", "3599.9995", "0.001"} {
+		require.NoError(t, dec.Decode(line(ok), &s), ok)
+	}
+	for _, bad := range []string{"3600.001", "3601", "2592000", "316224000", "3.6001e3"} {
+		err := dec.Decode(line(bad), &s)
+		require.ErrorIs(t, err, ErrIntervalTooLong, bad)
+		var fe *FieldError
+		require.ErrorAs(t, err, &fe)
+		require.Equal(t, "interval_s", fe.Field)
+		require.Equal(t, bad, fe.Value)
+		require.Contains(t, err.Error(), "3600 s")
+		require.Contains(t, err.Error(), "--max-interval", "the error names the setting that changes the bound")
+	}
+	_, err := DecodeSample(line("2592000"))
+	require.ErrorIs(t, err, ErrIntervalTooLong, "DecodeSample has the default bound too")
+	// Beyond the format's own range the old message stays.
+	require.NotErrorIs(t, dec.Decode(line("1e300"), &s), ErrIntervalTooLong)
+
+	long := NewDecoderWith(DecoderOptions{MaxInterval: 2 * time.Hour})
+	require.NoError(t, long.Decode(line("7200"), &s))
+	require.EqualValues(t, 7_200_000, s.IntervalMS)
+	err = long.Decode(line("7200.001"), &s)
+	require.ErrorIs(t, err, ErrIntervalTooLong)
+	require.Contains(t, err.Error(), "7200 s (2h0m0s")
+
+	require.NoError(t, DecoderOptions{MaxInterval: MaxIntervalLimit}.Validate())
+	require.Error(t, DecoderOptions{MaxInterval: MaxIntervalLimit + time.Millisecond}.Validate())
+	require.Error(t, DecoderOptions{MaxInterval: -time.Second}.Validate())
+	require.Error(t, DecoderOptions{MaxInterval: time.Microsecond}.Validate())
+	require.Error(t, DecoderOptions{MaxClockSkew: -time.Second}.Validate())
+}
+
+// With MaxClockSkew, a sample that ends more than the skew after the clock
+// given to SetNow is rejected; the clock is the caller's (frozen here).
+func TestDecodeFutureSamples(t *testing.T) {
+	// validLine covers [2026-11-01T00:00:00.250Z, +10 s).
+	end := time.Date(2026, 11, 1, 0, 0, 10, 250e6, time.UTC)
+	line := []byte(validLine)
+	var s Sample
+
+	dec := NewDecoderWith(DecoderOptions{MaxClockSkew: 5 * time.Minute})
+	require.NoError(t, dec.Decode(line, &s), "no clock given yet: no bound")
+	dec.SetNow(end.Add(-5 * time.Minute))
+	require.NoError(t, dec.Decode(line, &s), "ends exactly at the clock plus the skew")
+	dec.SetNow(end.Add(-5*time.Minute - time.Millisecond))
+	err := dec.Decode(line, &s)
+	require.ErrorIs(t, err, ErrFutureSample)
+	var fe *FieldError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "ts", fe.Field)
+	require.Contains(t, err.Error(), "2026-11-01T00:00:10.25Z")
+	require.Contains(t, err.Error(), "5m0.001s after the ingest clock (2026-10-31T23:55:10.249Z)")
+	require.Contains(t, err.Error(), "--max-clock-skew")
+	dec.SetNow(end.Add(time.Hour))
+	require.NoError(t, dec.Decode(line, &s), "a new clock replaces the old one")
+
+	// Far ahead (beyond what a time.Duration holds) still reads well.
+	dec.SetNow(end)
+	err = dec.Decode([]byte(strings.Replace(validLine, `"ts":"2026-11-01T08:00:00.250+08:00"`, `"ts":"9999-12-31T00:00:00Z"`, 1)), &s)
+	require.ErrorIs(t, err, ErrFutureSample)
+	require.Contains(t, err.Error(), "2912138 days after the ingest clock")
+	// A sample invalid in itself is reported as such, whatever its time.
+	err = dec.Decode([]byte(strings.Replace(strings.Replace(validLine, `"ts":"2026-11-01T08:00:00.250+08:00"`, `"ts":"2099-01-01T00:00:00Z"`, 1), `"node":"gpu-01"`, `"node":""`, 1)), &s)
+	require.NotErrorIs(t, err, ErrFutureSample)
+	require.ErrorContains(t, err, `field "node"`)
+
+	off := NewDecoder()
+	off.SetNow(end.Add(-24 * time.Hour))
+	require.NoError(t, off.Decode(line, &s), "MaxClockSkew 0: no check")
+}
+
+// ReadSamples applies the bounds to every line, reports each rejected line
+// with its number and reason, and reads the clock once per chunk.
+func TestReadSamplesBounds(t *testing.T) {
+	ok := validLine
+	long := strings.Replace(validLine, `"interval_s":10`, `"interval_s":2592000`, 1)
+	future := strings.Replace(validLine, `"ts":"2026-11-01T08:00:00.250+08:00"`, `"ts":"2026-11-01T09:00:00+08:00"`, 1)
+	data := strings.Join([]string{ok, long, ok, future, ok}, "\n") + "\n"
+	clock := time.Date(2026, 11, 1, 0, 30, 0, 0, time.UTC) // future starts at 01:00Z
+	reads := 0
+	now := func() time.Time { reads++; return clock }
+	var got int
+	stats, err := ReadSamples(strings.NewReader(data), ReadOptions{SkipInvalid: true, Workers: 1,
+		DecoderOptions: DecoderOptions{MaxClockSkew: 5 * time.Minute}, Now: now},
+		func(_ int, s []Sample) error { got += len(s); return nil })
+	require.NoError(t, err)
+	require.Equal(t, 3, got)
+	require.EqualValues(t, 2, stats.InvalidCount)
+	require.EqualValues(t, 2, stats.Invalid[0].Line)
+	require.ErrorIs(t, stats.Invalid[0], ErrIntervalTooLong)
+	require.EqualValues(t, 4, stats.Invalid[1].Line)
+	require.ErrorIs(t, stats.Invalid[1], ErrFutureSample)
+	require.Equal(t, 1, reads, "one chunk, one clock reading")
+
+	// Without --skip-invalid the first bad line stops the read, with its number.
+	_, err = ReadSamples(strings.NewReader(data), ReadOptions{Workers: 1}, func(int, []Sample) error { return nil })
+	var le *LineError
+	require.ErrorAs(t, err, &le)
+	require.EqualValues(t, 2, le.Line)
+	require.ErrorIs(t, err, ErrIntervalTooLong)
+
+	// A longer bound accepts the long line; no clock, no future check.
+	stats, err = ReadSamples(strings.NewReader(data), ReadOptions{Workers: 1, DecoderOptions: DecoderOptions{MaxInterval: 30 * 24 * time.Hour}},
+		func(int, []Sample) error { return nil })
+	require.NoError(t, err)
+	require.EqualValues(t, 5, stats.Valid)
+
+	_, err = ReadSamples(strings.NewReader(data), ReadOptions{DecoderOptions: DecoderOptions{MaxClockSkew: time.Minute}}, func(int, []Sample) error { return nil })
+	require.ErrorContains(t, err, "needs a clock")
+	_, err = ReadSamples(strings.NewReader(data), ReadOptions{DecoderOptions: DecoderOptions{MaxInterval: -1}}, func(int, []Sample) error { return nil })
+	require.ErrorContains(t, err, "max interval")
 }

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"time"
 )
 
 // MaxLineBytes bounds one JSON Lines record; a longer line is an error, not an
@@ -27,6 +28,12 @@ type ReadOptions struct {
 	// Workers decodes in parallel (0: GOMAXPROCS). Lines are still delivered to the
 	// sink in chunks; each Sink call gets samples of one chunk in line order.
 	Workers int
+	// DecoderOptions bound interval_s and, with Now, how far in the future a
+	// sample may end; a line outside the bounds is invalid.
+	DecoderOptions
+	// Now is the clock MaxClockSkew is checked against, read once per chunk
+	// (required when MaxClockSkew > 0).
+	Now func() time.Time
 }
 
 // ReadStats summarizes a read.
@@ -87,6 +94,12 @@ func ReadSamples(r io.Reader, opt ReadOptions, sink Sink) (ReadStats, error) {
 	if opt.MaxReported <= 0 {
 		opt.MaxReported = 20
 	}
+	if err := opt.DecoderOptions.Validate(); err != nil {
+		return ReadStats{}, err
+	}
+	if opt.MaxClockSkew > 0 && opt.Now == nil {
+		return ReadStats{}, errors.New("read options: MaxClockSkew needs a clock (Now)")
+	}
 	const chunkSize = 1 << 20
 
 	chunks := make(chan chunk, workers*2)
@@ -108,9 +121,12 @@ func ReadSamples(r io.Reader, opt ReadOptions, sink Sink) (ReadStats, error) {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			dec := NewDecoder()
+			dec := NewDecoderWith(opt.DecoderOptions)
 			batch := make([]Sample, 0, 4096)
 			for c := range chunks {
+				if opt.Now != nil {
+					dec.SetNow(opt.Now())
+				}
 				res := decodeChunk(dec, c, &batch, opt)
 				if c.buf != nil {
 					pool.Put(c.buf)

@@ -78,6 +78,7 @@ func TestSampleSchemaAndDecoderAgree(t *testing.T) {
 		r(`"util":null`, `"util":1`),
 		r(`"util":null`, `"util":0`),
 		r(`"interval_s":10`, `"interval_s":0.001`),
+		r(`"interval_s":10`, `"interval_s":3600`),
 		r(`"project":"nlp-lab"`, `"project":""`),
 		r(`"ts":"2026-11-01T08:00:00.250+08:00"`, `"ts":"2026-11-01T00:00:00Z"`),
 		r(`"ts":"2026-11-01T08:00:00.250+08:00"`, `"ts":"2026-11-01T00:00:00.100000Z"`),
@@ -88,6 +89,8 @@ func TestSampleSchemaAndDecoderAgree(t *testing.T) {
 		r(`"interval_s":10`, `"interval_s":0`),
 		r(`"interval_s":10`, `"interval_s":"10"`),
 		r(`"interval_s":10`, `"interval_s":1e300`),
+		r(`"interval_s":10`, `"interval_s":3600.5`),
+		r(`"interval_s":10`, `"interval_s":2592000`),
 		r(`"interval_s":10,`, ``),
 		r(`"ts":"2026-11-01T08:00:00.250+08:00",`, ``),
 		r(`"ts":"2026-11-01T08:00:00.250+08:00"`, `"ts":"2026-11-01 08:00:00"`),
@@ -155,13 +158,35 @@ func TestCatalogSchemaAndLoaderAgree(t *testing.T) {
 	require.NoError(t, err)
 	files = append(files, "examples/catalog.yaml")
 	for _, path := range files {
-		if strings.Contains(path, "syntax.bad") {
-			continue // not YAML at all
+		if strings.Contains(path, "syntax.bad") || strings.Contains(path, "two-documents.bad") {
+			continue // not YAML at all; a second document the schema (which sees the first) cannot judge
 		}
 		data, err := os.ReadFile(path)
 		require.NoError(t, err)
 		_, loadErr := ParseCatalog(data, path)
 		schemaErr := schema.Validate(yamlTree(t, data))
 		require.Equal(t, loadErr == nil, schemaErr == nil, "%s: loader says %v, schema says %v", path, loadErr, schemaErr)
+	}
+}
+
+// The schema's currencies are those of the Go table with two decimal places.
+func TestCatalogSchemaCurrencies(t *testing.T) {
+	doc := schemaDoc(t, jsonschema.CatalogV1)
+	var enum []string
+	for _, c := range doc["properties"].(map[string]any)["currency"].(map[string]any)["enum"].([]any) {
+		enum = append(enum, c.(string))
+	}
+	require.Equal(t, billableCurrencies(), enum)
+	require.Contains(t, enum, "CNY")
+	require.NotContains(t, enum, "JPY")
+
+	// Every IANA zone name passes the schema's timezone rule; Local does not.
+	schema := compileSchema(t, jsonschema.CatalogV1, "catalog.json")
+	doc1 := func(tz string) any { return map[string]any{"currency": "CNY", "timezone": tz} }
+	for _, z := range ianaZones {
+		require.NoError(t, schema.Validate(doc1(z)), z)
+	}
+	for _, z := range []string{"Local", "localtime", "", "/etc/localtime", "../UTC"} {
+		require.Error(t, schema.Validate(doc1(z)), z)
 	}
 }

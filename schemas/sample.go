@@ -5,6 +5,7 @@
 package schemas
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -82,7 +83,23 @@ type FieldError struct {
 	Field  string
 	Value  string
 	Reason string
+	// Err classifies the problem when a caller may act on it (errors.Is):
+	// ErrIntervalTooLong, ErrFutureSample; nil for the others.
+	Err error
 }
+
+// Unwrap returns the class of the problem, if it has one.
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Samples outside the bounds a reader sets (DecoderOptions), as opposed to
+// samples outside the format.
+var (
+	// ErrIntervalTooLong marks an interval_s above DecoderOptions.MaxInterval.
+	ErrIntervalTooLong = errors.New("interval_s longer than the maximum accepted")
+	// ErrFutureSample marks a sample that ends after the reader's clock plus
+	// DecoderOptions.MaxClockSkew.
+	ErrFutureSample = errors.New("sample ends in the future")
+)
 
 func (e *FieldError) Error() string {
 	if e.Value == "" {

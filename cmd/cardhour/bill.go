@@ -26,6 +26,7 @@ func runBill(args []string, stdout, stderr io.Writer) int {
 	workers := fs.Int("workers", 0, "decoding goroutines (0: one per CPU)")
 	store := fs.String("store", "", "bill from a store written by 'cardhour ingest' instead of --samples: clickhouse://host:port/db or sqlite:///path.db")
 	user := fs.String("user", "", "print only this user's statement (their usage lines on each invoice)")
+	bounds := addSampleBounds(fs, false)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: cardhour bill --catalog FILE --samples FILE.jsonl --period YYYY-MM [--format json|table|csv]")
 		fs.PrintDefaults()
@@ -51,6 +52,7 @@ func runBill(args []string, stdout, stderr io.Writer) int {
 	default:
 		problems = append(problems, fmt.Sprintf("--format %q: want json, table or csv", *format))
 	}
+	problems = append(problems, bounds.problems()...)
 	if len(problems) > 0 {
 		fmt.Fprintln(stderr, "cardhour bill: "+strings.Join(problems, "; "))
 		fs.Usage()
@@ -84,7 +86,7 @@ func runBill(args []string, stdout, stderr io.Writer) int {
 			in = f
 		}
 
-		res, stats, err = billing.BillStream(in, cat, p, schemas.ReadOptions{SkipInvalid: *skipInvalid, Workers: *workers})
+		res, stats, err = billing.BillStream(in, cat, p, schemas.ReadOptions{SkipInvalid: *skipInvalid, Workers: *workers, DecoderOptions: bounds.options()})
 	}
 	if err != nil && *store != "" {
 		fmt.Fprintf(stderr, "cardhour bill: %v\n", err)

@@ -23,6 +23,7 @@ func runIdle(args []string, stdout, stderr io.Writer) int {
 	samplesPath := fs.String("samples", "", "samples in JSON Lines ('-' for standard input)")
 	format := fs.String("format", "table", "output: table | json (one alert per line)")
 	skipInvalid := fs.Bool("skip-invalid", false, "count and report invalid lines instead of stopping at the first")
+	bounds := addSampleBounds(fs, false)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: cardhour idle --catalog FILE --samples FILE.jsonl [--format table|json]")
 		fmt.Fprintln(stderr, "Lists the idle warnings and releases the catalog's idle policies call for.")
@@ -46,6 +47,11 @@ func runIdle(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+	if p := bounds.problems(); len(p) > 0 {
+		fmt.Fprintln(stderr, "cardhour idle: "+strings.Join(p, "; "))
+		fs.Usage()
+		return 2
+	}
 	cat, err := schemas.LoadCatalog(*catalogPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "cardhour idle: invalid catalog:\n%v\n", err)
@@ -61,7 +67,7 @@ func runIdle(args []string, stdout, stderr io.Writer) int {
 		defer f.Close() //nolint:errcheck // read-only
 		in = f
 	}
-	opt := schemas.ReadOptions{SkipInvalid: *skipInvalid, Workers: 2}
+	opt := schemas.ReadOptions{SkipInvalid: *skipInvalid, Workers: 2, DecoderOptions: bounds.options()}
 	dets := []*billing.IdleDetector{billing.NewIdleDetector(cat), billing.NewIdleDetector(cat)}
 	stats, err := schemas.ReadSamples(in, opt, func(w int, samples []schemas.Sample) error {
 		for i := range samples {

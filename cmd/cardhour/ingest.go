@@ -51,6 +51,7 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile to this file until exit (for benchmarks)")
 	gcPercent := fs.Int("gc-percent", 200, "Go GC target: the heap may grow this many percent over its live size before a collection (-1: off; $GOGC wins)")
 	pprofOn := fs.Bool("pprof", false, "also serve /debug/pprof/ on --listen (profiling a running worker)")
+	bounds := addSampleBounds(fs, true)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: cardhour ingest --store DSN (--brokers HOST:PORT[,…] | --from-file samples.jsonl) [flags]")
 		fs.PrintDefaults()
@@ -65,6 +66,7 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 	if (*fromFile == "") == (*brokers == "") {
 		problems = append(problems, "give exactly one of --brokers and --from-file")
 	}
+	problems = append(problems, bounds.problems()...)
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		problems = append(problems, fmt.Sprintf("--log-level %q: want debug, info, warn or error", *logLevel))
@@ -103,12 +105,13 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 	}()
 
 	if *fromFile != "" {
-		return backfill(ctx, log, st, metrics, *fromFile, *batchSize, *storeTimeout, stdout, stderr)
+		return backfill(ctx, log, st, metrics, *fromFile, ingest.FileConfig{BatchSize: *batchSize, DecoderOptions: bounds.options(), Now: time.Now}, *storeTimeout, stdout, stderr)
 	}
 
 	w, err := ingest.NewWorker(ingest.WorkerConfig{
 		Brokers: splitList(*brokers), Topic: *topic, GroupID: *group, DLQTopic: *dlq, Consumers: *consumers,
 		BatchSize: *batchSize, BatchAge: *batchAge, MaxMessageBytes: *maxMsg, ShutdownGrace: *grace, SessionTimeout: *session, StoreTimeout: *storeTimeout, CommitInterval: *commitInterval,
+		DecoderOptions: bounds.options(), Now: time.Now,
 		Store: st, Logger: log, Metrics: metrics,
 	})
 	if err != nil {
@@ -157,7 +160,7 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func backfill(ctx context.Context, log *slog.Logger, st ingest.Store, metrics *ingest.Metrics, path string, batchSize int, storeTimeout time.Duration, stdout, stderr io.Writer) int {
+func backfill(ctx context.Context, log *slog.Logger, st ingest.Store, metrics *ingest.Metrics, path string, fcfg ingest.FileConfig, storeTimeout time.Duration, stdout, stderr io.Writer) int {
 	var in io.Reader = os.Stdin
 	if path != "-" {
 		f, err := os.Open(path)
@@ -174,7 +177,8 @@ func backfill(ctx context.Context, log *slog.Logger, st ingest.Store, metrics *i
 		return 2
 	}
 	t0 := time.Now()
-	stats, err := ingest.Backfill(ctx, in, ingest.FileConfig{Writer: wr, BatchSize: batchSize})
+	fcfg.Writer = wr
+	stats, err := ingest.Backfill(ctx, in, fcfg)
 	for _, le := range stats.Invalid {
 		fmt.Fprintf(stderr, "cardhour ingest: %s:%d: %v\n", path, le.Line, le.Err)
 	}

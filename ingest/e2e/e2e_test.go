@@ -108,6 +108,8 @@ func TestDeadLetters(t *testing.T) {
 		{line[:len(line)/2], "", "malformed_json", "1", 0},
 		{strings.Replace(line, `"processes":`, `"processes":"two","x":`, 1), "", "invalid_field", "1", 0},
 		{strings.Replace(line, `"interval_s":10`, `"interval_s":-10`, 1), "", "invalid_field", "1", 0},
+		{strings.Replace(line, `"interval_s":10`, `"interval_s":2592000`, 1), "", "interval_too_long", "1", 0},
+		{string(good[4]) + "\n" + strings.Replace(line, `"ts":"2026-`, `"ts":"2099-`, 1), "", "future_ts", "2", 1},
 		{line, "cardhour.sample.v2", "unknown_schema", "", 0},
 		{strings.Replace(line, `"cardhour.sample.v1"`, `"cardhour.sample.v7"`, 1), "", "unknown_schema", "1", 0},
 		{`{"ts":"` + strings.Repeat("x", 200<<10) + `"}`, "", "too_large", "", 0},
@@ -135,6 +137,8 @@ func TestDeadLetters(t *testing.T) {
 	m := ingest.NewMetrics(nil)
 	cfg := e.workerConfig(st, m)
 	cfg.MaxMessageBytes = 64 << 10
+	cfg.MaxClockSkew = 5 * time.Minute
+	cfg.Now = func() time.Time { return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC) } // after the trace
 	stop := start(t, cfg)
 	e.waitCommitted(t, 60*time.Second)
 	require.NoError(t, stop())

@@ -81,8 +81,9 @@ func Trace(t testing.TB, n int64, seed uint64) []byte {
 	edge(p0+3_600_000, 10_000, 0.01, true, 1, "MIG-edge-2")
 	edge(p0+3_590_000, 30_000, 0.30, true, 1, "MIG-edge-2")
 	edge(p0+3_595_000, 1_234, 0.01, true, 1, "MIG-edge-2")
-	// A long sample crossing the UTC month boundary (8 h after p0).
-	edge(p0+7*3_600_000, 2*3_600_000, 0.02, true, 0, "MIG-edge-3")
+	// An hour-long sample (the longest readers accept by default) crossing the
+	// UTC month boundary (8 h after p0).
+	edge(p0+7*3_600_000+1_800_000, 3_600_000, 0.02, true, 0, "MIG-edge-3")
 	// Unheld sample: stored raw, never billed.
 	s := schemas.Sample{StartMS: p0, IntervalMS: 10_000, Node: "n", GPUUUID: "g", GPUModel: "m", InstanceID: "i", Profile: "full", MemTotal: 1}
 	buf.Write(s.AppendJSON(nil))
