@@ -295,22 +295,34 @@ func (c *Conflict) forUser(user string) (Conflict, bool) {
 
 // message is the conflict's warning text. Times are shown in loc.
 func (c *Conflict) message(loc *time.Location) string {
-	holders := make([]string, 0, len(c.Holders)+1)
+	holders := make([]string, 0, len(c.Holders))
 	for _, h := range c.Holders {
 		holders = append(holders, h.String())
 	}
+	who := strings.Join(holders, ", ")
 	if c.OtherHolders > 0 {
-		holders = append(holders, fmt.Sprintf("%d other holder(s)", c.OtherHolders))
+		who += fmt.Sprintf(" and %d other %s", c.OtherHolders, plural(c.OtherHolders, "holder", "holders"))
 	}
+	n := len(c.Holders) + c.OtherHolders
 	kinds := make([]string, len(c.Kinds))
 	for i, k := range c.Kinds {
 		kinds[i] = k.String()
 	}
-	return fmt.Sprintf("instance %q was held by %d holder(s) (%s) as %d kind(s) (%s) at the same time for %s s, "+
-		"first %s, last %s (%s); each is billed for that time: check the attribution "+
-		"(同一 GPU 实例同时有多个占用者或规格，各自计费，请核查归属)",
-		c.InstanceID, len(c.Holders)+c.OtherHolders, strings.Join(holders, ", "), len(c.Kinds), strings.Join(kinds, ", "),
+	as := strings.Join(kinds, ", ")
+	if len(kinds) > 1 {
+		as = fmt.Sprintf("%d kinds (%s)", len(kinds), as)
+	}
+	return fmt.Sprintf("instance %q was held by %d %s (%s) as %s at the same time for %s s, first at %s, last until %s (%s): "+
+		"each is billed for that time, check the attribution (同一 GPU 实例同时被多个占用者或以多种规格占用，各自计费，请核查归属)",
+		c.InstanceID, n, plural(n, "holder", "holders"), who, as,
 		FormatSeconds(c.OverlapMS), formatLocal(c.First, loc), formatLocal(c.Last, loc), loc)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // formatLocal renders Unix ms as a wall-clock time in loc, with milliseconds only

@@ -79,9 +79,9 @@ func TestConflictTwoHoldersAtOnce(t *testing.T) {
 	require.EqualValues(t, 3600+60, usageLine(t, r, "p", "alice", "a1g").BilledSeconds)
 	require.EqualValues(t, 1200+60, usageLine(t, r, "q", "bob", "a1g").BilledSeconds)
 
-	require.Contains(t, r.Warnings, `instance "MIG-1" was held by 2 holder(s) (p/alice, q/bob) as 1 kind(s) (A100 / 1g.10gb) `+
-		`at the same time for 1200 s, first 2026-11-03 10:10:00, last 2026-11-03 10:30:00 (Asia/Shanghai); `+
-		`each is billed for that time: check the attribution (同一 GPU 实例同时有多个占用者或规格，各自计费，请核查归属)`)
+	require.Contains(t, r.Warnings, `instance "MIG-1" was held by 2 holders (p/alice, q/bob) as A100 / 1g.10gb `+
+		`at the same time for 1200 s, first at 2026-11-03 10:10:00, last until 2026-11-03 10:30:00 (Asia/Shanghai): `+
+		`each is billed for that time, check the attribution (同一 GPU 实例同时被多个占用者或以多种规格占用，各自计费，请核查归属)`)
 	w := r.WarningFor(r.Warnings[0])
 	require.Equal(t, WarnConflict, w.Code)
 	require.Equal(t, []string{"alice", "bob"}, w.Users)
@@ -100,6 +100,7 @@ func TestConflictOneHolderTwoProfiles(t *testing.T) {
 	}}, stripConflicts(r.Conflicts))
 	require.EqualValues(t, 60, usageLine(t, r, "p", "alice", "a1g").BilledSeconds)
 	require.EqualValues(t, 60, usageLine(t, r, "p", "alice", "a3g").BilledSeconds)
+	require.Contains(t, r.Warnings[0], `was held by 1 holder (p/alice) as 2 kinds (A100 / 1g.10gb, A100 / 3g.40gb) at the same time for 30 s`)
 }
 
 // The overlap is measured on the occupancy as sampled: a gap the billing bridges

@@ -301,7 +301,7 @@ func WriteTable(w io.Writer, r *Result) error {
 					holders = append(holders, h.String())
 				}
 				if c.OtherHolders > 0 {
-					holders = append(holders, fmt.Sprintf("+%d other(s)", c.OtherHolders))
+					holders = append(holders, fmt.Sprintf("+%d other %s", c.OtherHolders, plural(c.OtherHolders, "holder", "holders")))
 				}
 				kinds := make([]string, len(c.Kinds))
 				for i, k := range c.Kinds {
