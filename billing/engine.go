@@ -67,12 +67,14 @@ func (p Period) EndMS() int64 { return p.End.UnixMilli() }
 // MonthIndex is year*12 + month - 1, the index reservations are compared with.
 func (p Period) MonthIndex() int { return p.Year*12 + int(p.Month) - 1 }
 
-// keyState is what the accumulator keeps per key: its sessions (the union of its
-// occupancy with small gaps bridged) and the union of its idle time inside the
-// period. Memory is proportional to sessions and idle runs, not to samples.
+// keyState is what the accumulator keeps per key: the union of its occupancy as
+// sampled (no gap bridged: sessions are that union with small gaps bridged, which
+// Invoices derives, and holder conflicts are measured on it) and the union of its
+// idle time inside the period. Memory is proportional to occupancy runs and idle
+// runs, not to samples.
 type keyState struct {
-	sessions IntervalSet
-	idle     IntervalSet
+	occ  IntervalSet
+	idle IntervalSet
 }
 
 // Accumulator collects usage of one billing period. Feed it samples in any order,
@@ -117,7 +119,7 @@ func (a *Accumulator) AddOccupancy(k Key, start, end int64, idle bool) {
 		return
 	}
 	st := a.state(k)
-	st.sessions.Add(start, end)
+	st.occ.Add(start, end)
 	if idle {
 		st.idle.Add(max(start, a.p0), min(end, a.p1))
 	}
@@ -126,7 +128,7 @@ func (a *Accumulator) AddOccupancy(k Key, start, end int64, idle bool) {
 func (a *Accumulator) state(k Key) *keyState {
 	st, ok := a.keys[k]
 	if !ok {
-		st = &keyState{sessions: IntervalSet{Tol: a.tol}, idle: IntervalSet{Tol: 0}}
+		st = &keyState{occ: IntervalSet{Tol: 0}, idle: IntervalSet{Tol: 0}}
 		a.keys[k] = st
 	}
 	return st
@@ -143,7 +145,7 @@ func IsIdle(cat *schemas.Catalog, s *schemas.Sample) bool {
 func (a *Accumulator) Merge(b *Accumulator) {
 	for k, bs := range b.keys {
 		as := a.state(k)
-		as.sessions.AddSet(&bs.sessions)
+		as.occ.AddSet(&bs.occ)
 		as.idle.AddSet(&bs.idle)
 	}
 }

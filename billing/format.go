@@ -8,16 +8,44 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // The JSON document of billing-semantics §5. Field order is fixed, so the output
 // is byte-identical for identical inputs.
 type jsonResult struct {
-	Period   string        `json:"period"`
-	Currency string        `json:"currency"`
-	Timezone string        `json:"timezone"`
-	Invoices []jsonInvoice `json:"invoices"`
-	Warnings []string      `json:"warnings,omitempty"`
+	Period      string          `json:"period"`
+	Currency    string          `json:"currency"`
+	Timezone    string          `json:"timezone"`
+	Invoices    []jsonInvoice   `json:"invoices"`
+	DataQuality jsonDataQuality `json:"data_quality"`
+	Warnings    []string        `json:"warnings,omitempty"`
+}
+
+// jsonDataQuality is what the input looked like, beyond what the invoices bill.
+type jsonDataQuality struct {
+	SkippedLines int64          `json:"skipped_lines"`
+	Conflicts    []jsonConflict `json:"conflicts"`
+}
+
+type jsonConflict struct {
+	InstanceID     string       `json:"instance_id"`
+	Holders        []jsonHolder `json:"holders"`
+	OtherHolders   int          `json:"other_holders,omitempty"`
+	Kinds          []jsonKind   `json:"kinds"`
+	OverlapSeconds json.Number  `json:"overlap_seconds"`
+	First          string       `json:"first"`
+	Last           string       `json:"last"`
+}
+
+type jsonHolder struct {
+	Project string `json:"project"`
+	User    string `json:"user"`
+}
+
+type jsonKind struct {
+	GPUModel string `json:"gpu_model"`
+	Profile  string `json:"profile"`
 }
 
 type jsonInvoice struct {
@@ -65,7 +93,20 @@ func seconds(ms int64) *json.Number {
 // WriteJSON writes the result as the JSON document of billing-semantics §5.
 func WriteJSON(w io.Writer, r *Result) error {
 	out := jsonResult{Period: r.Period.String(), Currency: r.Currency, Timezone: r.Timezone,
-		Invoices: []jsonInvoice{}, Warnings: r.Warnings}
+		Invoices: []jsonInvoice{}, Warnings: r.Warnings,
+		DataQuality: jsonDataQuality{SkippedLines: r.SkippedLines, Conflicts: []jsonConflict{}}}
+	loc := r.Period.Start.Location()
+	for _, c := range r.Conflicts {
+		jc := jsonConflict{InstanceID: c.InstanceID, Holders: []jsonHolder{}, OtherHolders: c.OtherHolders, Kinds: []jsonKind{},
+			OverlapSeconds: *seconds(c.OverlapMS), First: formatRFC3339(c.First, loc), Last: formatRFC3339(c.Last, loc)}
+		for _, h := range c.Holders {
+			jc.Holders = append(jc.Holders, jsonHolder(h))
+		}
+		for _, k := range c.Kinds {
+			jc.Kinds = append(jc.Kinds, jsonKind(k))
+		}
+		out.DataQuality.Conflicts = append(out.DataQuality.Conflicts, jc)
+	}
 	for _, inv := range r.Invoices {
 		ji := jsonInvoice{Project: inv.Project, Name: inv.Name, Funding: inv.Funding, InCatalog: inv.InCatalog,
 			Total: FormatMoney(inv.Total), Lines: []jsonLine{}}
@@ -99,12 +140,24 @@ var csvHeader = []string{
 	"period 账期", "project 项目", "project_name 项目名称", "funding 经费来源", "kind 类型", "user 用户",
 	"sku 规格", "term 期限", "quantity 数量", "sessions 会话数", "used_seconds 使用秒数",
 	"covered_seconds 预留覆盖秒数", "idle_seconds 空闲秒数", "billed_seconds 计费秒数",
-	"unit_price 单价", "amount 金额", "currency 币种",
+	"unit_price 单价", "amount 金额", "currency 币种", "message 说明",
 }
+
+// CSV row kinds besides the line kinds.
+const (
+	CSVKindUnpriced = "unpriced"
+	CSVKindTotal    = "total 合计"
+	CSVKindWarning  = "warning 警告"
+)
 
 // WriteCSV writes one row per invoice line, UTF-8 with a byte-order mark so that
 // Excel shows the Chinese headers and names correctly. Unpriced usage gets rows of
-// kind "unpriced" with an empty amount.
+// kind "unpriced" with an empty amount; each invoice ends with a row of kind
+// "total 合计" carrying its total; every warning follows as a row of kind
+// "warning 警告" with its text in the last column (and its project, and its user
+// when it is about one). A program skips the rows whose kind is not a line kind.
+// No cell starts a spreadsheet formula: one that begins with =, +, -, @, a tab or
+// a carriage return, and is not a plain number, gets a leading apostrophe.
 func WriteCSV(w io.Writer, r *Result) error {
 	if _, err := io.WriteString(w, "\uFEFF"); err != nil {
 		return err
@@ -113,6 +166,12 @@ func WriteCSV(w io.Writer, r *Result) error {
 	cw.UseCRLF = true
 	if err := cw.Write(csvHeader); err != nil {
 		return err
+	}
+	write := func(row []string) error {
+		for i := range row {
+			row[i] = csvCell(row[i])
+		}
+		return cw.Write(row)
 	}
 	period := r.Period.String()
 	for _, inv := range r.Invoices {
@@ -124,27 +183,84 @@ func WriteCSV(w io.Writer, r *Result) error {
 			} else {
 				row = append(row, string(l.Term), strconv.FormatInt(l.Quantity, 10), "", "", "", "", "", FormatPrice(l.UnitPrice))
 			}
-			row = append(row, FormatMoney(l.Amount), r.Currency)
-			if err := cw.Write(row); err != nil {
+			row = append(row, FormatMoney(l.Amount), r.Currency, "")
+			if err := write(row); err != nil {
 				return err
 			}
 		}
 		for _, u := range inv.Unpriced {
-			row := []string{period, inv.Project, inv.Name, inv.Funding, "unpriced", u.User, u.GPUModel + " " + u.Profile,
-				"", "", strconv.Itoa(u.Sessions), FormatSeconds(u.UsedMS), "", FormatSeconds(u.IdleMS), "", "", "", r.Currency}
-			if err := cw.Write(row); err != nil {
+			row := []string{period, inv.Project, inv.Name, inv.Funding, CSVKindUnpriced, u.User, u.GPUModel + " " + u.Profile,
+				"", "", strconv.Itoa(u.Sessions), FormatSeconds(u.UsedMS), "", FormatSeconds(u.IdleMS), "", "", "", r.Currency,
+				"matches no SKU: not priced (无对应规格，未计价)"}
+			if err := write(row); err != nil {
 				return err
 			}
+		}
+		row := []string{period, inv.Project, inv.Name, inv.Funding, CSVKindTotal, "", "",
+			"", "", "", "", "", "", "", "", FormatMoney(inv.Total), r.Currency, ""}
+		if err := write(row); err != nil {
+			return err
+		}
+	}
+	for _, msg := range r.Warnings {
+		wn := r.WarningFor(msg)
+		user := ""
+		if len(wn.Users) == 1 {
+			user = wn.Users[0]
+		}
+		row := []string{period, wn.Project, "", "", CSVKindWarning, user, "",
+			"", "", "", "", "", "", "", "", "", "", msg}
+		if err := write(row); err != nil {
+			return err
 		}
 	}
 	cw.Flush()
 	return cw.Error()
 }
 
+// csvCell neutralises a cell a spreadsheet would read as a formula (CSV
+// injection): it prefixes an apostrophe unless the cell is a plain number.
+func csvCell(s string) string {
+	if s == "" {
+		return s
+	}
+	switch s[0] {
+	case '=', '+', '-', '@', '\t', '\r':
+		if plainNumber(s) {
+			return s
+		}
+		return "'" + s
+	}
+	return s
+}
+
+// plainNumber reports whether s is an optionally signed decimal number: digits
+// with at most one decimal point.
+func plainNumber(s string) bool {
+	if s != "" && (s[0] == '-' || s[0] == '+') {
+		s = s[1:]
+	}
+	digits, dot := 0, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '.' && !dot && digits > 0 && i < len(s)-1:
+			dot = true
+		default:
+			return false
+		}
+	}
+	return digits > 0
+}
+
 // WriteTable writes a plain-text rendering of the invoices for people.
 func WriteTable(w io.Writer, r *Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "Invoices for %s (%s), amounts in %s\n", r.Period, r.Timezone, r.Currency)
+	if len(r.Invoices) == 0 {
+		fmt.Fprintf(tw, "\nno invoices for this period (本期无账单)\n")
+	}
 	for _, inv := range r.Invoices {
 		title := inv.Project
 		if inv.Name != "" {
@@ -171,8 +287,33 @@ func WriteTable(w io.Writer, r *Result) error {
 				u.Sessions, hours(u.UsedMS), hours(u.IdleMS))
 		}
 	}
+	if r.SkippedLines > 0 || len(r.Conflicts) > 0 {
+		fmt.Fprintf(tw, "\ndata quality (数据质量):\n")
+		if r.SkippedLines > 0 {
+			fmt.Fprintf(tw, "  invalid lines skipped, not billed: %d\n", r.SkippedLines)
+		}
+		if len(r.Conflicts) > 0 {
+			loc := r.Period.Start.Location()
+			fmt.Fprintln(tw, "instance\tholders\tkinds\toverlap s\tfirst\tlast\t")
+			for _, c := range r.Conflicts {
+				holders := make([]string, 0, len(c.Holders)+1)
+				for _, h := range c.Holders {
+					holders = append(holders, h.String())
+				}
+				if c.OtherHolders > 0 {
+					holders = append(holders, fmt.Sprintf("+%d other %s", c.OtherHolders, plural(c.OtherHolders, "holder", "holders")))
+				}
+				kinds := make([]string, len(c.Kinds))
+				for i, k := range c.Kinds {
+					kinds[i] = k.GPUModel + " " + k.Profile
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", c.InstanceID, strings.Join(holders, ", "), strings.Join(kinds, ", "),
+					FormatSeconds(c.OverlapMS), formatLocal(c.First, loc), formatLocal(c.Last, loc))
+			}
+		}
+	}
 	if len(r.Warnings) > 0 {
-		fmt.Fprintf(tw, "\nwarnings:\n")
+		fmt.Fprintf(tw, "\nwarnings (警告):\n")
 		for _, wmsg := range r.Warnings {
 			fmt.Fprintf(tw, "  %s\n", strings.ReplaceAll(wmsg, "\t", " "))
 		}
@@ -187,4 +328,10 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// formatRFC3339 renders Unix ms as RFC 3339 in loc, with milliseconds only when
+// there are any.
+func formatRFC3339(ms int64, loc *time.Location) string {
+	return time.UnixMilli(ms).In(loc).Format("2006-01-02T15:04:05.999Z07:00")
 }

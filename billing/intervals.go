@@ -79,6 +79,24 @@ func (s *IntervalSet) Clip(lo, hi int64) []Interval {
 	return out
 }
 
+// bridgeClip joins the sorted, disjoint pieces whose gap is at most tol and
+// returns the joined pieces intersected with [lo, hi), dropping empty ones: the
+// same as adding the pieces to an IntervalSet with tolerance tol and clipping it.
+func bridgeClip(pieces []Interval, tol, lo, hi int64) []Interval {
+	var out []Interval
+	for i := 0; i < len(pieces); {
+		cur := pieces[i]
+		for i++; i < len(pieces) && pieces[i].Start <= cur.End+tol; i++ {
+			cur.End = max(cur.End, pieces[i].End)
+		}
+		if cur.End <= lo || cur.Start >= hi {
+			continue
+		}
+		out = append(out, Interval{max(cur.Start, lo), min(cur.End, hi)})
+	}
+	return out
+}
+
 // overlap returns the total length of the intersection of two sorted lists of
 // disjoint intervals.
 func overlap(a, b []Interval) int64 {

@@ -22,7 +22,61 @@ type Result struct {
 	Currency string
 	Timezone string
 	Invoices []Invoice
+	// Conflicts are the instances held by more than one holder, or as more than
+	// one kind, at the same time inside the period, sorted by instance id.
+	Conflicts []Conflict
+	// SkippedLines is the number of invalid input lines that were skipped and not
+	// billed (bill --skip-invalid), for the data-quality section of the outputs.
+	SkippedLines int64
+	// Warnings are the result's warnings as text, in the order every output format
+	// prints them. Add one with AddWarning (about the whole input) or warn (about
+	// a project or a user, so that a statement keeps only its user's); a warning
+	// appended here directly counts as one about the whole input.
 	Warnings []string
+	scopes   map[string]Warning // text → what it is about, for warnings added with warn
+}
+
+// Warning codes.
+const (
+	WarnUnpriced     = "unpriced"
+	WarnNotInCatalog = "project_not_in_catalog"
+	WarnConflict     = "holder_conflict"
+	WarnNoUsage      = "no_usage"
+	WarnInput        = "input"
+)
+
+// Warning is one warning and what it is about.
+type Warning struct {
+	Code    string
+	Project string   // the project it is about; empty when about the whole input
+	Users   []string // the users its text names; a statement for anyone else leaves it out
+	Message string
+}
+
+// AddWarning adds a warning about the whole input (no project, no user): every
+// statement keeps it.
+func (r *Result) AddWarning(code, message string) {
+	r.warn(Warning{Code: code, Message: message})
+}
+
+// warn adds a warning with what it is about.
+func (r *Result) warn(w Warning) {
+	if r.scopes == nil {
+		r.scopes = map[string]Warning{}
+	}
+	if _, dup := r.scopes[w.Message]; !dup {
+		r.scopes[w.Message] = w
+		r.Warnings = append(r.Warnings, w.Message)
+	}
+}
+
+// WarningFor returns the warning whose text is msg, with what it is about; a
+// warning appended to Warnings as text only is about the whole input.
+func (r *Result) WarningFor(msg string) Warning {
+	if w, ok := r.scopes[msg]; ok {
+		return w
+	}
+	return Warning{Code: WarnInput, Message: msg}
 }
 
 // Invoice is one project's bill for the period.
@@ -107,9 +161,15 @@ func (a *Accumulator) Invoices() *Result {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, compareKeys)
+	// Instances with two or more keys are checked for holder conflicts.
+	occ := newOccupancy()
+	for _, k := range keys {
+		occ.count(k.InstanceID, a.keys[k].occ.Len())
+	}
 	for _, k := range keys {
 		st := a.keys[k]
-		pieces := st.sessions.Clip(a.p0, a.p1)
+		occ.add(k, st.occ.Pieces(), a.p0, a.p1)
+		pieces := bridgeClip(st.occ.Pieces(), a.tol, a.p0, a.p1)
 		if len(pieces) == 0 {
 			continue
 		}
@@ -199,16 +259,14 @@ func (a *Accumulator) Invoices() *Result {
 		slices.SortFunc(inv.Unpriced, func(x, y UnpricedLine) int {
 			return cmp.Or(cmp.Compare(x.User, y.User), cmp.Compare(x.GPUModel, y.GPUModel), cmp.Compare(x.Profile, y.Profile))
 		})
-		if len(inv.Unpriced) > 0 {
-			for _, u := range inv.Unpriced {
-				res.Warnings = append(res.Warnings, fmt.Sprintf(
-					"project %q user %q: %s of %s / %s matches no SKU in the catalog and is not priced",
-					inv.Project, u.User, FormatSeconds(u.UsedMS)+" s", u.GPUModel, u.Profile))
-			}
+		for _, u := range inv.Unpriced {
+			res.warn(Warning{Code: WarnUnpriced, Project: inv.Project, Users: nonEmpty(u.User), Message: fmt.Sprintf(
+				"project %q user %q: %s of %s / %s matches no SKU in the catalog and is not priced",
+				inv.Project, u.User, FormatSeconds(u.UsedMS)+" s", u.GPUModel, u.Profile)})
 		}
 		if !inv.InCatalog {
-			res.Warnings = append(res.Warnings, fmt.Sprintf(
-				"project %q is not in the catalog: billed with the catalog defaults", inv.Project))
+			res.warn(Warning{Code: WarnNotInCatalog, Project: inv.Project, Message: fmt.Sprintf(
+				"project %q is not in the catalog: billed with the catalog defaults", inv.Project)})
 		}
 	}
 
@@ -246,8 +304,58 @@ func (a *Accumulator) Invoices() *Result {
 		res.Invoices = append(res.Invoices, *inv)
 	}
 	slices.SortFunc(res.Invoices, func(x, y Invoice) int { return cmp.Compare(x.Project, y.Project) })
+
+	// 6. Data quality: holder conflicts, and a period without usage.
+	res.Conflicts = occ.conflicts()
+	for i := range res.Conflicts {
+		c := &res.Conflicts[i]
+		users := make([]string, 0, len(c.Holders))
+		for _, h := range c.Holders {
+			users = append(users, h.User)
+		}
+		res.warn(Warning{Code: WarnConflict, Users: nonEmpty(users...), Message: c.message(a.period.Start.Location())})
+	}
+	if !hasUsage(res.Invoices) {
+		res.AddWarning(WarnNoUsage, noUsageMessage(a.period, ""))
+	}
 	slices.Sort(res.Warnings)
 	return res
+}
+
+func hasUsage(invoices []Invoice) bool {
+	for i := range invoices {
+		if len(invoices[i].Sessions) > 0 {
+			return true
+		}
+		for _, l := range invoices[i].Lines {
+			if l.Kind == KindUsage {
+				return true
+			}
+		}
+		if len(invoices[i].Unpriced) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func noUsageMessage(p Period, user string) string {
+	if user != "" {
+		return fmt.Sprintf("no usage by user %q in %s: this statement is empty (本期该用户无用量)", user, p)
+	}
+	return fmt.Sprintf("no usage in %s: no GPU instance was held in this period (本期无用量)", p)
+}
+
+// nonEmpty returns the non-empty strings of s, sorted and without duplicates.
+func nonEmpty(s ...string) []string {
+	out := make([]string, 0, len(s))
+	for _, x := range s {
+		if x != "" {
+			out = append(out, x)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func compareKeys(x, y Key) int {
@@ -291,9 +399,13 @@ func FormatSeconds(ms int64) string { return string(schemas.AppendSecondsMS(nil,
 
 // StatementFor returns the per-user statement: for every invoice with usage by
 // user, that user's usage lines and their sum. Reservations belong to the project,
-// not to a user, and are left out.
+// not to a user, and are left out. A statement names no other user: it keeps the
+// warnings about the whole input, about a project it has an invoice of (when they
+// name no user) and about user alone, and shows user's holder conflicts with the
+// other holders counted, not named.
 func (r *Result) StatementFor(user string) *Result {
-	out := &Result{Period: r.Period, Currency: r.Currency, Timezone: r.Timezone, Warnings: r.Warnings}
+	out := &Result{Period: r.Period, Currency: r.Currency, Timezone: r.Timezone, SkippedLines: r.SkippedLines}
+	projects := map[string]bool{}
 	for _, inv := range r.Invoices {
 		st := Invoice{Project: inv.Project, Name: inv.Name, Funding: inv.Funding, InCatalog: inv.InCatalog, Total: decimal.Zero}
 		for _, l := range inv.Lines {
@@ -307,9 +419,42 @@ func (r *Result) StatementFor(user string) *Result {
 				st.Unpriced = append(st.Unpriced, u)
 			}
 		}
+		for _, s := range inv.Sessions {
+			if s.Key.User == user {
+				st.Sessions = append(st.Sessions, s)
+			}
+		}
 		if len(st.Lines) > 0 || len(st.Unpriced) > 0 {
 			out.Invoices = append(out.Invoices, st)
+			projects[inv.Project] = true
 		}
 	}
+	for _, msg := range r.Warnings {
+		w := r.WarningFor(msg)
+		switch {
+		case w.Code == WarnConflict:
+			// Rebuilt below for this user.
+		case len(w.Users) > 0:
+			if len(w.Users) == 1 && w.Users[0] == user {
+				out.warn(w)
+			}
+		case w.Project != "":
+			if projects[w.Project] {
+				out.warn(w)
+			}
+		default:
+			out.warn(w)
+		}
+	}
+	for i := range r.Conflicts {
+		if c, ok := r.Conflicts[i].forUser(user); ok {
+			out.Conflicts = append(out.Conflicts, c)
+			out.warn(Warning{Code: WarnConflict, Users: nonEmpty(user), Message: c.message(r.Period.Start.Location())})
+		}
+	}
+	if len(out.Invoices) == 0 {
+		out.AddWarning(WarnNoUsage, noUsageMessage(r.Period, user))
+	}
+	slices.Sort(out.Warnings)
 	return out
 }

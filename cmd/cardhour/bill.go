@@ -104,7 +104,9 @@ func runBill(args []string, stdout, stderr io.Writer) int {
 		for _, le := range stats.Invalid {
 			fmt.Fprintf(stderr, "  %s:%d: %v\n", *samplesPath, le.Line, le.Err)
 		}
-		res.Warnings = append(res.Warnings, fmt.Sprintf("%d invalid sample line(s) were skipped and not billed", stats.InvalidCount))
+	}
+	if *store == "" {
+		addInputWarnings(res, stats)
 	}
 	if *user != "" {
 		res = res.StatementFor(*user)
@@ -130,4 +132,34 @@ func runBill(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// addInputWarnings puts what the samples file looked like into the result, so that
+// every output format says it: an input without samples, and invalid lines that
+// were skipped (how many, of how many, and where the first was).
+func addInputWarnings(res *billing.Result, stats schemas.ReadStats) {
+	res.SkippedLines = stats.InvalidCount
+	switch {
+	case stats.Lines == 0:
+		res.AddWarning(billing.WarnInput, "the input has no sample lines: nothing was billed from it (输入中没有样本)")
+	case stats.Valid == 0:
+		res.AddWarning(billing.WarnInput, fmt.Sprintf(
+			"all %d sample line(s) were invalid and skipped: nothing was billed from the input, first at line %d "+
+				"(全部 %d 行样本无效，已跳过，未计费)", stats.Lines, firstInvalidLine(stats), stats.Lines))
+	case stats.InvalidCount > 0:
+		res.AddWarning(billing.WarnInput, fmt.Sprintf(
+			"%d of %d sample line(s) were invalid and skipped: they are not billed and this bill may be incomplete, first at line %d "+
+				"(%d 行样本中有 %d 行无效，已跳过，未计费；账单可能不完整)",
+			stats.InvalidCount, stats.Lines, firstInvalidLine(stats), stats.Lines, stats.InvalidCount))
+	}
+}
+
+func firstInvalidLine(stats schemas.ReadStats) int64 {
+	first := int64(0)
+	for _, le := range stats.Invalid {
+		if first == 0 || le.Line < first {
+			first = le.Line
+		}
+	}
+	return first
 }

@@ -92,7 +92,8 @@ func TestBillInvalidLines(t *testing.T) {
 	require.Contains(t, errOut, "skipped 2 invalid line(s)")
 	require.Contains(t, errOut, "bad.jsonl:5: field \"interval_s\"")
 	require.Contains(t, errOut, "bad.jsonl:7: malformed JSON")
-	require.Contains(t, out, "2 invalid sample line(s) were skipped")
+	require.Contains(t, out, "sample line(s) were invalid and skipped: they are not billed and this bill may be incomplete, first at line 5")
+	require.Contains(t, out, `"skipped_lines": 2`)
 	require.Contains(t, out, `"total": "7.18"`, "the valid lines are billed as before")
 }
 
