@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/cardhour/cardhour/schemas"
 )
@@ -21,12 +22,22 @@ type FileConfig struct {
 	Workers int
 	// MaxReported bounds the invalid lines kept in the stats (0: 100).
 	MaxReported int
+	// Source names the input in the rejects recorded for its invalid lines
+	// (Reject.Source is Source:LINE), e.g. file:/abs/path.jsonl. Reading the
+	// same input again must give the same name, so that a repeated back-fill
+	// does not count its rejects twice (0: "input").
+	Source string
 }
+
+// rejectFlush is how many rejects a back-fill buffers before storing them.
+const rejectFlush = 10_000
 
 // Backfill reads cardhour.sample.v1 JSON Lines from r and writes them through
 // the same Writer as the Kafka worker. Invalid lines are not written; they are
 // counted and the first MaxReported are returned with their line numbers in the
-// stats (never dropped silently: the caller reports them and exits non-zero).
+// stats (never dropped silently: the caller reports them and exits non-zero),
+// and every one is recorded in the store as a Reject, so that billing can say
+// that the period has rejected input.
 // The back-fill is idempotent: running it again, whole or in part, changes no
 // invoice, so after a failure the fix is to run it again.
 //
@@ -44,6 +55,9 @@ func Backfill(ctx context.Context, r io.Reader, cfg FileConfig) (schemas.ReadSta
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 1
+	}
+	if cfg.Source == "" {
+		cfg.Source = "input"
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -94,8 +108,35 @@ func Backfill(ctx context.Context, r io.Reader, cfg FileConfig) (schemas.ReadSta
 		}
 		return nil
 	}
+	// Rejects are stored in pieces as they come (WriteRejects may run beside
+	// the writer goroutine's writes), the rest at the end.
+	var (
+		rejMu   sync.Mutex
+		rejects []Reject
+	)
+	flushRejects := func(atLeast int) error {
+		if len(rejects) < atLeast || len(rejects) == 0 {
+			return nil
+		}
+		err := cfg.Writer.WriteRejects(ctx, rejects)
+		rejects = rejects[:0]
+		return err
+	}
+	onInvalid := func(line int64, text []byte, err error) {
+		rejMu.Lock()
+		defer rejMu.Unlock()
+		rejects = append(rejects, NewReject(fmt.Sprintf("%s:%d", cfg.Source, line), text, err, time.Now()))
+		if err := flushRejects(rejectFlush); err != nil {
+			writeMu.Lock()
+			if werr == nil {
+				werr = err
+			}
+			writeMu.Unlock()
+			cancel()
+		}
+	}
 	m := cfg.Writer.cfg.Metrics
-	stats, err := schemas.ReadSamples(r, schemas.ReadOptions{SkipInvalid: true, MaxReported: cfg.MaxReported, Workers: cfg.Workers},
+	stats, err := schemas.ReadSamples(r, schemas.ReadOptions{SkipInvalid: true, MaxReported: cfg.MaxReported, Workers: cfg.Workers, OnInvalid: onInvalid},
 		func(_ int, samples []schemas.Sample) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -117,6 +158,11 @@ func Backfill(ctx context.Context, r io.Reader, cfg FileConfig) (schemas.ReadSta
 	}
 	close(full)
 	<-wdone
+	if err == nil && writeErr() == nil {
+		rejMu.Lock()
+		err = flushRejects(1)
+		rejMu.Unlock()
+	}
 	err = cmp.Or(writeErr(), err)
 	m.Messages.WithLabelValues("invalid").Add(float64(stats.InvalidCount))
 	if err != nil {

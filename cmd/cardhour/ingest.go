@@ -14,6 +14,7 @@ import (
 	pprof_http "net/http/pprof"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -91,7 +92,7 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := ingest.NewMetrics(reg)
 
-	st, err := storedsn.Open(ctx, *store, storedsn.Options{Logger: log, Migrate: *migrate, RawRetentionDays: *retention})
+	st, err := storedsn.Open(ctx, *store, storedsn.Options{Logger: log, Mode: storedsn.Write, Migrate: *migrate, RawRetentionDays: *retention})
 	if err != nil {
 		fmt.Fprintln(stderr, "cardhour ingest:", err)
 		return 1
@@ -159,7 +160,17 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 
 func backfill(ctx context.Context, log *slog.Logger, st ingest.Store, metrics *ingest.Metrics, path string, batchSize int, storeTimeout time.Duration, stdout, stderr io.Writer) int {
 	var in io.Reader = os.Stdin
+	// The rejects of the input are recorded under its name: the absolute
+	// path of a file (a second back-fill of it counts them once), or standard
+	// input and the start time (every back-fill from it is a new input).
+	source := "stdin@" + time.Now().UTC().Format(time.RFC3339Nano)
 	if path != "-" {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			fmt.Fprintln(stderr, "cardhour ingest:", err)
+			return 1
+		}
+		source = "file:" + abs
 		f, err := os.Open(path)
 		if err != nil {
 			fmt.Fprintln(stderr, "cardhour ingest:", err)
@@ -174,15 +185,19 @@ func backfill(ctx context.Context, log *slog.Logger, st ingest.Store, metrics *i
 		return 2
 	}
 	t0 := time.Now()
-	stats, err := ingest.Backfill(ctx, in, ingest.FileConfig{Writer: wr, BatchSize: batchSize})
+	stats, err := ingest.Backfill(ctx, in, ingest.FileConfig{Writer: wr, BatchSize: batchSize, Source: source})
 	for _, le := range stats.Invalid {
 		fmt.Fprintf(stderr, "cardhour ingest: %s:%d: %v\n", path, le.Line, le.Err)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "cardhour ingest: %s: %v (running the back-fill again is safe)\n", path, err)
+		if ingest.IsPermanent(err) {
+			fmt.Fprintf(stderr, "cardhour ingest: %s: %v\n", path, err)
+		} else {
+			fmt.Fprintf(stderr, "cardhour ingest: %s: %v (running the back-fill again is safe)\n", path, err)
+		}
 		return 1
 	}
-	fmt.Fprintf(stdout, "back-filled %d samples from %s in %s (%d invalid lines not stored)\n",
+	fmt.Fprintf(stdout, "back-filled %d samples from %s in %s (%d invalid lines not stored, recorded as rejected)\n",
 		stats.Valid, path, time.Since(t0).Round(time.Millisecond), stats.InvalidCount)
 	if stats.InvalidCount > 0 {
 		if int64(len(stats.Invalid)) < stats.InvalidCount {
