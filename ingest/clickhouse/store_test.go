@@ -14,13 +14,13 @@ import (
 	"github.com/cardhour/cardhour/internal/testenv"
 )
 
-func open(t *testing.T, addr, db string) *clickhouse.Store {
+func open(t testing.TB, addr, db string) *clickhouse.Store {
 	t.Helper()
 	return openConfig(t, clickhouse.Config{Addr: addr, Database: db, RawRetentionDays: 400})
 }
 
 // openConfig opens cfg's database, migrated, and drops it when the test ends.
-func openConfig(t *testing.T, cfg clickhouse.Config) *clickhouse.Store {
+func openConfig(t testing.TB, cfg clickhouse.Config) *clickhouse.Store {
 	t.Helper()
 	cfg.Logger, cfg.Migrate = slog.New(slog.DiscardHandler), true
 	st, err := clickhouse.Open(context.Background(), cfg)
