@@ -217,7 +217,9 @@ func (w *Worker) notePause(paused bool, err error) {
 }
 
 // Run consumes until ctx ends, then flushes or abandons the open batches and
-// leaves the group. It returns nil on a clean shutdown.
+// leaves the group. It returns nil on a clean shutdown, or, at once, the first
+// permanent store error (IsPermanent): every consumer stops then, and what
+// was not committed is consumed again by the next run.
 func (w *Worker) Run(ctx context.Context) error {
 	defer func() {
 		if err := w.dlq.Close(); err != nil {
@@ -346,7 +348,7 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 			// Consuming again would fail the same way: stop, and let the
 			// operator see why (Run stops the other consumers).
 			log.Error("store write failed permanently; stopping", "err", err)
-			return err
+			return fmt.Errorf("stopped: the store refuses writes and retrying cannot help: %w", err)
 		}
 		if !paused {
 			cfg.Metrics.Paused.Inc()

@@ -197,8 +197,12 @@ func backfill(ctx context.Context, log *slog.Logger, st ingest.Store, metrics *i
 		}
 		return 1
 	}
-	fmt.Fprintf(stdout, "back-filled %d samples from %s in %s (%d invalid lines not stored, recorded as rejected)\n",
-		stats.Valid, path, time.Since(t0).Round(time.Millisecond), stats.InvalidCount)
+	recorded := ""
+	if stats.InvalidCount > 0 {
+		recorded = ", recorded as rejected in the store"
+	}
+	fmt.Fprintf(stdout, "back-filled %d samples from %s in %s (%d invalid lines not stored%s)\n",
+		stats.Valid, path, time.Since(t0).Round(time.Millisecond), stats.InvalidCount, recorded)
 	if stats.InvalidCount > 0 {
 		if int64(len(stats.Invalid)) < stats.InvalidCount {
 			fmt.Fprintf(stderr, "cardhour ingest: %d more invalid lines not listed\n", stats.InvalidCount-int64(len(stats.Invalid)))

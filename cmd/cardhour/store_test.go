@@ -45,7 +45,7 @@ func TestBillFromStoreWarnsOfRejectedInput(t *testing.T) {
 	for range 2 {
 		code, out, errOut := runCLI(t, "", "ingest", "--store", store, "--from-file", path, "--listen", "")
 		require.Equal(t, 1, code, "invalid lines still make the back-fill exit non-zero")
-		require.Contains(t, out, "2 invalid lines not stored, recorded as rejected")
+		require.Contains(t, out, "2 invalid lines not stored, recorded as rejected in the store")
 		require.Contains(t, errOut, "bad.jsonl:5:")
 	}
 	code, out, errOut := runCLI(t, "", "bill", "--catalog", exampleCatalog, "--store", store, "--period", "2026-11")

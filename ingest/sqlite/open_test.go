@@ -15,6 +15,7 @@ import (
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/ingesttest"
 	"github.com/cardhour/cardhour/ingest/sqlite"
+	"github.com/cardhour/cardhour/schemas"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -182,4 +183,19 @@ func TestReadOnlyOpenInUnwritableDirectory(t *testing.T) {
 	sum, err := st.RejectSummary(ctx, 0, 10, 1)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, sum.Count)
+}
+
+// The exact idle fallback reads each cut run's raw samples with bound
+// parameters, whatever the number of instances.
+func TestRawIdleFallbackAt7000Instances(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "i.db"), Logger: quiet})
+	require.NoError(t, err)
+	defer st.Close()
+	data, _ := ingesttest.StraddlingInstances(t, 7000)
+	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: quiet})
+	require.NoError(t, err)
+	require.NoError(t, w.Write(ctx, ingesttest.Samples(t, data)))
+	cat := ingesttest.Catalogs(t)["thr-cuts"]
+	ingesttest.RequireSameInvoices(t, data, map[string]*schemas.Catalog{"thr-cuts": cat}, st)
 }

@@ -200,6 +200,10 @@ func checkWritable(path string) error {
 	}
 	probe, err := os.CreateTemp(dir, ".cardhour-probe-*")
 	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the reason; the probe's name means nothing to the reader
+		}
 		return fmt.Errorf("cannot write SQLite store %s: directory %s is not writable (SQLite keeps its journal next to the database): %w", path, dir, err)
 	}
 	_ = probe.Close()
