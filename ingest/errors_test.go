@@ -59,7 +59,9 @@ func TestWriterFailsAtOnceOnPermanentError(t *testing.T) {
 	ro := &failingStore{err: fmt.Errorf("cannot write: %w", &fs.PathError{Op: "open", Path: "/ro/x.db", Err: syscall.EROFS})}
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: ro, Logger: quietLogger(), RetryMin: time.Millisecond, RetryMax: 2 * time.Millisecond})
 	require.NoError(t, err)
-	err = w.Write(context.Background(), samples) // no deadline: a retry would never end
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // only reached if it were retried
+	defer cancel()
+	err = w.Write(ctx, samples)
 	require.Error(t, err)
 	require.True(t, ingest.IsPermanent(err))
 	require.ErrorContains(t, err, "read-only file system")
@@ -68,7 +70,7 @@ func TestWriterFailsAtOnceOnPermanentError(t *testing.T) {
 	flaky := &failingStore{err: errors.New("connection reset by peer")}
 	w, err = ingest.NewWriter(ingest.WriterConfig{Store: flaky, Logger: quietLogger(), RetryMin: time.Millisecond, RetryMax: 2 * time.Millisecond})
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	err = w.Write(ctx, samples)
 	require.ErrorIs(t, err, context.DeadlineExceeded)

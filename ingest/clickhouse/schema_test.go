@@ -76,7 +76,9 @@ func TestWriteErrorsAreClassified(t *testing.T) {
 	require.NoError(t, st.Conn().Exec(ctx, "DROP TABLE `"+st.Database()+"`.occupancy"))
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.DiscardHandler), RetryMin: time.Millisecond, RetryMax: time.Millisecond})
 	require.NoError(t, err)
-	err = w.Write(ctx, samples) // no deadline: only the classification ends it
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second) // only reached if it were retried
+	defer cancel()
+	err = w.Write(wctx, samples)
 	require.Error(t, err)
 	require.True(t, ingest.IsPermanent(err))
 	require.ErrorContains(t, err, "failed permanently")

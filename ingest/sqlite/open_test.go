@@ -87,7 +87,9 @@ func TestIngestIntoReadOnlyStoreFailsAtOnce(t *testing.T) {
 	counted := &countingStore{Store: st}
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: counted, Logger: quiet, RetryMin: time.Millisecond, RetryMax: time.Millisecond})
 	require.NoError(t, err)
-	err = w.Write(ctx, ingesttest.Samples(t, ingesttest.Trace(t, 100, 1)))
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second) // only reached if it were retried
+	defer cancel()
+	err = w.Write(wctx, ingesttest.Samples(t, ingesttest.Trace(t, 100, 1)))
 	require.Error(t, err)
 	require.True(t, ingest.IsPermanent(err))
 	require.ErrorContains(t, err, path)
