@@ -74,9 +74,11 @@ func RejectWarning(p billing.Period, sum RejectSummary) string {
 	for _, r := range sum.First {
 		reasons = append(reasons, fmt.Sprintf("%s at %s: %s", r.Reason, r.Source, r.Error))
 	}
-	noun := "samples were"
+	// A reject is a line, or a whole message a Kafka worker could not read
+	// line by line (unknown schema header, over the size limit).
+	noun := "samples or messages were"
 	if sum.Count == 1 {
-		noun = "sample was"
+		noun = "sample or message was"
 	}
 	return fmt.Sprintf("period %s: %d %s rejected at ingest and are not billed (first reasons: %s)", p, sum.Count, noun, strings.Join(reasons, "; "))
 }

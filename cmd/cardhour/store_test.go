@@ -53,7 +53,7 @@ func TestBillFromStoreWarnsOfRejectedInput(t *testing.T) {
 	require.Contains(t, out, `"total": "7.18"`, "the valid lines are billed as from the file")
 	abs, err := filepath.Abs(path)
 	require.NoError(t, err)
-	want := "period 2026-11: 2 samples were rejected at ingest and are not billed (first reasons: invalid_field at file:" + abs + ":5: "
+	want := "period 2026-11: 2 samples or messages were rejected at ingest and are not billed (first reasons: invalid_field at file:" + abs + ":5: "
 	require.Contains(t, out, want)
 	require.Contains(t, errOut, "warning: "+want)
 	require.Contains(t, out, "malformed_json at file:"+abs+":6: ")

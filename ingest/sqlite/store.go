@@ -94,9 +94,9 @@ var SchemaVersion = len(migrations)
 
 // Store is an SQLite database file.
 type Store struct {
-	cfg              Config
-	db               *sql.DB
-	migratedFrom, to int // schema versions before and after Open
+	cfg            Config
+	db             *sql.DB
+	migFrom, migTo int // schema versions before and after Open
 }
 
 // Open opens the database. Read-only, the file and its schema must exist;
@@ -255,13 +255,13 @@ func (s *Store) Migrate(ctx context.Context) (from, to int, err error) {
 }
 
 func (s *Store) migrate(ctx context.Context) (err error) {
-	s.migratedFrom, s.to, err = s.Migrate(ctx)
+	s.migFrom, s.migTo, err = s.Migrate(ctx)
 	return err
 }
 
 // Migrated returns the schema versions before and after Open (equal when
 // nothing was migrated or the store was opened read-only).
-func (s *Store) Migrated() (from, to int) { return s.migratedFrom, s.to }
+func (s *Store) Migrated() (from, to int) { return s.migFrom, s.migTo }
 
 // Path is the database file.
 func (s *Store) Path() string { return s.cfg.Path }
