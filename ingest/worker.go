@@ -654,9 +654,9 @@ func (c *consumer) decodeMessage(msg *kafka.Message, b *batch) {
 }
 
 // finish ends the batch's raw insert, writes its invalid messages to the
-// dead-letter topic and records them in the store as rejects, and then, if the batch is not full or CommitInterval has
-// passed, writes the intervals of this and the batches staged before it and
-// commits their offsets.
+// dead-letter topic and records them in the store as rejects, and then, if the
+// batch is not full or CommitInterval has passed, writes the intervals of this
+// and the batches staged before it and commits their offsets.
 func (c *consumer) finish(ctx context.Context, b *batch, st *Stream) error {
 	cfg := &c.w.cfg
 	m := cfg.Metrics

@@ -57,3 +57,27 @@ func BenchmarkRawIdleFallback(b *testing.B) {
 		}
 	}
 }
+
+// Instance ids travel as data, not as SQL: quotes and backslashes in them
+// need no escaping and change nothing.
+func TestRawIdleFallbackOddInstanceIDs(t *testing.T) {
+	addr := testenv.ClickHouseAddr(t)
+	st := open(t, addr, testenv.UniqueName(t, "ch"))
+	ctx := context.Background()
+	gen, _ := ingesttest.StraddlingInstances(t, 4)
+	samples := ingesttest.Samples(t, gen)
+	odd := map[string]string{}
+	var data []byte
+	for i := range samples {
+		s := &samples[i]
+		if odd[s.InstanceID] == "" {
+			odd[s.InstanceID] = []string{`MIG-it's`, `MIG-back\slash`, `MIG-'); DROP TABLE raw_samples; --`, "MIG-实例"}[len(odd)]
+		}
+		s.InstanceID = odd[s.InstanceID]
+		data = append(s.AppendJSON(data), '\n')
+	}
+	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	require.NoError(t, w.Write(ctx, ingesttest.Samples(t, data)))
+	ingesttest.RequireSameInvoices(t, data, map[string]*schemas.Catalog{"thr-cuts": ingesttest.Catalogs(t)["thr-cuts"]}, st)
+}
