@@ -59,7 +59,7 @@ func dstCat(t *testing.T) *schemas.Catalog {
 
 // held returns samples of one minute each over [from, to) for project/user on
 // instance i, util u (<0: null) and one process: what a collector writes.
-func held(project string, from, to int64, util float64) []smp {
+func heldDST(project string, from, to int64, util float64) []smp {
 	var out []smp
 	for ts := from; ts < to; ts += 60_000 {
 		out = append(out, smp{project: project, user: "u", inst: "i", start: ts, end: min(ts+60_000, to), util: util, procs: 1})
@@ -92,7 +92,7 @@ func TestDSTWholeMonth(t *testing.T) {
 		hours int64
 	}{{time.March, 743}, {time.October, 745}, {time.November, 720}} {
 		p := NewPeriod(2026, tc.month, berlin)
-		ss := held("p", p.StartMS()-3_600_000, p.EndMS()+3_600_000, 0.5)
+		ss := heldDST("p", p.StartMS()-3_600_000, p.EndMS()+3_600_000, 0.5)
 		for _, project := range []string{"p", "hourly"} {
 			for i := range ss {
 				ss[i].project = project
@@ -107,7 +107,7 @@ func TestDSTWholeMonth(t *testing.T) {
 	// The monthly reservation is one month's price whatever the month's length,
 	// and covers all 743 hours of March.
 	mar := NewPeriod(2026, time.March, berlin)
-	ss := held("reserved", mar.StartMS(), mar.EndMS(), 0.5)
+	ss := heldDST("reserved", mar.StartMS(), mar.EndMS(), 0.5)
 	r := bill(t, cat, mar, ss...)
 	l := usageLine(t, r, "reserved", "u", "a1g")
 	require.Equal(t, int64(743*3_600_000), l.CoveredMS)
@@ -119,10 +119,10 @@ func TestDSTWholeMonth(t *testing.T) {
 func TestDSTDays(t *testing.T) {
 	cat := dstCat(t)
 	mar, oct := NewPeriod(2026, time.March, berlin), NewPeriod(2026, time.October, berlin)
-	l := usageLine(t, bill(t, cat, mar, held("p", wall(time.March, 29, 0, 0), wall(time.March, 30, 0, 0), 0.5)...), "p", "u", "a1g")
+	l := usageLine(t, bill(t, cat, mar, heldDST("p", wall(time.March, 29, 0, 0), wall(time.March, 30, 0, 0), 0.5)...), "p", "u", "a1g")
 	require.Equal(t, int64(23*3_600_000), l.UsedMS)
 	require.Equal(t, "23.00", FormatMoney(l.Amount))
-	l = usageLine(t, bill(t, cat, oct, held("p", wall(time.October, 25, 0, 0), wall(time.October, 26, 0, 0), 0.5)...), "p", "u", "a1g")
+	l = usageLine(t, bill(t, cat, oct, heldDST("p", wall(time.October, 25, 0, 0), wall(time.October, 26, 0, 0), 0.5)...), "p", "u", "a1g")
 	require.Equal(t, int64(25*3_600_000), l.UsedMS)
 	require.Equal(t, "25.00", FormatMoney(l.Amount))
 }
@@ -134,7 +134,7 @@ func TestDSTHourlyRounding(t *testing.T) {
 	mar, oct := NewPeriod(2026, time.March, berlin), NewPeriod(2026, time.October, berlin)
 	f := func(p Period, from, to int64, wantUsedMS, wantBilled int64, what string) {
 		t.Helper()
-		l := usageLine(t, bill(t, cat, p, held("hourly", from, to, 0.5)...), "hourly", "u", "a1g")
+		l := usageLine(t, bill(t, cat, p, heldDST("hourly", from, to, 0.5)...), "hourly", "u", "a1g")
 		require.Equal(t, wantUsedMS, l.UsedMS, what)
 		require.Equal(t, wantBilled, l.BilledSeconds, what)
 	}
@@ -162,11 +162,11 @@ func TestDSTMonthBoundaryClipping(t *testing.T) {
 	oct, nov := NewPeriod(2026, time.October, berlin), NewPeriod(2026, time.November, berlin)
 
 	// 31 March 23:30 CEST → 1 April 00:30 CEST: half an hour in each month.
-	x := held("p", wall(time.March, 31, 23, 30), wall(time.April, 1, 0, 30), 0.5)
+	x := heldDST("p", wall(time.March, 31, 23, 30), wall(time.April, 1, 0, 30), 0.5)
 	require.Equal(t, int64(1_800_000), usageLine(t, bill(t, cat, mar, x...), "p", "u", "a1g").UsedMS)
 	require.Equal(t, int64(1_800_000), usageLine(t, bill(t, cat, apr, x...), "p", "u", "a1g").UsedMS)
 	// 31 March 22:30–23:30 UTC is 1 April 00:30–01:30 CEST: April's, not March's.
-	y := held("p", utc(time.March, 31, 22, 30), utc(time.March, 31, 23, 30), 0.5)
+	y := heldDST("p", utc(time.March, 31, 22, 30), utc(time.March, 31, 23, 30), 0.5)
 	for _, inv := range bill(t, cat, mar, y...).Invoices {
 		if inv.Project == "p" {
 			require.Empty(t, inv.Lines, "nothing of it in March")
@@ -176,7 +176,7 @@ func TestDSTMonthBoundaryClipping(t *testing.T) {
 
 	// 31 October 23:30 CET → 1 November 00:30 CET, hourly: one started hour
 	// in each month (each month rounds its own part).
-	z := held("hourly", wall(time.October, 31, 23, 30), wall(time.November, 1, 0, 30), 0.5)
+	z := heldDST("hourly", wall(time.October, 31, 23, 30), wall(time.November, 1, 0, 30), 0.5)
 	for _, p := range []Period{oct, nov} {
 		l := usageLine(t, bill(t, cat, p, z...), "hourly", "u", "a1g")
 		require.Equal(t, int64(1_800_000), l.UsedMS, p.String())
@@ -185,8 +185,8 @@ func TestDSTMonthBoundaryClipping(t *testing.T) {
 
 	// Idle from 31 October 23:00 CET to 1 November 01:00 CET (util 0) after a
 	// busy hour: October sees 2 h of use of which 1 h idle, November 1 h idle.
-	busy := held("p", wall(time.October, 31, 22, 0), wall(time.October, 31, 23, 0), 0.5)
-	idle := held("p", wall(time.October, 31, 23, 0), wall(time.November, 1, 1, 0), 0)
+	busy := heldDST("p", wall(time.October, 31, 22, 0), wall(time.October, 31, 23, 0), 0.5)
+	idle := heldDST("p", wall(time.October, 31, 23, 0), wall(time.November, 1, 1, 0), 0)
 	all := append(busy, idle...)
 	l := usageLine(t, bill(t, cat, oct, all...), "p", "u", "a1g")
 	require.Equal(t, int64(2*3_600_000), l.UsedMS)
@@ -197,7 +197,7 @@ func TestDSTMonthBoundaryClipping(t *testing.T) {
 
 	// Idle through the repeated hour: 02:00 CEST → 03:00 CET is two elapsed
 	// hours, all inside October.
-	idle2 := held("p", utc(time.October, 25, 0, 0), utc(time.October, 25, 2, 0), 0)
+	idle2 := heldDST("p", utc(time.October, 25, 0, 0), utc(time.October, 25, 2, 0), 0)
 	l = usageLine(t, bill(t, cat, oct, idle2...), "p", "u", "a1g")
 	require.Equal(t, int64(2*3_600_000), l.IdleMS)
 }

@@ -28,12 +28,22 @@ type FileConfig struct {
 	// Now is the ingest clock MaxClockSkew is checked against, read once per
 	// chunk of the file (default time.Now).
 	Now func() time.Time
+	// Source names the input in the rejects recorded for its invalid lines
+	// (Reject.Source is Source:LINE), e.g. file:/abs/path.jsonl. Reading the
+	// same input again must give the same name, so that a repeated back-fill
+	// does not count its rejects twice (0: "input").
+	Source string
 }
+
+// rejectFlush is how many rejects a back-fill buffers before storing them.
+const rejectFlush = 10_000
 
 // Backfill reads cardhour.sample.v1 JSON Lines from r and writes them through
 // the same Writer as the Kafka worker. Invalid lines are not written; they are
 // counted and the first MaxReported are returned with their line numbers in the
-// stats (never dropped silently: the caller reports them and exits non-zero).
+// stats (never dropped silently: the caller reports them and exits non-zero),
+// and every one is recorded in the store as a Reject, so that billing can say
+// that the period has rejected input.
 // The back-fill is idempotent: running it again, whole or in part, changes no
 // invoice, so after a failure the fix is to run it again.
 //
@@ -54,6 +64,9 @@ func Backfill(ctx context.Context, r io.Reader, cfg FileConfig) (schemas.ReadSta
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Source == "" {
+		cfg.Source = "input"
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -104,9 +117,36 @@ func Backfill(ctx context.Context, r io.Reader, cfg FileConfig) (schemas.ReadSta
 		}
 		return nil
 	}
+	// Rejects are stored in pieces as they come (WriteRejects may run beside
+	// the writer goroutine's writes), the rest at the end.
+	var (
+		rejMu   sync.Mutex
+		rejects []Reject
+	)
+	flushRejects := func(atLeast int) error {
+		if len(rejects) < atLeast || len(rejects) == 0 {
+			return nil
+		}
+		err := cfg.Writer.WriteRejects(ctx, rejects)
+		rejects = rejects[:0]
+		return err
+	}
+	onInvalid := func(line int64, text []byte, err error) {
+		rejMu.Lock()
+		defer rejMu.Unlock()
+		rejects = append(rejects, NewReject(fmt.Sprintf("%s:%d", cfg.Source, line), text, err, cfg.Now()))
+		if err := flushRejects(rejectFlush); err != nil {
+			writeMu.Lock()
+			if werr == nil {
+				werr = err
+			}
+			writeMu.Unlock()
+			cancel()
+		}
+	}
 	m := cfg.Writer.cfg.Metrics
 	stats, err := schemas.ReadSamples(r, schemas.ReadOptions{SkipInvalid: true, MaxReported: cfg.MaxReported, Workers: cfg.Workers,
-		DecoderOptions: cfg.DecoderOptions, Now: cfg.Now},
+		DecoderOptions: cfg.DecoderOptions, Now: cfg.Now, OnInvalid: onInvalid},
 		func(_ int, samples []schemas.Sample) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -128,6 +168,11 @@ func Backfill(ctx context.Context, r io.Reader, cfg FileConfig) (schemas.ReadSta
 	}
 	close(full)
 	<-wdone
+	if err == nil && writeErr() == nil {
+		rejMu.Lock()
+		err = flushRejects(1)
+		rejMu.Unlock()
+	}
 	err = cmp.Or(writeErr(), err)
 	m.Messages.WithLabelValues("invalid").Add(float64(stats.InvalidCount))
 	if err != nil {

@@ -1,8 +1,10 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 
 	"github.com/cardhour/cardhour/billing"
@@ -19,6 +21,7 @@ type MemStore struct {
 	idle      []IdleRun
 	writes    int
 	failNext  int
+	rejects   map[string]Reject // by source
 }
 
 // NewMemStore returns an empty MemStore.
@@ -64,6 +67,46 @@ func (m *MemStore) Samples() []schemas.Sample {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]schemas.Sample(nil), m.samples...)
+}
+
+// WriteRejects implements Rejects: one reject per source, the first kept.
+func (m *MemStore) WriteRejects(ctx context.Context, rs []Reject) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failNext > 0 {
+		m.failNext--
+		return ErrInjected
+	}
+	if m.rejects == nil {
+		m.rejects = map[string]Reject{}
+	}
+	for _, r := range rs {
+		if _, ok := m.rejects[r.Source]; !ok {
+			m.rejects[r.Source] = r
+		}
+	}
+	return nil
+}
+
+// RejectSummary implements Rejects.
+func (m *MemStore) RejectSummary(ctx context.Context, fromMS, toMS int64, first int) (RejectSummary, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var sum RejectSummary
+	for _, r := range m.rejects {
+		if r.TimeMS >= fromMS && r.TimeMS < toMS {
+			sum.Count++
+			sum.First = append(sum.First, r)
+		}
+	}
+	slices.SortFunc(sum.First, func(a, b Reject) int {
+		return cmp.Or(cmp.Compare(a.TimeMS, b.TimeMS), cmp.Compare(a.Source, b.Source))
+	})
+	sum.First = sum.First[:min(len(sum.First), first)]
+	return sum, ctx.Err()
 }
 
 // Close implements Store.

@@ -79,8 +79,38 @@ type RawStream interface {
 	Abort()
 }
 
+// Reject is one input line or message that ingest did not store: a line a
+// back-fill found invalid, or a dead letter of the Kafka worker. Stores keep
+// them so that billing can say a period has rejected input.
+type Reject struct {
+	// TimeMS is the sample's own time when its ts could be read, else the
+	// time it was rejected.
+	TimeMS int64
+	// Source is the rejected input's position, its identity: a replay of the
+	// same input writes the same Source, and readers count distinct sources.
+	// kafka:TOPIC/PARTITION/OFFSET (#LINE for a line of a message) or
+	// file:PATH:LINE.
+	Source string
+	Reason string // as Reason: malformed_json, invalid_field, unknown_schema, too_large
+	Error  string // the decoder's message
+}
+
+// RejectSummary is what a store holds about the rejects of a time range.
+type RejectSummary struct {
+	Count int64    // distinct sources
+	First []Reject // the earliest few, by time then source
+}
+
+// Rejects is implemented by every Backend: rejects are written (repeating one
+// is harmless) and summed up per time range [fromMS, toMS).
+type Rejects interface {
+	WriteRejects(ctx context.Context, rs []Reject) error
+	RejectSummary(ctx context.Context, fromMS, toMS int64, first int) (RejectSummary, error)
+}
+
 // Backend is a store that billing can also read from.
 type Backend interface {
 	Store
+	Rejects
 	billing.UsageSource
 }

@@ -230,20 +230,28 @@ func (w *Worker) notePause(paused bool, err error) {
 }
 
 // Run consumes until ctx ends, then flushes or abandons the open batches and
-// leaves the group. It returns nil on a clean shutdown.
+// leaves the group. It returns nil on a clean shutdown, or, at once, the first
+// permanent store error (IsPermanent): every consumer stops then, and what
+// was not committed is consumed again by the next run.
 func (w *Worker) Run(ctx context.Context) error {
 	defer func() {
 		if err := w.dlq.Close(); err != nil {
 			w.cfg.Logger.Warn("closing the dead-letter writer", "err", err)
 		}
 	}()
+	// A consumer returns an error only when the store failed permanently: the
+	// others stop too, and Run returns that error.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
 	errs := make([]error, w.cfg.Consumers)
 	for i := range w.cfg.Consumers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = w.consume(ctx, i)
+			if errs[i] = w.consume(ctx, i); errs[i] != nil {
+				cancel()
+			}
 		}()
 	}
 	wg.Wait()
@@ -331,12 +339,12 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 		cfg.Metrics.Workers.Dec()
 	}()
 	log.Info("consuming", "topic", cfg.Topic, "group", cfg.GroupID, "batch_size", cfg.BatchSize, "batch_age", cfg.BatchAge)
-	delay := cfg.RetryMin
+	bo := NewBackOff(cfg.RetryMin, cfg.RetryMax)
 	// From a failure until the next commit, the consumer counts as paused, and
-	// each failure doubles the backoff.
+	// each failure lengthens the backoff.
 	paused := false
 	resume := func() {
-		delay = cfg.RetryMin
+		bo.Reset()
 		if paused {
 			cfg.Metrics.Paused.Dec()
 			paused = false
@@ -349,17 +357,23 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 			log.Info("stopped")
 			return nil
 		}
+		if IsPermanent(err) {
+			// Consuming again would fail the same way: stop, and let the
+			// operator see why (Run stops the other consumers).
+			log.Error("store write failed permanently; stopping", "err", err)
+			return fmt.Errorf("stopped: the store refuses writes and retrying cannot help: %w", err)
+		}
 		if !paused {
 			cfg.Metrics.Paused.Inc()
 			paused = true
 		}
 		w.notePause(true, err)
-		log.Warn("store write failed; consuming again from the last committed offsets", "retry_in", delay, "err", err)
+		delay := bo.NextBackOff()
+		log.Warn("store write failed; consuming again from the last committed offsets", "retry_in", delay.Round(time.Millisecond), "err", err)
 		select {
 		case <-ctx.Done():
 		case <-time.After(delay):
 		}
-		delay = min(delay*2, cfg.RetryMax)
 	}
 }
 
@@ -533,7 +547,7 @@ type piece struct {
 func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done bool) {
 	cfg := &c.w.cfg
 	fctx := ctx // no deadline until the batch has a first message
-	delay := cfg.RetryMin
+	bo := NewBackOff(cfg.RetryMin, cfg.RetryMax)
 	valid := 0
 	caughtUp := false // the last message was the last of its partition when fetched
 	defer func() {
@@ -588,15 +602,16 @@ func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done 
 			}
 			return !send() // the batch is old enough, or the backlog ended
 		default:
-			c.log.Warn("fetch failed, retrying", "err", err, "retry_in", delay)
+			delay := bo.NextBackOff()
+			c.log.Warn("fetch failed, retrying", "err", err, "retry_in", delay.Round(time.Millisecond))
 			select {
 			case <-ctx.Done():
 				return true
 			case <-time.After(delay):
 			}
-			delay = min(delay*2, cfg.RetryMax)
 			continue
 		}
+		bo.Reset()
 		if b.n == 0 {
 			var cancel context.CancelFunc
 			fctx, cancel = context.WithTimeout(ctx, cfg.BatchAge)
@@ -653,9 +668,9 @@ func (c *consumer) decodeMessage(msg *kafka.Message, b *batch) {
 }
 
 // finish ends the batch's raw insert, writes its invalid messages to the
-// dead-letter topic, and then, if the batch is not full or CommitInterval has
-// passed, writes the intervals of this and the batches staged before it and
-// commits their offsets.
+// dead-letter topic and records them in the store as rejects, and then, if the
+// batch is not full or CommitInterval has passed, writes the intervals of this
+// and the batches staged before it and commits their offsets.
 func (c *consumer) finish(ctx context.Context, b *batch, st *Stream) error {
 	cfg := &c.w.cfg
 	m := cfg.Metrics
@@ -671,6 +686,9 @@ func (c *consumer) finish(ctx context.Context, b *batch, st *Stream) error {
 			return nil
 		})
 		if err != nil {
+			return err
+		}
+		if err := c.writer.WriteRejects(ctx, deadRejects(b.dead, time.Now())); err != nil {
 			return err
 		}
 		for i := range b.dead {
@@ -762,6 +780,22 @@ func deadLetter(msg *kafka.Message, value []byte, lineNo int, err error) kafka.M
 		kafka.Header{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))},
 	)
 	return kafka.Message{Key: msg.Key, Value: bytes.Clone(value), Headers: headers}
+}
+
+// deadRejects are the rejects recorded in the store for dead letters: one per
+// invalid line or message, its source the position in the sample topic, so
+// that a batch consumed again records the same rejects.
+func deadRejects(dead []kafka.Message, now time.Time) []Reject {
+	rs := make([]Reject, len(dead))
+	for i := range dead {
+		d := &dead[i]
+		src := "kafka:" + headerValue(d, HeaderSourceTopic) + "/" + headerValue(d, HeaderSourcePartition) + "/" + headerValue(d, HeaderSourceOffset)
+		if line := headerValue(d, HeaderSourceLine); line != "" {
+			src += "#" + line
+		}
+		rs[i] = Reject{TimeMS: rejectTime(d.Value, now), Source: src, Reason: headerValue(d, HeaderReason), Error: clipError(headerValue(d, HeaderError))}
+	}
+	return rs
 }
 
 func headerValue(m *kafka.Message, key string) string {

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
+
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -227,12 +229,12 @@ func (w *Writer) FlushRuns(ctx context.Context) error {
 	return nil
 }
 
-// Retry calls op until it succeeds or ctx ends, sleeping between attempts with
-// exponential backoff from lo to hi. While it waits, the Paused gauge is up and
-// one warning per attempt is logged (attempts are spaced by the backoff, so the
-// log is throttled by construction).
+// Retry calls op until it succeeds, fails permanently (IsPermanent: returned at
+// once, after one attempt) or ctx ends, sleeping between attempts with the
+// jittered exponential backoff of NewBackOff from lo to hi. While it waits, the
+// Paused gauge is up and one warning per attempt is logged (attempts are spaced
+// by the backoff, so the log is throttled by construction).
 func Retry(ctx context.Context, log *slog.Logger, lo, hi time.Duration, m *Metrics, notify func(bool, error), what string, op func(context.Context) error) error {
-	delay := lo
 	paused := false
 	defer func() {
 		if paused {
@@ -244,36 +246,46 @@ func Retry(ctx context.Context, log *slog.Logger, lo, hi time.Duration, m *Metri
 			}
 		}
 	}()
-	for attempt := 1; ; attempt++ {
+	attempt := 0
+	var last error
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+		attempt++
 		err := op(ctx)
 		if err == nil {
-			if attempt > 1 {
-				log.Info("recovered", "op", what, "attempts", attempt)
+			return struct{}{}, nil
+		}
+		last = err
+		if IsPermanent(err) {
+			return struct{}{}, backoff.Permanent(err)
+		}
+		return struct{}{}, err
+	}, backoff.WithBackOff(NewBackOff(lo, hi)), backoff.WithMaxElapsedTime(0),
+		backoff.WithNotify(func(err error, next time.Duration) {
+			if !paused {
+				paused = true
+				if m != nil {
+					m.Paused.Inc()
+				}
 			}
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("%s abandoned: %w", what, ctx.Err())
-		}
-		if !paused {
-			paused = true
-			if m != nil {
-				m.Paused.Inc()
+			if notify != nil {
+				notify(true, err)
 			}
+			log.Warn("failed, retrying", "op", what, "attempt", attempt, "retry_in", next.Round(time.Millisecond), "err", err)
+		}))
+	switch {
+	case err == nil:
+		if attempt > 1 {
+			log.Info("recovered", "op", what, "attempts", attempt)
 		}
-		if notify != nil {
-			notify(true, err)
-		}
-		log.Warn("failed, retrying", "op", what, "attempt", attempt, "retry_in", delay, "err", err)
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("%s abandoned after %d attempts (last error: %w): %w", what, attempt, err, ctx.Err())
-		case <-t.C:
-		}
-		delay = min(delay*2, hi)
+		return nil
+	case IsPermanent(err):
+		return fmt.Errorf("%s failed permanently: %w", what, err)
+	case ctx.Err() != nil && last != nil:
+		return fmt.Errorf("%s abandoned after %d attempts (last error: %w): %w", what, attempt, last, ctx.Err())
+	case ctx.Err() != nil:
+		return fmt.Errorf("%s abandoned: %w", what, ctx.Err())
 	}
+	return err
 }
 
 // Reason classifies a decoding error for the dead-letter header and the metric

@@ -34,6 +34,11 @@ type ReadOptions struct {
 	// Now is the clock MaxClockSkew is checked against, read once per chunk
 	// (required when MaxClockSkew > 0).
 	Now func() time.Time
+	// OnInvalid, when set, is called for every invalid line (not only the
+	// reported ones), from the decoding goroutines, concurrently when Workers
+	// > 1; text is the line (nil when it was too long to keep) and is valid
+	// only during the call.
+	OnInvalid func(line int64, text []byte, err error)
 }
 
 // ReadStats summarizes a read.
@@ -261,6 +266,9 @@ func decodeChunk(dec *Decoder, c chunk, batch *[]Sample, opt ReadOptions) chunkR
 	b := (*batch)[:0]
 	if c.tooLong {
 		*batch = b
+		if opt.OnInvalid != nil {
+			opt.OnInvalid(c.firstLine, nil, errLineTooLong)
+		}
 		return chunkResult{lines: 1, count: 1, invalid: []*LineError{{Line: c.firstLine, Err: errLineTooLong}}}
 	}
 	data := c.data
@@ -277,11 +285,17 @@ func decodeChunk(dec *Decoder, c chunk, batch *[]Sample, opt ReadOptions) chunkR
 			if len(l) > MaxLineBytes {
 				res.count++
 				res.invalid = append(res.invalid, &LineError{Line: line, Err: errLineTooLong})
+				if opt.OnInvalid != nil {
+					opt.OnInvalid(line, l, errLineTooLong)
+				}
 			} else {
 				b = append(b, Sample{})
 				if err := dec.Decode(l, &b[len(b)-1]); err != nil {
 					b = b[:len(b)-1]
 					res.count++
+					if opt.OnInvalid != nil {
+						opt.OnInvalid(line, l, err)
+					}
 					if len(res.invalid) < opt.MaxReported {
 						res.invalid = append(res.invalid, &LineError{Line: line, Err: err})
 					}

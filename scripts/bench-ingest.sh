@@ -89,9 +89,9 @@ if [[ " $PARTS " == *" e2e "* ]]; then
 	: >"$WORK/join.s"
 	: >"$WORK/rss.mb"
 	for i in $(seq "$REPEAT"); do
-		"$WORK/cardhour" migrate --clickhouse "$CH" --database "${RUN}_direct$i" >/dev/null 2>&1
-		"$WORK/cardhour" migrate --clickhouse "$CH" --database "${RUN}_native$i" >/dev/null 2>&1
-		"$WORK/cardhour" migrate --clickhouse "$CH" --database "${RUN}_ingest$i" >/dev/null 2>&1
+		"$WORK/cardhour" migrate --store "clickhouse://$CH/${RUN}_direct$i" >/dev/null 2>&1
+		"$WORK/cardhour" migrate --store "clickhouse://$CH/${RUN}_native$i" >/dev/null 2>&1
+		"$WORK/cardhour" migrate --store "clickhouse://$CH/${RUN}_ingest$i" >/dev/null 2>&1
 
 		cpu_begin
 		t0=$(now)

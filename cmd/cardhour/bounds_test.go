@@ -13,7 +13,7 @@ import (
 )
 
 // writeSamples writes the example samples with line 1 replaced by edit(line 1).
-func writeSamples(t *testing.T, edit func(string) string) string {
+func writeEditedExample(t *testing.T, edit func(string) string) string {
 	t.Helper()
 	data, err := os.ReadFile(exampleSamples)
 	require.NoError(t, err)
@@ -26,7 +26,7 @@ func writeSamples(t *testing.T, edit func(string) string) string {
 // One line claiming a month is an error with its line number, not a month of
 // usage; --skip-invalid bills the rest; --max-interval moves the bound.
 func TestBillRejectsOverlongInterval(t *testing.T) {
-	path := writeSamples(t, func(l string) string { return strings.Replace(l, `"interval_s":60`, `"interval_s":2592000`, 1) })
+	path := writeEditedExample(t, func(l string) string { return strings.Replace(l, `"interval_s":60`, `"interval_s":2592000`, 1) })
 	args := []string{"bill", "--catalog", exampleCatalog, "--samples", path, "--period", "2026-11"}
 
 	code, out, errOut := runCLI(t, "", args...)
@@ -52,7 +52,7 @@ func TestBillRejectsOverlongInterval(t *testing.T) {
 }
 
 func TestIdleRejectsOverlongInterval(t *testing.T) {
-	path := writeSamples(t, func(l string) string { return strings.Replace(l, `"interval_s":60`, `"interval_s":7200`, 1) })
+	path := writeEditedExample(t, func(l string) string { return strings.Replace(l, `"interval_s":60`, `"interval_s":7200`, 1) })
 	code, _, errOut := runCLI(t, "", "idle", "--catalog", exampleCatalog, "--samples", path)
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, `line 1: field "interval_s": value 7200`)
@@ -64,7 +64,7 @@ func TestIdleRejectsOverlongInterval(t *testing.T) {
 // over-long one) with its line and does not store it.
 func TestIngestFromFileRejectsFutureAndOverlongSamples(t *testing.T) {
 	future := time.Now().UTC().Add(time.Hour).Format(time.RFC3339)
-	path := writeSamples(t, func(l string) string {
+	path := writeEditedExample(t, func(l string) string {
 		long := strings.Replace(l, `"interval_s":60`, `"interval_s":86400`, 1)
 		return strings.Replace(l, `"ts":"2026-11-03T09:00:00+08:00"`, `"ts":"`+future+`"`, 1) + "\n" + long
 	})
@@ -74,7 +74,7 @@ func TestIngestFromFileRejectsFutureAndOverlongSamples(t *testing.T) {
 	require.Contains(t, errOut, path+`:1: field "ts": value "`+future+`": the sample ends at`)
 	require.Contains(t, errOut, "--max-clock-skew")
 	require.Contains(t, errOut, path+`:2: field "interval_s": value 86400`)
-	require.Contains(t, out, "(2 invalid lines not stored)")
+	require.Contains(t, out, "(2 invalid lines not stored, recorded as rejected in the store)")
 
 	// --max-clock-skew 0 turns the clock check off.
 	code, out, errOut = runCLI(t, "", "ingest", "--store", "sqlite://"+filepath.Join(t.TempDir(), "s.db"), "--from-file", path,

@@ -14,6 +14,7 @@ import (
 	pprof_http "net/http/pprof"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -93,7 +94,7 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := ingest.NewMetrics(reg)
 
-	st, err := storedsn.Open(ctx, *store, storedsn.Options{Logger: log, Migrate: *migrate, RawRetentionDays: *retention})
+	st, err := storedsn.Open(ctx, *store, storedsn.Options{Logger: log, Mode: storedsn.Write, Migrate: *migrate, RawRetentionDays: *retention})
 	if err != nil {
 		fmt.Fprintln(stderr, "cardhour ingest:", err)
 		return 1
@@ -162,7 +163,17 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 
 func backfill(ctx context.Context, log *slog.Logger, st ingest.Store, metrics *ingest.Metrics, path string, fcfg ingest.FileConfig, storeTimeout time.Duration, stdout, stderr io.Writer) int {
 	var in io.Reader = os.Stdin
+	// The rejects of the input are recorded under its name: the absolute
+	// path of a file (a second back-fill of it counts them once), or standard
+	// input and the start time (every back-fill from it is a new input).
+	source := "stdin@" + time.Now().UTC().Format(time.RFC3339Nano)
 	if path != "-" {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			fmt.Fprintln(stderr, "cardhour ingest:", err)
+			return 1
+		}
+		source = "file:" + abs
 		f, err := os.Open(path)
 		if err != nil {
 			fmt.Fprintln(stderr, "cardhour ingest:", err)
@@ -177,17 +188,25 @@ func backfill(ctx context.Context, log *slog.Logger, st ingest.Store, metrics *i
 		return 2
 	}
 	t0 := time.Now()
-	fcfg.Writer = wr
+	fcfg.Writer, fcfg.Source = wr, source
 	stats, err := ingest.Backfill(ctx, in, fcfg)
 	for _, le := range stats.Invalid {
 		fmt.Fprintf(stderr, "cardhour ingest: %s:%d: %v\n", path, le.Line, le.Err)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "cardhour ingest: %s: %v (running the back-fill again is safe)\n", path, err)
+		if ingest.IsPermanent(err) {
+			fmt.Fprintf(stderr, "cardhour ingest: %s: %v\n", path, err)
+		} else {
+			fmt.Fprintf(stderr, "cardhour ingest: %s: %v (running the back-fill again is safe)\n", path, err)
+		}
 		return 1
 	}
-	fmt.Fprintf(stdout, "back-filled %d samples from %s in %s (%d invalid lines not stored)\n",
-		stats.Valid, path, time.Since(t0).Round(time.Millisecond), stats.InvalidCount)
+	recorded := ""
+	if stats.InvalidCount > 0 {
+		recorded = ", recorded as rejected in the store"
+	}
+	fmt.Fprintf(stdout, "back-filled %d samples from %s in %s (%d invalid lines not stored%s)\n",
+		stats.Valid, path, time.Since(t0).Round(time.Millisecond), stats.InvalidCount, recorded)
 	if stats.InvalidCount > 0 {
 		if int64(len(stats.Invalid)) < stats.InvalidCount {
 			fmt.Fprintf(stderr, "cardhour ingest: %d more invalid lines not listed\n", stats.InvalidCount-int64(len(stats.Invalid)))

@@ -3,53 +3,73 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os/signal"
 	"syscall"
 
 	"github.com/cardhour/cardhour/ingest/clickhouse"
+	"github.com/cardhour/cardhour/ingest/sqlite"
+	"github.com/cardhour/cardhour/ingest/storedsn"
 )
 
 func runMigrate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("clickhouse", "", "ClickHouse native address host:port")
-	db := fs.String("database", "cardhour", "database to create and migrate")
-	user := fs.String("user", "", "ClickHouse user (default: the server's default user)")
-	password := fs.String("password", "", "ClickHouse password")
-	retention := fs.Int("raw-retention-days", 0, "TTL of raw samples, set when the table is created (servers >= 19.6; 0: keep forever)")
+	store := fs.String("store", "", "store to create or upgrade: clickhouse://host:port/db or sqlite:///path.db")
+	retention := fs.Int("raw-retention-days", 0, "ClickHouse: TTL of raw samples, set when the table is created (servers >= 19.6; 0: keep forever)")
+	// Deprecated spellings of --store clickhouse://[user:password@]HOST:PORT/DB.
+	addr := fs.String("clickhouse", "", "deprecated: use --store clickhouse://HOST:PORT/DB")
+	db := fs.String("database", "", "deprecated: use --store clickhouse://HOST:PORT/DB")
+	user := fs.String("user", "", "deprecated: use --store clickhouse://USER:PASSWORD@HOST:PORT/DB")
+	password := fs.String("password", "", "deprecated: use --store clickhouse://USER:PASSWORD@HOST:PORT/DB")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: cardhour migrate --clickhouse HOST:PORT --database DB")
+		fmt.Fprintln(stderr, "usage: cardhour migrate --store DSN   (clickhouse://host:port/db or sqlite:///path.db)")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if *addr == "" {
-		fmt.Fprintln(stderr, "cardhour migrate: --clickhouse is required")
+	switch {
+	case *store != "" && (*addr != "" || *db != "" || *user != "" || *password != ""):
+		fmt.Fprintln(stderr, "cardhour migrate: give either --store or the deprecated --clickhouse/--database/--user/--password, not both")
 		fs.Usage()
 		return 2
+	case *store == "" && *addr == "":
+		fmt.Fprintln(stderr, "cardhour migrate: --store is required")
+		fs.Usage()
+		return 2
+	case *store == "":
+		u := url.URL{Scheme: "clickhouse", Host: *addr, Path: "/" + cmp.Or(*db, "cardhour")}
+		if *user != "" || *password != "" {
+			u.User = url.UserPassword(*user, *password)
+		}
+		*store = u.String()
+		u.User = nil
+		fmt.Fprintf(stderr, "cardhour migrate: --clickhouse, --database, --user and --password are deprecated; use --store %s\n", u.String())
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	st, err := clickhouse.Open(ctx, clickhouse.Config{Addr: *addr, Database: *db, Username: *user, Password: *password,
-		Logger: log, RawRetentionDays: *retention})
+	st, err := storedsn.Open(ctx, *store, storedsn.Options{Logger: log, Mode: storedsn.Write, Migrate: true, RawRetentionDays: *retention})
 	if err != nil {
 		fmt.Fprintln(stderr, "cardhour migrate:", err)
 		return 1
 	}
 	defer st.Close() //nolint:errcheck // nothing written is pending at close
-	res, err := st.Migrate(ctx)
-	if err != nil {
-		fmt.Fprintln(stderr, "cardhour migrate:", err)
-		return 1
+	switch s := st.(type) {
+	case *clickhouse.Store:
+		res := s.Migrated()
+		fmt.Fprintf(stdout, "ClickHouse %s (TTL: %v, LowCardinality: %v): database %s at schema version %d, applied now: %v\n",
+			res.ServerVersion, res.Features.TTL, res.Features.LowCardinality, s.Database(), res.Current, res.Applied)
+	case *sqlite.Store:
+		from, to := s.Migrated()
+		fmt.Fprintf(stdout, "SQLite %s at schema version %d (was %d)\n", s.Path(), to, from)
 	}
-	fmt.Fprintf(stdout, "ClickHouse %s (TTL: %v, LowCardinality: %v): database %s at schema version %d, applied now: %v\n",
-		res.ServerVersion, res.Features.TTL, res.Features.LowCardinality, *db, res.Current, res.Applied)
 	return 0
 }

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/cardhour/cardhour/ingest"
 	chschema "github.com/cardhour/cardhour/schemas/clickhouse"
 )
 
@@ -25,7 +26,7 @@ func (s *Store) Migrate(ctx context.Context) (MigrationResult, error) {
 	var res MigrationResult
 	var version string
 	if err := s.conn.QueryRow(ctx, "SELECT version()").Scan(&version); err != nil {
-		return res, fmt.Errorf("cannot read the ClickHouse version: %w", err)
+		return res, classify(fmt.Errorf("cannot read the ClickHouse version: %w", err))
 	}
 	f, err := chschema.FeaturesFor(version)
 	if err != nil {
@@ -33,7 +34,7 @@ func (s *Store) Migrate(ctx context.Context) (MigrationResult, error) {
 	}
 	res.ServerVersion, res.Features = version, f
 	if err := s.conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+s.db); err != nil {
-		return res, fmt.Errorf("cannot create database %s: %w", s.db, err)
+		return res, classify(fmt.Errorf("cannot create database %s: %w", s.db, err))
 	}
 	if err := s.conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+s.table("schema_migrations")+
 		" (version UInt32, name String, applied_at DateTime('UTC')) ENGINE = MergeTree ORDER BY version"); err != nil {
@@ -57,6 +58,9 @@ func (s *Store) Migrate(ctx context.Context) (MigrationResult, error) {
 	ms, err := chschema.Migrations()
 	if err != nil {
 		return res, err
+	}
+	if latest := ms[len(ms)-1].Version; res.Current > latest {
+		return res, ingest.Permanent(fmt.Errorf("database %s has schema version %d, newer than this build of cardhour knows (%d): upgrade cardhour", s.cfg.Database, res.Current, latest))
 	}
 	for _, m := range ms {
 		if applied[m.Version] {

@@ -11,11 +11,11 @@ import (
 	"log/slog"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/ext"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/cardhour/cardhour/billing"
@@ -36,7 +36,9 @@ type Config struct {
 	// Compression of the data sent and received: lz4 (default), zstd or none
 	// (none saves CPU on both ends when ClickHouse is on the same host).
 	Compression string
-	// Migrate applies pending migrations on Open.
+	// Migrate creates the database if needed and applies pending migrations on
+	// Open. Without it, Open checks that the database holds this build's schema
+	// and fails (ingest.Permanent) when it is missing, older or newer.
 	Migrate bool
 	// RawRetentionDays sets a TTL on raw samples at table creation (servers that
 	// support TTL; 0: keep forever).
@@ -70,12 +72,14 @@ func (c *Config) Validate() error {
 
 // Store writes batches to and bills from one ClickHouse database.
 type Store struct {
-	cfg  Config
-	conn driver.Conn
-	db   string // quoted database name
+	cfg      Config
+	conn     driver.Conn
+	db       string          // quoted database name
+	migrated MigrationResult // what Open's migration did
 }
 
-// Open connects (the database need not exist yet when cfg.Migrate is set).
+// Open connects and migrates (cfg.Migrate) or checks the schema (otherwise):
+// readers never create anything.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -104,16 +108,22 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s := &Store{cfg: cfg, conn: conn, db: "`" + cfg.Database + "`"}
 	if err := conn.Ping(ctx); err != nil {
 		_ = conn.Close()
-		return nil, fmt.Errorf("cannot reach ClickHouse at %s: %w", cfg.Addr, err)
+		return nil, classify(fmt.Errorf("cannot reach ClickHouse at %s: %w", cfg.Addr, err))
 	}
 	if cfg.Migrate {
-		if _, err := s.Migrate(ctx); err != nil {
-			_ = conn.Close()
-			return nil, err
-		}
+		s.migrated, err = s.Migrate(ctx)
+	} else {
+		err = s.CheckSchema(ctx)
+	}
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
 	}
 	return s, nil
 }
+
+// Migrated is what Open's migration did (cfg.Migrate).
+func (s *Store) Migrated() MigrationResult { return s.migrated }
 
 // Conn is the underlying connection (for tests and tools).
 func (s *Store) Conn() driver.Conn { return s.conn }
@@ -228,7 +238,7 @@ func (c *rawCols) release() {
 func (s *Store) BeginRaw(ctx context.Context) (ingest.RawStream, error) {
 	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table("raw_samples")+" ("+rawColumns+")")
 	if err != nil {
-		return nil, fmt.Errorf("cannot prepare insert into raw_samples: %w", err)
+		return nil, classify(fmt.Errorf("cannot prepare insert into raw_samples: %w", err))
 	}
 	return &rawStream{b: b, c: rawPool.Get().(*rawCols)}, nil
 }
@@ -250,7 +260,7 @@ func (r *rawStream) Append(samples []schemas.Sample) error {
 	// Flush sends the block and empties the batch's columns, keeping their
 	// capacity: the next piece is encoded into the same buffers.
 	if err := r.b.Flush(); err != nil {
-		return fmt.Errorf("cannot send %d rows to raw_samples: %w", len(samples), err)
+		return classify(fmt.Errorf("cannot send %d rows to raw_samples: %w", len(samples), err))
 	}
 	r.n += len(samples)
 	return nil
@@ -259,7 +269,7 @@ func (r *rawStream) Append(samples []schemas.Sample) error {
 func (r *rawStream) Finish() error {
 	r.done = true
 	if err := r.b.Send(); err != nil {
-		return fmt.Errorf("cannot insert %d rows into raw_samples: %w", r.n, err)
+		return classify(fmt.Errorf("cannot insert %d rows into raw_samples: %w", r.n, err))
 	}
 	return nil
 }
@@ -282,7 +292,7 @@ func (r *rawStream) Abort() {
 func (s *Store) insert(ctx context.Context, table, columns string, n int, cols ...any) error {
 	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table(table)+" ("+columns+")")
 	if err != nil {
-		return fmt.Errorf("cannot prepare insert into %s: %w", table, err)
+		return classify(fmt.Errorf("cannot prepare insert into %s: %w", table, err))
 	}
 	defer func() { _ = batch.Close() }()
 	for i, c := range cols {
@@ -291,7 +301,7 @@ func (s *Store) insert(ctx context.Context, table, columns string, n int, cols .
 		}
 	}
 	if err := batch.Send(); err != nil {
-		return fmt.Errorf("cannot insert %d rows into %s: %w", n, table, err)
+		return classify(fmt.Errorf("cannot insert %d rows into %s: %w", n, table, err))
 	}
 	return nil
 }
@@ -493,21 +503,26 @@ func (s *Store) readIdle(ctx context.Context, q string, out chan<- []ingest.Idle
 }
 
 // readRawIdle is the exact fallback: the raw samples of the instances whose idle
-// runs the threshold cuts through, in the range those runs cover.
+// runs the threshold cuts through, in the range those runs cover. The instances
+// travel as an external table (sent with the query as data, any number of
+// them), not as a literal list in the query text, which the server's
+// max_query_size would bound.
 func (s *Store) readRawIdle(ctx context.Context, feed *ingest.IdleFeeder) error {
 	insts, lo, hi, below := feed.PendingRange()
-	var list strings.Builder
-	for i, id := range insts {
-		if i > 0 {
-			list.WriteByte(',')
+	pending, err := ext.NewTable("pending_instances", ext.Column("instance_id", "String"))
+	if err != nil {
+		return fmt.Errorf("cannot build the instance table for idle time: %w", err)
+	}
+	for _, id := range insts {
+		if err := pending.Append(id); err != nil {
+			return fmt.Errorf("cannot build the instance table for idle time: %w", err)
 		}
-		list.WriteString(quote(id))
 	}
 	q := "SELECT " + keyColumns + ", start_ms, interval_ms, assumeNotNull(util) FROM " + s.table("raw_samples") +
-		" WHERE instance_id IN (" + list.String() + ") AND start_ms >= " + itoa(lo) + " AND start_ms < " + itoa(hi) +
+		" WHERE instance_id IN pending_instances AND start_ms >= " + itoa(lo) + " AND start_ms < " + itoa(hi) +
 		" AND ts >= toDateTime(" + itoa(max(lo/1000-1, 0)) + ") AND project != '' AND isNotNull(util) AND util < " +
 		strconv.FormatFloat(below, 'g', -1, 64)
-	rows, err := s.conn.Query(ctx, q)
+	rows, err := s.conn.Query(ch.Context(ctx, ch.WithExternalTable(pending)), q)
 	if err != nil {
 		return fmt.Errorf("cannot read raw samples for idle time: %w", err)
 	}
@@ -529,19 +544,49 @@ func (s *Store) readRawIdle(ctx context.Context, feed *ingest.IdleFeeder) error 
 	return feed.Resolve()
 }
 
-// quote is a ClickHouse string literal.
-func quote(v string) string {
-	var b strings.Builder
-	b.WriteByte('\'')
-	for _, r := range v {
-		switch r {
-		case '\\', '\'':
-			b.WriteByte('\\')
+// WriteRejects implements ingest.Rejects: one insert; a source written again
+// (a replay) is collapsed by merges and counted once by readers.
+func (s *Store) WriteRejects(ctx context.Context, rs []ingest.Reject) error {
+	n := len(rs)
+	ts, tsMS, source, reason, msg, ingested := make([]time.Time, n), make([]int64, n), make([]string, n), make([]string, n), make([]string, n), make([]time.Time, n)
+	now := time.Now().UTC().Truncate(time.Second)
+	for i, r := range rs {
+		sec := r.TimeMS / 1000
+		if r.TimeMS < 0 || sec > 4294967295 {
+			sec = 0 // outside DateTime's range; ts_ms stays exact
 		}
-		b.WriteRune(r)
+		ts[i], tsMS[i], source[i], reason[i], msg[i], ingested[i] = time.Unix(sec, 0).UTC(), r.TimeMS, r.Source, r.Reason, r.Error, now
 	}
-	b.WriteByte('\'')
-	return b.String()
+	return s.insert(ctx, "rejects", "ts, ts_ms, source, reason, error, ingested_at", n, ts, tsMS, source, reason, msg, ingested)
+}
+
+// RejectSummary implements ingest.Rejects: distinct sources in [fromMS, toMS)
+// and the earliest first of them.
+func (s *Store) RejectSummary(ctx context.Context, fromMS, toMS int64, first int) (ingest.RejectSummary, error) {
+	var sum ingest.RejectSummary
+	where := " WHERE ts >= toDateTime(" + itoa(max(fromMS/1000-1, 0)) + ") AND ts_ms >= " + itoa(fromMS) + " AND ts_ms < " + itoa(toMS)
+	var n uint64
+	if err := s.conn.QueryRow(ctx, "SELECT uniqExact(source) FROM "+s.table("rejects")+where).Scan(&n); err != nil {
+		return sum, classify(fmt.Errorf("cannot read rejects: %w", err))
+	}
+	sum.Count = int64(n)
+	if n == 0 || first <= 0 {
+		return sum, nil
+	}
+	rows, err := s.conn.Query(ctx, "SELECT source, min(ts_ms) AS t, any(reason), any(error) FROM "+s.table("rejects")+where+
+		" GROUP BY source ORDER BY t, source LIMIT "+strconv.Itoa(first))
+	if err != nil {
+		return sum, classify(fmt.Errorf("cannot read rejects: %w", err))
+	}
+	defer func() { _ = rows.Close() }()
+	for rows.Next() {
+		var r ingest.Reject
+		if err := rows.Scan(&r.Source, &r.TimeMS, &r.Reason, &r.Error); err != nil {
+			return sum, fmt.Errorf("cannot read reject: %w", err)
+		}
+		sum.First = append(sum.First, r)
+	}
+	return sum, rows.Err()
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }

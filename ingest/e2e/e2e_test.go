@@ -180,6 +180,45 @@ func TestDeadLetters(t *testing.T) {
 	for reason, n := range got {
 		require.EqualValues(t, n, value(m.DLQ.WithLabelValues(reason)), reason)
 	}
+
+	// Each dead letter is recorded in the store, once per source position,
+	// dated by its sample's ts where it has one.
+	sum, err := st.RejectSummary(context.Background(), 0, 1<<62, len(bad)+1)
+	require.NoError(t, err)
+	require.EqualValues(t, len(bad), sum.Count)
+	for _, r := range sum.First {
+		require.True(t, strings.HasPrefix(r.Source, "kafka:"+e.topic+"/0/"), r.Source)
+		require.NotEmpty(t, r.Reason)
+		require.NotEmpty(t, r.Error)
+	}
+	ts := ingesttest.Samples(t, good[0])[0].StartMS
+	sum, err = st.RejectSummary(context.Background(), ts, ts+1, 0)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, sum.Count, int64(5), "the cut line, the two invalid fields and both unknown schemas are dated by the first sample's ts")
+}
+
+// A store error that no retry cures stops the worker with that error at once,
+// instead of consuming again forever; nothing is committed.
+func TestPermanentStoreErrorStopsTheWorker(t *testing.T) {
+	e := newEnv(t, 2)
+	st := e.store(t, e.chAddr)
+	require.NoError(t, st.Conn().Exec(context.Background(), "DROP TABLE `"+e.db+"`.raw_samples"))
+	e.produce(t, ingesttest.Trace(t, 2000, 3))
+	cfg := e.workerConfig(st, ingest.NewMetrics(nil))
+	cfg.Consumers = 2
+	w, err := ingest.NewWorker(cfg)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(context.Background()) }() // never cancelled: only the error ends it
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the worker kept retrying a permanent error")
+	}
+	require.Error(t, err)
+	require.True(t, ingest.IsPermanent(err), "%v", err)
+	require.ErrorContains(t, err, "raw_samples")
+	require.Positive(t, e.lag(t), "nothing was committed")
 }
 
 // A worker process killed with SIGKILL in the middle of its work loses nothing:

@@ -7,10 +7,12 @@ package ingesttest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -306,4 +308,24 @@ func (p *Proxy) serve() {
 		go pipe(up, c, &p.sent)
 		go pipe(c, up, nil)
 	}
+}
+
+// StraddlingInstances returns samples of n instances of nlp-lab, each one idle
+// run of class 1 with utils on both sides of 0.02 (the nlp-lab threshold of
+// the "thr-cuts" catalog), so that billing reads every instance's raw samples;
+// and the bytes their ids take as a quoted, comma-separated list.
+func StraddlingInstances(t testing.TB, n int) (data []byte, idBytes int) {
+	t.Helper()
+	p0 := billing.NewPeriod(2026, time.November, Shanghai(t)).StartMS()
+	for i := range n {
+		id := fmt.Sprintf("MIG-%08x-aaaa-4000-8000-%012x", i, i*7919)
+		idBytes += len(id) + 3
+		for j, util := range []float64{0.01, 0.03, 0.01, 0.04} {
+			s := schemas.Sample{StartMS: p0 + 3600_000 + int64(i%60)*1000 + int64(j)*60_000, IntervalMS: 60_000, Node: "node-" + strconv.Itoa(i/7),
+				GPUUUID: fmt.Sprintf("GPU-%08x", i/7), GPUModel: "NVIDIA A100-SXM4-80GB", InstanceID: id, Profile: "1g.10gb",
+				Project: "nlp-lab", User: "u" + strconv.Itoa(i%50), Util: util, UtilKnown: true, Processes: 1, MemTotal: 10 << 30}
+			data = append(s.AppendJSON(data), '\n')
+		}
+	}
+	return data, idBytes
 }

@@ -10,10 +10,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
+	"os"
+	"path/filepath"
+	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
@@ -24,6 +28,10 @@ import (
 type Config struct {
 	Path   string // database file
 	Logger *slog.Logger
+	// ReadOnly opens an existing store for reading (billing): the file must
+	// exist and hold this build's schema, and nothing is created or migrated.
+	// Otherwise the file is created if needed and migrated (ingest, migrate).
+	ReadOnly bool
 }
 
 // Validate reports every problem at once.
@@ -72,48 +80,225 @@ var migrations = []string{
 			CASE WHEN util_known = 0 THEN 0 WHEN util < 0.05 THEN 1 WHEN util < 0.10 THEN 2 WHEN util < 0.20 THEN 3 WHEN util < 0.50 THEN 4 ELSE 5 END,
 			util, util, start_ms, end_ms FROM idle_runs WHERE util_known = 0 OR util < 1
 		ON CONFLICT (project, user, instance_id, gpu_model, profile, class, start_ms, min_util, max_util) DO UPDATE SET end_ms = max(end_ms, excluded.end_ms)`,
+	// Input rejected at ingest (ingest.Reject), one row per source: see the
+	// ClickHouse migration 0006.
+	`CREATE TABLE IF NOT EXISTS rejects (
+		source TEXT NOT NULL PRIMARY KEY, ts_ms INTEGER NOT NULL, reason TEXT NOT NULL, error TEXT NOT NULL,
+		ingested_ms INTEGER NOT NULL) WITHOUT ROWID`,
+	`CREATE INDEX IF NOT EXISTS rejects_ts ON rejects (ts_ms)`,
 }
+
+// SchemaVersion is the schema version this build writes and reads (PRAGMA
+// user_version once every migration ran).
+var SchemaVersion = len(migrations)
 
 // Store is an SQLite database file.
 type Store struct {
-	cfg Config
-	db  *sql.DB
+	cfg            Config
+	db             *sql.DB
+	migFrom, migTo int // schema versions before and after Open
 }
 
-// Open opens (creating if needed) the database and applies pending migrations.
+// Open opens the database. Read-only, the file and its schema must exist;
+// otherwise the file is created if needed and pending migrations are applied.
+// Errors name the path and the reason, and those no retry cures (a missing
+// store, a read-only file or directory, a schema newer than this build) are
+// ingest.Permanent.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	dsn := "file:" + (&url.URL{Path: cfg.Path}).EscapedPath() +
-		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+	dsn := "file:" + (&url.URL{Path: cfg.Path}).EscapedPath() + "?_pragma=busy_timeout(10000)"
+	if cfg.ReadOnly {
+		if err := checkReadable(cfg.Path); err != nil {
+			return nil, ingest.Permanent(err)
+		}
+		dsn += "&mode=ro"
+	} else {
+		if err := checkWritable(cfg.Path); err != nil {
+			return nil, ingest.Permanent(err)
+		}
+		dsn += "&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
-		return nil, fmt.Errorf("cannot open SQLite database %s: %w", cfg.Path, err)
+		return nil, classify(fmt.Errorf("cannot open SQLite store %s: %w", cfg.Path, err))
 	}
 	db.SetMaxOpenConns(1) // one writer; SQLite serializes writes anyway
 	s := &Store{cfg: cfg, db: db}
-	if err := s.migrate(ctx); err != nil {
+	if cfg.ReadOnly {
+		err = s.checkSchema(ctx)
+		if isCode(err, sqliteReadOnlyCantInit) || isCode(err, sqliteReadOnlyDirectory) {
+			// A WAL database in a directory this process cannot write: SQLite
+			// cannot create the shared-memory file a reader needs. With no
+			// write-ahead log to fold in, the file alone is the whole store
+			// and can be read as immutable.
+			if fi, werr := os.Stat(cfg.Path + "-wal"); werr == nil && fi.Size() > 0 {
+				_ = db.Close()
+				return nil, ingest.Permanent(fmt.Errorf("cannot read SQLite store %s: its directory is not writable and its write-ahead log %s-wal holds changes only a writer can fold in: %w", cfg.Path, cfg.Path, err))
+			}
+			_ = db.Close()
+			if db, err = sql.Open("sqlite", dsn+"&immutable=1"); err != nil {
+				return nil, classify(fmt.Errorf("cannot open SQLite store %s: %w", cfg.Path, err))
+			}
+			db.SetMaxOpenConns(1)
+			s.db = db
+			err = s.checkSchema(ctx)
+		}
+	} else {
+		err = s.migrate(ctx)
+	}
+	if err != nil {
 		_ = db.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *Store) migrate(ctx context.Context) error {
+// checkReadable says why path cannot be a store to read, if it cannot.
+func checkReadable(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("no store at %s: run `cardhour ingest` or `cardhour migrate` first", path)
+	case err != nil:
+		return fmt.Errorf("cannot read SQLite store %s: %w", path, err)
+	case fi.IsDir():
+		return fmt.Errorf("SQLite store %s is a directory, not a database file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("cannot read SQLite store %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// checkWritable says why SQLite could not create or write path, if it could
+// not: SQLite itself only says "unable to open database file". The directory
+// must exist and be writable (the journal lives next to the database), and an
+// existing file must be writable.
+func checkWritable(path string) error {
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("cannot create SQLite store %s: directory %s does not exist", path, dir)
+	case err != nil:
+		return fmt.Errorf("cannot create SQLite store %s: %w", path, err)
+	case !fi.IsDir():
+		return fmt.Errorf("cannot create SQLite store %s: %s is not a directory", path, dir)
+	}
+	if fi, err := os.Stat(path); err == nil {
+		if fi.IsDir() {
+			return fmt.Errorf("SQLite store %s is a directory, not a database file", path)
+		}
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return fmt.Errorf("cannot write SQLite store %s: %w", path, err)
+		}
+		_ = f.Close()
+	}
+	probe, err := os.CreateTemp(dir, ".cardhour-probe-*")
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the reason; the probe's name means nothing to the reader
+		}
+		return fmt.Errorf("cannot write SQLite store %s: directory %s is not writable (SQLite keeps its journal next to the database): %w", path, dir, err)
+	}
+	_ = probe.Close()
+	_ = os.Remove(probe.Name())
+	return nil
+}
+
+func (s *Store) version(ctx context.Context) (int, error) {
 	var v int
 	if err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-		return fmt.Errorf("cannot read SQLite schema version of %s: %w", s.cfg.Path, err)
+		return 0, classify(fmt.Errorf("cannot read the schema version of SQLite store %s: %w", s.cfg.Path, err))
+	}
+	if v > SchemaVersion {
+		return v, ingest.Permanent(fmt.Errorf("SQLite store %s has schema version %d, newer than this build of cardhour knows (%d): upgrade cardhour", s.cfg.Path, v, SchemaVersion))
+	}
+	return v, nil
+}
+
+// checkSchema fails unless the store holds this build's schema.
+func (s *Store) checkSchema(ctx context.Context) error {
+	v, err := s.version(ctx)
+	switch {
+	case err != nil:
+		return err
+	case v == 0:
+		return ingest.Permanent(fmt.Errorf("%s holds no cardhour store (schema missing): run `cardhour ingest` or `cardhour migrate --store sqlite://%s` first", s.cfg.Path, s.cfg.Path))
+	case v < SchemaVersion:
+		return ingest.Permanent(fmt.Errorf("SQLite store %s has schema version %d, this build needs %d: run `cardhour migrate --store sqlite://%s`", s.cfg.Path, v, SchemaVersion, s.cfg.Path))
+	}
+	return nil
+}
+
+// Migrate applies pending migrations and returns the schema versions before
+// and after.
+func (s *Store) Migrate(ctx context.Context) (from, to int, err error) {
+	v, err := s.version(ctx)
+	if err != nil {
+		return v, v, err
 	}
 	for i := v; i < len(migrations); i++ {
 		if _, err := s.db.ExecContext(ctx, migrations[i]); err != nil {
-			return fmt.Errorf("SQLite migration %d failed: %w", i+1, err)
+			return v, i, classify(fmt.Errorf("SQLite migration %d of %s failed: %w", i+1, s.cfg.Path, err))
 		}
 		if _, err := s.db.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", i+1)); err != nil {
-			return fmt.Errorf("cannot record SQLite migration %d: %w", i+1, err)
+			return v, i, classify(fmt.Errorf("cannot record SQLite migration %d of %s: %w", i+1, s.cfg.Path, err))
 		}
 	}
-	return nil
+	return v, len(migrations), nil
+}
+
+func (s *Store) migrate(ctx context.Context) (err error) {
+	s.migFrom, s.migTo, err = s.Migrate(ctx)
+	return err
+}
+
+// Migrated returns the schema versions before and after Open (equal when
+// nothing was migrated or the store was opened read-only).
+func (s *Store) Migrated() (from, to int) { return s.migFrom, s.migTo }
+
+// Path is the database file.
+func (s *Store) Path() string { return s.cfg.Path }
+
+// SQLite primary result codes that no retry cures.
+const (
+	sqlitePerm     = 3
+	sqliteReadOnly = 8
+	sqliteCorrupt  = 11
+	sqliteFull     = 13
+	sqliteCantOpen = 14
+	sqliteNotADB   = 26
+)
+
+// SQLITE_READONLY_CANTINIT and SQLITE_READONLY_DIRECTORY: a read-only
+// connection cannot create the shared-memory file of a WAL database.
+const (
+	sqliteReadOnlyCantInit  = sqliteReadOnly | 5<<8
+	sqliteReadOnlyDirectory = sqliteReadOnly | 6<<8
+)
+
+func isCode(err error, code int) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code() == code
+}
+
+// classify marks err permanent when SQLite says the store is read-only,
+// cannot be opened, denies access, is full, or is not a database.
+func classify(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlitePerm, sqliteReadOnly, sqliteCorrupt, sqliteFull, sqliteCantOpen, sqliteNotADB:
+			return ingest.Permanent(err)
+		}
+	}
+	return err
 }
 
 // Close implements ingest.Store.
@@ -121,6 +306,11 @@ func (s *Store) Close() error { return s.db.Close() }
 
 // Write implements ingest.Store in one transaction.
 func (s *Store) Write(ctx context.Context, b *ingest.Batch) (err error) {
+	defer func() {
+		if err != nil {
+			err = classify(fmt.Errorf("SQLite store %s: %w", s.cfg.Path, err))
+		}
+	}()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("cannot begin SQLite transaction: %w", err)
@@ -178,6 +368,65 @@ func (s *Store) Write(ctx context.Context, b *ingest.Batch) (err error) {
 		return fmt.Errorf("cannot commit SQLite transaction: %w", err)
 	}
 	return nil
+}
+
+// WriteRejects implements ingest.Rejects in one transaction; a source already
+// stored keeps its first row.
+func (s *Store) WriteRejects(ctx context.Context, rs []ingest.Reject) (err error) {
+	defer func() {
+		if err != nil {
+			err = classify(fmt.Errorf("SQLite store %s: %w", s.cfg.Path, err))
+		}
+	}()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("cannot begin SQLite transaction: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	ins, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO rejects (source, ts_ms, reason, error, ingested_ms) VALUES (?, ?, ?, ?, ?)`)
+	if err != nil {
+		return fmt.Errorf("cannot prepare reject insert: %w", err)
+	}
+	defer ins.Close() //nolint:errcheck // statement/rows close after use; errors surface on Exec/Next
+	now := time.Now().UnixMilli()
+	for _, r := range rs {
+		if _, err = ins.ExecContext(ctx, r.Source, r.TimeMS, r.Reason, r.Error, now); err != nil {
+			return fmt.Errorf("cannot insert reject: %w", err)
+		}
+	}
+	if err = tx.Commit(); err != nil {
+		return fmt.Errorf("cannot commit SQLite transaction: %w", err)
+	}
+	return nil
+}
+
+// RejectSummary implements ingest.Rejects.
+func (s *Store) RejectSummary(ctx context.Context, fromMS, toMS int64, first int) (ingest.RejectSummary, error) {
+	var sum ingest.RejectSummary
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM rejects WHERE ts_ms >= ? AND ts_ms < ?`, fromMS, toMS).Scan(&sum.Count); err != nil {
+		return sum, fmt.Errorf("cannot read rejects: %w", err)
+	}
+	if sum.Count == 0 || first <= 0 {
+		return sum, nil
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT source, ts_ms, reason, error FROM rejects WHERE ts_ms >= ? AND ts_ms < ?
+		ORDER BY ts_ms, source LIMIT ?`, fromMS, toMS, first)
+	if err != nil {
+		return sum, fmt.Errorf("cannot read rejects: %w", err)
+	}
+	defer rows.Close() //nolint:errcheck // statement/rows close after use; errors surface on Exec/Next
+	for rows.Next() {
+		var r ingest.Reject
+		if err := rows.Scan(&r.Source, &r.TimeMS, &r.Reason, &r.Error); err != nil {
+			return sum, fmt.Errorf("cannot read reject: %w", err)
+		}
+		sum.First = append(sum.First, r)
+	}
+	return sum, rows.Err()
 }
 
 // Scan implements billing.UsageSource (see the ClickHouse store for the rules).

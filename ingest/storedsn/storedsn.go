@@ -18,14 +18,31 @@ import (
 	"github.com/cardhour/cardhour/ingest/sqlite"
 )
 
+// Mode says whether opening may create the store.
+type Mode uint8
+
+const (
+	// Read opens an existing store (billing): it fails, creating nothing,
+	// when the store, its database or its schema is missing, older or newer
+	// than this build's. SQLite files are opened read-only.
+	Read Mode = iota
+	// Write opens a store to ingest into: a SQLite file is created and
+	// migrated if needed; a ClickHouse database is created and migrated when
+	// Options.Migrate is set, and must otherwise hold this build's schema.
+	Write
+)
+
 // Options are the settings that do not fit in the URL.
 type Options struct {
 	Logger           *slog.Logger
-	Migrate          bool // ClickHouse: apply pending migrations (SQLite always does)
+	Mode             Mode // Read unless set
+	Migrate          bool // Write mode, ClickHouse: create the database and apply pending migrations (SQLite always does)
 	RawRetentionDays int  // ClickHouse: raw sample TTL at table creation
 }
 
-// Open parses dsn and opens the backend it names.
+// Open parses dsn and opens the backend it names. Errors that no retry cures
+// (a missing store, a read-only file, a schema newer than this build) are
+// ingest.Permanent.
 func Open(ctx context.Context, dsn string, opt Options) (ingest.Backend, error) {
 	u, err := url.Parse(dsn)
 	if err != nil {
@@ -37,7 +54,7 @@ func Open(ctx context.Context, dsn string, opt Options) (ingest.Backend, error) 
 		if u.Host == "" || db == "" {
 			return nil, fmt.Errorf("store %q: want clickhouse://host:port/database", dsn)
 		}
-		cfg := clickhouse.Config{Addr: u.Host, Database: db, Logger: opt.Logger, Migrate: opt.Migrate, RawRetentionDays: opt.RawRetentionDays}
+		cfg := clickhouse.Config{Addr: u.Host, Database: db, Logger: opt.Logger, Migrate: opt.Mode == Write && opt.Migrate, RawRetentionDays: opt.RawRetentionDays}
 		for k, v := range u.Query() {
 			switch k {
 			case "compress":
@@ -56,7 +73,7 @@ func Open(ctx context.Context, dsn string, opt Options) (ingest.Backend, error) 
 		if path == "" {
 			return nil, fmt.Errorf("store %q: want sqlite:///path/to/file.db", dsn)
 		}
-		return sqlite.Open(ctx, sqlite.Config{Path: path, Logger: opt.Logger})
+		return sqlite.Open(ctx, sqlite.Config{Path: path, Logger: opt.Logger, ReadOnly: opt.Mode == Read})
 	}
 	return nil, fmt.Errorf("store %q: unknown scheme %q (want clickhouse:// or sqlite://)", dsn, u.Scheme)
 }

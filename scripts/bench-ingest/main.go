@@ -228,7 +228,7 @@ func fill(args []string) error {
 	_ = fs.Parse(args)
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	st, err := storedsn.Open(ctx, *dsn, storedsn.Options{Logger: log, Migrate: true})
+	st, err := storedsn.Open(ctx, *dsn, storedsn.Options{Logger: log, Mode: storedsn.Write, Migrate: true})
 	if err != nil {
 		return err
 	}
