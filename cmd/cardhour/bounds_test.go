@@ -80,6 +80,6 @@ func TestIngestFromFileRejectsFutureAndOverlongSamples(t *testing.T) {
 	code, out, errOut = runCLI(t, "", "ingest", "--store", "sqlite://"+filepath.Join(t.TempDir(), "s.db"), "--from-file", path,
 		"--listen", "", "--log-level", "error", "--max-clock-skew", "0")
 	require.Equal(t, 1, code, errOut)
-	require.Contains(t, out, "(1 invalid lines not stored)")
+	require.Contains(t, out, "(1 invalid lines not stored, recorded as rejected in the store)")
 	require.NotContains(t, errOut, "--max-clock-skew")
 }
