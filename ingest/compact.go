@@ -10,11 +10,25 @@ import (
 // DefaultMaxOpenRuns bounds the Compactor's memory (open runs kept between batches).
 const DefaultMaxOpenRuns = 1 << 18
 
-// Compactor turns samples into occupancy and idle-candidate runs. It keeps the
-// run each key is in (its "open" run) between batches, so that a key sampled
-// every few seconds grows one row per batch, rewritten with the same start and a
-// later end, instead of one row per sample; stores keep the longest row per
-// (key, start).
+// RunsPerKey is how many open runs the Compactor keeps per key: occupancy runs,
+// and idle runs of all classes together.
+const RunsPerKey = 4
+
+// Compactor turns samples into occupancy and idle-candidate runs. It keeps per
+// key the few runs the key's latest samples extended (its "open" runs) between
+// batches, so that a key sampled every few seconds grows one row per batch,
+// rewritten with the same start and a later end, instead of one row per sample;
+// stores keep the longest row per (key, start).
+//
+// A sample extends every open run of its key it touches or overlaps (joining
+// them when it bridges two), or opens a run of its own; a key holds at most
+// RunsPerKey open runs, and opening one more evicts the least recently extended
+// (written first when it grew since it was last written). A run is cut only
+// where its samples are: at a gap and at a UTC month boundary. So late samples
+// (a spool delivered after an outage, a month replayed into a running worker)
+// grow runs of their own next to the current ones, and a replay in time order
+// rebuilds the runs of the first pass with the same (key, start): the stores
+// collapse them instead of keeping one row per replayed sample.
 //
 // Correctness does not depend on that state: every row it emits is the union of
 // samples it has seen, touching or overlapping, so any set of rows it emits, from
@@ -24,25 +38,106 @@ const DefaultMaxOpenRuns = 1 << 18
 //
 // A Compactor is not safe for concurrent use.
 type Compactor struct {
-	maxOpen int
-	occ     map[billing.Key]*openRun
-	idle    map[billing.Key]*openIdle
-	dirtyO  []billing.Key
-	dirtyI  []billing.Key
+	maxOpen     int
+	occ         map[billing.Key]*openRuns
+	idle        map[billing.Key]*openRuns
+	nOcc, nIdle int // open runs in occ and idle
+	dirtyO      []billing.Key
+	dirtyI      []billing.Key
+	round       uint32 // EmitOpen calls so far
+	stats       CompactorStats
 
 	// The UTC month last looked up, [monLo, monHi): most samples fall in it.
 	monLo, monHi int64
 }
 
-type openRun struct {
-	start, end int64
-	dirty      bool
+// CompactorStats counts what the Compactor did beyond extending a run at its end.
+type CompactorStats struct {
+	// Opened counts runs opened next to open runs of their key: after a gap, in
+	// another idle class, or for a late sample disjoint from the open runs.
+	Opened int64
+	// ExtendedBack counts runs a late sample extended before their start. The
+	// run is written again with the earlier start; the row with the later start
+	// stays in the store (the union is the same).
+	ExtendedBack int64
+	// Joined counts open runs joined to another by a sample that bridges them
+	// (likewise, the row of the later one stays).
+	Joined int64
+	// Evicted counts runs evicted to open another of their key (written then
+	// when they grew since they were last written).
+	Evicted int64
+	// Forgotten counts open runs dropped to stay within MaxOpenRuns.
+	Forgotten int64
 }
 
-type openIdle struct {
-	openRun
-	class    uint8
-	min, max float64
+// openRuns are the open runs of a key, most recently extended first. Occupancy
+// runs have class 0 and no utilisation range.
+type openRuns struct {
+	r     [RunsPerKey]openRun
+	n     int
+	dirty bool   // some run is dirty: the key is listed for EmitOpen
+	seen  uint32 // round of the last sample
+}
+
+type openRun struct {
+	start, end int64
+	min, max   float64
+	class      uint8
+	dirty      bool // grew since it was last emitted
+}
+
+// extended is what openRuns.extend did.
+type extended struct {
+	prev    openRun // the front run before the sample (zero when opened)
+	opened  bool    // the sample opened a run
+	joined  int     // runs joined into the front run
+	evicted bool    // a run was evicted to open one: last
+	last    openRun
+}
+
+// extend folds the sample [start, end) of class with util into the runs of the
+// same class it touches or overlaps (joining them) and moves the result to the
+// front, or opens a run for it at the front, evicting the last run when the key
+// has RunsPerKey.
+func (o *openRuns) extend(start, end int64, class uint8, util float64) (x extended) {
+	h := -1
+	for i := 0; i < o.n; i++ {
+		r := &o.r[i]
+		if r.class != class || start > r.end || end < r.start {
+			continue
+		}
+		if h < 0 {
+			h, x.prev = i, *r
+			r.start, r.end, r.min, r.max = min(r.start, start), max(r.end, end), min(r.min, util), max(r.max, util)
+			continue
+		}
+		// The sample touches a second run: it bridges the two (the runs of a key
+		// and class never touch each other, so the sample touches every run
+		// the joined run touches).
+		f := &o.r[h]
+		f.start, f.end, f.min, f.max = min(f.start, r.start), max(f.end, r.end), min(f.min, r.min), max(f.max, r.max)
+		copy(o.r[i:o.n], o.r[i+1:o.n])
+		o.n--
+		i--
+		x.joined++
+	}
+	if h >= 0 {
+		if h > 0 {
+			f := o.r[h]
+			copy(o.r[1:h+1], o.r[:h])
+			o.r[0] = f
+		}
+		return x
+	}
+	if o.n == RunsPerKey {
+		x.evicted, x.last = true, o.r[o.n-1]
+		o.n--
+	}
+	copy(o.r[1:o.n+1], o.r[:o.n])
+	o.r[0] = openRun{start: start, end: end, min: util, max: util, class: class}
+	o.n++
+	x.opened = true
+	return x
 }
 
 // NewCompactor returns a Compactor keeping at most maxOpen open runs (0: default).
@@ -50,8 +145,14 @@ func NewCompactor(maxOpen int) *Compactor {
 	if maxOpen <= 0 {
 		maxOpen = DefaultMaxOpenRuns
 	}
-	return &Compactor{maxOpen: maxOpen, occ: map[billing.Key]*openRun{}, idle: map[billing.Key]*openIdle{}}
+	return &Compactor{maxOpen: maxOpen, occ: map[billing.Key]*openRuns{}, idle: map[billing.Key]*openRuns{}}
 }
+
+// Stats returns what the Compactor counted so far.
+func (c *Compactor) Stats() CompactorStats { return c.stats }
+
+// CompactorStats returns what the writer's Compactor counted so far.
+func (w *Writer) CompactorStats() CompactorStats { return w.c.Stats() }
 
 // IdleCandidate reports whether a held sample can be idle under some catalog:
 // util null and no process, or util < 1 (thresholds are at most 1).
@@ -74,9 +175,9 @@ func (c *Compactor) Build(samples []schemas.Sample) *Batch {
 }
 
 // Add folds samples into the open runs and appends to b the runs they complete
-// (a run closed by a gap, a finished month, a late sample of its own). The open
-// runs they extend are emitted by the next EmitOpen: until then the samples are
-// not all covered by emitted rows.
+// (a finished month, a run evicted to open another). The open runs they extend
+// are emitted by the next EmitOpen: until then the samples are not all covered
+// by emitted rows.
 func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
 	for i := range samples {
 		s := &samples[i]
@@ -109,86 +210,136 @@ func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
 // Afterwards the rows emitted so far cover every sample added so far.
 func (c *Compactor) EmitOpen(b *Batch) {
 	for _, k := range c.dirtyO {
-		if r := c.occ[k]; r != nil && r.dirty {
-			b.Occupancy = c.appendRun(b.Occupancy, k, r.start, r.end)
-			r.dirty = false
+		if o := c.occ[k]; o != nil && o.dirty {
+			for i := range o.n {
+				if r := &o.r[i]; r.dirty {
+					b.Occupancy = append(b.Occupancy, Run{Key: k, StartMS: r.start, EndMS: r.end})
+					r.dirty = false
+				}
+			}
+			o.dirty = false
 		}
 	}
 	for _, k := range c.dirtyI {
-		if r := c.idle[k]; r != nil && r.dirty {
-			b.Idle = c.appendIdle(b.Idle, k, r.start, r.end, r.class, r.min, r.max)
-			r.dirty = false
+		if o := c.idle[k]; o != nil && o.dirty {
+			for i := range o.n {
+				if r := &o.r[i]; r.dirty {
+					b.Idle = append(b.Idle, IdleRun{Run: Run{Key: k, StartMS: r.start, EndMS: r.end}, Class: r.class, MinUtil: r.min, MaxUtil: r.max})
+					r.dirty = false
+				}
+			}
+			o.dirty = false
 		}
 	}
 	c.dirtyO, c.dirtyI = c.dirtyO[:0], c.dirtyI[:0]
-	// Every open run has just been emitted, so forgetting them loses nothing but
-	// compaction of the next batch.
-	if len(c.occ) > c.maxOpen {
-		clear(c.occ)
+	// Every open run has just been emitted, so forgetting some loses nothing
+	// but compaction of later samples.
+	c.nOcc = c.bound(c.occ, c.nOcc)
+	c.nIdle = c.bound(c.idle, c.nIdle)
+	c.round++
+}
+
+// bound keeps the open runs of m within maxOpen: it forgets the keys without a
+// sample since the last EmitOpen (sessions that ended), then, if that is not
+// enough, every key. n is the number of open runs in m; it returns the new one.
+func (c *Compactor) bound(m map[billing.Key]*openRuns, n int) int {
+	if n <= c.maxOpen {
+		return n
 	}
-	if len(c.idle) > c.maxOpen {
-		clear(c.idle)
+	for k, o := range m {
+		if o.seen != c.round {
+			n -= o.n
+			c.stats.Forgotten += int64(o.n)
+			delete(m, k)
+		}
 	}
+	if n > c.maxOpen {
+		c.stats.Forgotten += int64(n)
+		clear(m)
+		n = 0
+	}
+	return n
 }
 
 func (c *Compactor) addOcc(out []Run, k billing.Key, start, end int64) []Run {
-	r := c.occ[k]
-	switch {
-	case r == nil:
-		r = &openRun{start: start, end: end}
-		c.occ[k] = r
-	case start <= r.end && end >= r.start: // touches or overlaps: extend
-		r.start, r.end = min(r.start, start), max(r.end, end)
-	case start > r.end: // after a gap: the open run is complete
-		if r.dirty {
-			out = c.appendRun(out, k, r.start, r.end)
-		}
-		r.start, r.end = start, end
-	default: // late sample before the open run, disjoint from it: its own row
-		return c.appendRun(out, k, start, end)
+	o := c.occ[k]
+	if o == nil {
+		o = &openRuns{}
+		c.occ[k] = o
 	}
-	if !r.dirty {
-		r.dirty = true
-		c.dirtyO = append(c.dirtyO, k)
+	o.seen = c.round
+	x := o.extend(start, end, 0, 0)
+	if x.evicted && x.last.dirty {
+		out = append(out, Run{Key: k, StartMS: x.last.start, EndMS: x.last.end})
 	}
+	r := &o.r[0]
 	// Cut at UTC month boundaries: the finished months are final rows.
 	for b := c.nextMonth(r.start); r.end > b; b = c.nextMonth(r.start) {
 		out = append(out, Run{Key: k, StartMS: r.start, EndMS: b})
 		r.start = b
 	}
+	if c.count(&x, o.n, r, &c.nOcc) {
+		c.dirtyO = c.markDirty(c.dirtyO, k, o, r)
+	}
 	return out
 }
 
 func (c *Compactor) addIdle(out []IdleRun, k billing.Key, start, end int64, class uint8, util float64) []IdleRun {
-	r := c.idle[k]
-	switch {
-	case r == nil:
-		r = &openIdle{openRun: openRun{start: start, end: end}, class: class, min: util, max: util}
-		c.idle[k] = r
-	case r.class == class && start <= r.end && end >= r.start:
-		r.start, r.end = min(r.start, start), max(r.end, end)
-		r.min, r.max = min(r.min, util), max(r.max, util)
-	case start > r.end || r.class != class:
-		if start <= r.end && end >= r.start && start < r.start {
-			// Overlaps the open run from before, in another class: its own row.
-			return c.appendIdle(out, k, start, end, class, util, util)
-		}
-		if r.dirty {
-			out = c.appendIdle(out, k, r.start, r.end, r.class, r.min, r.max)
-		}
-		r.start, r.end, r.class, r.min, r.max = start, end, class, util, util
-	default:
-		return c.appendIdle(out, k, start, end, class, util, util)
+	o := c.idle[k]
+	if o == nil {
+		o = &openRuns{}
+		c.idle[k] = o
 	}
-	if !r.dirty {
-		r.dirty = true
-		c.dirtyI = append(c.dirtyI, k)
+	o.seen = c.round
+	x := o.extend(start, end, class, util)
+	if ev := &x.last; x.evicted && ev.dirty {
+		out = append(out, IdleRun{Run: Run{Key: k, StartMS: ev.start, EndMS: ev.end}, Class: ev.class, MinUtil: ev.min, MaxUtil: ev.max})
 	}
+	r := &o.r[0]
 	for b := c.nextMonth(r.start); r.end > b; b = c.nextMonth(r.start) {
 		out = append(out, IdleRun{Run: Run{Key: k, StartMS: r.start, EndMS: b}, Class: r.class, MinUtil: r.min, MaxUtil: r.max})
 		r.start = b
 	}
+	if c.count(&x, o.n, r, &c.nIdle) {
+		c.dirtyI = c.markDirty(c.dirtyI, k, o, r)
+	}
 	return out
+}
+
+// count updates the open-run count *open and the stats after extend x and the
+// month cut, and reports whether the front run r changed (it must be emitted
+// again). n is the key's open runs.
+func (c *Compactor) count(x *extended, n int, r *openRun, open *int) bool {
+	*open -= x.joined
+	c.stats.Joined += int64(x.joined)
+	switch {
+	case x.opened:
+		if x.evicted {
+			c.stats.Evicted++
+		} else {
+			*open++
+		}
+		if n > 1 {
+			c.stats.Opened++
+		}
+		return true
+	case x.joined > 0:
+		return true
+	case r.start < x.prev.start:
+		c.stats.ExtendedBack++
+		return true
+	}
+	p := &x.prev
+	return r.start != p.start || r.end != p.end || r.min != p.min || r.max != p.max
+}
+
+func (c *Compactor) markDirty(list []billing.Key, k billing.Key, o *openRuns, r *openRun) []billing.Key {
+	r.dirty = true
+	if !o.dirty {
+		o.dirty = true
+		list = append(list, k)
+	}
+	return list
 }
 
 func (c *Compactor) appendRun(out []Run, k billing.Key, start, end int64) []Run {
