@@ -308,3 +308,52 @@ func BenchmarkCompactor(b *testing.B) {
 		})
 	}
 }
+
+// A node's samples held back by an outage and delivered afterwards, oldest
+// first, interleaved with its live samples (a spool draining while the
+// collector keeps sampling): the late samples grow runs of their own, joined to
+// the runs they reach, instead of one row per late sample.
+func TestSpoolBacklogInterleavedWithLiveSamples(t *testing.T) {
+	samples := ingesttest.Samples(t, ingesttest.Trace(t, 60_000, 23))
+	lo, hi := samples[0].StartMS, samples[len(samples)-1].StartMS
+	outFrom, outTo := lo+(hi-lo)/4, lo+(hi-lo)/2
+	var live, backlog []schemas.Sample
+	for _, s := range samples {
+		if s.Node == "gpu-node-00" && s.StartMS >= outFrom && s.StartMS < outTo {
+			backlog = append(backlog, s)
+		} else {
+			live = append(live, s)
+		}
+	}
+	require.NotEmpty(t, backlog)
+	held := map[billing.Key]bool{}
+	for _, s := range backlog {
+		if s.Project != "" {
+			held[billing.Key{Project: s.Project, User: s.User, InstanceID: s.InstanceID, GPUModel: s.GPUModel, Profile: s.Profile}] = true
+		}
+	}
+	keys, nLate := len(held), len(backlog)
+	var clean, late collapsed
+	c := ingest.NewCompactor(0)
+	for i := 0; i < len(samples); i += 2000 {
+		clean.add(c.Build(samples[i:min(i+2000, len(samples))]))
+	}
+	c = ingest.NewCompactor(0)
+	for i := 0; i < len(live); i += 2000 {
+		batch := live[i:min(i+2000, len(live))]
+		if batch[0].StartMS >= outTo && len(backlog) > 0 { // the spool drains 300 samples a batch
+			n := min(300, len(backlog))
+			batch = append(append([]schemas.Sample(nil), batch...), backlog[:n]...)
+			backlog = backlog[n:]
+		}
+		late.add(c.Build(batch))
+	}
+	require.Empty(t, backlog)
+	t.Logf("%d late samples of %d keys; occupancy rows: %d in order, %d with the backlog late; idle rows %d, %d; %+v",
+		nLate, keys, len(clean.occ), len(late.occ), len(clean.idle), len(late.idle), c.Stats())
+	// What remains is a row or two per key the outage cut: the live run that
+	// opened at the outage's end, kept when the backlog joined it to the runs
+	// before, and runs evicted while both were open.
+	require.LessOrEqual(t, len(late.occ), len(clean.occ)+2*keys, "occupancy rows")
+	require.LessOrEqual(t, len(late.idle), len(clean.idle)+2*keys, "idle rows")
+}
