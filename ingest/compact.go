@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"math"
 	"time"
 
 	"github.com/cardhour/cardhour/billing"
@@ -39,9 +40,8 @@ const RunsPerKey = 4
 // A Compactor is not safe for concurrent use.
 type Compactor struct {
 	maxOpen     int
-	occ         map[billing.Key]*openRuns
-	idle        map[billing.Key]*openRuns
-	nOcc, nIdle int // open runs in occ and idle
+	keys        map[billing.Key]*keyRuns
+	nOcc, nIdle int // open occupancy and idle runs
 	dirtyO      []billing.Key
 	dirtyI      []billing.Key
 	round       uint32 // EmitOpen calls so far
@@ -70,13 +70,24 @@ type CompactorStats struct {
 	Forgotten int64
 }
 
+// keyRuns are the open runs of a key: one map lookup per sample finds both kinds.
+type keyRuns struct {
+	seen uint32 // round of the last sample
+	occ  openRuns
+	idle *openRuns // allocated with the key's first idle candidate
+}
+
 // openRuns are the open runs of a key, most recently extended first. Occupancy
-// runs have class 0 and no utilisation range.
+// runs have class 0 and no utilisation range. The front run is kept inline with
+// the header and the hull of the others, so that a sample extending the front
+// run, with no other run within its reach (samples in time order), reads one
+// small object; the other runs are allocated once a key has two.
 type openRuns struct {
-	r     [RunsPerKey]openRun
-	n     int
-	dirty bool   // some run is dirty: the key is listed for EmitOpen
-	seen  uint32 // round of the last sample
+	n      uint8
+	dirty  bool // some run is dirty: the key is listed for EmitOpen
+	front  openRun
+	lo, hi int64 // hull of the runs after the front (n > 1)
+	more   *[RunsPerKey - 1]openRun
 }
 
 type openRun struct {
@@ -84,6 +95,23 @@ type openRun struct {
 	min, max   float64
 	class      uint8
 	dirty      bool // grew since it was last emitted
+}
+
+// at returns the i-th open run (0: the front one).
+func (o *openRuns) at(i int) *openRun {
+	if i == 0 {
+		return &o.front
+	}
+	return &o.more[i-1]
+}
+
+// rehull recomputes the hull of the runs after the front.
+func (o *openRuns) rehull() {
+	o.lo, o.hi = math.MaxInt64, math.MinInt64
+	for i := 1; i < int(o.n); i++ {
+		r := &o.more[i-1]
+		o.lo, o.hi = min(o.lo, r.start), max(o.hi, r.end)
+	}
 }
 
 // extended is what openRuns.extend did.
@@ -100,9 +128,17 @@ type extended struct {
 // front, or opens a run for it at the front, evicting the last run when the key
 // has RunsPerKey.
 func (o *openRuns) extend(start, end int64, class uint8, util float64) (x extended) {
-	h := -1
-	for i := 0; i < o.n; i++ {
-		r := &o.r[i]
+	n := int(o.n)
+	h, i := -1, 0
+	if f := &o.front; n > 0 && f.class == class && start <= f.end && end >= f.start {
+		h, i, x.prev = 0, 1, *f
+		f.start, f.end, f.min, f.max = min(f.start, start), max(f.end, end), min(f.min, util), max(f.max, util)
+		if n == 1 || start > o.hi || end < o.lo {
+			return x // no other run within reach
+		}
+	}
+	for ; i < n; i++ {
+		r := o.at(i)
 		if r.class != class || start > r.end || end < r.start {
 			continue
 		}
@@ -114,28 +150,40 @@ func (o *openRuns) extend(start, end int64, class uint8, util float64) (x extend
 		// The sample touches a second run: it bridges the two (the runs of a key
 		// and class never touch each other, so the sample touches every run
 		// the joined run touches).
-		f := &o.r[h]
+		f := o.at(h)
 		f.start, f.end, f.min, f.max = min(f.start, r.start), max(f.end, r.end), min(f.min, r.min), max(f.max, r.max)
-		copy(o.r[i:o.n], o.r[i+1:o.n])
-		o.n--
+		for j := i; j < n-1; j++ {
+			*o.at(j) = *o.at(j + 1)
+		}
+		n--
 		i--
 		x.joined++
 	}
+	o.n = uint8(n)
 	if h >= 0 {
 		if h > 0 {
-			f := o.r[h]
-			copy(o.r[1:h+1], o.r[:h])
-			o.r[0] = f
+			f := *o.at(h)
+			for j := h; j > 0; j-- {
+				*o.at(j) = *o.at(j - 1)
+			}
+			o.front = f
 		}
+		o.rehull()
 		return x
 	}
-	if o.n == RunsPerKey {
-		x.evicted, x.last = true, o.r[o.n-1]
-		o.n--
+	if n == RunsPerKey {
+		x.evicted, x.last = true, *o.at(n - 1)
+		n--
 	}
-	copy(o.r[1:o.n+1], o.r[:o.n])
-	o.r[0] = openRun{start: start, end: end, min: util, max: util, class: class}
-	o.n++
+	if n > 0 && o.more == nil {
+		o.more = new([RunsPerKey - 1]openRun)
+	}
+	for j := n; j > 0; j-- {
+		*o.at(j) = *o.at(j - 1)
+	}
+	o.front = openRun{start: start, end: end, min: util, max: util, class: class}
+	o.n = uint8(n + 1)
+	o.rehull()
 	x.opened = true
 	return x
 }
@@ -145,7 +193,7 @@ func NewCompactor(maxOpen int) *Compactor {
 	if maxOpen <= 0 {
 		maxOpen = DefaultMaxOpenRuns
 	}
-	return &Compactor{maxOpen: maxOpen, occ: map[billing.Key]*openRuns{}, idle: map[billing.Key]*openRuns{}}
+	return &Compactor{maxOpen: maxOpen, keys: map[billing.Key]*keyRuns{}}
 }
 
 // Stats returns what the Compactor counted so far.
@@ -185,8 +233,14 @@ func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
 			continue // unheld: raw row only, it bills nobody
 		}
 		k := billing.Key{Project: s.Project, User: s.User, InstanceID: s.InstanceID, GPUModel: s.GPUModel, Profile: s.Profile}
+		kr := c.keys[k]
+		if kr == nil {
+			kr = &keyRuns{}
+			c.keys[k] = kr
+		}
+		kr.seen = c.round
 		start, end := s.StartMS, s.EndMS()
-		b.Occupancy = c.addOcc(b.Occupancy, k, start, end)
+		b.Occupancy = c.addOcc(b.Occupancy, k, &kr.occ, start, end)
 		if class, ok := IdleClassOf(s); ok {
 			util := 0.0
 			if s.UtilKnown {
@@ -201,7 +255,10 @@ func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
 				b.Idle = c.appendIdle(b.Idle, k, m, end, class, util, util)
 				e = m
 			}
-			b.Idle = c.addIdle(b.Idle, k, start, e, class, util)
+			if kr.idle == nil {
+				kr.idle = &openRuns{}
+			}
+			b.Idle = c.addIdle(b.Idle, k, kr.idle, start, e, class, util)
 		}
 	}
 }
@@ -210,9 +267,10 @@ func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
 // Afterwards the rows emitted so far cover every sample added so far.
 func (c *Compactor) EmitOpen(b *Batch) {
 	for _, k := range c.dirtyO {
-		if o := c.occ[k]; o != nil && o.dirty {
-			for i := range o.n {
-				if r := &o.r[i]; r.dirty {
+		if kr := c.keys[k]; kr != nil && kr.occ.dirty {
+			o := &kr.occ
+			for i := range int(o.n) {
+				if r := o.at(i); r.dirty {
 					b.Occupancy = append(b.Occupancy, Run{Key: k, StartMS: r.start, EndMS: r.end})
 					r.dirty = false
 				}
@@ -221,9 +279,10 @@ func (c *Compactor) EmitOpen(b *Batch) {
 		}
 	}
 	for _, k := range c.dirtyI {
-		if o := c.idle[k]; o != nil && o.dirty {
-			for i := range o.n {
-				if r := &o.r[i]; r.dirty {
+		if kr := c.keys[k]; kr != nil && kr.idle != nil && kr.idle.dirty {
+			o := kr.idle
+			for i := range int(o.n) {
+				if r := o.at(i); r.dirty {
 					b.Idle = append(b.Idle, IdleRun{Run: Run{Key: k, StartMS: r.start, EndMS: r.end}, Class: r.class, MinUtil: r.min, MaxUtil: r.max})
 					r.dirty = false
 				}
@@ -234,73 +293,64 @@ func (c *Compactor) EmitOpen(b *Batch) {
 	c.dirtyO, c.dirtyI = c.dirtyO[:0], c.dirtyI[:0]
 	// Every open run has just been emitted, so forgetting some loses nothing
 	// but compaction of later samples.
-	c.nOcc = c.bound(c.occ, c.nOcc)
-	c.nIdle = c.bound(c.idle, c.nIdle)
+	c.bound()
 	c.round++
 }
 
-// bound keeps the open runs of m within maxOpen: it forgets the keys without a
-// sample since the last EmitOpen (sessions that ended), then, if that is not
-// enough, every key. n is the number of open runs in m; it returns the new one.
-func (c *Compactor) bound(m map[billing.Key]*openRuns, n int) int {
-	if n <= c.maxOpen {
-		return n
+// bound keeps the open runs of each kind within maxOpen: it forgets the keys
+// without a sample since the last EmitOpen (sessions that ended), then, if that
+// is not enough, every key.
+func (c *Compactor) bound() {
+	if c.nOcc <= c.maxOpen && c.nIdle <= c.maxOpen {
+		return
 	}
-	for k, o := range m {
-		if o.seen != c.round {
-			n -= o.n
-			c.stats.Forgotten += int64(o.n)
-			delete(m, k)
+	for k, kr := range c.keys {
+		if kr.seen != c.round {
+			n := int(kr.occ.n)
+			c.nOcc -= n
+			if kr.idle != nil {
+				c.nIdle -= int(kr.idle.n)
+				n += int(kr.idle.n)
+			}
+			c.stats.Forgotten += int64(n)
+			delete(c.keys, k)
 		}
 	}
-	if n > c.maxOpen {
-		c.stats.Forgotten += int64(n)
-		clear(m)
-		n = 0
+	if c.nOcc > c.maxOpen || c.nIdle > c.maxOpen {
+		c.stats.Forgotten += int64(c.nOcc + c.nIdle)
+		clear(c.keys)
+		c.nOcc, c.nIdle = 0, 0
 	}
-	return n
 }
 
-func (c *Compactor) addOcc(out []Run, k billing.Key, start, end int64) []Run {
-	o := c.occ[k]
-	if o == nil {
-		o = &openRuns{}
-		c.occ[k] = o
-	}
-	o.seen = c.round
+func (c *Compactor) addOcc(out []Run, k billing.Key, o *openRuns, start, end int64) []Run {
 	x := o.extend(start, end, 0, 0)
 	if x.evicted && x.last.dirty {
 		out = append(out, Run{Key: k, StartMS: x.last.start, EndMS: x.last.end})
 	}
-	r := &o.r[0]
+	r := &o.front
 	// Cut at UTC month boundaries: the finished months are final rows.
 	for b := c.nextMonth(r.start); r.end > b; b = c.nextMonth(r.start) {
 		out = append(out, Run{Key: k, StartMS: r.start, EndMS: b})
 		r.start = b
 	}
-	if c.count(&x, o.n, r, &c.nOcc) {
+	if c.count(&x, int(o.n), r, &c.nOcc) {
 		c.dirtyO = c.markDirty(c.dirtyO, k, o, r)
 	}
 	return out
 }
 
-func (c *Compactor) addIdle(out []IdleRun, k billing.Key, start, end int64, class uint8, util float64) []IdleRun {
-	o := c.idle[k]
-	if o == nil {
-		o = &openRuns{}
-		c.idle[k] = o
-	}
-	o.seen = c.round
+func (c *Compactor) addIdle(out []IdleRun, k billing.Key, o *openRuns, start, end int64, class uint8, util float64) []IdleRun {
 	x := o.extend(start, end, class, util)
 	if ev := &x.last; x.evicted && ev.dirty {
 		out = append(out, IdleRun{Run: Run{Key: k, StartMS: ev.start, EndMS: ev.end}, Class: ev.class, MinUtil: ev.min, MaxUtil: ev.max})
 	}
-	r := &o.r[0]
+	r := &o.front
 	for b := c.nextMonth(r.start); r.end > b; b = c.nextMonth(r.start) {
 		out = append(out, IdleRun{Run: Run{Key: k, StartMS: r.start, EndMS: b}, Class: r.class, MinUtil: r.min, MaxUtil: r.max})
 		r.start = b
 	}
-	if c.count(&x, o.n, r, &c.nIdle) {
+	if c.count(&x, int(o.n), r, &c.nIdle) {
 		c.dirtyI = c.markDirty(c.dirtyI, k, o, r)
 	}
 	return out
