@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"math"
 	"time"
 
 	"github.com/cardhour/cardhour/billing"
@@ -10,11 +11,25 @@ import (
 // DefaultMaxOpenRuns bounds the Compactor's memory (open runs kept between batches).
 const DefaultMaxOpenRuns = 1 << 18
 
-// Compactor turns samples into occupancy and idle-candidate runs. It keeps the
-// run each key is in (its "open" run) between batches, so that a key sampled
-// every few seconds grows one row per batch, rewritten with the same start and a
-// later end, instead of one row per sample; stores keep the longest row per
-// (key, start).
+// RunsPerKey is how many open runs the Compactor keeps per key: occupancy runs,
+// and idle runs of all classes together.
+const RunsPerKey = 4
+
+// Compactor turns samples into occupancy and idle-candidate runs. It keeps per
+// key the few runs the key's latest samples extended (its "open" runs) between
+// batches, so that a key sampled every few seconds grows one row per batch,
+// rewritten with the same start and a later end, instead of one row per sample;
+// stores keep the longest row per (key, start).
+//
+// A sample extends every open run of its key it touches or overlaps (joining
+// them when it bridges two), or opens a run of its own; a key holds at most
+// RunsPerKey open runs, and opening one more evicts the least recently extended
+// (written first when it grew since it was last written). A run is cut only
+// where its samples are: at a gap and at a UTC month boundary. So late samples
+// (a spool delivered after an outage, a month replayed into a running worker)
+// grow runs of their own next to the current ones, and a replay in time order
+// rebuilds the runs of the first pass with the same (key, start): the stores
+// collapse them instead of keeping one row per replayed sample.
 //
 // Correctness does not depend on that state: every row it emits is the union of
 // samples it has seen, touching or overlapping, so any set of rows it emits, from
@@ -24,25 +39,153 @@ const DefaultMaxOpenRuns = 1 << 18
 //
 // A Compactor is not safe for concurrent use.
 type Compactor struct {
-	maxOpen int
-	occ     map[billing.Key]*openRun
-	idle    map[billing.Key]*openIdle
-	dirtyO  []billing.Key
-	dirtyI  []billing.Key
+	maxOpen     int
+	keys        map[billing.Key]*keyRuns
+	nOcc, nIdle int // open occupancy and idle runs
+	dirtyO      []billing.Key
+	dirtyI      []billing.Key
+	round       uint32 // EmitOpen calls so far
+	stats       CompactorStats
 
 	// The UTC month last looked up, [monLo, monHi): most samples fall in it.
 	monLo, monHi int64
 }
 
-type openRun struct {
-	start, end int64
-	dirty      bool
+// CompactorStats counts what the Compactor did beyond extending a run at its end.
+type CompactorStats struct {
+	// Opened counts runs opened next to open runs of their key: after a gap, in
+	// another idle class, or for a late sample disjoint from the open runs.
+	Opened int64
+	// ExtendedBack counts runs a late sample extended before their start. The
+	// run is written again with the earlier start; the row with the later start
+	// stays in the store (the union is the same).
+	ExtendedBack int64
+	// Joined counts open runs joined to another by a sample that bridges them
+	// (likewise, the row of the later one stays).
+	Joined int64
+	// Evicted counts runs evicted to open another of their key (written then
+	// when they grew since they were last written).
+	Evicted int64
+	// Forgotten counts open runs dropped to stay within MaxOpenRuns.
+	Forgotten int64
 }
 
-type openIdle struct {
-	openRun
-	class    uint8
-	min, max float64
+// keyRuns are the open runs of a key: one map lookup per sample finds both kinds.
+type keyRuns struct {
+	seen uint32 // round of the last sample
+	occ  openRuns
+	idle *openRuns // allocated with the key's first idle candidate
+}
+
+// openRuns are the open runs of a key, most recently extended first. Occupancy
+// runs have class 0 and no utilisation range. The front run is kept inline with
+// the header and the hull of the others, so that a sample extending the front
+// run, with no other run within its reach (samples in time order), reads one
+// small object; the other runs are allocated once a key has two.
+type openRuns struct {
+	n      uint8
+	dirty  bool // some run is dirty: the key is listed for EmitOpen
+	front  openRun
+	lo, hi int64 // hull of the runs after the front (n > 1)
+	more   *[RunsPerKey - 1]openRun
+}
+
+type openRun struct {
+	start, end int64
+	min, max   float64
+	class      uint8
+	dirty      bool // grew since it was last emitted
+}
+
+// at returns the i-th open run (0: the front one).
+func (o *openRuns) at(i int) *openRun {
+	if i == 0 {
+		return &o.front
+	}
+	return &o.more[i-1]
+}
+
+// rehull recomputes the hull of the runs after the front.
+func (o *openRuns) rehull() {
+	o.lo, o.hi = math.MaxInt64, math.MinInt64
+	for i := 1; i < int(o.n); i++ {
+		r := &o.more[i-1]
+		o.lo, o.hi = min(o.lo, r.start), max(o.hi, r.end)
+	}
+}
+
+// extended is what openRuns.extend did.
+type extended struct {
+	prev    openRun // the front run before the sample (zero when opened)
+	opened  bool    // the sample opened a run
+	joined  int     // runs joined into the front run
+	evicted bool    // a run was evicted to open one: last
+	last    openRun
+}
+
+// extend folds the sample [start, end) of class with util into the runs of the
+// same class it touches or overlaps (joining them) and moves the result to the
+// front, or opens a run for it at the front, evicting the last run when the key
+// has RunsPerKey.
+func (o *openRuns) extend(start, end int64, class uint8, util float64) (x extended) {
+	n := int(o.n)
+	h, i := -1, 0
+	if f := &o.front; n > 0 && f.class == class && start <= f.end && end >= f.start {
+		h, i, x.prev = 0, 1, *f
+		f.start, f.end, f.min, f.max = min(f.start, start), max(f.end, end), min(f.min, util), max(f.max, util)
+		if n == 1 || start > o.hi || end < o.lo {
+			return x // no other run within reach
+		}
+	}
+	for ; i < n; i++ {
+		r := o.at(i)
+		if r.class != class || start > r.end || end < r.start {
+			continue
+		}
+		if h < 0 {
+			h, x.prev = i, *r
+			r.start, r.end, r.min, r.max = min(r.start, start), max(r.end, end), min(r.min, util), max(r.max, util)
+			continue
+		}
+		// The sample touches a second run: it bridges the two (the runs of a key
+		// and class never touch each other, so the sample touches every run
+		// the joined run touches).
+		f := o.at(h)
+		f.start, f.end, f.min, f.max = min(f.start, r.start), max(f.end, r.end), min(f.min, r.min), max(f.max, r.max)
+		for j := i; j < n-1; j++ {
+			*o.at(j) = *o.at(j + 1)
+		}
+		n--
+		i--
+		x.joined++
+	}
+	o.n = uint8(n)
+	if h >= 0 {
+		if h > 0 {
+			f := *o.at(h)
+			for j := h; j > 0; j-- {
+				*o.at(j) = *o.at(j - 1)
+			}
+			o.front = f
+		}
+		o.rehull()
+		return x
+	}
+	if n == RunsPerKey {
+		x.evicted, x.last = true, *o.at(n - 1)
+		n--
+	}
+	if n > 0 && o.more == nil {
+		o.more = new([RunsPerKey - 1]openRun)
+	}
+	for j := n; j > 0; j-- {
+		*o.at(j) = *o.at(j - 1)
+	}
+	o.front = openRun{start: start, end: end, min: util, max: util, class: class}
+	o.n = uint8(n + 1)
+	o.rehull()
+	x.opened = true
+	return x
 }
 
 // NewCompactor returns a Compactor keeping at most maxOpen open runs (0: default).
@@ -50,8 +193,14 @@ func NewCompactor(maxOpen int) *Compactor {
 	if maxOpen <= 0 {
 		maxOpen = DefaultMaxOpenRuns
 	}
-	return &Compactor{maxOpen: maxOpen, occ: map[billing.Key]*openRun{}, idle: map[billing.Key]*openIdle{}}
+	return &Compactor{maxOpen: maxOpen, keys: map[billing.Key]*keyRuns{}}
 }
+
+// Stats returns what the Compactor counted so far.
+func (c *Compactor) Stats() CompactorStats { return c.stats }
+
+// CompactorStats returns what the writer's Compactor counted so far.
+func (w *Writer) CompactorStats() CompactorStats { return w.c.Stats() }
 
 // IdleCandidate reports whether a held sample can be idle under some catalog:
 // util null and no process, or util < 1 (thresholds are at most 1).
@@ -74,9 +223,9 @@ func (c *Compactor) Build(samples []schemas.Sample) *Batch {
 }
 
 // Add folds samples into the open runs and appends to b the runs they complete
-// (a run closed by a gap, a finished month, a late sample of its own). The open
-// runs they extend are emitted by the next EmitOpen: until then the samples are
-// not all covered by emitted rows.
+// (a finished month, a run evicted to open another). The open runs they extend
+// are emitted by the next EmitOpen: until then the samples are not all covered
+// by emitted rows.
 func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
 	for i := range samples {
 		s := &samples[i]
@@ -84,8 +233,14 @@ func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
 			continue // unheld: raw row only, it bills nobody
 		}
 		k := billing.Key{Project: s.Project, User: s.User, InstanceID: s.InstanceID, GPUModel: s.GPUModel, Profile: s.Profile}
+		kr := c.keys[k]
+		if kr == nil {
+			kr = &keyRuns{}
+			c.keys[k] = kr
+		}
+		kr.seen = c.round
 		start, end := s.StartMS, s.EndMS()
-		b.Occupancy = c.addOcc(b.Occupancy, k, start, end)
+		b.Occupancy = c.addOcc(b.Occupancy, k, &kr.occ, start, end)
 		if class, ok := IdleClassOf(s); ok {
 			util := 0.0
 			if s.UtilKnown {
@@ -100,7 +255,10 @@ func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
 				b.Idle = c.appendIdle(b.Idle, k, m, end, class, util, util)
 				e = m
 			}
-			b.Idle = c.addIdle(b.Idle, k, start, e, class, util)
+			if kr.idle == nil {
+				kr.idle = &openRuns{}
+			}
+			b.Idle = c.addIdle(b.Idle, k, kr.idle, start, e, class, util)
 		}
 	}
 }
@@ -109,86 +267,129 @@ func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
 // Afterwards the rows emitted so far cover every sample added so far.
 func (c *Compactor) EmitOpen(b *Batch) {
 	for _, k := range c.dirtyO {
-		if r := c.occ[k]; r != nil && r.dirty {
-			b.Occupancy = c.appendRun(b.Occupancy, k, r.start, r.end)
-			r.dirty = false
+		if kr := c.keys[k]; kr != nil && kr.occ.dirty {
+			o := &kr.occ
+			for i := range int(o.n) {
+				if r := o.at(i); r.dirty {
+					b.Occupancy = append(b.Occupancy, Run{Key: k, StartMS: r.start, EndMS: r.end})
+					r.dirty = false
+				}
+			}
+			o.dirty = false
 		}
 	}
 	for _, k := range c.dirtyI {
-		if r := c.idle[k]; r != nil && r.dirty {
-			b.Idle = c.appendIdle(b.Idle, k, r.start, r.end, r.class, r.min, r.max)
-			r.dirty = false
+		if kr := c.keys[k]; kr != nil && kr.idle != nil && kr.idle.dirty {
+			o := kr.idle
+			for i := range int(o.n) {
+				if r := o.at(i); r.dirty {
+					b.Idle = append(b.Idle, IdleRun{Run: Run{Key: k, StartMS: r.start, EndMS: r.end}, Class: r.class, MinUtil: r.min, MaxUtil: r.max})
+					r.dirty = false
+				}
+			}
+			o.dirty = false
 		}
 	}
 	c.dirtyO, c.dirtyI = c.dirtyO[:0], c.dirtyI[:0]
-	// Every open run has just been emitted, so forgetting them loses nothing but
-	// compaction of the next batch.
-	if len(c.occ) > c.maxOpen {
-		clear(c.occ)
+	// Every open run has just been emitted, so forgetting some loses nothing
+	// but compaction of later samples.
+	c.bound()
+	c.round++
+}
+
+// bound keeps the open runs of each kind within maxOpen: it forgets the keys
+// without a sample since the last EmitOpen (sessions that ended), then, if that
+// is not enough, every key.
+func (c *Compactor) bound() {
+	if c.nOcc <= c.maxOpen && c.nIdle <= c.maxOpen {
+		return
 	}
-	if len(c.idle) > c.maxOpen {
-		clear(c.idle)
+	for k, kr := range c.keys {
+		if kr.seen != c.round {
+			n := int(kr.occ.n)
+			c.nOcc -= n
+			if kr.idle != nil {
+				c.nIdle -= int(kr.idle.n)
+				n += int(kr.idle.n)
+			}
+			c.stats.Forgotten += int64(n)
+			delete(c.keys, k)
+		}
+	}
+	if c.nOcc > c.maxOpen || c.nIdle > c.maxOpen {
+		c.stats.Forgotten += int64(c.nOcc + c.nIdle)
+		clear(c.keys)
+		c.nOcc, c.nIdle = 0, 0
 	}
 }
 
-func (c *Compactor) addOcc(out []Run, k billing.Key, start, end int64) []Run {
-	r := c.occ[k]
-	switch {
-	case r == nil:
-		r = &openRun{start: start, end: end}
-		c.occ[k] = r
-	case start <= r.end && end >= r.start: // touches or overlaps: extend
-		r.start, r.end = min(r.start, start), max(r.end, end)
-	case start > r.end: // after a gap: the open run is complete
-		if r.dirty {
-			out = c.appendRun(out, k, r.start, r.end)
-		}
-		r.start, r.end = start, end
-	default: // late sample before the open run, disjoint from it: its own row
-		return c.appendRun(out, k, start, end)
+func (c *Compactor) addOcc(out []Run, k billing.Key, o *openRuns, start, end int64) []Run {
+	x := o.extend(start, end, 0, 0)
+	if x.evicted && x.last.dirty {
+		out = append(out, Run{Key: k, StartMS: x.last.start, EndMS: x.last.end})
 	}
-	if !r.dirty {
-		r.dirty = true
-		c.dirtyO = append(c.dirtyO, k)
-	}
+	r := &o.front
 	// Cut at UTC month boundaries: the finished months are final rows.
 	for b := c.nextMonth(r.start); r.end > b; b = c.nextMonth(r.start) {
 		out = append(out, Run{Key: k, StartMS: r.start, EndMS: b})
 		r.start = b
 	}
+	if c.count(&x, int(o.n), r, &c.nOcc) {
+		c.dirtyO = c.markDirty(c.dirtyO, k, o, r)
+	}
 	return out
 }
 
-func (c *Compactor) addIdle(out []IdleRun, k billing.Key, start, end int64, class uint8, util float64) []IdleRun {
-	r := c.idle[k]
-	switch {
-	case r == nil:
-		r = &openIdle{openRun: openRun{start: start, end: end}, class: class, min: util, max: util}
-		c.idle[k] = r
-	case r.class == class && start <= r.end && end >= r.start:
-		r.start, r.end = min(r.start, start), max(r.end, end)
-		r.min, r.max = min(r.min, util), max(r.max, util)
-	case start > r.end || r.class != class:
-		if start <= r.end && end >= r.start && start < r.start {
-			// Overlaps the open run from before, in another class: its own row.
-			return c.appendIdle(out, k, start, end, class, util, util)
-		}
-		if r.dirty {
-			out = c.appendIdle(out, k, r.start, r.end, r.class, r.min, r.max)
-		}
-		r.start, r.end, r.class, r.min, r.max = start, end, class, util, util
-	default:
-		return c.appendIdle(out, k, start, end, class, util, util)
+func (c *Compactor) addIdle(out []IdleRun, k billing.Key, o *openRuns, start, end int64, class uint8, util float64) []IdleRun {
+	x := o.extend(start, end, class, util)
+	if ev := &x.last; x.evicted && ev.dirty {
+		out = append(out, IdleRun{Run: Run{Key: k, StartMS: ev.start, EndMS: ev.end}, Class: ev.class, MinUtil: ev.min, MaxUtil: ev.max})
 	}
-	if !r.dirty {
-		r.dirty = true
-		c.dirtyI = append(c.dirtyI, k)
-	}
+	r := &o.front
 	for b := c.nextMonth(r.start); r.end > b; b = c.nextMonth(r.start) {
 		out = append(out, IdleRun{Run: Run{Key: k, StartMS: r.start, EndMS: b}, Class: r.class, MinUtil: r.min, MaxUtil: r.max})
 		r.start = b
 	}
+	if c.count(&x, int(o.n), r, &c.nIdle) {
+		c.dirtyI = c.markDirty(c.dirtyI, k, o, r)
+	}
 	return out
+}
+
+// count updates the open-run count *open and the stats after extend x and the
+// month cut, and reports whether the front run r changed (it must be emitted
+// again). n is the key's open runs.
+func (c *Compactor) count(x *extended, n int, r *openRun, open *int) bool {
+	*open -= x.joined
+	c.stats.Joined += int64(x.joined)
+	switch {
+	case x.opened:
+		if x.evicted {
+			c.stats.Evicted++
+		} else {
+			*open++
+		}
+		if n > 1 {
+			c.stats.Opened++
+		}
+		return true
+	case x.joined > 0:
+		return true
+	case r.start < x.prev.start:
+		c.stats.ExtendedBack++
+		return true
+	}
+	p := &x.prev
+	return r.start != p.start || r.end != p.end || r.min != p.min || r.max != p.max
+}
+
+func (c *Compactor) markDirty(list []billing.Key, k billing.Key, o *openRuns, r *openRun) []billing.Key {
+	r.dirty = true
+	if !o.dirty {
+		o.dirty = true
+		list = append(list, k)
+	}
+	return list
 }
 
 func (c *Compactor) appendRun(out []Run, k billing.Key, start, end int64) []Run {

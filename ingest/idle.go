@@ -10,8 +10,11 @@ import (
 	"github.com/cardhour/cardhour/schemas"
 )
 
-// IdleClassBounds are the exclusive upper bounds of the known-utilisation idle
-// classes: class 1 is util in [0, 0.05), class 2 [0.05, 0.10), … class 5
+// IdleClasses is the number of known-utilisation idle classes (1…IdleClasses).
+const IdleClasses = 5
+
+// IdleClassBounds returns the exclusive upper bounds of the known-utilisation
+// idle classes: class 1 is util in [0, 0.05), class 2 [0.05, 0.10), … class 5
 // [0.50, 1). A threshold equal to one of them (the default 0.05 is) never cuts
 // through a run, so a month close reads idle runs only. Any other threshold is
 // still exact: runs it cuts through are decided from their raw samples.
@@ -19,7 +22,13 @@ import (
 // There is deliberately no bound at 0.01: whole cards and H100 instances left
 // idle report 0, 1 or 2 % from one sample to the next, and a bound there would
 // cut their idle stretches into runs of one or two samples.
-var IdleClassBounds = [...]float64{0.05, 0.10, 0.20, 0.50, 1}
+//
+// The bounds are fixed: stored runs carry their class, and the migrations that
+// classified older rows in SQL (SQLite, ClickHouse 0005) spell the same numbers,
+// which tests compare with these.
+func IdleClassBounds() [IdleClasses]float64 {
+	return [IdleClasses]float64{0.05, 0.10, 0.20, 0.50, 1}
+}
 
 // IdleClassNull is the class of held samples with util null and no process.
 const IdleClassNull = 0
@@ -30,7 +39,7 @@ func IdleClassOf(s *schemas.Sample) (class uint8, ok bool) {
 	if !s.UtilKnown {
 		return IdleClassNull, s.Processes == 0
 	}
-	for i, b := range IdleClassBounds {
+	for i, b := range IdleClassBounds() {
 		if s.Util < b {
 			return uint8(i + 1), true
 		}
@@ -133,7 +142,7 @@ func (f *IdleFeeder) PendingRange() (instances []string, lo, hi int64, utilBelow
 		}
 		for i := range st.runs {
 			lo, hi = min(lo, st.runs[i].StartMS), max(hi, st.runs[i].EndMS)
-			utilBelow = max(utilBelow, IdleClassBounds[st.runs[i].Class-1])
+			utilBelow = max(utilBelow, IdleClassBounds()[st.runs[i].Class-1])
 		}
 	}
 	slices.Sort(instances)
@@ -205,8 +214,9 @@ func (f *IdleFeeder) Resolve() error {
 }
 
 func (f *IdleFeeder) missing(k billing.Key, r *IdleRun) error {
+	bounds := IdleClassBounds()
 	return fmt.Errorf("idle time of %s/%s on %s from %s to %s depends on raw samples (util %g…%g against threshold %g) that are no longer stored; "+
 		"bill with a threshold at a class bound (%v) or restore the raw samples",
 		k.Project, k.User, k.InstanceID, time.UnixMilli(r.StartMS).UTC().Format(time.RFC3339), time.UnixMilli(r.EndMS).UTC().Format(time.RFC3339),
-		r.MinUtil, r.MaxUtil, f.cat.IdlePolicyFor(k.Project).Threshold, IdleClassBounds[:len(IdleClassBounds)-1])
+		r.MinUtil, r.MaxUtil, f.cat.IdlePolicyFor(k.Project).Threshold, bounds[:IdleClasses-1])
 }

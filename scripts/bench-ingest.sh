@@ -26,6 +26,11 @@
 #    its peak memory. MONTH_DB=name reuses (and keeps) a database filled before
 #    with `bench-ingest fill` instead of filling one (SCALES is then its label).
 #    CATALOG (default schemas/examples/catalog.yaml) is the catalog billed with.
+# 4. Replays (PARTS contains replay): a month of REPLAY_INSTANCES (default 7000)
+#    instances at 300 s written three times into one running writer
+#    (`bench-ingest replay`): rows kept and month close after one pass and after
+#    three, and their ratios. REPLAY_STORE (default: SQLite in a temporary
+#    directory) is the store DSN. Not in the default PARTS: it takes minutes.
 # STORE_PARAMS (default empty) is appended to the ingest store URL, e.g.
 # "?compress=none" for a ClickHouse on the same host (docs/operations.md).
 # The topic is filled by the collector's own Kafka sink (zstd), with messages
@@ -206,4 +211,9 @@ if [[ " $PARTS " == *" month "* ]]; then
 			"$(echo "$(sort -g "$WORK/bill.kb" | tail -1) / 1024" | bc -l)" "$occ" "$idle" "$(paste -sd' ' "$WORK/bill.s")"
 		[[ -n ${MONTH_DB:-} ]] || chq "DROP DATABASE IF EXISTS $db"
 	done
+fi
+
+if [[ " $PARTS " == *" replay "* ]]; then
+	echo
+	"$WORK/bench" replay --instances "${REPLAY_INSTANCES:-7000}" --store "${REPLAY_STORE:-}" --repeat "$REPEAT" --catalog "$CATALOG"
 fi

@@ -50,6 +50,24 @@ var layouts = []struct {
 
 // Write writes the trace to w and returns the number of lines written.
 func Write(w io.Writer, cfg Config) (int64, error) {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	var buf []byte
+	written, err := Each(cfg, func(s *schemas.Sample) error {
+		buf = s.AppendJSON(buf[:0])
+		buf = append(buf, '\n')
+		_, err := bw.Write(buf)
+		return err
+	})
+	if err != nil {
+		return written, err
+	}
+	return written, bw.Flush()
+}
+
+// Each calls fn with the samples Write would write, in the same order (the
+// sample is reused: fn must copy what it keeps), and returns how many it
+// passed, or fn's first error.
+func Each(cfg Config, fn func(*schemas.Sample) error) (int64, error) {
 	if cfg.IntervalMS <= 0 {
 		cfg.IntervalMS = 10_000
 	}
@@ -81,8 +99,6 @@ func Write(w io.Writer, cfg Config) (int64, error) {
 				memTotal: l.mem / int64(len(l.profile))})
 		}
 	}
-	bw := bufio.NewWriterSize(w, 1<<20)
-	var buf []byte
 	var written int64
 	var s schemas.Sample
 	for step := int64(0); written < cfg.Samples; step++ {
@@ -116,21 +132,19 @@ func Write(w io.Writer, cfg Config) (int64, error) {
 					s.Util = float64(rng.IntN(3)) / 100
 				}
 			}
-			buf = s.AppendJSON(buf[:0])
-			buf = append(buf, '\n')
-			if _, err := bw.Write(buf); err != nil {
+			if err := fn(&s); err != nil {
 				return written, err
 			}
 			written++
 			if cfg.DuplicateEvery > 0 && written%int64(cfg.DuplicateEvery) == 0 && written < cfg.Samples {
-				if _, err := bw.Write(buf); err != nil {
+				if err := fn(&s); err != nil {
 					return written, err
 				}
 				written++
 			}
 		}
 	}
-	return written, bw.Flush()
+	return written, nil
 }
 
 // advance moves an instance's holder state machine one step: held sessions last

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -124,7 +125,7 @@ func Catalogs(t testing.TB) map[string]*schemas.Catalog {
 			"      warn_after: 10m", "      threshold: 0.015\n      warn_after: 10m").Replace(base),
 		"tol15m-hour-busyidle": strings.NewReplacer("gap_tolerance_s: 30 ", "gap_tolerance_s: 900 ",
 			"  rounding: second ", "  rounding: hour ", "threshold: 0.05 ", "threshold: 0.75 ").Replace(base),
-		// Thresholds on idle class bounds (ingest.IdleClassBounds): decided from
+		// Thresholds on idle class bounds (ingest.IdleClassBounds()): decided from
 		// idle runs alone.
 		"thr-bounds": strings.NewReplacer("threshold: 0.05 ", "threshold: 0.10 ",
 			"      warn_after: 10m", "      threshold: 0.5\n      warn_after: 10m").Replace(base),
@@ -328,4 +329,36 @@ func StraddlingInstances(t testing.TB, n int) (data []byte, idBytes int) {
 		}
 	}
 	return data, idBytes
+}
+
+var (
+	idleClassCase = regexp.MustCompile(`util < ([0-9.]+)(?:\s*,\s*|\s+THEN\s+)(\d+)`)
+	idleClassElse = regexp.MustCompile(`^(?:\s*,\s*|\s+ELSE\s+)(\d+)`)
+	idleClassOnly = regexp.MustCompile(`OR util < ([0-9.]+)`)
+)
+
+// RequireIdleClassSQL checks that a migration classifying utilisations into idle
+// classes in SQL (CASE WHEN util < b THEN c … ELSE c END, or multiIf(…, util <
+// b, c, …, c)) and keeping only util below the last bound uses exactly
+// ingest.IdleClassBounds. Shipped migrations never change: the Go bounds must
+// not either.
+func RequireIdleClassSQL(t testing.TB, sql string) {
+	t.Helper()
+	bounds := ingest.IdleClassBounds()
+	m := idleClassCase.FindAllStringSubmatchIndex(sql, -1)
+	require.Len(t, m, len(bounds)-1, "class bounds in %s", sql)
+	for i, loc := range m {
+		b, err := strconv.ParseFloat(sql[loc[2]:loc[3]], 64)
+		require.NoError(t, err)
+		require.Equal(t, bounds[i], b, "bound of class %d", i+1)
+		require.Equal(t, strconv.Itoa(i+1), sql[loc[4]:loc[5]], "class below %g", b)
+	}
+	last := idleClassElse.FindStringSubmatch(sql[m[len(m)-1][1]:])
+	require.NotNil(t, last, "the class of the utilisations above the last bound")
+	require.Equal(t, strconv.Itoa(len(bounds)), last[1])
+	only := idleClassOnly.FindStringSubmatch(sql)
+	require.NotNil(t, only, "the filter on the last bound")
+	b, err := strconv.ParseFloat(only[1], 64)
+	require.NoError(t, err)
+	require.Equal(t, bounds[len(bounds)-1], b, "upper bound of the last class")
 }

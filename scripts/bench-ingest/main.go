@@ -6,6 +6,8 @@
 //	bench-ingest tsv      FILE.jsonl > FILE.tsv                             the raw_samples rows, for clickhouse-client
 //	bench-ingest fill     --store DSN --instances N --interval S --samples M --start YYYY-MM
 //	                                                                        generate and ingest in-process (no file, no Kafka)
+//	bench-ingest replay   [--store DSN] --instances N --interval S --month YYYY-MM --passes P
+//	                                                                        a month written P times into one running writer: rows kept and month close after pass 1 and after pass P
 package main
 
 import (
@@ -35,7 +37,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: bench-ingest produce|waitlag|tsv|fill …")
+		fmt.Fprintln(os.Stderr, "usage: bench-ingest produce|waitlag|tsv|fill|replay …")
 		os.Exit(2)
 	}
 	var err error
@@ -50,6 +52,8 @@ func main() {
 		err = fill(os.Args[2:])
 	case "readcost":
 		err = readcost(os.Args[2:])
+	case "replay":
+		err = replay(os.Args[2:])
 	case "deltopics":
 		err = deltopics(os.Args[2:])
 	default:
