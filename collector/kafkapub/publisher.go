@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -63,6 +64,10 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// DefaultBackoffMax bounds the wait between failed writes: Kafka's return is
+// noticed within it (the Java producer's reconnect.backoff.max.ms is 1 s).
+const DefaultBackoffMax = 2 * time.Second
+
 // Publisher implements collector.Publisher.
 type Publisher struct {
 	cfg Config
@@ -92,7 +97,7 @@ func New(cfg Config) (*Publisher, error) {
 		cfg.BackoffMin = 100 * time.Millisecond
 	}
 	if cfg.BackoffMax == 0 {
-		cfg.BackoffMax = max(5*time.Second, cfg.BackoffMin)
+		cfg.BackoffMax = max(DefaultBackoffMax, cfg.BackoffMin)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -166,12 +171,15 @@ func (p *Publisher) Run(ctx context.Context) error {
 				return nil
 			}
 			p.errs.Inc()
+			// Between half and all of the backoff, so that the collectors of a
+			// cluster do not all knock at once when Kafka comes back.
+			wait := backoff/2 + rand.N(backoff/2+1)
 			p.log.Warn("Kafka write failed; samples stay in the spool", "records", len(recs),
-				"pending", p.cfg.Spool.Pending(), "retry_in", backoff.String(), "err", err)
+				"pending", p.cfg.Spool.Pending(), "retry_in", wait.String(), "err", err)
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(backoff):
+			case <-time.After(wait):
 			}
 			backoff = min(2*backoff, p.cfg.BackoffMax)
 			continue
