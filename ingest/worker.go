@@ -18,30 +18,38 @@ import (
 
 // Defaults of WorkerConfig.
 const (
-	DefaultGroupID         = "cardhour-ingest"
-	DefaultDLQTopic        = "cardhour.samples.dlq"
-	DefaultBatchSize       = 100_000
-	DefaultBatchAge        = 2 * time.Second
-	DefaultMaxMessageBytes = 1 << 20 // Kafka's default message.max.bytes
-	DefaultShutdownGrace   = 10 * time.Second
-	DefaultStreamPiece     = 4 << 10
-	DefaultCommitInterval  = 2 * time.Second
-	// dlqMaxValueBytes bounds the payload copied to the dead-letter topic; a
-	// longer message is truncated there (header truncated=true) and stays whole
-	// in the source topic at source_partition/source_offset.
-	dlqMaxValueBytes = 64 << 10
+	DefaultGroupID        = "cardhour-ingest"
+	DefaultDLQTopic       = "cardhour.samples.dlq"
+	DefaultBatchSize      = 100_000
+	DefaultBatchAge       = 2 * time.Second
+	DefaultShutdownGrace  = 10 * time.Second
+	DefaultStreamPiece    = 4 << 10
+	DefaultCommitInterval = 2 * time.Second
+	// DefaultDLQMaxMessageBytes is Kafka's default max.message.bytes (the
+	// broker's message.max.bytes): the largest record batch the dead-letter topic
+	// takes. A dead letter that would not fit is split into parts.
+	DefaultDLQMaxMessageBytes = 1048588
 )
+
+// dlqBatchOverhead is what a record batch adds to the sizes kafka-go counts
+// against BatchBytes (the batch header is 61 bytes).
+const dlqBatchOverhead = 256
 
 // Dead-letter headers.
 const (
 	HeaderSchema          = "schema"
-	HeaderReason          = "reason" // malformed_json | invalid_field | unknown_schema | too_large
+	HeaderReason          = "reason" // malformed_json | invalid_field | unknown_schema
 	HeaderError           = "error"  // the decoder's message
 	HeaderSourceTopic     = "source_topic"
 	HeaderSourcePartition = "source_partition"
 	HeaderSourceOffset    = "source_offset"
 	HeaderSourceLine      = "source_line" // 1-based line of the message that was invalid
-	HeaderTruncated       = "truncated"
+	// A dead letter larger than the dead-letter topic takes is split into parts
+	// (at line ends where it can be): part i (from 1) of parts n. The values of
+	// parts 1..n of one source_partition, source_offset (and source_line),
+	// concatenated in order, are the original bytes.
+	HeaderPart  = "part"
+	HeaderParts = "parts"
 )
 
 // MessageWriter writes dead letters; *kafka.Writer implements it.
@@ -58,13 +66,15 @@ type WorkerConfig struct {
 	DLQTopic  string // default DefaultDLQTopic
 	Consumers int    // group members in this process (default 1)
 
-	BatchSize       int           // samples (message lines) per store write (default DefaultBatchSize)
-	BatchAge        time.Duration // longest a fetched message waits for its batch (default DefaultBatchAge)
-	MaxMessageBytes int           // larger messages are dead letters (default DefaultMaxMessageBytes)
-	ShutdownGrace   time.Duration // time to flush the open batch on shutdown (default DefaultShutdownGrace)
-	RetryMin        time.Duration // backoff of store, dead-letter and commit retries
-	RetryMax        time.Duration
-	StoreTimeout    time.Duration // bound of one store write attempt (default DefaultAttemptTimeout)
+	BatchSize int           // samples (message lines) per store write (default DefaultBatchSize)
+	BatchAge  time.Duration // longest a fetched message waits for its batch (default DefaultBatchAge)
+	// DLQMaxMessageBytes is the dead-letter topic's max.message.bytes: dead
+	// letters larger than that go there in parts (default DefaultDLQMaxMessageBytes).
+	DLQMaxMessageBytes int
+	ShutdownGrace      time.Duration // time to flush the open batch on shutdown (default DefaultShutdownGrace)
+	RetryMin           time.Duration // backoff of store, dead-letter and commit retries
+	RetryMax           time.Duration
+	StoreTimeout       time.Duration // bound of one store write attempt (default DefaultAttemptTimeout)
 	// CommitInterval: while batches come full (a backlog), their intervals are
 	// written and their offsets committed at most this often; a batch that is
 	// not full (the consumer has caught up) is always committed at once
@@ -100,8 +110,11 @@ func (c *WorkerConfig) Validate() error {
 	if c.Logger == nil {
 		errs = append(errs, errors.New("ingest: logger is required"))
 	}
-	if c.Consumers < 0 || c.BatchSize < 0 || c.BatchAge < 0 || c.MaxMessageBytes < 0 || c.ShutdownGrace < 0 || c.StreamPiece < 0 || c.StoreTimeout < 0 || c.CommitInterval < 0 {
-		errs = append(errs, errors.New("ingest: consumers, batch size, batch age, max message bytes, shutdown grace, stream piece, store timeout and commit interval must not be negative"))
+	if c.Consumers < 0 || c.BatchSize < 0 || c.BatchAge < 0 || c.ShutdownGrace < 0 || c.StreamPiece < 0 || c.StoreTimeout < 0 || c.CommitInterval < 0 {
+		errs = append(errs, errors.New("ingest: consumers, batch size, batch age, shutdown grace, stream piece, store timeout and commit interval must not be negative"))
+	}
+	if c.DLQMaxMessageBytes != 0 && c.DLQMaxMessageBytes < 16<<10 {
+		errs = append(errs, fmt.Errorf("ingest: dead-letter max message bytes %d: want at least 16 KiB", c.DLQMaxMessageBytes))
 	}
 	if c.Topic != "" && c.Topic == c.DLQTopic {
 		errs = append(errs, fmt.Errorf("ingest: the dead-letter topic must differ from the sample topic %q", c.Topic))
@@ -128,8 +141,8 @@ func (c *WorkerConfig) setDefaults() {
 	if c.BatchAge == 0 {
 		c.BatchAge = DefaultBatchAge
 	}
-	if c.MaxMessageBytes == 0 {
-		c.MaxMessageBytes = DefaultMaxMessageBytes
+	if c.DLQMaxMessageBytes == 0 {
+		c.DLQMaxMessageBytes = DefaultDLQMaxMessageBytes
 	}
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = DefaultShutdownGrace
@@ -185,7 +198,8 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 			BatchTimeout:           5 * time.Millisecond,
 			WriteTimeout:           10 * time.Second,
 			MaxAttempts:            3,
-			BatchBytes:             4 << 20,
+			// A record batch must fit the topic's max.message.bytes.
+			BatchBytes: int64(cfg.DLQMaxMessageBytes - dlqBatchOverhead),
 		}
 	}
 	return w, nil
@@ -603,12 +617,15 @@ func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done 
 }
 
 // decodeMessage appends the samples of msg (one per line) to the current piece
-// and a dead letter to b.dead for each invalid line, or one for the whole
-// message when its header, its size or its lack of any sample makes it invalid.
+// and a dead letter to b.dead for each invalid line, or for the whole message
+// when its header or its lack of any sample makes it invalid. A message is
+// decoded whatever its size: it is in memory once fetched, and its valid lines
+// are samples like any other (a large message is a large tick, or several).
 func (c *consumer) decodeMessage(msg *kafka.Message, b *batch) {
+	limit := c.w.cfg.DLQMaxMessageBytes - dlqBatchOverhead
 	if err := c.checkMessage(msg); err != nil {
 		b.lines++
-		b.dead = append(b.dead, deadLetter(msg, msg.Value, 0, err))
+		b.dead = appendDeadLetters(b.dead, msg, msg.Value, 0, err, limit)
 		return
 	}
 	lineNo, samples := 0, 0
@@ -628,12 +645,12 @@ func (c *consumer) decodeMessage(msg *kafka.Message, b *batch) {
 		}
 		if err := c.dec.Decode(line, &c.cur[n]); err != nil {
 			c.cur = c.cur[:n]
-			b.dead = append(b.dead, deadLetter(msg, line, lineNo, err))
+			b.dead = appendDeadLetters(b.dead, msg, line, lineNo, err, limit)
 		}
 	}
 	if samples == 0 {
 		samples = 1
-		b.dead = append(b.dead, deadLetter(msg, msg.Value, 0, fmt.Errorf("%w: the message holds no sample", schemas.ErrSyntax)))
+		b.dead = appendDeadLetters(b.dead, msg, msg.Value, 0, fmt.Errorf("%w: the message holds no sample", schemas.ErrSyntax), limit)
 	}
 	b.lines += samples
 }
@@ -660,11 +677,14 @@ func (c *consumer) finish(ctx context.Context, b *batch, st *Stream) error {
 			return err
 		}
 		for i := range b.dead {
+			if part := headerValue(&b.dead[i], HeaderPart); part != "" && part != "1" {
+				continue // one dead letter in parts counts and logs once
+			}
 			m.DLQ.WithLabelValues(headerValue(&b.dead[i], HeaderReason)).Inc()
 			c.log.Warn("invalid message sent to the dead-letter topic", "topic", cfg.DLQTopic,
 				"reason", headerValue(&b.dead[i], HeaderReason), "error", headerValue(&b.dead[i], HeaderError),
 				"partition", headerValue(&b.dead[i], HeaderSourcePartition), "offset", headerValue(&b.dead[i], HeaderSourceOffset),
-				"line", headerValue(&b.dead[i], HeaderSourceLine))
+				"line", headerValue(&b.dead[i], HeaderSourceLine), "parts", headerValue(&b.dead[i], HeaderParts))
 		}
 	}
 	c.uncommitted = append(c.uncommitted, b.commits...)
@@ -703,35 +723,30 @@ func (c *consumer) commit(ctx context.Context) error {
 	return nil
 }
 
-// checkMessage rejects a message as a whole: an unknown schema header, or more
-// bytes than MaxMessageBytes.
+// checkMessage rejects a message as a whole: an unknown schema header.
 func (c *consumer) checkMessage(msg *kafka.Message) error {
 	for _, h := range msg.Headers {
 		if h.Key == HeaderSchema && string(h.Value) != schemas.SampleSchemaV1 {
 			return fmt.Errorf("%w: header schema=%q (this build reads %s)", errUnknownSchema, h.Value, schemas.SampleSchemaV1)
 		}
 	}
-	if n := len(msg.Value); n > c.w.cfg.MaxMessageBytes {
-		return fmt.Errorf("%w: %d bytes (limit %d)", errTooLarge, n, c.w.cfg.MaxMessageBytes)
-	}
 	return nil
 }
 
-// deadLetter is the dead-letter message for value (the whole message, or its
-// invalid line lineNo >= 1) of msg. The value is copied: msg's buffer is not
-// kept once decoded.
-func deadLetter(msg *kafka.Message, value []byte, lineNo int, err error) kafka.Message {
-	headers := make([]kafka.Header, 0, len(msg.Headers)+7)
+// appendDeadLetters appends the dead letters for value (the whole message, or
+// its invalid line lineNo >= 1) of msg: one message with the value whole, or,
+// when that would be larger than limit bytes (what kafka-go counts against
+// the dead-letter writer's BatchBytes), several, each with a part of the value
+// (HeaderPart, HeaderParts). The value is copied: msg's buffer is not kept once
+// decoded.
+func appendDeadLetters(dead []kafka.Message, msg *kafka.Message, value []byte, lineNo int, err error, limit int) []kafka.Message {
+	headers := make([]kafka.Header, 0, len(msg.Headers)+8)
 	for _, h := range msg.Headers {
 		switch h.Key {
-		case HeaderReason, HeaderError, HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset, HeaderSourceLine, HeaderTruncated:
+		case HeaderReason, HeaderError, HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset, HeaderSourceLine, HeaderPart, HeaderParts:
 			continue // ours win
 		}
 		headers = append(headers, h)
-	}
-	if len(value) > dlqMaxValueBytes {
-		value = value[:dlqMaxValueBytes]
-		headers = append(headers, kafka.Header{Key: HeaderTruncated, Value: []byte("true")})
 	}
 	if lineNo > 0 {
 		headers = append(headers, kafka.Header{Key: HeaderSourceLine, Value: []byte(strconv.Itoa(lineNo))})
@@ -747,7 +762,47 @@ func deadLetter(msg *kafka.Message, value []byte, lineNo int, err error) kafka.M
 		kafka.Header{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(msg.Partition))},
 		kafka.Header{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))},
 	)
-	return kafka.Message{Key: msg.Key, Value: bytes.Clone(value), Headers: headers}
+	// What a part may hold: the limit less the key, the headers (with the part
+	// numbers) and kafka-go's per-message framing.
+	room := limit - len(msg.Key) - 64
+	for _, h := range headers {
+		room -= len(h.Key) + len(h.Value) + 10
+	}
+	room -= 2*len(HeaderPart) + 2*20 + 10
+	parts := splitParts(value, max(room, 1024))
+	if len(parts) == 1 {
+		return append(dead, kafka.Message{Key: bytes.Clone(msg.Key), Value: bytes.Clone(value), Headers: headers})
+	}
+	n := strconv.Itoa(len(parts))
+	for i, p := range parts {
+		h := append(headers[:len(headers):len(headers)],
+			kafka.Header{Key: HeaderPart, Value: []byte(strconv.Itoa(i + 1))},
+			kafka.Header{Key: HeaderParts, Value: []byte(n)})
+		dead = append(dead, kafka.Message{Key: bytes.Clone(msg.Key), Value: bytes.Clone(p), Headers: h})
+	}
+	return dead
+}
+
+// splitParts cuts value into consecutive parts of at most room bytes, after a
+// line end where the part holds one, else at room bytes (a line longer than
+// room). The parts concatenated are value.
+func splitParts(value []byte, room int) [][]byte {
+	if len(value) <= room {
+		return [][]byte{value}
+	}
+	var parts [][]byte
+	for len(value) > room {
+		cut := bytes.LastIndexByte(value[:room], '\n') + 1
+		if cut == 0 {
+			cut = room
+		}
+		parts = append(parts, value[:cut])
+		value = value[cut:]
+	}
+	if len(value) > 0 {
+		parts = append(parts, value)
+	}
+	return parts
 }
 
 func headerValue(m *kafka.Message, key string) string {
