@@ -114,11 +114,6 @@ func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
 		cfg.WriteTimeout = 10 * time.Second
 	}
 	comp, _ := codec(cfg.Compression)
-	if comp == kafka.Zstd {
-		if err := installZstd(); err != nil {
-			return nil, fmt.Errorf("kafka: zstd: %w", err)
-		}
-	}
 	tr := &kafka.Transport{ClientID: cfg.ClientID, DialTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second,
 		MetadataTTL: 30 * time.Second, Dial: cfg.Dial}
 	if cfg.TLS || cfg.TLSCAFile != "" || cfg.TLSCertFile != "" || cfg.TLSInsecureSkipVerify {
@@ -135,6 +130,15 @@ func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
 		}
 		tr.SASL = m
 	}
+	var rt kafka.RoundTripper = tr
+	if comp == kafka.Zstd {
+		// zstd with the collector's own encoder, on this writer only (see leanZstd).
+		lz, err := newLeanZstd(tr)
+		if err != nil {
+			return nil, fmt.Errorf("kafka: zstd: %w", err)
+		}
+		rt, comp = lz, 0
+	}
 	w := &kafka.Writer{
 		Addr:         kafka.TCP(cfg.Brokers...),
 		Topic:        cfg.Topic,
@@ -147,7 +151,7 @@ func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
 		MaxAttempts:  2, // the publisher retries with backoff itself
 		WriteTimeout: cfg.WriteTimeout,
 		ReadTimeout:  cfg.WriteTimeout,
-		Transport:    tr,
+		Transport:    rt,
 
 		AllowAutoTopicCreation: !cfg.NoAutoCreateTopic,
 	}
