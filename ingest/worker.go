@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -69,7 +70,9 @@ type WorkerConfig struct {
 	BatchSize int           // samples (message lines) per store write (default DefaultBatchSize)
 	BatchAge  time.Duration // longest a fetched message waits for its batch (default DefaultBatchAge)
 	// DLQMaxMessageBytes is the dead-letter topic's max.message.bytes: dead
-	// letters larger than that go there in parts (default DefaultDLQMaxMessageBytes).
+	// letters larger than that go there in parts. 0: Run asks Kafka for the
+	// topic's, and takes DefaultDLQMaxMessageBytes when it cannot tell (the
+	// topic does not exist yet, Kafka is unreachable, or DLQ is set).
 	DLQMaxMessageBytes int
 	ShutdownGrace      time.Duration // time to flush the open batch on shutdown (default DefaultShutdownGrace)
 	RetryMin           time.Duration // backoff of store, dead-letter and commit retries
@@ -141,9 +144,6 @@ func (c *WorkerConfig) setDefaults() {
 	if c.BatchAge == 0 {
 		c.BatchAge = DefaultBatchAge
 	}
-	if c.DLQMaxMessageBytes == 0 {
-		c.DLQMaxMessageBytes = DefaultDLQMaxMessageBytes
-	}
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = DefaultShutdownGrace
 	}
@@ -189,6 +189,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	cfg.setDefaults()
 	w := &Worker{cfg: cfg, dlq: cfg.DLQ}
 	if w.dlq == nil {
+		// BatchBytes is set by Run, once the dead-letter topic's limit is known.
 		w.dlq = &kafka.Writer{
 			Addr:                   kafka.TCP(cfg.Brokers...),
 			Topic:                  cfg.DLQTopic,
@@ -198,8 +199,6 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 			BatchTimeout:           5 * time.Millisecond,
 			WriteTimeout:           10 * time.Second,
 			MaxAttempts:            3,
-			// A record batch must fit the topic's max.message.bytes.
-			BatchBytes: int64(cfg.DLQMaxMessageBytes - dlqBatchOverhead),
 		}
 	}
 	return w, nil
@@ -238,6 +237,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.cfg.Logger.Warn("closing the dead-letter writer", "err", err)
 		}
 	}()
+	w.setDLQLimit(ctx)
 	var wg sync.WaitGroup
 	errs := make([]error, w.cfg.Consumers)
 	for i := range w.cfg.Consumers {
@@ -249,6 +249,58 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// setDLQLimit settles DLQMaxMessageBytes (asking Kafka for the dead-letter
+// topic's max.message.bytes when it is 0) and keeps the dead-letter writer's
+// record batches within it.
+func (w *Worker) setDLQLimit(ctx context.Context) {
+	cfg := &w.cfg
+	kw, own := w.dlq.(*kafka.Writer)
+	if cfg.DLQMaxMessageBytes == 0 {
+		cfg.DLQMaxMessageBytes = DefaultDLQMaxMessageBytes
+		if own && cfg.DLQ == nil {
+			n, err := topicMaxMessageBytes(ctx, kw.Addr, cfg.DLQTopic)
+			switch {
+			case err == nil:
+				cfg.DLQMaxMessageBytes = n
+			case ctx.Err() == nil:
+				cfg.Logger.Warn("cannot read the dead-letter topic's max.message.bytes; assuming Kafka's default (set --dlq-max-message-bytes)",
+					"topic", cfg.DLQTopic, "assumed", cfg.DLQMaxMessageBytes, "err", err)
+			}
+		}
+	}
+	if own && cfg.DLQ == nil {
+		kw.BatchBytes = int64(cfg.DLQMaxMessageBytes - dlqBatchOverhead)
+	}
+	cfg.Logger.Info("dead letters", "topic", cfg.DLQTopic, "max_message_bytes", cfg.DLQMaxMessageBytes)
+}
+
+// topicMaxMessageBytes asks Kafka for a topic's max.message.bytes.
+func topicMaxMessageBytes(ctx context.Context, addr net.Addr, topic string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	client := &kafka.Client{Addr: addr, Timeout: 10 * time.Second}
+	res, err := client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
+		ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: []string{"max.message.bytes"}}}})
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range res.Resources {
+		if r.Error != nil {
+			return 0, r.Error
+		}
+		for _, e := range r.ConfigEntries {
+			if e.ConfigName == "max.message.bytes" {
+				n, err := strconv.Atoi(e.ConfigValue)
+				if err != nil || n < 16<<10 {
+					return 0, fmt.Errorf("max.message.bytes=%q: want a number of at least 16 KiB", e.ConfigValue)
+				}
+				return n, nil
+			}
+		}
+	}
+	return 0, errors.New("max.message.bytes not reported")
 }
 
 type consumer struct {

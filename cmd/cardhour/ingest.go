@@ -42,7 +42,7 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 	consumers := fs.Int("consumers", 1, "group members (goroutines) in this process")
 	batchSize := fs.Int("batch-size", ingest.DefaultBatchSize, "samples per store write")
 	batchAge := fs.Duration("batch-age", ingest.DefaultBatchAge, "longest a message waits for its batch")
-	dlqMaxMsg := fs.Int("dlq-max-message-bytes", ingest.DefaultDLQMaxMessageBytes, "the dead-letter topic's max.message.bytes: larger dead letters go there in parts")
+	dlqMaxMsg := fs.Int("dlq-max-message-bytes", 0, "the dead-letter topic's max.message.bytes: larger dead letters go there in parts (0: ask Kafka at start; Kafka's default 1048588 if it cannot tell)")
 	grace := fs.Duration("shutdown-grace", ingest.DefaultShutdownGrace, "on SIGTERM, time to flush the open batch before abandoning it uncommitted")
 	commitInterval := fs.Duration("commit-interval", ingest.DefaultCommitInterval, "while batches come full (a backlog), write their occupancy and idle runs and commit their offsets at most this often; a batch that is not full is committed at once")
 	storeTimeout := fs.Duration("store-timeout", ingest.DefaultAttemptTimeout, "longest one store write may take before it is abandoned and retried (a hung store counts as down)")

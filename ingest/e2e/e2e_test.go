@@ -147,7 +147,7 @@ func TestDeadLetters(t *testing.T) {
 	m := ingest.NewMetrics(nil)
 	cfg := e.workerConfig(st, m)
 	// The dead-letter topic takes record batches of at most 64 KiB (the broker
-	// refuses larger ones), and the worker is told so.
+	// refuses larger ones); the worker asks Kafka for that limit.
 	res, err := e.client.AlterConfigs(context.Background(), &kafka.AlterConfigsRequest{Resources: []kafka.AlterConfigRequestResource{{
 		ResourceType: kafka.ResourceTypeTopic, ResourceName: e.dlq,
 		Configs: []kafka.AlterConfigRequestConfig{{Name: "max.message.bytes", Value: strconv.Itoa(64 << 10)}}}}})
@@ -155,7 +155,6 @@ func TestDeadLetters(t *testing.T) {
 	for _, err := range res.Errors {
 		require.NoError(t, err)
 	}
-	cfg.DLQMaxMessageBytes = 64 << 10
 	stop := start(t, cfg)
 	e.waitCommitted(t, 60*time.Second)
 	require.NoError(t, stop())
