@@ -82,8 +82,9 @@ func leanRoundTrip(t *testing.T, values ...[]byte) []byte {
 // kafka-go's process-wide codec table is left alone.
 func TestLeanZstdBatchesDecodeWithKafkaGo(t *testing.T) {
 	before := compress.Zstd.Codec()
-	batch := jsonBatch(280)                                                                         // five seconds of 56 instances
-	values := [][]byte{batch[:len(batch)/2], batch[len(batch)/2:], []byte("{}"), jsonBatch(12_000)} // the last larger than the window
+	// Five seconds of 56 instances in two records, and a record larger than the window.
+	batch := jsonBatch(280)
+	values := [][]byte{batch[:len(batch)/2], batch[len(batch)/2:], []byte("{}"), jsonBatch(12_000)}
 	wire := leanRoundTrip(t, values...)
 
 	var rs protocol.RecordSet
