@@ -65,8 +65,11 @@ func (c *Config) Validate() error {
 }
 
 // DefaultBackoffMax bounds the wait between failed writes: Kafka's return is
-// noticed within it (the Java producer's reconnect.backoff.max.ms is 1 s).
-const DefaultBackoffMax = 2 * time.Second
+// noticed within it (the Java producer's reconnect.backoff.max.ms is 1 s too).
+const DefaultBackoffMax = time.Second
+
+// failLogEvery spaces the warnings about failing writes during an outage.
+const failLogEvery = 30 * time.Second
 
 // Publisher implements collector.Publisher.
 type Publisher struct {
@@ -151,6 +154,8 @@ func samplesIn(recs []spool.Record) int {
 // (what is left is sent after the next start).
 func (p *Publisher) Run(ctx context.Context) error {
 	backoff := p.cfg.BackoffMin
+	var failedSince, lastWarn time.Time
+	failed := 0 // writes failed since failedSince
 	for {
 		recs, cur, err := p.cfg.Spool.Read(p.cfg.BatchRecords, p.cfg.BatchBytes)
 		if err != nil {
@@ -174,8 +179,16 @@ func (p *Publisher) Run(ctx context.Context) error {
 			// Between half and all of the backoff, so that the collectors of a
 			// cluster do not all knock at once when Kafka comes back.
 			wait := backoff/2 + rand.N(backoff/2+1)
-			p.log.Warn("Kafka write failed; samples stay in the spool", "records", len(recs),
-				"pending", p.cfg.Spool.Pending(), "retry_in", wait.String(), "err", err)
+			if failed == 0 {
+				failedSince = time.Now()
+			}
+			failed++
+			if failed == 1 || time.Since(lastWarn) >= failLogEvery {
+				p.log.Warn("Kafka write failed; samples stay in the spool", "records", len(recs),
+					"pending", p.cfg.Spool.Pending(), "failed_writes", failed, "failing_for", time.Since(failedSince).Round(time.Second).String(),
+					"retry_in", wait.String(), "err", err)
+				lastWarn = time.Now()
+			}
 			select {
 			case <-ctx.Done():
 				return nil
@@ -185,10 +198,12 @@ func (p *Publisher) Run(ctx context.Context) error {
 			continue
 		}
 		p.sendDur.Observe(time.Since(t0).Seconds())
-		if backoff != p.cfg.BackoffMin {
-			p.log.Info("Kafka writes succeed again; replaying the spool", "pending", p.cfg.Spool.Pending())
-			backoff = p.cfg.BackoffMin
+		if failed > 0 {
+			p.log.Info("Kafka writes succeed again; replaying the spool", "pending", p.cfg.Spool.Pending(),
+				"failed_writes", failed, "failed_for", time.Since(failedSince).Round(time.Millisecond).String())
+			failed = 0
 		}
+		backoff = p.cfg.BackoffMin
 		p.sent.Add(float64(samplesIn(recs)))
 		if err := p.cfg.Spool.Commit(cur); err != nil {
 			p.log.Error("cannot persist the spool cursor (records may be sent twice)", "err", err)
