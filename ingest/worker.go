@@ -494,7 +494,14 @@ func (w *Worker) session(ctx context.Context, log *slog.Logger, onCommit func())
 			}
 			done := c.fetch(fctx, b, pieces)
 			if b.n > 0 {
-				pieces <- piece{b: b} // the writer drains pieces until it is closed
+				// The writer drains pieces until it is closed. Samples fetch decoded
+				// but could not hand over (ctx ended) go first: a batch is finished,
+				// and committed, only with all of its samples.
+				if len(c.cur) > 0 {
+					pieces <- piece{samples: c.cur}
+					c.cur = nil
+				}
+				pieces <- piece{b: b}
 			} else {
 				free <- b
 			}
@@ -658,9 +665,13 @@ func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done 
 		b.add(&m)
 		caughtUp = m.HighWaterMark > 0 && m.Offset+1 >= m.HighWaterMark
 		c.backlog = c.backlog || m.HighWaterMark-m.Offset > backlogMessages
-		n := len(c.cur)
-		c.decodeMessage(&m, b)
-		valid += len(c.cur) - n
+		valid += c.decodeMessage(&m, b, func() {
+			// A full piece inside a message: hand it over and go on in a fresh
+			// one. Not abandoned when ctx ends: the writer drains pieces and
+			// returns their buffers until the session ends.
+			out <- piece{samples: c.cur}
+			c.cur = <-c.pool
+		})
 		if len(c.cur) >= cfg.StreamPiece && !send() {
 			return true
 		}
@@ -670,15 +681,17 @@ func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done 
 
 // decodeMessage appends the samples of msg (one per line) to the current piece
 // and a dead letter to b.dead for each invalid line, or for the whole message
-// when its header or its lack of any sample makes it invalid. A message is
-// decoded whatever its size: it is in memory once fetched, and its valid lines
-// are samples like any other (a large message is a large tick, or several).
-func (c *consumer) decodeMessage(msg *kafka.Message, b *batch) {
+// when its header or its lack of any sample makes it invalid; it returns the
+// number of valid samples. A message is decoded whatever its size: it is in
+// memory once fetched, and its valid lines are samples like any other (a large
+// message is a large tick, or several). When the piece is full, next hands it
+// over and takes a fresh one, so a piece never grows past its capacity.
+func (c *consumer) decodeMessage(msg *kafka.Message, b *batch, next func()) (valid int) {
 	limit := c.w.cfg.DLQMaxMessageBytes - dlqBatchOverhead
 	if err := c.checkMessage(msg); err != nil {
 		b.lines++
 		b.dead = appendDeadLetters(b.dead, msg, msg.Value, 0, err, limit)
-		return
+		return 0
 	}
 	lineNo, samples := 0, 0
 	for rest := msg.Value; len(rest) > 0; {
@@ -690,6 +703,10 @@ func (c *consumer) decodeMessage(msg *kafka.Message, b *batch) {
 		}
 		samples++
 		n := len(c.cur)
+		if n > 0 && n == cap(c.cur) {
+			next()
+			n = len(c.cur)
+		}
 		if n < cap(c.cur) {
 			c.cur = c.cur[:n+1] // Decode overwrites every field
 		} else {
@@ -698,13 +715,16 @@ func (c *consumer) decodeMessage(msg *kafka.Message, b *batch) {
 		if err := c.dec.Decode(line, &c.cur[n]); err != nil {
 			c.cur = c.cur[:n]
 			b.dead = appendDeadLetters(b.dead, msg, line, lineNo, err, limit)
+			continue
 		}
+		valid++
 	}
 	if samples == 0 {
 		samples = 1
 		b.dead = appendDeadLetters(b.dead, msg, msg.Value, 0, fmt.Errorf("%w: the message holds no sample", schemas.ErrSyntax), limit)
 	}
 	b.lines += samples
+	return valid
 }
 
 // finish ends the batch's raw insert, writes its invalid messages to the

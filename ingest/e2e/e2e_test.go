@@ -380,3 +380,23 @@ func value(c prometheus.Metric) float64 {
 	}
 	return m.Gauge.GetValue()
 }
+
+// A shutdown in the middle of a batch (its messages fetched and decoded, the
+// batch neither full nor old enough) either stores the batch's samples and
+// commits it, or commits nothing: what is committed is stored.
+func TestShutdownMidBatchCommitsOnlyWhatItStored(t *testing.T) {
+	e := newEnv(t, 1)
+	data := ingesttest.Trace(t, 300, 17)
+	n := e.produce(t, data)
+	m := ingest.NewMetrics(nil)
+	cfg := e.workerConfig(ingest.NewMemStore(), m)
+	cfg.BatchSize, cfg.BatchAge, cfg.StreamPiece = 1_000_000, time.Hour, 4096 // the batch stays open
+	stop := start(t, cfg)
+	time.Sleep(3 * time.Second) // the fetcher takes every message (they are on the broker already)
+	require.NoError(t, stop())
+	if lag := e.lag(t); lag == 0 {
+		require.EqualValues(t, n, value(m.SamplesWritten), "the batch was committed: every sample of it is stored")
+	} else {
+		t.Logf("the batch was abandoned uncommitted (%d messages), as the shutdown allows", lag)
+	}
+}
