@@ -19,17 +19,14 @@ import (
 
 // Defaults of WorkerConfig.
 const (
-	DefaultGroupID        = "cardhour-ingest"
-	DefaultDLQTopic       = "cardhour.samples.dlq"
-	DefaultBatchSize      = 100_000
-	DefaultBatchAge       = 2 * time.Second
-	DefaultShutdownGrace  = 10 * time.Second
-	DefaultStreamPiece    = 4 << 10
-	DefaultCommitInterval = 2 * time.Second
-	// DefaultDLQMaxMessageBytes is Kafka's default max.message.bytes (the
-	// broker's message.max.bytes): the largest record batch the dead-letter topic
-	// takes. A dead letter that would not fit is split into parts.
-	DefaultDLQMaxMessageBytes = 1048588
+	DefaultGroupID         = "cardhour-ingest"
+	DefaultDLQTopic        = "cardhour.samples.dlq"
+	DefaultBatchSize       = 100_000
+	DefaultBatchAge        = 2 * time.Second
+	DefaultDLQMessageBytes = 1048588 // Kafka's default max.message.bytes: the largest record batch a topic takes
+	DefaultShutdownGrace   = 10 * time.Second
+	DefaultStreamPiece     = 4 << 10
+	DefaultCommitInterval  = 2 * time.Second
 )
 
 // dlqBatchOverhead is what a record batch adds to the sizes kafka-go counts
@@ -67,17 +64,13 @@ type WorkerConfig struct {
 	DLQTopic  string // default DefaultDLQTopic
 	Consumers int    // group members in this process (default 1)
 
-	BatchSize int           // samples (message lines) per store write (default DefaultBatchSize)
-	BatchAge  time.Duration // longest a fetched message waits for its batch (default DefaultBatchAge)
-	// DLQMaxMessageBytes is the dead-letter topic's max.message.bytes: dead
-	// letters larger than that go there in parts. 0: Run asks Kafka for the
-	// topic's, and takes DefaultDLQMaxMessageBytes when it cannot tell (the
-	// topic does not exist yet, Kafka is unreachable, or DLQ is set).
-	DLQMaxMessageBytes int
-	ShutdownGrace      time.Duration // time to flush the open batch on shutdown (default DefaultShutdownGrace)
-	RetryMin           time.Duration // backoff of store, dead-letter and commit retries
-	RetryMax           time.Duration
-	StoreTimeout       time.Duration // bound of one store write attempt (default DefaultAttemptTimeout)
+	BatchSize       int           // samples (message lines) per store write (default DefaultBatchSize)
+	BatchAge        time.Duration // longest a fetched message waits for its batch (default DefaultBatchAge)
+	DLQMessageBytes int           // the dead-letter topic's max.message.bytes, larger dead letters go in parts (0: Run asks Kafka; DefaultDLQMessageBytes if it cannot tell)
+	ShutdownGrace   time.Duration // time to flush the open batch on shutdown (default DefaultShutdownGrace)
+	RetryMin        time.Duration // backoff of store, dead-letter and commit retries
+	RetryMax        time.Duration
+	StoreTimeout    time.Duration // bound of one store write attempt (default DefaultAttemptTimeout)
 	// CommitInterval: while batches come full (a backlog), their intervals are
 	// written and their offsets committed at most this often; a batch that is
 	// not full (the consumer has caught up) is always committed at once
@@ -116,8 +109,8 @@ func (c *WorkerConfig) Validate() error {
 	if c.Consumers < 0 || c.BatchSize < 0 || c.BatchAge < 0 || c.ShutdownGrace < 0 || c.StreamPiece < 0 || c.StoreTimeout < 0 || c.CommitInterval < 0 {
 		errs = append(errs, errors.New("ingest: consumers, batch size, batch age, shutdown grace, stream piece, store timeout and commit interval must not be negative"))
 	}
-	if c.DLQMaxMessageBytes != 0 && c.DLQMaxMessageBytes < 16<<10 {
-		errs = append(errs, fmt.Errorf("ingest: dead-letter max message bytes %d: want at least 16 KiB", c.DLQMaxMessageBytes))
+	if c.DLQMessageBytes != 0 && c.DLQMessageBytes < 16<<10 {
+		errs = append(errs, fmt.Errorf("ingest: dead-letter max message bytes %d: want at least 16 KiB", c.DLQMessageBytes))
 	}
 	if c.Topic != "" && c.Topic == c.DLQTopic {
 		errs = append(errs, fmt.Errorf("ingest: the dead-letter topic must differ from the sample topic %q", c.Topic))
@@ -251,29 +244,29 @@ func (w *Worker) Run(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// setDLQLimit settles DLQMaxMessageBytes (asking Kafka for the dead-letter
+// setDLQLimit settles DLQMessageBytes (asking Kafka for the dead-letter
 // topic's max.message.bytes when it is 0) and keeps the dead-letter writer's
 // record batches within it.
 func (w *Worker) setDLQLimit(ctx context.Context) {
 	cfg := &w.cfg
 	kw, own := w.dlq.(*kafka.Writer)
-	if cfg.DLQMaxMessageBytes == 0 {
-		cfg.DLQMaxMessageBytes = DefaultDLQMaxMessageBytes
+	if cfg.DLQMessageBytes == 0 {
+		cfg.DLQMessageBytes = DefaultDLQMessageBytes
 		if own && cfg.DLQ == nil {
 			n, err := topicMaxMessageBytes(ctx, kw.Addr, cfg.DLQTopic)
 			switch {
 			case err == nil:
-				cfg.DLQMaxMessageBytes = n
+				cfg.DLQMessageBytes = n
 			case ctx.Err() == nil:
 				cfg.Logger.Warn("cannot read the dead-letter topic's max.message.bytes; assuming Kafka's default (set --dlq-max-message-bytes)",
-					"topic", cfg.DLQTopic, "assumed", cfg.DLQMaxMessageBytes, "err", err)
+					"topic", cfg.DLQTopic, "assumed", cfg.DLQMessageBytes, "err", err)
 			}
 		}
 	}
 	if own && cfg.DLQ == nil {
-		kw.BatchBytes = int64(cfg.DLQMaxMessageBytes - dlqBatchOverhead)
+		kw.BatchBytes = int64(cfg.DLQMessageBytes - dlqBatchOverhead)
 	}
-	cfg.Logger.Info("dead letters", "topic", cfg.DLQTopic, "max_message_bytes", cfg.DLQMaxMessageBytes)
+	cfg.Logger.Info("dead letters", "topic", cfg.DLQTopic, "max_message_bytes", cfg.DLQMessageBytes)
 }
 
 // topicMaxMessageBytes asks Kafka for a topic's max.message.bytes.
@@ -687,7 +680,7 @@ func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done 
 // message is a large tick, or several). When the piece is full, next hands it
 // over and takes a fresh one, so a piece never grows past its capacity.
 func (c *consumer) decodeMessage(msg *kafka.Message, b *batch, next func()) (valid int) {
-	limit := c.w.cfg.DLQMaxMessageBytes - dlqBatchOverhead
+	limit := c.w.cfg.DLQMessageBytes - dlqBatchOverhead
 	if err := c.checkMessage(msg); err != nil {
 		b.lines++
 		b.dead = appendDeadLetters(b.dead, msg, msg.Value, 0, err, limit)

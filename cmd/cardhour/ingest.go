@@ -109,7 +109,7 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 
 	w, err := ingest.NewWorker(ingest.WorkerConfig{
 		Brokers: splitList(*brokers), Topic: *topic, GroupID: *group, DLQTopic: *dlq, Consumers: *consumers,
-		BatchSize: *batchSize, BatchAge: *batchAge, DLQMaxMessageBytes: *dlqMaxMsg, ShutdownGrace: *grace, SessionTimeout: *session, StoreTimeout: *storeTimeout, CommitInterval: *commitInterval,
+		BatchSize: *batchSize, BatchAge: *batchAge, DLQMessageBytes: *dlqMaxMsg, ShutdownGrace: *grace, SessionTimeout: *session, StoreTimeout: *storeTimeout, CommitInterval: *commitInterval,
 		Store: st, Logger: log, Metrics: metrics,
 	})
 	if err != nil {
