@@ -79,6 +79,7 @@ fuzz-short:
 bench: bench-go
 	deployments/testenv/with-services.sh scripts/bench-bill.sh
 	deployments/testenv/with-services.sh scripts/bench-collector.sh 120
+	deployments/testenv/with-services.sh scripts/bench-collector-reconnect.sh 3
 	deployments/testenv/with-services.sh scripts/bench-ingest.sh
 
 bench-go:

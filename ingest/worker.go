@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -22,26 +23,31 @@ const (
 	DefaultDLQTopic        = "cardhour.samples.dlq"
 	DefaultBatchSize       = 100_000
 	DefaultBatchAge        = 2 * time.Second
-	DefaultMaxMessageBytes = 1 << 20 // Kafka's default message.max.bytes
+	DefaultDLQMessageBytes = 1048588 // Kafka's default max.message.bytes: the largest record batch a topic takes
 	DefaultShutdownGrace   = 10 * time.Second
 	DefaultStreamPiece     = 4 << 10
 	DefaultCommitInterval  = 2 * time.Second
-	// dlqMaxValueBytes bounds the payload copied to the dead-letter topic; a
-	// longer message is truncated there (header truncated=true) and stays whole
-	// in the source topic at source_partition/source_offset.
-	dlqMaxValueBytes = 64 << 10
 )
+
+// dlqBatchOverhead is what a record batch adds to the sizes kafka-go counts
+// against BatchBytes (the batch header is 61 bytes).
+const dlqBatchOverhead = 256
 
 // Dead-letter headers.
 const (
 	HeaderSchema          = "schema"
-	HeaderReason          = "reason" // malformed_json | invalid_field | interval_too_long | future_ts | unknown_schema | too_large
+	HeaderReason          = "reason" // malformed_json | invalid_field | interval_too_long | future_ts | unknown_schema
 	HeaderError           = "error"  // the decoder's message
 	HeaderSourceTopic     = "source_topic"
 	HeaderSourcePartition = "source_partition"
 	HeaderSourceOffset    = "source_offset"
 	HeaderSourceLine      = "source_line" // 1-based line of the message that was invalid
-	HeaderTruncated       = "truncated"
+	// A dead letter larger than the dead-letter topic takes is split into parts
+	// (at line ends where it can be): part i (from 1) of parts n. The values of
+	// parts 1..n of one source_partition, source_offset (and source_line),
+	// concatenated in order, are the original bytes.
+	HeaderPart  = "part"
+	HeaderParts = "parts"
 )
 
 // MessageWriter writes dead letters; *kafka.Writer implements it.
@@ -60,7 +66,7 @@ type WorkerConfig struct {
 
 	BatchSize       int           // samples (message lines) per store write (default DefaultBatchSize)
 	BatchAge        time.Duration // longest a fetched message waits for its batch (default DefaultBatchAge)
-	MaxMessageBytes int           // larger messages are dead letters (default DefaultMaxMessageBytes)
+	DLQMessageBytes int           // the dead-letter topic's max.message.bytes, larger dead letters go in parts (0: Run asks Kafka; DefaultDLQMessageBytes if it cannot tell)
 	ShutdownGrace   time.Duration // time to flush the open batch on shutdown (default DefaultShutdownGrace)
 	RetryMin        time.Duration // backoff of store, dead-letter and commit retries
 	RetryMax        time.Duration
@@ -107,8 +113,11 @@ func (c *WorkerConfig) Validate() error {
 	if c.Logger == nil {
 		errs = append(errs, errors.New("ingest: logger is required"))
 	}
-	if c.Consumers < 0 || c.BatchSize < 0 || c.BatchAge < 0 || c.MaxMessageBytes < 0 || c.ShutdownGrace < 0 || c.StreamPiece < 0 || c.StoreTimeout < 0 || c.CommitInterval < 0 {
-		errs = append(errs, errors.New("ingest: consumers, batch size, batch age, max message bytes, shutdown grace, stream piece, store timeout and commit interval must not be negative"))
+	if c.Consumers < 0 || c.BatchSize < 0 || c.BatchAge < 0 || c.ShutdownGrace < 0 || c.StreamPiece < 0 || c.StoreTimeout < 0 || c.CommitInterval < 0 {
+		errs = append(errs, errors.New("ingest: consumers, batch size, batch age, shutdown grace, stream piece, store timeout and commit interval must not be negative"))
+	}
+	if c.DLQMessageBytes != 0 && c.DLQMessageBytes < 16<<10 {
+		errs = append(errs, fmt.Errorf("ingest: dead-letter max message bytes %d: want at least 16 KiB", c.DLQMessageBytes))
 	}
 	if err := c.DecoderOptions.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("ingest: %w", err))
@@ -137,9 +146,6 @@ func (c *WorkerConfig) setDefaults() {
 	}
 	if c.BatchAge == 0 {
 		c.BatchAge = DefaultBatchAge
-	}
-	if c.MaxMessageBytes == 0 {
-		c.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = DefaultShutdownGrace
@@ -189,6 +195,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	cfg.setDefaults()
 	w := &Worker{cfg: cfg, dlq: cfg.DLQ}
 	if w.dlq == nil {
+		// BatchBytes is set by Run, once the dead-letter topic's limit is known.
 		w.dlq = &kafka.Writer{
 			Addr:                   kafka.TCP(cfg.Brokers...),
 			Topic:                  cfg.DLQTopic,
@@ -198,7 +205,6 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 			BatchTimeout:           5 * time.Millisecond,
 			WriteTimeout:           10 * time.Second,
 			MaxAttempts:            3,
-			BatchBytes:             4 << 20,
 		}
 	}
 	return w, nil
@@ -243,6 +249,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	// others stop too, and Run returns that error.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	w.setDLQLimit(ctx)
 	var wg sync.WaitGroup
 	errs := make([]error, w.cfg.Consumers)
 	for i := range w.cfg.Consumers {
@@ -256,6 +263,58 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// setDLQLimit settles DLQMessageBytes (asking Kafka for the dead-letter
+// topic's max.message.bytes when it is 0) and keeps the dead-letter writer's
+// record batches within it.
+func (w *Worker) setDLQLimit(ctx context.Context) {
+	cfg := &w.cfg
+	kw, own := w.dlq.(*kafka.Writer)
+	if cfg.DLQMessageBytes == 0 {
+		cfg.DLQMessageBytes = DefaultDLQMessageBytes
+		if own && cfg.DLQ == nil {
+			n, err := topicMaxMessageBytes(ctx, kw.Addr, cfg.DLQTopic)
+			switch {
+			case err == nil:
+				cfg.DLQMessageBytes = n
+			case ctx.Err() == nil:
+				cfg.Logger.Warn("cannot read the dead-letter topic's max.message.bytes; assuming Kafka's default (set --dlq-max-message-bytes)",
+					"topic", cfg.DLQTopic, "assumed", cfg.DLQMessageBytes, "err", err)
+			}
+		}
+	}
+	if own && cfg.DLQ == nil {
+		kw.BatchBytes = int64(cfg.DLQMessageBytes - dlqBatchOverhead)
+	}
+	cfg.Logger.Info("dead letters", "topic", cfg.DLQTopic, "max_message_bytes", cfg.DLQMessageBytes)
+}
+
+// topicMaxMessageBytes asks Kafka for a topic's max.message.bytes.
+func topicMaxMessageBytes(ctx context.Context, addr net.Addr, topic string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	client := &kafka.Client{Addr: addr, Timeout: 10 * time.Second}
+	res, err := client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
+		ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: []string{"max.message.bytes"}}}})
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range res.Resources {
+		if r.Error != nil {
+			return 0, r.Error
+		}
+		for _, e := range r.ConfigEntries {
+			if e.ConfigName == "max.message.bytes" {
+				n, err := strconv.Atoi(e.ConfigValue)
+				if err != nil || n < 16<<10 {
+					return 0, fmt.Errorf("max.message.bytes=%q: want a number of at least 16 KiB", e.ConfigValue)
+				}
+				return n, nil
+			}
+		}
+	}
+	return 0, errors.New("max.message.bytes not reported")
 }
 
 type consumer struct {
@@ -455,7 +514,14 @@ func (w *Worker) session(ctx context.Context, log *slog.Logger, onCommit func())
 			}
 			done := c.fetch(fctx, b, pieces)
 			if b.n > 0 {
-				pieces <- piece{b: b} // the writer drains pieces until it is closed
+				// The writer drains pieces until it is closed. Samples fetch decoded
+				// but could not hand over (ctx ended) go first: a batch is finished,
+				// and committed, only with all of its samples.
+				if len(c.cur) > 0 {
+					pieces <- piece{samples: c.cur}
+					c.cur = nil
+				}
+				pieces <- piece{b: b}
 			} else {
 				free <- b
 			}
@@ -620,9 +686,13 @@ func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done 
 		b.add(&m)
 		caughtUp = m.HighWaterMark > 0 && m.Offset+1 >= m.HighWaterMark
 		c.backlog = c.backlog || m.HighWaterMark-m.Offset > backlogMessages
-		n := len(c.cur)
-		c.decodeMessage(&m, b)
-		valid += len(c.cur) - n
+		valid += c.decodeMessage(&m, b, func() {
+			// A full piece inside a message: hand it over and go on in a fresh
+			// one. Not abandoned when ctx ends: the writer drains pieces and
+			// returns their buffers until the session ends.
+			out <- piece{samples: c.cur}
+			c.cur = <-c.pool
+		})
 		if len(c.cur) >= cfg.StreamPiece && !send() {
 			return true
 		}
@@ -631,13 +701,18 @@ func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done 
 }
 
 // decodeMessage appends the samples of msg (one per line) to the current piece
-// and a dead letter to b.dead for each invalid line, or one for the whole
-// message when its header, its size or its lack of any sample makes it invalid.
-func (c *consumer) decodeMessage(msg *kafka.Message, b *batch) {
+// and a dead letter to b.dead for each invalid line, or for the whole message
+// when its header or its lack of any sample makes it invalid; it returns the
+// number of valid samples. A message is decoded whatever its size: it is in
+// memory once fetched, and its valid lines are samples like any other (a large
+// message is a large tick, or several). When the piece is full, next hands it
+// over and takes a fresh one, so a piece never grows past its capacity.
+func (c *consumer) decodeMessage(msg *kafka.Message, b *batch, next func()) (valid int) {
+	limit := c.w.cfg.DLQMessageBytes - dlqBatchOverhead
 	if err := c.checkMessage(msg); err != nil {
 		b.lines++
-		b.dead = append(b.dead, deadLetter(msg, msg.Value, 0, err))
-		return
+		b.dead = appendDeadLetters(b.dead, msg, msg.Value, 0, err, limit)
+		return 0
 	}
 	c.dec.SetNow(c.w.cfg.Now())
 	lineNo, samples := 0, 0
@@ -650,6 +725,10 @@ func (c *consumer) decodeMessage(msg *kafka.Message, b *batch) {
 		}
 		samples++
 		n := len(c.cur)
+		if n > 0 && n == cap(c.cur) {
+			next()
+			n = len(c.cur)
+		}
 		if n < cap(c.cur) {
 			c.cur = c.cur[:n+1] // Decode overwrites every field
 		} else {
@@ -657,14 +736,17 @@ func (c *consumer) decodeMessage(msg *kafka.Message, b *batch) {
 		}
 		if err := c.dec.Decode(line, &c.cur[n]); err != nil {
 			c.cur = c.cur[:n]
-			b.dead = append(b.dead, deadLetter(msg, line, lineNo, err))
+			b.dead = appendDeadLetters(b.dead, msg, line, lineNo, err, limit)
+			continue
 		}
+		valid++
 	}
 	if samples == 0 {
 		samples = 1
-		b.dead = append(b.dead, deadLetter(msg, msg.Value, 0, fmt.Errorf("%w: the message holds no sample", schemas.ErrSyntax)))
+		b.dead = appendDeadLetters(b.dead, msg, msg.Value, 0, fmt.Errorf("%w: the message holds no sample", schemas.ErrSyntax), limit)
 	}
 	b.lines += samples
+	return valid
 }
 
 // finish ends the batch's raw insert, writes its invalid messages to the
@@ -688,15 +770,18 @@ func (c *consumer) finish(ctx context.Context, b *batch, st *Stream) error {
 		if err != nil {
 			return err
 		}
-		if err := c.writer.WriteRejects(ctx, deadRejects(b.dead, time.Now())); err != nil {
+		if err := c.writer.WriteRejects(ctx, deadRejects(b.dead, c.w.cfg.Now())); err != nil {
 			return err
 		}
 		for i := range b.dead {
+			if part := headerValue(&b.dead[i], HeaderPart); part != "" && part != "1" {
+				continue // one dead letter in parts counts and logs once
+			}
 			m.DLQ.WithLabelValues(headerValue(&b.dead[i], HeaderReason)).Inc()
 			c.log.Warn("invalid message sent to the dead-letter topic", "topic", cfg.DLQTopic,
 				"reason", headerValue(&b.dead[i], HeaderReason), "error", headerValue(&b.dead[i], HeaderError),
 				"partition", headerValue(&b.dead[i], HeaderSourcePartition), "offset", headerValue(&b.dead[i], HeaderSourceOffset),
-				"line", headerValue(&b.dead[i], HeaderSourceLine))
+				"line", headerValue(&b.dead[i], HeaderSourceLine), "parts", headerValue(&b.dead[i], HeaderParts))
 		}
 	}
 	c.uncommitted = append(c.uncommitted, b.commits...)
@@ -735,35 +820,30 @@ func (c *consumer) commit(ctx context.Context) error {
 	return nil
 }
 
-// checkMessage rejects a message as a whole: an unknown schema header, or more
-// bytes than MaxMessageBytes.
+// checkMessage rejects a message as a whole: an unknown schema header.
 func (c *consumer) checkMessage(msg *kafka.Message) error {
 	for _, h := range msg.Headers {
 		if h.Key == HeaderSchema && string(h.Value) != schemas.SampleSchemaV1 {
 			return fmt.Errorf("%w: header schema=%q (this build reads %s)", errUnknownSchema, h.Value, schemas.SampleSchemaV1)
 		}
 	}
-	if n := len(msg.Value); n > c.w.cfg.MaxMessageBytes {
-		return fmt.Errorf("%w: %d bytes (limit %d)", errTooLarge, n, c.w.cfg.MaxMessageBytes)
-	}
 	return nil
 }
 
-// deadLetter is the dead-letter message for value (the whole message, or its
-// invalid line lineNo >= 1) of msg. The value is copied: msg's buffer is not
-// kept once decoded.
-func deadLetter(msg *kafka.Message, value []byte, lineNo int, err error) kafka.Message {
-	headers := make([]kafka.Header, 0, len(msg.Headers)+7)
+// appendDeadLetters appends the dead letters for value (the whole message, or
+// its invalid line lineNo >= 1) of msg: one message with the value whole, or,
+// when that would be larger than limit bytes (what kafka-go counts against
+// the dead-letter writer's BatchBytes), several, each with a part of the value
+// (HeaderPart, HeaderParts). The value is copied: msg's buffer is not kept once
+// decoded.
+func appendDeadLetters(dead []kafka.Message, msg *kafka.Message, value []byte, lineNo int, err error, limit int) []kafka.Message {
+	headers := make([]kafka.Header, 0, len(msg.Headers)+8)
 	for _, h := range msg.Headers {
 		switch h.Key {
-		case HeaderReason, HeaderError, HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset, HeaderSourceLine, HeaderTruncated:
+		case HeaderReason, HeaderError, HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset, HeaderSourceLine, HeaderPart, HeaderParts:
 			continue // ours win
 		}
 		headers = append(headers, h)
-	}
-	if len(value) > dlqMaxValueBytes {
-		value = value[:dlqMaxValueBytes]
-		headers = append(headers, kafka.Header{Key: HeaderTruncated, Value: []byte("true")})
 	}
 	if lineNo > 0 {
 		headers = append(headers, kafka.Header{Key: HeaderSourceLine, Value: []byte(strconv.Itoa(lineNo))})
@@ -779,21 +859,64 @@ func deadLetter(msg *kafka.Message, value []byte, lineNo int, err error) kafka.M
 		kafka.Header{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(msg.Partition))},
 		kafka.Header{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(msg.Offset, 10))},
 	)
-	return kafka.Message{Key: msg.Key, Value: bytes.Clone(value), Headers: headers}
+	// What a part may hold: the limit less the key, the headers (with the part
+	// numbers) and kafka-go's per-message framing.
+	room := limit - len(msg.Key) - 64
+	for _, h := range headers {
+		room -= len(h.Key) + len(h.Value) + 10
+	}
+	room -= 2*len(HeaderPart) + 2*20 + 10
+	parts := splitParts(value, max(room, 1024))
+	if len(parts) == 1 {
+		return append(dead, kafka.Message{Key: bytes.Clone(msg.Key), Value: bytes.Clone(value), Headers: headers})
+	}
+	n := strconv.Itoa(len(parts))
+	for i, p := range parts {
+		h := append(headers[:len(headers):len(headers)],
+			kafka.Header{Key: HeaderPart, Value: []byte(strconv.Itoa(i + 1))},
+			kafka.Header{Key: HeaderParts, Value: []byte(n)})
+		dead = append(dead, kafka.Message{Key: bytes.Clone(msg.Key), Value: bytes.Clone(p), Headers: h})
+	}
+	return dead
+}
+
+// splitParts cuts value into consecutive parts of at most room bytes, after a
+// line end where the part holds one, else at room bytes (a line longer than
+// room). The parts concatenated are value.
+func splitParts(value []byte, room int) [][]byte {
+	if len(value) <= room {
+		return [][]byte{value}
+	}
+	var parts [][]byte
+	for len(value) > room {
+		cut := bytes.LastIndexByte(value[:room], '\n') + 1
+		if cut == 0 {
+			cut = room
+		}
+		parts = append(parts, value[:cut])
+		value = value[cut:]
+	}
+	if len(value) > 0 {
+		parts = append(parts, value)
+	}
+	return parts
 }
 
 // deadRejects are the rejects recorded in the store for dead letters: one per
 // invalid line or message, its source the position in the sample topic, so
 // that a batch consumed again records the same rejects.
 func deadRejects(dead []kafka.Message, now time.Time) []Reject {
-	rs := make([]Reject, len(dead))
+	rs := make([]Reject, 0, len(dead))
 	for i := range dead {
 		d := &dead[i]
+		if part := headerValue(d, HeaderPart); part != "" && part != "1" {
+			continue // a dead letter in parts is one reject
+		}
 		src := "kafka:" + headerValue(d, HeaderSourceTopic) + "/" + headerValue(d, HeaderSourcePartition) + "/" + headerValue(d, HeaderSourceOffset)
 		if line := headerValue(d, HeaderSourceLine); line != "" {
 			src += "#" + line
 		}
-		rs[i] = Reject{TimeMS: rejectTime(d.Value, now), Source: src, Reason: headerValue(d, HeaderReason), Error: clipError(headerValue(d, HeaderError))}
+		rs = append(rs, Reject{TimeMS: rejectTime(d.Value, now), Source: src, Reason: headerValue(d, HeaderReason), Error: clipError(headerValue(d, HeaderError))})
 	}
 	return rs
 }

@@ -27,7 +27,7 @@ func TestWorkerDeadLettersLongAndFutureSamples(t *testing.T) {
 	c := &consumer{w: w, dec: schemas.NewDecoderWith(w.cfg.DecoderOptions), cur: make([]schemas.Sample, 0, 8)}
 	b := &batch{last: map[int]int{}}
 	msg := kafka.Message{Topic: "t", Partition: 0, Offset: 7, Value: []byte(line + "\n" + long + "\n" + future + "\n" + line + "\n")}
-	c.decodeMessage(&msg, b)
+	c.decodeMessage(&msg, b, func() { t.Fatal("the piece of 8 samples cannot fill") })
 	require.Len(t, c.cur, 2, "the valid lines are kept")
 	require.Equal(t, 4, b.lines)
 	require.Len(t, b.dead, 2)
@@ -45,7 +45,7 @@ func TestWorkerDeadLettersLongAndFutureSamples(t *testing.T) {
 	// The clock moves on: the same message is on time an hour later.
 	clock = clock.Add(time.Hour)
 	c.cur, b.dead, b.lines = c.cur[:0], nil, 0
-	c.decodeMessage(&msg, b)
+	c.decodeMessage(&msg, b, func() { t.Fatal("the piece of 8 samples cannot fill") })
 	require.Len(t, c.cur, 3)
 	require.Len(t, b.dead, 1)
 

@@ -289,12 +289,10 @@ func Retry(ctx context.Context, log *slog.Logger, lo, hi time.Duration, m *Metri
 }
 
 // Reason classifies a decoding error for the dead-letter header and the metric
-// label: malformed_json, unknown_schema, too_large or invalid_field.
+// label: malformed_json, unknown_schema or invalid_field.
 func Reason(err error) string {
 	var fe *schemas.FieldError
 	switch {
-	case errors.Is(err, errTooLarge):
-		return "too_large"
 	case errors.Is(err, errUnknownSchema):
 		return "unknown_schema"
 	case errors.Is(err, schemas.ErrSyntax):
@@ -310,6 +308,5 @@ func Reason(err error) string {
 }
 
 var (
-	errTooLarge      = errors.New("message too large")
 	errUnknownSchema = errors.New("unknown schema version")
 )

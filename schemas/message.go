@@ -3,8 +3,8 @@ package schemas
 import "bytes"
 
 // DefaultMessageBytes bounds one Kafka message value of the sample topic as the
-// collector writes it. Ingest accepts messages up to its own limit
-// (--max-message-bytes, 1 MiB by default), so a producer may use more.
+// collector writes it. Ingest decodes messages of any size the topic takes
+// (its max.message.bytes), so a producer may use more.
 const DefaultMessageBytes = 64 << 10
 
 // A message of the sample topic holds one or more cardhour.sample.v1 JSON

@@ -38,7 +38,7 @@ type collectFlags struct {
 	userLabel, nsProjects, listen, logLevel               string
 	cpuProfile, heapProfile                               string
 	tlsCA, tlsCert, tlsKey, saslMech, saslUser            string
-	interval, linger                                      time.Duration
+	interval, linger, maxUnackedAge                       time.Duration
 	gcPercent                                             int
 	spoolMax, memLimit                                    int64
 	tls, tlsInsecure, validate, noAutoCreate              bool
@@ -68,6 +68,7 @@ func runCollect(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.spoolDir, "spool-dir", "/var/lib/cardhour/spool", "on-disk spool directory")
 	fs.Int64Var(&f.spoolMax, "spool-max-bytes", 256<<20, "spool size bound; the oldest segments are dropped beyond it")
 	fs.StringVar(&f.fsync, "spool-fsync", spool.FsyncInterval, "spool fsync policy: always | interval | never")
+	fs.DurationVar(&f.maxUnackedAge, "max-unacked-age", 5*time.Minute, "/readyz fails (and /healthz says degraded) while the oldest sample Kafka has not acknowledged is older than this (0: never)")
 	fs.StringVar(&f.resolvers, "resolvers", "", "attribution resolvers in order, comma-separated: kube, unix, static (default: those configured)")
 	fs.StringVar(&f.staticMap, "static-map", "", "static map file (YAML: instances: {UUID: {project, user}})")
 	fs.StringVar(&f.roster, "roster", "", "roster file for the unix resolver (YAML: logins:, jobs:)")
@@ -140,6 +141,9 @@ func collect(ctx context.Context, f collectFlags, stdout io.Writer, log *slog.Lo
 	if f.interval < time.Second || f.interval > time.Hour {
 		problems = append(problems, fmt.Errorf("--interval %v: want 1s..1h", f.interval))
 	}
+	if f.maxUnackedAge < 0 {
+		problems = append(problems, fmt.Errorf("--max-unacked-age %v: must not be negative", f.maxUnackedAge))
+	}
 	if err := errors.Join(problems...); err != nil {
 		return usageError{err}
 	}
@@ -172,6 +176,7 @@ func collect(ctx context.Context, f collectFlags, stdout io.Writer, log *slog.Lo
 	var pub collector.Publisher
 	var runPub func(context.Context) error
 	var finish func()
+	var degraded []func() error
 	switch f.output {
 	case "stdout":
 		jp := collector.NewJSONLPublisher(stdout)
@@ -194,6 +199,7 @@ func collect(ctx context.Context, f collectFlags, stdout io.Writer, log *slog.Lo
 			return err
 		}
 		pub, runPub = kp, kp.Run
+		degraded = append(degraded, func() error { return sp.CheckUnackedAge(f.maxUnackedAge) })
 		finish = func() {
 			// A short, bounded drain: what remains stays in the spool for the next start.
 			dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -235,9 +241,9 @@ func collect(ctx context.Context, f collectFlags, stdout io.Writer, log *slog.Lo
 		if err != nil {
 			return fmt.Errorf("cannot listen for metrics: %w", err)
 		}
-		srv = &http.Server{Handler: collector.HTTPHandler(reg, cs...), ReadHeaderTimeout: 5 * time.Second}
+		srv = &http.Server{Handler: collector.HTTPHandler(reg, degraded, cs...), ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
-		log.Info("serving /metrics and /healthz", "addr", ln.Addr().String())
+		log.Info("serving /metrics, /healthz and /readyz", "addr", ln.Addr().String())
 	}
 
 	pubCtx, stopPub := context.WithCancel(context.Background())

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,7 +43,7 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 	consumers := fs.Int("consumers", 1, "group members (goroutines) in this process")
 	batchSize := fs.Int("batch-size", ingest.DefaultBatchSize, "samples per store write")
 	batchAge := fs.Duration("batch-age", ingest.DefaultBatchAge, "longest a message waits for its batch")
-	maxMsg := fs.Int("max-message-bytes", ingest.DefaultMaxMessageBytes, "larger messages go to the dead-letter topic")
+	dlqMaxMsg := fs.Int("dlq-max-message-bytes", 0, "the dead-letter topic's max.message.bytes: larger dead letters go there in parts (0: ask Kafka at start; Kafka's default 1048588 if it cannot tell)")
 	grace := fs.Duration("shutdown-grace", ingest.DefaultShutdownGrace, "on SIGTERM, time to flush the open batch before abandoning it uncommitted")
 	commitInterval := fs.Duration("commit-interval", ingest.DefaultCommitInterval, "while batches come full (a backlog), write their occupancy and idle runs and commit their offsets at most this often; a batch that is not full is committed at once")
 	storeTimeout := fs.Duration("store-timeout", ingest.DefaultAttemptTimeout, "longest one store write may take before it is abandoned and retried (a hung store counts as down)")
@@ -111,7 +112,7 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 
 	w, err := ingest.NewWorker(ingest.WorkerConfig{
 		Brokers: splitList(*brokers), Topic: *topic, GroupID: *group, DLQTopic: *dlq, Consumers: *consumers,
-		BatchSize: *batchSize, BatchAge: *batchAge, MaxMessageBytes: *maxMsg, ShutdownGrace: *grace, SessionTimeout: *session, StoreTimeout: *storeTimeout, CommitInterval: *commitInterval,
+		BatchSize: *batchSize, BatchAge: *batchAge, DLQMessageBytes: *dlqMaxMsg, ShutdownGrace: *grace, SessionTimeout: *session, StoreTimeout: *storeTimeout, CommitInterval: *commitInterval,
 		DecoderOptions: bounds.options(), Now: time.Now,
 		Store: st, Logger: log, Metrics: metrics,
 	})
@@ -151,9 +152,9 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 		}()
 		log.Info("serving /metrics and /healthz", "addr", ln.Addr().String())
 	}
-	t0 := time.Now()
+	sinceStop := sinceDone(ctx)
 	err = w.Run(ctx)
-	log.Info("ingest stopped", "shutdown_took", time.Since(t0).Round(time.Millisecond))
+	log.Info("ingest stopped", "shutdown_took", sinceStop().Round(time.Millisecond))
 	if err != nil {
 		fmt.Fprintln(stderr, "cardhour ingest:", err)
 		return 1
@@ -214,6 +215,24 @@ func backfill(ctx context.Context, log *slog.Logger, st ingest.Store, metrics *i
 		return 1
 	}
 	return 0
+}
+
+// sinceDone returns a function that tells how long ago ctx ended (the signal
+// that asked for the shutdown), or 0 while it has not.
+func sinceDone(ctx context.Context) func() time.Duration {
+	var at atomic.Int64
+	stopped := make(chan struct{})
+	context.AfterFunc(ctx, func() {
+		at.Store(time.Now().UnixNano())
+		close(stopped)
+	})
+	return func() time.Duration {
+		if ctx.Err() == nil {
+			return 0
+		}
+		<-stopped // ctx ended: the function above runs, if it has not yet
+		return time.Since(time.Unix(0, at.Load()))
+	}
 }
 
 func splitList(s string) []string {

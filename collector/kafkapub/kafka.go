@@ -93,6 +93,7 @@ func codec(name string) (compress.Compression, error) {
 // partition and its order), header schema = cardhour.sample.v1, acks = all.
 type KafkaSink struct {
 	w       *kafka.Writer
+	tr      *kafka.Transport
 	timeout time.Duration
 	hdr     []kafka.Header
 	msgs    []kafka.Message
@@ -113,11 +114,6 @@ func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
 		cfg.WriteTimeout = 10 * time.Second
 	}
 	comp, _ := codec(cfg.Compression)
-	if comp == kafka.Zstd {
-		if err := installZstd(); err != nil {
-			return nil, fmt.Errorf("kafka: zstd: %w", err)
-		}
-	}
 	tr := &kafka.Transport{ClientID: cfg.ClientID, DialTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second,
 		MetadataTTL: 30 * time.Second, Dial: cfg.Dial}
 	if cfg.TLS || cfg.TLSCAFile != "" || cfg.TLSCertFile != "" || cfg.TLSInsecureSkipVerify {
@@ -134,6 +130,15 @@ func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
 		}
 		tr.SASL = m
 	}
+	var rt kafka.RoundTripper = tr
+	if comp == kafka.Zstd {
+		// zstd with the collector's own encoder, on this writer only (see leanZstd).
+		lz, err := newLeanZstd(tr)
+		if err != nil {
+			return nil, fmt.Errorf("kafka: zstd: %w", err)
+		}
+		rt, comp = lz, 0
+	}
 	w := &kafka.Writer{
 		Addr:         kafka.TCP(cfg.Brokers...),
 		Topic:        cfg.Topic,
@@ -146,11 +151,11 @@ func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
 		MaxAttempts:  2, // the publisher retries with backoff itself
 		WriteTimeout: cfg.WriteTimeout,
 		ReadTimeout:  cfg.WriteTimeout,
-		Transport:    tr,
+		Transport:    rt,
 
 		AllowAutoTopicCreation: !cfg.NoAutoCreateTopic,
 	}
-	return &KafkaSink{w: w, timeout: cfg.WriteTimeout,
+	return &KafkaSink{w: w, tr: tr, timeout: cfg.WriteTimeout,
 		hdr: []kafka.Header{{Key: "schema", Value: []byte(schemas.SampleSchemaV1)}}}, nil
 }
 
@@ -189,6 +194,16 @@ func saslMechanism(cfg KafkaConfig) (sasl.Mechanism, error) {
 }
 
 // Write sends the records and waits for every acknowledgement.
+//
+// After a failed write the transport forgets what it knows of the cluster, so
+// that the next write asks the brokers afresh. kafka-go's transport caches the
+// cluster metadata, and refreshes it only every MetadataTTL (at a random moment
+// within it); when its first metadata request failed (the collector started
+// while Kafka was unreachable) it caches that error instead, and every write
+// fails with it until the next refresh, up to MetadataTTL after Kafka is back.
+// kafka-go has no call to refresh the metadata; dropping the transport's
+// connection pools (CloseIdleConnections) does it: the next request builds a
+// pool, which asks the brokers before it answers.
 func (k *KafkaSink) Write(ctx context.Context, recs []spool.Record) error {
 	k.msgs = k.msgs[:0]
 	for _, r := range recs {
@@ -196,8 +211,16 @@ func (k *KafkaSink) Write(ctx context.Context, recs []spool.Record) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, k.timeout+time.Duration(len(recs)/1000)*time.Second)
 	defer cancel()
-	return k.w.WriteMessages(ctx, k.msgs...)
+	err := k.w.WriteMessages(ctx, k.msgs...)
+	if err != nil {
+		k.tr.CloseIdleConnections()
+	}
+	return err
 }
 
-// Close closes the writer's connections.
-func (k *KafkaSink) Close() error { return k.w.Close() }
+// Close closes the writer and the transport's connections.
+func (k *KafkaSink) Close() error {
+	err := k.w.Close()
+	k.tr.CloseIdleConnections()
+	return err
+}

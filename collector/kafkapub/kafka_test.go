@@ -221,3 +221,74 @@ func BenchmarkKafkaSpoolReplay(b *testing.B) {
 	require.EqualValues(b, b.N*(backlog/56), lastOffsets(b, brokers[0], topic, 3), "every spooled message reached Kafka")
 	b.ReportMetric(float64(total)/elapsed.Seconds(), "samples/s")
 }
+
+// countingSink counts the writes that failed since the last reset.
+type countingSink struct {
+	kafkapub.Sink
+	mu       sync.Mutex
+	failures int
+}
+
+func (c *countingSink) Write(ctx context.Context, recs []spool.Record) error {
+	err := c.Sink.Write(ctx, recs)
+	if err != nil {
+		c.mu.Lock()
+		c.failures++
+		c.mu.Unlock()
+	}
+	return err
+}
+
+func (c *countingSink) failed(reset bool) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.failures
+	if reset {
+		c.failures = 0
+	}
+	return n
+}
+
+// A collector started while Kafka is unreachable delivers as soon as Kafka is
+// back, like one whose Kafka went away while it ran: no write keeps failing on
+// what the client learnt (or failed to learn) while the broker was away.
+func TestKafkaBackPromptlyAfterStartingWithoutIt(t *testing.T) {
+	brokers := testenv.KafkaBrokers(t)
+	topic := testenv.UniqueName(t, "samples")
+	createTopic(t, brokers[0], topic, 2)
+	g := &gate{} // closed: the broker is unreachable from the start
+	kafkaSink, err := kafkapub.NewKafkaSink(kafkapub.KafkaConfig{Brokers: brokers, Topic: topic, Dial: g.Dial, WriteTimeout: 2 * time.Second})
+	require.NoError(t, err)
+	sink := &countingSink{Sink: kafkaSink}
+	sp, err := spool.Open(spool.Config{Dir: t.TempDir(), MaxBytes: 64 << 20})
+	require.NoError(t, err)
+	const backoff = 100 * time.Millisecond
+	p, err := kafkapub.New(kafkapub.Config{Spool: sp, Sink: sink, BackoffMin: backoff, BackoffMax: backoff})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+		_ = kafkaSink.Close()
+		_ = sp.Close()
+	}()
+
+	for phase, name := range []string{"started without Kafka", "Kafka lost while running"} {
+		tick := phase * 100
+		require.NoError(t, p.Publish(ctx, tickSamples(5, tick)))
+		require.Eventually(t, func() bool { return sink.failed(false) >= 3 }, 30*time.Second, 10*time.Millisecond,
+			"%s: writes fail while the gate is closed", name)
+		g.set(true)
+		sink.failed(true)
+		// Each write that fails now costs a backoff of 100 ms: allow a couple (one
+		// may have been under way when the gate opened), not the many that cached
+		// cluster metadata (kafka-go's MetadataTTL, 30 s here) would cost.
+		require.Eventually(t, func() bool { return sp.Pending() == 0 }, 30*time.Second, 10*time.Millisecond,
+			"%s: the spool drains once Kafka is back", name)
+		require.LessOrEqual(t, sink.failed(false), 2, "%s: writes failed after Kafka was back", name)
+		g.set(false)
+	}
+	require.EqualValues(t, 2, lastOffsets(t, brokers[0], topic, 2), "both ticks reached Kafka")
+}

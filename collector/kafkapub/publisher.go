@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -63,6 +64,13 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// DefaultBackoffMax bounds the wait between failed writes: Kafka's return is
+// noticed within it (the Java producer's reconnect.backoff.max.ms is 1 s too).
+const DefaultBackoffMax = time.Second
+
+// failLogEvery spaces the warnings about failing writes during an outage.
+const failLogEvery = 30 * time.Second
+
 // Publisher implements collector.Publisher.
 type Publisher struct {
 	cfg Config
@@ -92,7 +100,7 @@ func New(cfg Config) (*Publisher, error) {
 		cfg.BackoffMin = 100 * time.Millisecond
 	}
 	if cfg.BackoffMax == 0 {
-		cfg.BackoffMax = max(5*time.Second, cfg.BackoffMin)
+		cfg.BackoffMax = max(DefaultBackoffMax, cfg.BackoffMin)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -146,6 +154,8 @@ func samplesIn(recs []spool.Record) int {
 // (what is left is sent after the next start).
 func (p *Publisher) Run(ctx context.Context) error {
 	backoff := p.cfg.BackoffMin
+	var failedSince, lastWarn time.Time
+	failed := 0 // writes failed since failedSince
 	for {
 		recs, cur, err := p.cfg.Spool.Read(p.cfg.BatchRecords, p.cfg.BatchBytes)
 		if err != nil {
@@ -166,21 +176,34 @@ func (p *Publisher) Run(ctx context.Context) error {
 				return nil
 			}
 			p.errs.Inc()
-			p.log.Warn("Kafka write failed; samples stay in the spool", "records", len(recs),
-				"pending", p.cfg.Spool.Pending(), "retry_in", backoff.String(), "err", err)
+			// Between half and all of the backoff, so that the collectors of a
+			// cluster do not all knock at once when Kafka comes back.
+			wait := backoff/2 + rand.N(backoff/2+1)
+			if failed == 0 {
+				failedSince = time.Now()
+			}
+			failed++
+			if failed == 1 || time.Since(lastWarn) >= failLogEvery {
+				p.log.Warn("Kafka write failed; samples stay in the spool", "records", len(recs),
+					"pending", p.cfg.Spool.Pending(), "failed_writes", failed, "failing_for", time.Since(failedSince).Round(time.Second).String(),
+					"retry_in", wait.String(), "err", err)
+				lastWarn = time.Now()
+			}
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-time.After(backoff):
+			case <-time.After(wait):
 			}
 			backoff = min(2*backoff, p.cfg.BackoffMax)
 			continue
 		}
 		p.sendDur.Observe(time.Since(t0).Seconds())
-		if backoff != p.cfg.BackoffMin {
-			p.log.Info("Kafka writes succeed again; replaying the spool", "pending", p.cfg.Spool.Pending())
-			backoff = p.cfg.BackoffMin
+		if failed > 0 {
+			p.log.Info("Kafka writes succeed again; replaying the spool", "pending", p.cfg.Spool.Pending(),
+				"failed_writes", failed, "failed_for", time.Since(failedSince).Round(time.Millisecond).String())
+			failed = 0
 		}
+		backoff = p.cfg.BackoffMin
 		p.sent.Add(float64(samplesIn(recs)))
 		if err := p.cfg.Spool.Commit(cur); err != nil {
 			p.log.Error("cannot persist the spool cursor (records may be sent twice)", "err", err)

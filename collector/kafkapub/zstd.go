@@ -1,30 +1,52 @@
 package kafkapub
 
 import (
-	"io"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"net"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/compress"
+	"github.com/segmentio/kafka-go/protocol"
+	"github.com/segmentio/kafka-go/protocol/produce"
+	"github.com/segmentio/kafka-go/protocol/rawproduce"
 )
 
-// leanZstd is the zstd codec a Kafka sink installs in kafka-go's codec table.
+// leanZstd compresses the record batches of the collector's Kafka writer with
+// one shared zstd encoder, without touching kafka-go's process-wide codec table
+// (compress.Codecs): every other reader and writer in the process keeps
+// kafka-go's own codecs.
 //
-// kafka-go's own zstd writer keeps encoders at level 3 with an 8 MiB window in a
+// kafka-go's zstd writer keeps encoders at level 3 with an 8 MiB window in a
 // sync.Pool: about 1.9 MB of heap per encoder, one per partition written at
 // the same time, rebuilt whenever the garbage collector has emptied the pool. A
 // collector sends a batch of ~100 KB every few seconds; one shared encoder at
 // the fastest level with a 256 KiB window compresses those batches as well
 // (JSON samples: 2.6 % of their size, against 2.7 % at kafka-go's level) and
 // takes 0.8 MB for the life of the process. The frames are ordinary zstd
-// frames (without the optional checksum); decompression stays kafka-go's.
+// frames (without the optional checksum); consumers decode them with any zstd
+// decoder.
+//
+// kafka-go's Writer takes a compression code, not a codec, and looks the codec
+// up in the global table when it encodes a batch. So the writer is given no
+// compression, and leanZstd, as the writer's transport, encodes each produce
+// request's record batch itself (uncompressed, with kafka-go's encoder),
+// compresses the records with its encoder, sets the batch's compression
+// attribute, length and CRC, and sends it as a raw produce request: the same
+// bytes on the wire as a zstd batch from kafka-go.
 type leanZstd struct {
-	enc     *zstd.Encoder
-	bufPool sync.Pool // *[]byte: what a writer collects until Close
+	kafka.RoundTripper
+	enc  *zstd.Encoder
+	bufs sync.Pool // *bytes.Buffer
 }
 
-var installZstd = sync.OnceValue(func() error {
-	enc, err := zstd.NewWriter(nil,
+var leanEncoder = sync.OnceValues(func() (*zstd.Encoder, error) {
+	return zstd.NewWriter(nil,
 		zstd.WithEncoderLevel(zstd.SpeedFastest),
 		zstd.WithWindowSize(256<<10),
 		zstd.WithLowerEncoderMem(true),
@@ -34,61 +56,90 @@ var installZstd = sync.OnceValue(func() error {
 		// compressed bytes, which producer, broker and consumer check, so the
 		// frame's xxhash would only cost the consumer time.
 		zstd.WithEncoderCRC(false))
-	if err != nil {
-		return err
-	}
-	compress.Codecs[compress.Zstd] = &leanZstd{enc: enc}
-	return nil
 })
 
-// Code implements compress.Codec.
-func (c *leanZstd) Code() int8 { return compress.ZstdCodec.Code() }
-
-// Name implements compress.Codec.
-func (c *leanZstd) Name() string { return compress.ZstdCodec.Name() }
-
-// NewReader implements compress.Codec with kafka-go's decoder.
-func (c *leanZstd) NewReader(r io.Reader) io.ReadCloser { return compress.ZstdCodec.NewReader(r) }
-
-// NewWriter implements compress.Codec: the writer collects what is written and
-// compresses it in one EncodeAll call on Close.
-func (c *leanZstd) NewWriter(w io.Writer) io.WriteCloser {
-	buf, _ := c.bufPool.Get().(*[]byte)
-	if buf == nil {
-		buf = new([]byte)
+// newLeanZstd wraps next (the writer's transport).
+func newLeanZstd(next kafka.RoundTripper) (*leanZstd, error) {
+	enc, err := leanEncoder()
+	if err != nil {
+		return nil, err
 	}
-	return &leanZstdWriter{c: c, w: w, buf: buf}
+	return &leanZstd{RoundTripper: next, enc: enc}, nil
 }
 
-type leanZstdWriter struct {
-	c   *leanZstd
-	w   io.Writer
-	buf *[]byte
-	err error
+// RoundTrip implements kafka.RoundTripper: produce requests go out compressed,
+// everything else as it is.
+func (l *leanZstd) RoundTrip(ctx context.Context, addr net.Addr, req kafka.Request) (kafka.Response, error) {
+	pr, ok := req.(*produce.Request)
+	if !ok {
+		return l.RoundTripper.RoundTrip(ctx, addr, req)
+	}
+	raw := &rawproduce.Request{TransactionalID: pr.TransactionalID, Acks: pr.Acks, Timeout: pr.Timeout,
+		Topics: make([]rawproduce.RequestTopic, len(pr.Topics))}
+	var bufs []*[]byte
+	for i, t := range pr.Topics {
+		raw.Topics[i] = rawproduce.RequestTopic{Topic: t.Topic, Partitions: make([]rawproduce.RequestPartition, len(t.Partitions))}
+		for j, p := range t.Partitions {
+			plain, out := l.buf(), l.buf()
+			bufs = append(bufs, plain, out)
+			if err := l.encode(plain, out, p.RecordSet); err != nil {
+				return nil, err
+			}
+			raw.Topics[i].Partitions[j] = rawproduce.RequestPartition{Partition: p.Partition,
+				RecordSet: protocol.RawRecordSet{Reader: bytes.NewReader(*out)}}
+		}
+	}
+	res, err := l.RoundTripper.RoundTrip(ctx, addr, raw)
+	if err == nil {
+		// The request is written: its buffers can serve the next. (After an
+		// error, a connection may still be writing them; they are left to the GC.)
+		for _, b := range bufs {
+			l.bufs.Put(b)
+		}
+	}
+	return res, err
 }
 
-func (w *leanZstdWriter) Write(p []byte) (int, error) {
-	if w.buf == nil {
-		return 0, io.ErrClosedPipe
+func (l *leanZstd) buf() *[]byte {
+	if b, _ := l.bufs.Get().(*[]byte); b != nil {
+		return b
 	}
-	*w.buf = append(*w.buf, p...)
-	return len(p), nil
+	return new([]byte)
 }
 
-func (w *leanZstdWriter) Close() error {
-	if w.buf == nil {
-		return w.err
+// Offsets in an encoded record set: a 4-byte size, then one record batch (v2)
+// whose 61-byte header holds the batch length at 8, the CRC-32C at 17 (over the
+// bytes from the attributes at 21 to the end) and the records after it.
+const (
+	setSizeLen     = 4
+	batchLengthAt  = setSizeLen + 8
+	batchCRCAt     = setSizeLen + 17
+	batchAttrsAt   = setSizeLen + 21
+	batchRecordsAt = setSizeLen + 61
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// encode writes rs into *out as one zstd-compressed record batch (v2) with its
+// size; *plain receives it uncompressed first.
+func (l *leanZstd) encode(plain, out *[]byte, rs protocol.RecordSet) error {
+	rs.Version = 2
+	rs.Attributes &^= 7 // kafka-go encodes the records uncompressed
+	w := bytes.NewBuffer((*plain)[:0])
+	if _, err := rs.WriteTo(w); err != nil {
+		return err
 	}
-	in := *w.buf
-	out, _ := w.c.bufPool.Get().(*[]byte)
-	if out == nil {
-		out = new([]byte)
+	*plain = w.Bytes()
+	if len(*plain) < batchRecordsAt {
+		return errors.New("kafka: record batch shorter than its header")
 	}
-	*out = w.c.enc.EncodeAll(in, (*out)[:0])
-	_, w.err = w.w.Write(*out)
-	*w.buf, *out = in[:0], (*out)[:0]
-	w.c.bufPool.Put(w.buf)
-	w.c.bufPool.Put(out)
-	w.buf = nil
-	return w.err
+	o := append((*out)[:0], (*plain)[:batchRecordsAt]...)
+	o = l.enc.EncodeAll((*plain)[batchRecordsAt:], o)
+	binary.BigEndian.PutUint32(o, uint32(len(o)-setSizeLen))
+	binary.BigEndian.PutUint32(o[batchLengthAt:], uint32(len(o)-batchLengthAt-4))
+	attrs := binary.BigEndian.Uint16(o[batchAttrsAt:])
+	binary.BigEndian.PutUint16(o[batchAttrsAt:], attrs|uint16(compress.Zstd))
+	binary.BigEndian.PutUint32(o[batchCRCAt:], crc32.Checksum(o[batchAttrsAt:], castagnoli))
+	*out = o
+	return nil
 }

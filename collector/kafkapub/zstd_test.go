@@ -2,12 +2,22 @@ package kafkapub
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/klauspost/compress/zstd"
+	"github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/compress"
+	kzstd "github.com/segmentio/kafka-go/compress/zstd"
+	"github.com/segmentio/kafka-go/protocol"
+	"github.com/segmentio/kafka-go/protocol/metadata"
+	"github.com/segmentio/kafka-go/protocol/produce"
+	"github.com/segmentio/kafka-go/protocol/rawproduce"
 	"github.com/stretchr/testify/require"
 )
 
@@ -22,67 +32,173 @@ func jsonBatch(n int) []byte {
 	return b.Bytes()
 }
 
-func roundTrip(t *testing.T, codec compress.Codec, in []byte, chunk int) []byte {
-	t.Helper()
-	var z bytes.Buffer
-	w := codec.NewWriter(&z)
-	for p := in; len(p) > 0; {
-		n := min(chunk, len(p))
-		_, err := w.Write(p[:n])
-		require.NoError(t, err)
-		p = p[n:]
-	}
-	require.NoError(t, w.Close())
-	r := codec.NewReader(&z)
-	out, err := io.ReadAll(r)
-	require.NoError(t, err)
-	require.NoError(t, r.Close())
-	require.Equal(t, len(in), len(out))
-	require.True(t, bytes.Equal(in, out))
-	return z.Bytes()
+// captureRT is the transport under leanZstd: it keeps the requests it gets.
+type captureRT struct {
+	mu   sync.Mutex
+	reqs []kafka.Request
 }
 
-func TestLeanZstdRoundTrip(t *testing.T) {
-	require.NoError(t, installZstd())
-	codec := compress.Zstd.Codec()
-	require.IsType(t, &leanZstd{}, codec)
-	require.Equal(t, int8(4), codec.Code())
-	require.Equal(t, "zstd", codec.Name())
+func (c *captureRT) RoundTrip(_ context.Context, _ net.Addr, req kafka.Request) (kafka.Response, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reqs = append(c.reqs, req)
+	return &produce.Response{}, nil
+}
 
-	batch := jsonBatch(280) // five seconds of 56 instances
-	z := roundTrip(t, codec, batch, 333)
-	require.Less(t, len(z), len(batch)/10, "JSON samples compress well")
-	roundTrip(t, codec, nil, 1)
-	roundTrip(t, codec, jsonBatch(12_000), 64<<10) // a replay batch, larger than the window
+func records(values ...[]byte) []protocol.Record {
+	out := make([]protocol.Record, len(values))
+	for i, v := range values {
+		out[i] = protocol.Record{Offset: int64(i), Time: time.UnixMilli(1793462400000 + int64(i)), Key: protocol.NewBytes([]byte("n1")),
+			Value: protocol.NewBytes(v), Headers: []protocol.Header{{Key: "schema", Value: []byte("cardhour.sample.v1")}}}
+	}
+	return out
+}
 
-	// kafka-go writes partitions concurrently: they share the one encoder.
+// leanRoundTrip sends values as one produce request through leanZstd and
+// returns the record set that would go on the wire.
+func leanRoundTrip(t *testing.T, values ...[]byte) []byte {
+	t.Helper()
+	next := &captureRT{}
+	lz, err := newLeanZstd(next)
+	require.NoError(t, err)
+	_, err = lz.RoundTrip(context.Background(), nil, &produce.Request{Acks: -1, Timeout: 1000, Topics: []produce.RequestTopic{{
+		Topic: "samples", Partitions: []produce.RequestPartition{{Partition: 1,
+			RecordSet: protocol.RecordSet{Records: protocol.NewRecordReader(records(values...)...)}}}}}})
+	require.NoError(t, err)
+	require.Len(t, next.reqs, 1)
+	raw, ok := next.reqs[0].(*rawproduce.Request)
+	require.True(t, ok, "sent as a raw produce request")
+	require.Equal(t, int16(-1), raw.Acks)
+	require.Equal(t, "samples", raw.Topics[0].Topic)
+	require.EqualValues(t, 1, raw.Topics[0].Partitions[0].Partition)
+	var wire bytes.Buffer
+	_, err = raw.Topics[0].Partitions[0].RecordSet.WriteTo(&wire)
+	require.NoError(t, err)
+	return wire.Bytes()
+}
+
+// The collector's writer compresses with its own zstd encoder; the record set
+// it sends is a valid zstd batch that kafka-go (any consumer) decodes, and
+// kafka-go's process-wide codec table is left alone.
+func TestLeanZstdBatchesDecodeWithKafkaGo(t *testing.T) {
+	before := compress.Zstd.Codec()
+	// Five seconds of 56 instances in two records, and a record larger than the window.
+	batch := jsonBatch(280)
+	values := [][]byte{batch[:len(batch)/2], batch[len(batch)/2:], []byte("{}"), jsonBatch(12_000)}
+	wire := leanRoundTrip(t, values...)
+
+	var rs protocol.RecordSet
+	_, err := rs.ReadFrom(bytes.NewReader(wire)) // CRC checked, decompressed by kafka-go's own zstd codec
+	require.NoError(t, err)
+	require.Equal(t, compress.Zstd, rs.Attributes.Compression())
+	require.EqualValues(t, 2, rs.Version)
+	for i, want := range values {
+		r, err := rs.Records.ReadRecord()
+		require.NoError(t, err, "record %d", i)
+		got, err := io.ReadAll(r.Value)
+		require.NoError(t, err)
+		require.Equal(t, len(want), len(got))
+		require.True(t, bytes.Equal(want, got), "record %d", i)
+		require.Equal(t, "cardhour.sample.v1", string(r.Headers[0].Value))
+	}
+	require.Less(t, len(wire), (len(batch)+len(values[3]))/10, "JSON samples compress well")
+
+	// The frame is the lean encoder's (no content checksum; kafka-go's writer
+	// adds one), and it decodes with a plain zstd decoder too.
+	frame := wire[batchRecordsAt:]
+	var hdr zstd.Header
+	require.NoError(t, hdr.Decode(frame))
+	require.False(t, hdr.HasCheckSum)
+	dec, err := zstd.NewReader(nil)
+	require.NoError(t, err)
+	defer dec.Close()
+	_, err = dec.DecodeAll(frame, nil)
+	require.NoError(t, err)
+
+	require.Same(t, before, compress.Zstd.Codec(), "kafka-go's zstd codec is not replaced")
+	_, isKafkaGo := compress.Zstd.Codec().(*kzstd.Codec)
+	require.True(t, isKafkaGo, "%T", compress.Zstd.Codec())
+}
+
+// kafka-go writes partitions concurrently: they share the one encoder.
+func TestLeanZstdConcurrentWriters(t *testing.T) {
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Go(func() {
 			for i := range 20 {
-				roundTrip(t, codec, jsonBatch(50+g*10+i), 100)
+				want := jsonBatch(50 + g*10 + i)
+				var rs protocol.RecordSet
+				_, err := rs.ReadFrom(bytes.NewReader(leanRoundTrip(t, want)))
+				require.NoError(t, err)
+				r, err := rs.Records.ReadRecord()
+				require.NoError(t, err)
+				got, err := io.ReadAll(r.Value)
+				require.NoError(t, err)
+				require.Equal(t, want, got)
 			}
 		})
 	}
 	wg.Wait()
-
-	// Frames written by kafka-go's own zstd writer still decode.
-	var z2 bytes.Buffer
-	w := compress.ZstdCodec.NewWriter(&z2)
-	_, err := w.Write(batch)
-	require.NoError(t, err)
-	require.NoError(t, w.Close())
-	r := codec.NewReader(&z2)
-	out, err := io.ReadAll(r)
-	require.NoError(t, err)
-	require.Equal(t, batch, out)
 }
 
-func TestLeanZstdWriterAfterClose(t *testing.T) {
-	require.NoError(t, installZstd())
-	w := compress.Zstd.Codec().NewWriter(io.Discard)
-	require.NoError(t, w.Close())
-	require.NoError(t, w.Close())
-	_, err := w.Write([]byte("x"))
-	require.ErrorIs(t, err, io.ErrClosedPipe)
+// Requests other than produce pass through untouched.
+func TestLeanZstdPassesOtherRequests(t *testing.T) {
+	next := &captureRT{}
+	lz, err := newLeanZstd(next)
+	require.NoError(t, err)
+	req := &metadata.Request{TopicNames: []string{"samples"}}
+	_, err = lz.RoundTrip(context.Background(), nil, req)
+	require.NoError(t, err)
+	require.Same(t, req, next.reqs[0])
+}
+
+// A sink with zstd compresses on its own writer: kafka-go's writer is told
+// no compression, and its transport is leanZstd.
+func TestKafkaSinkUsesLeanZstdOnItsWriterOnly(t *testing.T) {
+	before := compress.Zstd.Codec()
+	for _, tc := range []struct {
+		compression string
+		lean        bool
+		codec       compress.Compression
+	}{{"", true, 0}, {"zstd", true, 0}, {"lz4", false, compress.Lz4}, {"none", false, 0}} {
+		k, err := NewKafkaSink(KafkaConfig{Brokers: []string{"127.0.0.1:1"}, Compression: tc.compression})
+		require.NoError(t, err)
+		_, lean := k.w.Transport.(*leanZstd)
+		require.Equal(t, tc.lean, lean, tc.compression)
+		require.Equal(t, tc.codec, k.w.Compression, tc.compression)
+		require.NoError(t, k.Close())
+	}
+	require.Same(t, before, compress.Zstd.Codec())
+}
+
+// BenchmarkZstdBatch compresses what a collector sends every five seconds (one
+// message of 56 samples a second) as one record batch: with the lean encoder
+// (leanZstd, what the collector does) and with kafka-go's own zstd codec.
+func BenchmarkZstdBatch(b *testing.B) {
+	values := make([][]byte, 5)
+	for i := range values {
+		values[i] = bytes.ReplaceAll(jsonBatch(56), []byte("T04:33:"), fmt.Appendf(nil, "T04:%02d:", 34+i))
+	}
+	// Record values are readers, consumed by an encoding: fresh ones each time.
+	b.Run("lean", func(b *testing.B) {
+		lz, err := newLeanZstd(&captureRT{})
+		require.NoError(b, err)
+		plain, out := new([]byte), new([]byte)
+		b.ReportAllocs()
+		for b.Loop() {
+			require.NoError(b, lz.encode(plain, out, protocol.RecordSet{Records: protocol.NewRecordReader(records(values...)...)}))
+		}
+		b.ReportMetric(float64(len(*out)), "wire-bytes")
+	})
+	b.Run("kafka-go", func(b *testing.B) {
+		var w bytes.Buffer
+		b.ReportAllocs()
+		for b.Loop() {
+			w.Reset()
+			rs := protocol.RecordSet{Version: 2, Attributes: protocol.Attributes(compress.Zstd), Records: protocol.NewRecordReader(records(values...)...)}
+			_, err := rs.WriteTo(&w)
+			require.NoError(b, err)
+		}
+		b.ReportMetric(float64(w.Len()), "wire-bytes")
+	})
 }

@@ -5,8 +5,13 @@
 // ("000000000000002a.seg") and a "cursor" file with the position of the first
 // record not yet acknowledged. A record is framed as
 //
-//	u32 length of payload (little endian) | u32 CRC-32C of payload | payload
-//	payload = u16 key length | key | value
+//	u32 length of payload | timed flag (bit 31, little endian) | u32 CRC-32C of payload | payload
+//	payload = [i64 append time, Unix ms, when timed] | u16 key length | key | value
+//
+// Every record written now is timed: the spool knows when its oldest
+// unacknowledged record was appended, across restarts (OldestUnacked). Records
+// without a time (written before records carried one) count as appended when
+// their segment file was last modified.
 //
 // On open every segment is scanned; a record whose length or CRC does not check
 // out (a torn write at a crash) ends the segment, which is truncated there. When
@@ -41,6 +46,8 @@ const (
 
 const (
 	headerLen      = 8
+	timeLen        = 8       // the append time at the start of a timed payload
+	flagTimed      = 1 << 31 // in the length word: the payload starts with the append time
 	maxRecordBytes = 4 << 20
 	segSuffix      = ".seg"
 	cursorFile     = "cursor"
@@ -61,8 +68,10 @@ type Config struct {
 	SegmentBytes  int64         // size of one segment file (default MaxBytes/16, at most 64 MiB)
 	Fsync         string        // always | interval | never (default interval)
 	FsyncInterval time.Duration // default 1 s
-	Logger        *slog.Logger
-	Registerer    prometheus.Registerer
+	// Now stamps appended records and measures their age (default time.Now).
+	Now        func() time.Time
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
 }
 
 // Validate reports every problem at once.
@@ -122,15 +131,19 @@ type Spool struct {
 	readers  map[uint64]*os.File
 	closed   bool
 	buf      []byte
+	// oldest is when the oldest unacknowledged record was appended (zero when
+	// every record is acknowledged).
+	oldest time.Time
 }
 
 type metrics struct {
 	bytes, pending           prometheus.Gauge
 	droppedRecs, droppedSegs prometheus.Counter
 	truncated, appendErrs    prometheus.Counter
+	oldestAge                prometheus.GaugeFunc
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, oldestAge func() float64) (*metrics, error) {
 	m := &metrics{
 		bytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "cardhour_collector_spool_bytes",
 			Help: "Bytes in the on-disk spool (acknowledged records are removed segment by segment)."}),
@@ -144,9 +157,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Bytes cut from segments at open because of a torn or corrupt record."}),
 		appendErrs: prometheus.NewCounter(prometheus.CounterOpts{Name: "cardhour_collector_spool_append_errors_total",
 			Help: "Appends that failed (disk full, I/O error)."}),
+		oldestAge: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cardhour_collector_spool_oldest_unacked_age_seconds",
+			Help: "Age of the oldest record in the spool not yet acknowledged by Kafka (0 when all are)."}, oldestAge),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.bytes, m.pending, m.droppedRecs, m.droppedSegs, m.truncated, m.appendErrs} {
+		for _, c := range []prometheus.Collector{m.bytes, m.pending, m.droppedRecs, m.droppedSegs, m.truncated, m.appendErrs, m.oldestAge} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -175,18 +190,23 @@ func Open(cfg Config) (*Spool, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	m, err := newMetrics(cfg.Registerer)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Spool{cfg: cfg, log: cfg.Logger.With("component", "spool", "dir", cfg.Dir),
+		notify: make(chan struct{}, 1), readers: map[uint64]*os.File{}}
+	m, err := newMetrics(cfg.Registerer, func() float64 { return s.OldestUnackedAge().Seconds() })
 	if err != nil {
 		return nil, err
 	}
+	s.m = m
 	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("cannot create spool directory: %w", err)
 	}
-	s := &Spool{cfg: cfg, log: cfg.Logger.With("component", "spool", "dir", cfg.Dir), m: m,
-		notify: make(chan struct{}, 1), readers: map[uint64]*os.File{}}
 	if err := s.load(); err != nil {
 		return nil, err
 	}
+	s.oldest = s.headTime()
 	s.updateGauges()
 	return s, nil
 }
@@ -270,18 +290,44 @@ func checkRecord(b []byte) (int64, bool) {
 	if len(b) < headerLen {
 		return 0, false
 	}
-	n := binary.LittleEndian.Uint32(b)
-	if n < 2 || n > maxRecordBytes || int64(len(b)) < headerLen+int64(n) {
+	word := binary.LittleEndian.Uint32(b)
+	n, timed := word&^flagTimed, word&flagTimed != 0
+	least := uint32(2)
+	if timed {
+		least += timeLen
+	}
+	if n < least || n > maxRecordBytes || int64(len(b)) < headerLen+int64(n) {
 		return 0, false
 	}
 	payload := b[headerLen : headerLen+int(n)]
 	if crc32.Checksum(payload, crcTable) != binary.LittleEndian.Uint32(b[4:]) {
 		return 0, false
 	}
+	if timed {
+		payload = payload[timeLen:]
+	}
 	if int(binary.LittleEndian.Uint16(payload))+2 > len(payload) {
 		return 0, false
 	}
 	return headerLen + int64(n), true
+}
+
+// framedLen is the framed length of a record from its header's length word.
+func framedLen(b []byte) int64 {
+	return headerLen + int64(binary.LittleEndian.Uint32(b)&^flagTimed)
+}
+
+// parseRecord splits a checked record (header included) into its parts;
+// appended is zero for a record written without a time.
+func parseRecord(b []byte) (rec Record, appended time.Time) {
+	timed := binary.LittleEndian.Uint32(b)&flagTimed != 0
+	p := b[headerLen:framedLen(b)]
+	if timed {
+		appended = time.UnixMilli(int64(binary.LittleEndian.Uint64(p)))
+		p = p[timeLen:]
+	}
+	kl := int(binary.LittleEndian.Uint16(p))
+	return Record{Key: p[2 : 2+kl], Value: p[2+kl:]}, appended
 }
 
 func (s *Spool) readCursor() Cursor {
@@ -339,15 +385,17 @@ func (s *Spool) Append(recs []Record) error {
 	}
 	buf := s.buf[:0]
 	var offs []int64
+	now := s.cfg.Now()
 	for _, r := range recs {
-		if len(r.Key) > 0xffff || len(r.Key)+len(r.Value)+2 > maxRecordBytes {
+		if len(r.Key) > 0xffff || timeLen+len(r.Key)+len(r.Value)+2 > maxRecordBytes {
 			return fmt.Errorf("spool: record too large (key %d, value %d bytes)", len(r.Key), len(r.Value))
 		}
 		offs = append(offs, int64(len(buf)))
-		n := 2 + len(r.Key) + len(r.Value)
+		n := timeLen + 2 + len(r.Key) + len(r.Value)
 		start := len(buf)
-		buf = binary.LittleEndian.AppendUint32(buf, uint32(n))
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(n)|flagTimed)
 		buf = append(buf, 0, 0, 0, 0)
+		buf = binary.LittleEndian.AppendUint64(buf, uint64(now.UnixMilli()))
 		buf = binary.LittleEndian.AppendUint16(buf, uint16(len(r.Key)))
 		buf = append(buf, r.Key...)
 		buf = append(buf, r.Value...)
@@ -379,6 +427,9 @@ func (s *Spool) Append(recs []Record) error {
 	act.records += int64(len(recs))
 	s.total += int64(len(buf))
 	s.dirty = true
+	if s.oldest.IsZero() { // nothing was pending: this is the oldest now
+		s.oldest = now.Truncate(time.Millisecond)
+	}
 	if err := s.maybeSync(false); err != nil {
 		s.m.appendErrs.Inc()
 		return err
@@ -441,6 +492,7 @@ func (s *Spool) makeRoom(need int64) {
 			s.cursor = Cursor{Seq: s.segs[0].seq}
 		}
 		if lost > 0 {
+			s.oldest = s.headTime()
 			s.m.droppedRecs.Add(float64(lost))
 			s.m.droppedSegs.Inc()
 			s.log.Error("spool full: dropped the oldest unsent segment", "segment", filepath.Base(s.segPath(old.seq)),
@@ -495,7 +547,7 @@ func (s *Spool) Read(maxRecs int, maxBytes int) ([]Record, Cursor, error) {
 			if !ok {
 				if off == 0 && len(data) >= headerLen && len(out) == 0 {
 					// A record longer than the read window: read exactly it.
-					if l := headerLen + int64(binary.LittleEndian.Uint32(data)); l > int64(len(data)) && l <= seg.size-c.Off {
+					if l := framedLen(data); l > int64(len(data)) && l <= seg.size-c.Off {
 						data = make([]byte, l)
 						if _, err := f.ReadAt(data, c.Off); err != nil && !errors.Is(err, io.EOF) {
 							return nil, c, fmt.Errorf("cannot read spool segment: %w", err)
@@ -506,9 +558,8 @@ func (s *Spool) Read(maxRecs int, maxBytes int) ([]Record, Cursor, error) {
 				}
 				break
 			}
-			p := data[off+headerLen : off+int(n)]
-			kl := int(binary.LittleEndian.Uint16(p))
-			out = append(out, Record{Key: p[2 : 2+kl], Value: p[2+kl:]})
+			r, _ := parseRecord(data[off : off+int(n)])
+			out = append(out, r)
 			off += int(n)
 			read += int(n)
 			c.Off += n
@@ -557,8 +608,80 @@ func (s *Spool) Commit(c Cursor) error {
 			s.cursor = Cursor{Seq: s.segs[0].seq}
 		}
 	}
+	s.oldest = s.headTime()
 	s.updateGauges()
 	return s.writeCursor()
+}
+
+// headTime returns when the oldest unacknowledged record was appended (zero
+// when there is none): read from its header, or, for a record written without a
+// time, the modification time of its segment file.
+func (s *Spool) headTime() time.Time {
+	c := s.cursor
+	for _, seg := range s.segs {
+		if seg.seq < c.Seq {
+			continue
+		}
+		off := int64(0)
+		if seg.seq == c.Seq {
+			off = c.Off
+		}
+		if off >= seg.size {
+			continue
+		}
+		fallback := func() time.Time {
+			if fi, err := os.Stat(s.segPath(seg.seq)); err == nil {
+				return fi.ModTime()
+			}
+			return s.cfg.Now() // unknown: it is at least not older than now
+		}
+		f, err := s.reader(seg.seq)
+		if err != nil {
+			return fallback()
+		}
+		var hdr [headerLen + timeLen]byte
+		if _, err := f.ReadAt(hdr[:], off); err != nil && !errors.Is(err, io.EOF) {
+			return fallback()
+		}
+		if binary.LittleEndian.Uint32(hdr[:])&flagTimed == 0 {
+			return fallback()
+		}
+		return time.UnixMilli(int64(binary.LittleEndian.Uint64(hdr[headerLen:])))
+	}
+	return time.Time{}
+}
+
+// OldestUnacked returns when the oldest record Kafka has not acknowledged was
+// appended; zero when every record is acknowledged.
+func (s *Spool) OldestUnacked() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.oldest
+}
+
+// OldestUnackedAge returns how long the oldest unacknowledged record has waited
+// (0 when there is none).
+func (s *Spool) OldestUnackedAge() time.Duration {
+	s.mu.Lock()
+	oldest := s.oldest
+	s.mu.Unlock()
+	if oldest.IsZero() {
+		return 0
+	}
+	return max(0, s.cfg.Now().Sub(oldest))
+}
+
+// CheckUnackedAge returns an error saying how long samples have waited when the
+// oldest unacknowledged record is older than limit (limit <= 0: never).
+func (s *Spool) CheckUnackedAge(limit time.Duration) error {
+	if limit <= 0 {
+		return nil
+	}
+	if age := s.OldestUnackedAge(); age > limit {
+		return fmt.Errorf("the oldest record not yet acknowledged by Kafka was spooled %v ago (limit %v); %d records wait in the spool",
+			age.Round(time.Second), limit, s.Pending())
+	}
+	return nil
 }
 
 // Pending returns the number of unacknowledged records.

@@ -1,12 +1,15 @@
 package spool_test
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -221,4 +224,120 @@ func TestReadWindowEndingInsideARecordSkipsNothing(t *testing.T) {
 	require.Equal(t, len(want), len(got))
 	require.Equal(t, want, got)
 	require.Zero(t, s.Pending())
+}
+
+// fakeNow is a settable clock for the spool.
+type fakeNow struct{ t time.Time }
+
+func (f *fakeNow) Now() time.Time { return f.t }
+
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("metric %s not registered", name)
+	return 0
+}
+
+// The spool knows when its oldest unacknowledged record was appended, from the
+// record itself: acknowledgements move it forward, and a restart keeps it.
+func TestOldestUnackedAgeSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	clk := &fakeNow{t: t0}
+	reg := prometheus.NewRegistry()
+	cfg := spool.Config{Dir: dir, MaxBytes: 1 << 20, SegmentBytes: 8 << 10, Now: clk.Now, Registerer: reg}
+	s, err := spool.Open(cfg)
+	require.NoError(t, err)
+	require.Zero(t, s.OldestUnackedAge(), "an empty spool has nothing waiting")
+	require.NoError(t, s.CheckUnackedAge(time.Minute))
+
+	for i := 0; i < 60; i++ { // one batch a minute, over several segments
+		clk.t = t0.Add(time.Duration(i) * time.Minute)
+		require.NoError(t, s.Append(recs(i*10, 10)))
+	}
+	clk.t = t0.Add(time.Hour)
+	require.Equal(t, time.Hour, s.OldestUnackedAge())
+	require.Equal(t, 3600.0, gauge(t, reg, "cardhour_collector_spool_oldest_unacked_age_seconds"))
+	require.ErrorContains(t, s.CheckUnackedAge(5*time.Minute), "1h0m0s ago (limit 5m0s); 600 records wait")
+	require.NoError(t, s.CheckUnackedAge(0), "0 disables the check")
+
+	// Kafka acknowledges the first 25 batches (and half of the 26th).
+	rs, cur, err := s.Read(255, 1<<20)
+	require.NoError(t, err)
+	require.Len(t, rs, 255)
+	require.NoError(t, s.Commit(cur))
+	require.True(t, t0.Add(25*time.Minute).Equal(s.OldestUnacked()), "%v", s.OldestUnacked())
+	require.NoError(t, s.Close())
+
+	// After a restart, ten minutes later, the age is still that of the record.
+	clk.t = t0.Add(70 * time.Minute)
+	s2 := open(t, spool.Config{Dir: dir, MaxBytes: 1 << 20, SegmentBytes: 8 << 10, Now: clk.Now})
+	require.Equal(t, 45*time.Minute, s2.OldestUnackedAge())
+	require.Error(t, s2.CheckUnackedAge(30*time.Minute))
+	require.NoError(t, s2.CheckUnackedAge(time.Hour))
+	require.Len(t, drain(t, s2, 100), 345)
+	require.Zero(t, s2.OldestUnackedAge())
+	require.True(t, s2.OldestUnacked().IsZero())
+
+	// The next record after an empty spool is the oldest.
+	clk.t = t0.Add(71 * time.Minute)
+	require.NoError(t, s2.Append(recs(0, 1)))
+	clk.t = t0.Add(72 * time.Minute)
+	require.Equal(t, time.Minute, s2.OldestUnackedAge())
+}
+
+// Records written before records carried their append time are still read,
+// and count as appended when their segment file was last written.
+func TestRecordsWithoutTimeAgeFromTheirSegment(t *testing.T) {
+	dir := t.TempDir()
+	var seg []byte
+	for i := 0; i < 3; i++ { // the earlier framing: u32 length | u32 CRC-32C | u16 key length | key | value
+		key, value := fmt.Appendf(nil, "inst-%d", i), fmt.Appendf(nil, `{"seq":%d}`, i)
+		payload := binary.LittleEndian.AppendUint16(nil, uint16(len(key)))
+		payload = append(append(payload, key...), value...)
+		seg = binary.LittleEndian.AppendUint32(seg, uint32(len(payload)))
+		seg = binary.LittleEndian.AppendUint32(seg, crc32.Checksum(payload, crc32.MakeTable(crc32.Castagnoli)))
+		seg = append(seg, payload...)
+	}
+	path := filepath.Join(dir, "0000000000000001.seg")
+	require.NoError(t, os.WriteFile(path, seg, 0o600))
+	written := time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)
+	require.NoError(t, os.Chtimes(path, written, written))
+
+	clk := &fakeNow{t: written.Add(20 * time.Minute)}
+	s := open(t, spool.Config{Dir: dir, MaxBytes: 1 << 20, Now: clk.Now})
+	require.EqualValues(t, 3, s.Pending())
+	require.Equal(t, 20*time.Minute, s.OldestUnackedAge())
+	rs, cur, err := s.Read(2, 1<<20)
+	require.NoError(t, err)
+	require.Equal(t, []string{`{"seq":0}`, `{"seq":1}`}, values(rs))
+	require.Equal(t, "inst-1", string(rs[1].Key))
+	require.NoError(t, s.Commit(cur))
+	require.NoError(t, s.Append(recs(10, 1))) // a timed record after the old ones
+	got := drain(t, s, 10)
+	require.Equal(t, `{"seq":2}`, got[0])
+	require.Len(t, got, 2)
+}
+
+// Dropping the oldest segments of a full spool makes a younger record the
+// oldest unacknowledged one.
+func TestFullSpoolDropMovesTheOldestRecord(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	clk := &fakeNow{t: t0}
+	s := open(t, spool.Config{Dir: t.TempDir(), MaxBytes: 64 << 10, SegmentBytes: 8 << 10, Now: clk.Now})
+	for i := 0; i < 100; i++ {
+		clk.t = t0.Add(time.Duration(i) * time.Minute)
+		require.NoError(t, s.Append(recs(i*10, 10)))
+	}
+	age := s.OldestUnackedAge()
+	require.Positive(t, age)
+	// 64 KiB hold about 25 of the 100 minutes.
+	require.Less(t, age, 40*time.Minute, "the dropped records no longer count")
+	require.Greater(t, age, 15*time.Minute)
 }

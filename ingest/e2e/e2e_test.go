@@ -92,12 +92,22 @@ func TestBacklogIsCommittedPromptly(t *testing.T) {
 // Malformed messages land in the dead-letter topic with their reason; the valid
 // ones around them are stored; nothing is lost and the worker keeps running. In
 // a message of several lines, only the invalid line is a dead letter (with its
-// line number); the valid lines beside it are stored.
+// line number); the valid lines beside it are stored, whatever the size of the
+// message. A dead letter larger than the dead-letter topic takes goes there in
+// parts that together are the original bytes.
 func TestDeadLetters(t *testing.T) {
 	e := newEnv(t, 1)
 	st := e.store(t, e.chAddr)
 	good := bytes.Split(bytes.TrimSpace(ingesttest.Trace(t, 200, 5)), []byte("\n"))
 	line := string(good[0])
+	// A message of about 1 500 samples (600 KB, ten times the dead-letter
+	// limit below) with one invalid line in the middle, and the same lines under
+	// a schema header this build does not read.
+	large := bytes.Split(bytes.TrimSpace(ingesttest.Trace(t, 1500, 6)), []byte("\n"))
+	largeMsg := string(bytes.Join(large, []byte("\n"))) + "\n"
+	largeBad := string(bytes.Join(large[:700], []byte("\n"))) + "\n" +
+		strings.Replace(string(large[700]), `"processes":`, `"processes":"two","x":`, 1) + "\n" +
+		string(bytes.Join(large[701:], []byte("\n"))) + "\n"
 	bad := []struct {
 		value  string
 		header string
@@ -112,7 +122,9 @@ func TestDeadLetters(t *testing.T) {
 		{string(good[4]) + "\n" + strings.Replace(line, `"ts":"2026-`, `"ts":"2099-`, 1), "", "future_ts", "2", 1},
 		{line, "cardhour.sample.v2", "unknown_schema", "", 0},
 		{strings.Replace(line, `"cardhour.sample.v1"`, `"cardhour.sample.v7"`, 1), "", "unknown_schema", "1", 0},
-		{`{"ts":"` + strings.Repeat("x", 200<<10) + `"}`, "", "too_large", "", 0},
+		{`{"ts":"` + strings.Repeat("x", 200<<10) + `"}`, "", "invalid_field", "1", 0}, // a line of 200 KiB: in parts
+		{largeBad, "", "invalid_field", "701", len(large) - 1},
+		{largeMsg, "cardhour.sample.v2", "unknown_schema", "", 0}, // 600 KB: in parts
 		{"", "", "malformed_json", "", 0},
 		{"\n \n", "", "malformed_json", "", 0},
 		{string(good[1]) + "\n\n" + strings.Replace(string(good[2]), `"mem_used_bytes":`, `"mem_used_bytes":-`, 1) + "\n" + string(good[3]) + "\n",
@@ -136,7 +148,15 @@ func TestDeadLetters(t *testing.T) {
 
 	m := ingest.NewMetrics(nil)
 	cfg := e.workerConfig(st, m)
-	cfg.MaxMessageBytes = 64 << 10
+	// The dead-letter topic takes record batches of at most 64 KiB (the broker
+	// refuses larger ones); the worker asks Kafka for that limit.
+	res, err := e.client.AlterConfigs(context.Background(), &kafka.AlterConfigsRequest{Resources: []kafka.AlterConfigRequestResource{{
+		ResourceType: kafka.ResourceTypeTopic, ResourceName: e.dlq,
+		Configs: []kafka.AlterConfigRequestConfig{{Name: "max.message.bytes", Value: strconv.Itoa(64 << 10)}}}}})
+	require.NoError(t, err)
+	for _, err := range res.Errors {
+		require.NoError(t, err)
+	}
 	cfg.MaxClockSkew = 5 * time.Minute
 	cfg.Now = func() time.Time { return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC) } // after the trace
 	stop := start(t, cfg)
@@ -153,30 +173,46 @@ func TestDeadLetters(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	got := map[string]int{}
-	for i := range bad {
+	parts := map[int][]kafka.Message{} // bad index -> the parts read so far
+	split := 0
+	for done := 0; done < len(bad); {
 		dm, err := r.ReadMessage(ctx)
-		require.NoError(t, err, "dead letter %d of %d", i+1, len(bad))
+		require.NoError(t, err, "dead letter %d of %d", done+1, len(bad))
 		hdr := map[string]string{}
 		for _, h := range dm.Headers {
 			hdr[h.Key] = string(h.Value)
 		}
-		require.NotEmpty(t, hdr[ingest.HeaderError])
-		require.Equal(t, e.topic, hdr[ingest.HeaderSourceTopic])
-		require.NotEmpty(t, hdr[ingest.HeaderSourceOffset])
 		var idx int
 		_, err = fmt.Sscanf(string(dm.Key), "bad-%d", &idx)
 		require.NoError(t, err)
+		require.LessOrEqual(t, len(dm.Value), 64<<10, "a dead letter fits the dead-letter topic")
+		parts[idx] = append(parts[idx], dm)
+		if n := hdr[ingest.HeaderParts]; n != "" {
+			require.Equal(t, strconv.Itoa(len(parts[idx])), hdr[ingest.HeaderPart], "message %d: parts in order", idx)
+			if strconv.Itoa(len(parts[idx])) != n {
+				continue
+			}
+			split++
+		}
+		done++
+		var value []byte
+		for _, p := range parts[idx] {
+			value = append(value, p.Value...)
+		}
+		require.NotEmpty(t, hdr[ingest.HeaderError])
+		require.Equal(t, e.topic, hdr[ingest.HeaderSourceTopic])
+		require.NotEmpty(t, hdr[ingest.HeaderSourceOffset])
 		require.Equal(t, bad[idx].reason, hdr[ingest.HeaderReason], "message %d: %s", idx, hdr[ingest.HeaderError])
 		require.Equal(t, bad[idx].line, hdr[ingest.HeaderSourceLine], "message %d", idx)
 		if bad[idx].line != "" {
 			n, _ := strconv.Atoi(bad[idx].line)
-			require.Equal(t, strings.Split(bad[idx].value, "\n")[n-1], string(dm.Value), "the invalid line alone")
-		}
-		if bad[idx].reason == "too_large" {
-			require.Equal(t, "true", hdr[ingest.HeaderTruncated])
+			require.Equal(t, strings.Split(bad[idx].value, "\n")[n-1], string(value), "the invalid line alone, whole")
+		} else {
+			require.Equal(t, bad[idx].value, string(value), "the message, whole")
 		}
 		got[hdr[ingest.HeaderReason]]++
 	}
+	require.Equal(t, 2, split, "the line of 200 KiB and the message of 600 KB came in parts")
 	for reason, n := range got {
 		require.EqualValues(t, n, value(m.DLQ.WithLabelValues(reason)), reason)
 	}
@@ -386,4 +422,24 @@ func value(c prometheus.Metric) float64 {
 		return m.Counter.GetValue()
 	}
 	return m.Gauge.GetValue()
+}
+
+// A shutdown in the middle of a batch (its messages fetched and decoded, the
+// batch neither full nor old enough) either stores the batch's samples and
+// commits it, or commits nothing: what is committed is stored.
+func TestShutdownMidBatchCommitsOnlyWhatItStored(t *testing.T) {
+	e := newEnv(t, 1)
+	data := ingesttest.Trace(t, 300, 17)
+	n := e.produce(t, data)
+	m := ingest.NewMetrics(nil)
+	cfg := e.workerConfig(ingest.NewMemStore(), m)
+	cfg.BatchSize, cfg.BatchAge, cfg.StreamPiece = 1_000_000, time.Hour, 4096 // the batch stays open
+	stop := start(t, cfg)
+	time.Sleep(3 * time.Second) // the fetcher takes every message (they are on the broker already)
+	require.NoError(t, stop())
+	if lag := e.lag(t); lag == 0 {
+		require.EqualValues(t, n, value(m.SamplesWritten), "the batch was committed: every sample of it is stored")
+	} else {
+		t.Logf("the batch was abandoned uncommitted (%d messages), as the shutdown allows", lag)
+	}
 }
