@@ -72,28 +72,28 @@ func (s *Store) Close() error { return s.db.Close() }
 
 // ---------------------------------------------------------------- plumbing
 
-// maxAttempts bounds the retries of a transaction that lost a race on a
-// unique key to another writer (it then sees that writer's row).
-const maxAttempts = 5
-
-// tx runs fn in a transaction and commits it. When retryUnique is set and
-// the transaction fails on a unique violation, it runs again (the rerun
-// sees what the other writer committed); otherwise a unique violation is
+// tx runs fn in a transaction and commits it; a unique violation is
 // ledger.ErrConflict.
-func (s *Store) tx(ctx context.Context, what string, retryUnique bool, fn func(*sql.Tx) error) error {
-	for attempt := 1; ; attempt++ {
-		err := s.tryTx(ctx, fn)
-		if err == nil {
-			return nil
-		}
-		if s.d.IsUnique(err) {
-			if retryUnique && attempt < maxAttempts && ctx.Err() == nil {
-				continue
-			}
-			return fmt.Errorf("%w: %s: %w", ledger.ErrConflict, what, err)
-		}
-		return err
+func (s *Store) tx(ctx context.Context, what string, fn func(*sql.Tx) error) error {
+	err := s.tryTx(ctx, fn)
+	if err != nil && s.d.IsUnique(err) {
+		return fmt.Errorf("%w: %s: %w", ledger.ErrConflict, what, err)
 	}
+	return err
+}
+
+// lock takes the named lock until tx ends: a row of ledger_locks, written
+// (PostgreSQL locks a row it inserts or updates until commit; SQLite's
+// transactions hold the database's write lock already). Read-modify-write
+// sequences that no row of their own guards (the next catalog version,
+// the first draft of a period) take one first, so that concurrent writers
+// queue instead of colliding.
+func (s *Store) lock(ctx context.Context, tx *sql.Tx, name string) error {
+	if _, err := s.exec(ctx, tx, `INSERT INTO ledger_locks (name) VALUES (?)
+		ON CONFLICT (name) DO UPDATE SET name = excluded.name`, name); err != nil {
+		return fmt.Errorf("%s ledger: cannot take lock %q: %w", s.d.Name, name, err)
+	}
+	return nil
 }
 
 func (s *Store) tryTx(ctx context.Context, fn func(*sql.Tx) error) (err error) {
@@ -181,8 +181,10 @@ func (s *Store) PutCatalog(ctx context.Context, actor string, content []byte) (l
 	var v ledger.CatalogVersion
 	var created bool
 	sum := ledger.SHA256Hex(content)
-	err := s.tx(ctx, "catalog upload", true, func(tx *sql.Tx) error {
-		created = false
+	err := s.tx(ctx, "catalog upload", func(tx *sql.Tx) error {
+		if err := s.lock(ctx, tx, "catalog"); err != nil {
+			return err
+		}
 		cur, err := s.catalog(ctx, tx, `ORDER BY version DESC LIMIT 1`)
 		switch {
 		case err == nil && cur.SHA256 == sum:
@@ -347,7 +349,10 @@ func (s *Store) SaveDraft(ctx context.Context, actor string, d ledger.Draft) (le
 	sum := ledger.SHA256Hex(d.Document)
 	cutoff := d.DataCutoff.UTC().Truncate(time.Millisecond)
 	var out ledger.Invoice
-	err := s.tx(ctx, what, true, func(tx *sql.Tx) error {
+	err := s.tx(ctx, what, func(tx *sql.Tx) error {
+		if err := s.lock(ctx, tx, "invoice/"+d.Project+"/"+d.Period); err != nil {
+			return err
+		}
 		if _, err := s.catalog(ctx, tx, `WHERE version = ?`, d.CatalogVersion); err != nil {
 			if errors.Is(err, ledger.ErrNotFound) {
 				return fmt.Errorf("%w: %s: catalog version %d is not stored", ledger.ErrInvalidArgument, what, d.CatalogVersion)
@@ -366,10 +371,14 @@ func (s *Store) SaveDraft(ctx context.Context, actor string, d ledger.Draft) (le
 				return nil
 			}
 			before := invoiceView(cur)
-			if _, err := s.exec(ctx, tx, `UPDATE ledger_invoices SET document = ?, sha256 = ?, catalog_version = ?,
+			n, err := s.exec(ctx, tx, `UPDATE ledger_invoices SET document = ?, sha256 = ?, catalog_version = ?,
 				data_cutoff_ms = ?, updated_ms = ? WHERE id = ? AND status = 'draft'`,
-				d.Document, sum, d.CatalogVersion, cutoff.UnixMilli(), now.UnixMilli(), cur.ID); err != nil {
+				d.Document, sum, d.CatalogVersion, cutoff.UnixMilli(), now.UnixMilli(), cur.ID)
+			if err != nil {
 				return fmt.Errorf("%s ledger: cannot update %s: %w", s.d.Name, what, err)
+			}
+			if n != 1 { // finalized since it was read
+				return fmt.Errorf("%w: %s: invoice %d was finalized meanwhile; void it to start a new revision", ledger.ErrConflict, what, cur.ID)
 			}
 			out = cur
 			out.Document, out.SHA256, out.CatalogVersion, out.DataCutoff, out.UpdatedAt = d.Document, sum, d.CatalogVersion, cutoff, now
@@ -429,7 +438,7 @@ func (s *Store) Finalize(ctx context.Context, actor string, id int64, opt ledger
 		return ledger.Invoice{}, err
 	}
 	var out ledger.Invoice
-	err := s.tx(ctx, "finalize "+invoiceWhat(id), false, func(tx *sql.Tx) error {
+	err := s.tx(ctx, "finalize "+invoiceWhat(id), func(tx *sql.Tx) error {
 		now := s.now()
 		// Read the draft and lock its row (PostgreSQL: FOR UPDATE; SQLite:
 		// the transaction holds the write lock already): a concurrent
@@ -497,7 +506,7 @@ func (s *Store) Void(ctx context.Context, actor string, id int64, reason string)
 		return ledger.Voided{}, fmt.Errorf("%w: void %s: a reason is required", ledger.ErrInvalidArgument, invoiceWhat(id))
 	}
 	var out ledger.Voided
-	err := s.tx(ctx, "void "+invoiceWhat(id), false, func(tx *sql.Tx) error {
+	err := s.tx(ctx, "void "+invoiceWhat(id), func(tx *sql.Tx) error {
 		now := s.now()
 		n, err := s.exec(ctx, tx, `UPDATE ledger_invoices SET status = 'void', voided_by = ?, voided_ms = ?, void_reason = ?, updated_ms = ?
 			WHERE id = ? AND status = 'finalized'`, actor, now.UnixMilli(), reason, now.UnixMilli(), id)
@@ -513,6 +522,10 @@ func (s *Store) Void(ctx context.Context, actor string, id int64, reason string)
 		}
 		before := inv
 		before.Status, before.VoidedBy, before.VoidedAt, before.VoidReason = ledger.StatusFinalized, "", time.Time{}, ""
+		// The next revision is inserted below: queue with SaveDraft.
+		if err := s.lock(ctx, tx, "invoice/"+inv.Project+"/"+inv.Period); err != nil {
+			return err
+		}
 		if _, err := s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "invoice.void",
 			Object: invoiceObject(id), Before: invoiceView(before), After: invoiceView(inv)}); err != nil {
 			return err
@@ -531,7 +544,7 @@ func (s *Store) Void(ctx context.Context, actor string, id int64, reason string)
 			return fmt.Errorf("%s ledger: cannot issue credit note %s: %w", s.d.Name, cn.Number, err)
 		}
 		if _, err := s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "creditnote.issue",
-			Object: "creditnote/" + strconv.FormatInt(cn.ID, 10), After: mustJSON(cn)}); err != nil {
+			Object: "creditnote/" + strconv.FormatInt(cn.ID, 10), After: creditNoteView(cn)}); err != nil {
 			return err
 		}
 		// The next revision, a draft starting from the voided document.
@@ -657,7 +670,30 @@ func scanToken(sc interface{ Scan(...any) error }, extra ...any) (ledger.Token, 
 	return t, nil
 }
 
-func tokenView(t ledger.Token) json.RawMessage { return mustJSON(t) }
+// tokenView is a token as the audit log shows it (it never has a secret).
+func tokenView(t ledger.Token) json.RawMessage {
+	type view struct {
+		ID        int64       `json:"id"`
+		Role      ledger.Role `json:"role"`
+		Project   string      `json:"project,omitempty"`
+		User      string      `json:"user,omitempty"`
+		Name      string      `json:"name,omitempty"`
+		ExpiresAt time.Time   `json:"expires_at"`
+		Revoked   bool        `json:"revoked"`
+	}
+	return mustJSON(view{t.ID, t.Role, t.Project, t.User, t.Name, t.ExpiresAt, !t.RevokedAt.IsZero()})
+}
+
+// creditNoteView is a credit note as the audit log shows it.
+func creditNoteView(c ledger.CreditNote) json.RawMessage {
+	type view struct {
+		ID        int64  `json:"id"`
+		InvoiceID int64  `json:"invoice_id"`
+		Number    string `json:"number"`
+		Reason    string `json:"reason"`
+	}
+	return mustJSON(view{c.ID, c.InvoiceID, c.Number, c.Reason})
+}
 
 func tokenObject(id int64) string { return "token/" + strconv.FormatInt(id, 10) }
 
@@ -673,7 +709,7 @@ func (s *Store) CreateToken(ctx context.Context, actor string, nt ledger.NewToke
 		return "", ledger.Token{}, err
 	}
 	var t ledger.Token
-	err = s.tx(ctx, "create token", false, func(tx *sql.Tx) error {
+	err = s.tx(ctx, "create token", func(tx *sql.Tx) error {
 		now := s.now()
 		t = ledger.Token{Role: nt.Role, Project: nt.Project, User: nt.User, Name: nt.Name, CreatedBy: actor,
 			CreatedAt: now, ExpiresAt: fromMS(now.Add(nt.TTL).UnixMilli())}
@@ -721,7 +757,7 @@ func (s *Store) RevokeToken(ctx context.Context, actor string, id int64) (ledger
 	}
 	var t ledger.Token
 	what := "token " + strconv.FormatInt(id, 10)
-	err := s.tx(ctx, "revoke "+what, false, func(tx *sql.Tx) error {
+	err := s.tx(ctx, "revoke "+what, func(tx *sql.Tx) error {
 		now := s.now()
 		n, err := s.exec(ctx, tx, `UPDATE ledger_tokens SET revoked_by = ?, revoked_ms = ? WHERE id = ? AND revoked_ms = 0`, actor, now.UnixMilli(), id)
 		if err != nil {
@@ -791,7 +827,7 @@ func (s *Store) RecordAudit(ctx context.Context, r ledger.AuditRecord) (ledger.A
 		return ledger.AuditEntry{}, fmt.Errorf("%w: audit record: %w", ledger.ErrInvalidArgument, errors.Join(errs...))
 	}
 	e := ledger.AuditEntry{AuditRecord: r}
-	err := s.tx(ctx, "audit record", false, func(tx *sql.Tx) error {
+	err := s.tx(ctx, "audit record", func(tx *sql.Tx) error {
 		e.At = fromMS(s.now().UnixMilli())
 		var err error
 		e.ID, err = s.audit(ctx, tx, e.At, r)

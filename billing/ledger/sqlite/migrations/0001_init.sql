@@ -83,6 +83,12 @@ CREATE INDEX ledger_audit_object ON ledger_audit (object, id);
 CREATE INDEX ledger_audit_actor ON ledger_audit (actor, id);
 CREATE INDEX ledger_audit_at ON ledger_audit (at_ms);
 
+-- Named locks: a transaction writes the row to queue other writers of the
+-- same name behind it until it ends ("catalog", "invoice/<project>/<period>").
+CREATE TABLE ledger_locks (
+	name TEXT PRIMARY KEY
+);
+
 -- Leader leases of the watchers.
 CREATE TABLE ledger_leases (
 	name       TEXT    PRIMARY KEY,
