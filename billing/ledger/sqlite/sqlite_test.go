@@ -38,7 +38,6 @@ func TestSharesTheUsageStoreFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer usage.Close() //nolint:errcheck // test
 	clock := ledgertest.NewClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Clock: clock.Now})
 	if err != nil {
@@ -61,6 +60,7 @@ func TestSharesTheUsageStoreFile(t *testing.T) {
 	if usage, err = ingestsqlite.Open(ctx, ingestsqlite.Config{Path: path, Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		t.Fatal(err)
 	}
+	defer usage.Close() //nolint:errcheck // test
 	if v, err := st.CurrentCatalog(ctx); err != nil || string(v.Content) != "x" {
 		t.Fatalf("catalog after reopening: %+v, %v", v, err)
 	}

@@ -155,13 +155,6 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-func ms(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
-}
-
 func fromMS(v int64) time.Time {
 	if v == 0 {
 		return time.Time{}
@@ -171,6 +164,7 @@ func fromMS(v int64) time.Time {
 
 // ---------------------------------------------------------------- catalog
 
+// PutCatalog implements ledger.Store.
 func (s *Store) PutCatalog(ctx context.Context, actor string, content []byte) (ledger.CatalogVersion, bool, error) {
 	if err := ledger.CheckActor(actor); err != nil {
 		return ledger.CatalogVersion{}, false, err
@@ -233,6 +227,7 @@ func (s *Store) catalog(ctx context.Context, q querier, where string, args ...an
 	return v, nil
 }
 
+// Catalog implements ledger.Store.
 func (s *Store) Catalog(ctx context.Context, version int64) (ledger.CatalogVersion, error) {
 	v, err := s.catalog(ctx, s.db, `WHERE version = ?`, version)
 	if errors.Is(err, ledger.ErrNotFound) {
@@ -241,6 +236,7 @@ func (s *Store) Catalog(ctx context.Context, version int64) (ledger.CatalogVersi
 	return v, err
 }
 
+// CurrentCatalog implements ledger.Store.
 func (s *Store) CurrentCatalog(ctx context.Context) (ledger.CatalogVersion, error) {
 	v, err := s.catalog(ctx, s.db, `ORDER BY version DESC LIMIT 1`)
 	if errors.Is(err, ledger.ErrNotFound) {
@@ -249,6 +245,7 @@ func (s *Store) CurrentCatalog(ctx context.Context) (ledger.CatalogVersion, erro
 	return v, err
 }
 
+// CatalogVersions implements ledger.Store.
 func (s *Store) CatalogVersions(ctx context.Context) ([]ledger.CatalogVersion, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT version, sha256, created_by, created_ms FROM ledger_catalog_versions ORDER BY version DESC`)
 	if err != nil {
@@ -329,15 +326,18 @@ func invoiceView(v ledger.Invoice) json.RawMessage {
 	return mustJSON(view{v.ID, v.Project, v.Period, v.Revision, v.Status, v.Number, v.SHA256, v.CatalogVersion, v.DataCutoff, v.VoidReason})
 }
 
+// Invoice implements ledger.Store.
 func (s *Store) Invoice(ctx context.Context, id int64) (ledger.Invoice, error) {
 	return s.invoice(ctx, s.db, invoiceWhat(id), `WHERE id = ?`, id)
 }
 
+// InvoiceByKey implements ledger.Store.
 func (s *Store) InvoiceByKey(ctx context.Context, k ledger.InvoiceKey) (ledger.Invoice, error) {
 	return s.invoice(ctx, s.db, fmt.Sprintf("invoice %s/%s revision %d", k.Project, k.Period, k.Revision),
 		`WHERE project = ? AND period = ? AND revision = ?`, k.Project, k.Period, k.Revision)
 }
 
+// SaveDraft implements ledger.Store.
 func (s *Store) SaveDraft(ctx context.Context, actor string, d ledger.Draft) (ledger.Invoice, error) {
 	if err := ledger.CheckActor(actor); err != nil {
 		return ledger.Invoice{}, err
@@ -433,6 +433,7 @@ func (s *Store) transitionError(ctx context.Context, tx *sql.Tx, id int64, verb 
 	return fmt.Errorf("%w: cannot %s invoice %d: it is %s, want %s", ledger.ErrInvalidTransition, verb, id, cur.Status, want)
 }
 
+// Finalize implements ledger.Store.
 func (s *Store) Finalize(ctx context.Context, actor string, id int64, opt ledger.FinalizeOptions) (ledger.Invoice, error) {
 	if err := ledger.CheckActor(actor); err != nil {
 		return ledger.Invoice{}, err
@@ -498,6 +499,7 @@ func (s *Store) Finalize(ctx context.Context, actor string, id int64, opt ledger
 	return out, nil
 }
 
+// Void implements ledger.Store.
 func (s *Store) Void(ctx context.Context, actor string, id int64, reason string) (ledger.Voided, error) {
 	if err := ledger.CheckActor(actor); err != nil {
 		return ledger.Voided{}, err
@@ -567,6 +569,7 @@ func (s *Store) Void(ctx context.Context, actor string, id int64, reason string)
 	return out, nil
 }
 
+// Invoices implements ledger.Store.
 func (s *Store) Invoices(ctx context.Context, f ledger.InvoiceFilter) ([]ledger.Invoice, string, error) {
 	limit, err := ledger.PageLimit(f.Limit)
 	if err != nil {
@@ -626,6 +629,7 @@ func (s *Store) Invoices(ctx context.Context, f ledger.InvoiceFilter) ([]ledger.
 	return out, next, nil
 }
 
+// CreditNotes implements ledger.Store.
 func (s *Store) CreditNotes(ctx context.Context, invoiceID int64) ([]ledger.CreditNote, error) {
 	rows, err := s.db.QueryContext(ctx, s.d.Rebind(`SELECT c.id, c.invoice_id, i.number, c.number, c.reason, c.created_by, c.created_ms
 		FROM ledger_credit_notes c JOIN ledger_invoices i ON i.id = c.invoice_id WHERE c.invoice_id = ? ORDER BY c.seq`), invoiceID)
@@ -656,7 +660,7 @@ func (s *Store) CreditNotes(ctx context.Context, invoiceID int64) ([]ledger.Cred
 
 // ---------------------------------------------------------------- tokens
 
-const tokenCols = `id, role, project, user_name, name, created_by, created_ms, expires_ms, revoked_by, revoked_ms`
+const tokenCols = `id, role, project, user_name, name, created_by, created_ms, expires_ms, revoked_by, revoked_ms` //nolint:gosec // column names, not a credential
 
 func scanToken(sc interface{ Scan(...any) error }, extra ...any) (ledger.Token, error) {
 	var t ledger.Token
@@ -697,6 +701,7 @@ func creditNoteView(c ledger.CreditNote) json.RawMessage {
 
 func tokenObject(id int64) string { return "token/" + strconv.FormatInt(id, 10) }
 
+// CreateToken implements ledger.Store.
 func (s *Store) CreateToken(ctx context.Context, actor string, nt ledger.NewToken) (string, ledger.Token, error) {
 	if err := ledger.CheckActor(actor); err != nil {
 		return "", ledger.Token{}, err
@@ -727,6 +732,7 @@ func (s *Store) CreateToken(ctx context.Context, actor string, nt ledger.NewToke
 	return secret, t, nil
 }
 
+// LookupToken implements ledger.Store.
 func (s *Store) LookupToken(ctx context.Context, secret string) (ledger.Token, error) {
 	want := ledger.HashToken(secret)
 	var got []byte
@@ -751,6 +757,7 @@ func (s *Store) LookupToken(ctx context.Context, secret string) (ledger.Token, e
 	return t, nil
 }
 
+// RevokeToken implements ledger.Store.
 func (s *Store) RevokeToken(ctx context.Context, actor string, id int64) (ledger.Token, error) {
 	if err := ledger.CheckActor(actor); err != nil {
 		return ledger.Token{}, err
@@ -785,6 +792,7 @@ func (s *Store) RevokeToken(ctx context.Context, actor string, id int64) (ledger
 	return t, nil
 }
 
+// Tokens implements ledger.Store.
 func (s *Store) Tokens(ctx context.Context) ([]ledger.Token, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+tokenCols+` FROM ledger_tokens ORDER BY id DESC`)
 	if err != nil {
@@ -807,6 +815,7 @@ func (s *Store) Tokens(ctx context.Context) ([]ledger.Token, error) {
 
 // ---------------------------------------------------------------- audit
 
+// RecordAudit implements ledger.Store.
 func (s *Store) RecordAudit(ctx context.Context, r ledger.AuditRecord) (ledger.AuditEntry, error) {
 	if err := ledger.CheckActor(r.Actor); err != nil {
 		return ledger.AuditEntry{}, err
@@ -839,6 +848,7 @@ func (s *Store) RecordAudit(ctx context.Context, r ledger.AuditRecord) (ledger.A
 	return e, nil
 }
 
+// Audit implements ledger.Store.
 func (s *Store) Audit(ctx context.Context, f ledger.AuditFilter) ([]ledger.AuditEntry, string, error) {
 	limit, err := ledger.PageLimit(f.Limit)
 	if err != nil {
@@ -912,6 +922,7 @@ func (s *Store) Audit(ctx context.Context, f ledger.AuditFilter) ([]ledger.Audit
 
 // ---------------------------------------------------------------- leases
 
+// AcquireLease implements ledger.Store.
 func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
 	if name == "" || holder == "" || ttl <= 0 {
 		return false, fmt.Errorf("%w: lease %q for %q, ttl %s: want a name, a holder and a positive ttl", ledger.ErrInvalidArgument, name, holder, ttl)
@@ -929,6 +940,7 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 	return n == 1, nil
 }
 
+// ReleaseLease implements ledger.Store.
 func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
 	if _, err := s.exec(ctx, s.db, `DELETE FROM ledger_leases WHERE name = ? AND holder = ?`, name, holder); err != nil {
 		return fmt.Errorf("%s ledger: cannot release lease %q: %w", s.d.Name, name, err)
