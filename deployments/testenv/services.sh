@@ -749,6 +749,10 @@ cmd_up() {
 	if [[ -n ${POSTGRES_DSN:-} ]]; then
 		pg_addr=$POSTGRES_DSN pg_ext=1
 		say "PostgreSQL: POSTGRES_DSN is set; not starting one"
+		local pg_hp
+		pg_hp=$(sed -E 's#^[a-z]+://([^@/]*@)?([^/?]*).*#\2#' <<<"$POSTGRES_DSN")
+		[[ $pg_hp == *:* ]] || pg_hp="$pg_hp:5432"
+		addr_reachable "$pg_hp" || say "WARNING: PostgreSQL at $pg_hp does not accept TCP connections"
 	fi
 	# Services not asked for are passed on when they already run.
 	if [[ -z $WANT_CH && -z $ch_ext ]]; then
