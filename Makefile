@@ -6,9 +6,9 @@
 #                      simulate, version), for the GPU-node DaemonSet
 #   make images        the container images of deployments/kubernetes (Docker)
 #   make test          go.mod tidy check, vet, unit tests + integration tests against real
-#                      ClickHouse and Kafka
+#                      ClickHouse, Kafka and PostgreSQL
 #                      (started on loopback by deployments/testenv/services.sh unless
-#                      CLICKHOUSE_ADDR / KAFKA_BROKERS point at running ones)
+#                      CLICKHOUSE_ADDR / KAFKA_BROKERS / POSTGRES_DSN point at running ones)
 #   make bench         Go benchmarks and the benchmark scripts (docs/benchmarks.md)
 #   make lint          golangci-lint v2 (installed into ./bin on first use)
 #   make services-up / services-down   the test services, by hand

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # with-services.sh CMD [ARGS...]
 #
-# Starts the test services (services.sh up), exports CLICKHOUSE_ADDR and
-# KAFKA_BROKERS, runs CMD, stops the services again and exits with CMD's
+# Starts the test services (services.sh up), exports CLICKHOUSE_ADDR,
+# CLICKHOUSE_HTTP_ADDR, KAFKA_BROKERS and POSTGRES_DSN, runs CMD, stops the services again and exits with CMD's
 # status.
 #
 # - Services that were already all running before (e.g. `make services-up`)
@@ -49,8 +49,8 @@ trap 'exit 143' TERM
 
 if exports=$(bash "$SERVICES" up); then
 	eval "$exports"
-	export CLICKHOUSE_ADDR KAFKA_BROKERS
-	echo "with-services: CLICKHOUSE_ADDR=$CLICKHOUSE_ADDR CLICKHOUSE_HTTP_ADDR=${CLICKHOUSE_HTTP_ADDR:-<unset>} KAFKA_BROKERS=$KAFKA_BROKERS" >&2
+	export CLICKHOUSE_ADDR CLICKHOUSE_HTTP_ADDR KAFKA_BROKERS POSTGRES_DSN
+	echo "with-services: CLICKHOUSE_ADDR=$CLICKHOUSE_ADDR CLICKHOUSE_HTTP_ADDR=${CLICKHOUSE_HTTP_ADDR:-<unset>} KAFKA_BROKERS=$KAFKA_BROKERS POSTGRES_DSN=${POSTGRES_DSN:-<unset>}" >&2
 else
 	if [[ $ci == true ]]; then
 		{
@@ -63,6 +63,7 @@ else
 	fi
 	# Partial success: export what does answer (up wrote it to its env file).
 	eval "$(bash "$SERVICES" env 2>/dev/null || true)"
+	export CLICKHOUSE_ADDR CLICKHOUSE_HTTP_ADDR KAFKA_BROKERS POSTGRES_DSN
 	{
 		echo
 		echo "$RULE"
@@ -72,8 +73,10 @@ else
 		echo "#    CLICKHOUSE_ADDR=${CLICKHOUSE_ADDR:-<unset>}"
 		echo "#    CLICKHOUSE_HTTP_ADDR=${CLICKHOUSE_HTTP_ADDR:-<unset>}"
 		echo "#    KAFKA_BROKERS=${KAFKA_BROKERS:-<unset>}"
+		echo "#    POSTGRES_DSN=${POSTGRES_DSN:-<unset>}"
 		echo "#  Fix the error, or run 'make services-up', or point CLICKHOUSE_ADDR /"
-		echo "#  KAFKA_BROKERS at your own servers. In CI (CI=true) this is fatal."
+		echo "#  KAFKA_BROKERS / POSTGRES_DSN at your own servers. In CI (CI=true) this"
+		echo "#  is fatal."
 		echo "#"
 		echo "$RULE"
 		echo

@@ -1,11 +1,14 @@
 // Package testenv gives integration tests the addresses of the project's test
-// services (ClickHouse, Kafka) started by deployments/testenv/services.sh.
+// services (ClickHouse, Kafka, PostgreSQL) started by
+// deployments/testenv/services.sh.
 //
 // The addresses come from the environment:
 //
 //	CLICKHOUSE_ADDR       host:port of ClickHouse's native TCP port (e.g. 127.0.0.1:19000)
 //	CLICKHOUSE_HTTP_ADDR  host:port of ClickHouse's HTTP interface (e.g. 127.0.0.1:18123)
 //	KAFKA_BROKERS         comma-separated host:port list of Kafka brokers (e.g. 127.0.0.1:19092)
+//	POSTGRES_DSN          postgres:// URL of a database the tests may create schemas in
+//	                      (e.g. postgres://cardhour@127.0.0.1:15432/cardhour?sslmode=disable)
 //
 // When a service is not configured or does not accept a TCP connection within
 // two seconds, the test is skipped with a loud message; under CI=true it fails
@@ -31,10 +34,13 @@ const (
 	EnvClickHouseHTTP = "CLICKHOUSE_HTTP_ADDR"
 	// EnvKafka names the variable holding the Kafka bootstrap brokers.
 	EnvKafka = "KAFKA_BROKERS"
+	// EnvPostgres names the variable holding the PostgreSQL URL.
+	EnvPostgres = "POSTGRES_DSN"
 
 	defaultClickHousePort = "9000"
 	defaultClickHouseHTTP = "8123"
 	defaultKafkaPort      = "9092"
+	defaultPostgresPort   = "5432"
 
 	dialTimeout = 2 * time.Second
 )

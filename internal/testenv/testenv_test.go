@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 var safeName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
@@ -261,4 +264,60 @@ func runRecorded(t *testing.T, f func(testing.TB)) *recorder {
 	}()
 	<-done
 	return r
+}
+
+func TestPostgresAddrs(t *testing.T) {
+	cases := []struct {
+		in   string
+		want []string
+		bad  bool
+	}{
+		{"", nil, false},
+		{"postgres://cardhour@127.0.0.1:15432/cardhour?sslmode=disable", []string{"127.0.0.1:15432"}, false},
+		{"postgresql://u:p@db.example/x", []string{"db.example:5432"}, false},
+		{"host=127.0.0.1 port=5432", nil, true},
+		{"mysql://h/x", nil, true},
+		{"postgres:///x", nil, true},
+	}
+	for _, c := range cases {
+		got, err := postgresAddrs(c.in)
+		if (err != nil) != c.bad {
+			t.Errorf("postgresAddrs(%q) error = %v, want error %v", c.in, err, c.bad)
+			continue
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("postgresAddrs(%q) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
+func TestWithSearchPath(t *testing.T) {
+	got, err := withSearchPath("postgres://cardhour@127.0.0.1:15432/cardhour?sslmode=disable", "t_x_0a1b2c3d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "postgres://cardhour@127.0.0.1:15432/cardhour?search_path=t_x_0a1b2c3d&sslmode=disable"; got != want {
+		t.Errorf("withSearchPath = %q, want %q", got, want)
+	}
+}
+
+func TestPostgresDSNGivesAnEmptySchemaOfItsOwn(t *testing.T) {
+	dsn := PostgresDSN(t)
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx) //nolint:errcheck // test
+	var schema string
+	var tables int
+	if err := c.QueryRow(ctx, `SELECT current_schema(), (SELECT count(*) FROM information_schema.tables WHERE table_schema = current_schema())`).Scan(&schema, &tables); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(schema, "t_testpostgresdsngivesanemptyschemaofitsown_") || tables != 0 {
+		t.Fatalf("current schema %q with %d tables: want a fresh schema named after the test", schema, tables)
+	}
+	if _, err := c.Exec(ctx, `CREATE TABLE x (a int)`); err != nil {
+		t.Fatal(err)
+	}
 }
