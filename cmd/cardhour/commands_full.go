@@ -11,6 +11,6 @@ func addCommands(cmds map[string]command) {
 	cmds["bill"] = command{"compute invoices for a month from a catalog and samples", runBill}
 	cmds["generate"] = command{"write synthetic samples (JSON Lines) for tests and benchmarks", runGenerate}
 	cmds["ingest"] = command{"consume samples from Kafka (or back-fill a file) into ClickHouse or SQLite", runIngest}
-	cmds["migrate"] = command{"create or upgrade the ClickHouse schema", runMigrate}
+	cmds["migrate"] = command{"create or upgrade a usage store's schema (ClickHouse or SQLite)", runMigrate}
 	cmds["idle"] = command{"list the idle warnings and releases the catalog's policies call for", runIdle}
 }
