@@ -13,10 +13,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cardhour/cardhour/collector/spool"
@@ -153,7 +153,12 @@ func samplesIn(recs []spool.Record) int {
 // sending for up to drainTimeout so that a clean shutdown leaves little behind
 // (what is left is sent after the next start).
 func (p *Publisher) Run(ctx context.Context) error {
-	backoff := p.cfg.BackoffMin
+	// Exponential from BackoffMin to BackoffMax, each wait randomised by ±50 %
+	// so that the collectors of a cluster do not all knock at once when Kafka
+	// comes back.
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval, bo.MaxInterval, bo.Multiplier, bo.RandomizationFactor = p.cfg.BackoffMin, p.cfg.BackoffMax, 2, 0.5
+	bo.Reset()
 	var failedSince, lastWarn time.Time
 	failed := 0 // writes failed since failedSince
 	for {
@@ -176,9 +181,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 				return nil
 			}
 			p.errs.Inc()
-			// Between half and all of the backoff, so that the collectors of a
-			// cluster do not all knock at once when Kafka comes back.
-			wait := backoff/2 + rand.N(backoff/2+1)
+			wait := bo.NextBackOff()
 			if failed == 0 {
 				failedSince = time.Now()
 			}
@@ -194,7 +197,6 @@ func (p *Publisher) Run(ctx context.Context) error {
 				return nil
 			case <-time.After(wait):
 			}
-			backoff = min(2*backoff, p.cfg.BackoffMax)
 			continue
 		}
 		p.sendDur.Observe(time.Since(t0).Seconds())
@@ -203,7 +205,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 				"failed_writes", failed, "failed_for", time.Since(failedSince).Round(time.Millisecond).String())
 			failed = 0
 		}
-		backoff = p.cfg.BackoffMin
+		bo.Reset()
 		p.sent.Add(float64(samplesIn(recs)))
 		if err := p.cfg.Spool.Commit(cur); err != nil {
 			p.log.Error("cannot persist the spool cursor (records may be sent twice)", "err", err)
