@@ -304,8 +304,10 @@ func classify(err error) error {
 // Close implements ingest.Store.
 func (s *Store) Close() error { return s.db.Close() }
 
-// Write implements ingest.Store in one transaction.
-func (s *Store) Write(ctx context.Context, b *ingest.Batch) (err error) {
+// inTx runs fn in one transaction, committed when fn returns nil and rolled
+// back otherwise; an error names the store and is classified (permanent or
+// transient) for the writer's retries.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
 	defer func() {
 		if err != nil {
 			err = classify(fmt.Errorf("SQLite store %s: %w", s.cfg.Path, err))
@@ -315,11 +317,22 @@ func (s *Store) Write(ctx context.Context, b *ingest.Batch) (err error) {
 	if err != nil {
 		return fmt.Errorf("cannot begin SQLite transaction: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
+	if err = fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err = tx.Commit(); err != nil {
+		return fmt.Errorf("cannot commit SQLite transaction: %w", err)
+	}
+	return nil
+}
+
+// Write implements ingest.Store in one transaction.
+func (s *Store) Write(ctx context.Context, b *ingest.Batch) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error { return writeBatch(ctx, tx, b) })
+}
+
+func writeBatch(ctx context.Context, tx *sql.Tx, b *ingest.Batch) error {
 	raw, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO raw_samples (instance_id, start_ms, project, user,
 		interval_ms, node, gpu_uuid, gpu_model, profile, util, mem_used_bytes, mem_total_bytes, processes, util_source)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
@@ -364,29 +377,16 @@ func (s *Store) Write(ctx context.Context, b *ingest.Batch) (err error) {
 			return fmt.Errorf("cannot insert idle run: %w", err)
 		}
 	}
-	if err = tx.Commit(); err != nil {
-		return fmt.Errorf("cannot commit SQLite transaction: %w", err)
-	}
 	return nil
 }
 
 // WriteRejects implements ingest.Rejects in one transaction; a source already
 // stored keeps its first row.
-func (s *Store) WriteRejects(ctx context.Context, rs []ingest.Reject) (err error) {
-	defer func() {
-		if err != nil {
-			err = classify(fmt.Errorf("SQLite store %s: %w", s.cfg.Path, err))
-		}
-	}()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("cannot begin SQLite transaction: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
+func (s *Store) WriteRejects(ctx context.Context, rs []ingest.Reject) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error { return writeRejects(ctx, tx, rs) })
+}
+
+func writeRejects(ctx context.Context, tx *sql.Tx, rs []ingest.Reject) error {
 	ins, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO rejects (source, ts_ms, reason, error, ingested_ms) VALUES (?, ?, ?, ?, ?)`)
 	if err != nil {
 		return fmt.Errorf("cannot prepare reject insert: %w", err)
@@ -397,9 +397,6 @@ func (s *Store) WriteRejects(ctx context.Context, rs []ingest.Reject) (err error
 		if _, err = ins.ExecContext(ctx, r.Source, r.TimeMS, r.Reason, r.Error, now); err != nil {
 			return fmt.Errorf("cannot insert reject: %w", err)
 		}
-	}
-	if err = tx.Commit(); err != nil {
-		return fmt.Errorf("cannot commit SQLite transaction: %w", err)
 	}
 	return nil
 }
