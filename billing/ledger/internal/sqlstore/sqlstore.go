@@ -582,12 +582,8 @@ func (s *Store) Invoices(ctx context.Context, f ledger.InvoiceFilter) ([]ledger.
 	if err != nil {
 		return nil, "", err
 	}
-	var where []string
-	var args []any
-	add := func(cond string, arg any) {
-		where = append(where, cond)
-		args = append(args, arg)
-	}
+	var pq pagedQuery
+	add := pq.add
 	if f.Project != "" {
 		add("project = ?", f.Project)
 	}
@@ -600,12 +596,7 @@ func (s *Store) Invoices(ctx context.Context, f ledger.InvoiceFilter) ([]ledger.
 	if after > 0 {
 		add("id < ?", after)
 	}
-	q := `SELECT ` + invoiceCols + ` FROM ledger_invoices`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY id DESC LIMIT " + strconv.Itoa(limit+1)
-	rows, err := s.db.QueryContext(ctx, s.d.Rebind(q), args...)
+	rows, err := s.db.QueryContext(ctx, s.d.Rebind(pq.sql(`SELECT `+invoiceCols+` FROM ledger_invoices`, limit)), pq.args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s ledger: cannot list invoices: %w", s.d.Name, err)
 	}
@@ -858,12 +849,8 @@ func (s *Store) Audit(ctx context.Context, f ledger.AuditFilter) ([]ledger.Audit
 	if err != nil {
 		return nil, "", err
 	}
-	var where []string
-	var args []any
-	add := func(cond string, arg any) {
-		where = append(where, cond)
-		args = append(args, arg)
-	}
+	var pq pagedQuery
+	add := pq.add
 	if f.Actor != "" {
 		add("actor = ?", f.Actor)
 	}
@@ -882,12 +869,7 @@ func (s *Store) Audit(ctx context.Context, f ledger.AuditFilter) ([]ledger.Audit
 	if after > 0 {
 		add("id < ?", after)
 	}
-	q := `SELECT id, at_ms, actor, action, object, before_json, after_json FROM ledger_audit`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY id DESC LIMIT " + strconv.Itoa(limit+1)
-	rows, err := s.db.QueryContext(ctx, s.d.Rebind(q), args...)
+	rows, err := s.db.QueryContext(ctx, s.d.Rebind(pq.sql(`SELECT id, at_ms, actor, action, object, before_json, after_json FROM ledger_audit`, limit)), pq.args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s ledger: cannot read the audit log: %w", s.d.Name, err)
 	}
@@ -946,4 +928,24 @@ func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
 		return fmt.Errorf("%s ledger: cannot release lease %q: %w", s.d.Name, name, err)
 	}
 	return nil
+}
+
+// pagedQuery collects the conditions of a list query (ANDed) and their
+// arguments; sql appends them to a SELECT and pages newest first by id,
+// one row more than limit so the caller knows whether a next page exists.
+type pagedQuery struct {
+	where []string
+	args  []any
+}
+
+func (q *pagedQuery) add(cond string, arg any) {
+	q.where = append(q.where, cond)
+	q.args = append(q.args, arg)
+}
+
+func (q *pagedQuery) sql(selectFrom string, limit int) string {
+	if len(q.where) > 0 {
+		selectFrom += " WHERE " + strings.Join(q.where, " AND ")
+	}
+	return selectFrom + " ORDER BY id DESC LIMIT " + strconv.Itoa(limit+1)
 }
