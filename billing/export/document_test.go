@@ -303,3 +303,5 @@ func TestDocumentsMatchJSONSchema(t *testing.T) {
 	require.Error(t, validate(bytes.Replace(b, []byte(`"period": "2026-11"`), []byte(`"period": "2026-13"`), 1)))
 	require.Error(t, validate(bytes.Replace(b, []byte(`"project": "-lab"`), []byte(`"projekt": "-lab"`), 1)))
 }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
