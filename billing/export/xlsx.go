@@ -1,6 +1,8 @@
 package export
 
 import (
+	"archive/zip"
+	"bytes"
 	"cmp"
 	"io"
 	"slices"
@@ -63,7 +65,8 @@ const (
 // in its columns), and a warnings sheet. Amounts are numbers formatted to two
 // decimals; IDs and every other text are text cells (never formulas). The
 // document properties' times are the latest issue or generation time of the
-// documents, so the same documents give the same bytes.
+// documents and the parts of the archive are written in name order, so the same
+// documents give the same bytes.
 //
 // The detail is one sheet, not a sheet per student: a period has thousands of
 // students, and a workbook with thousands of sheets is slow to write and to open
@@ -116,8 +119,40 @@ func WriteXLSX(w io.Writer, docs ...*Document) (err error) {
 	}); err != nil {
 		return err
 	}
-	_, err = f.WriteTo(w)
-	return err
+	var buf bytes.Buffer
+	if _, err := f.WriteTo(&buf); err != nil {
+		return err
+	}
+	return canonicalZip(w, buf.Bytes())
+}
+
+// canonicalZip rewrites a zip archive with its entries sorted by name and no
+// modification times, copying the compressed data as it is. excelize writes the
+// parts of a workbook in map order; this makes the bytes depend on the content only.
+func canonicalZip(w io.Writer, archive []byte) error {
+	zr, err := zip.NewReader(bytes.NewReader(archive), int64(len(archive)))
+	if err != nil {
+		return err
+	}
+	files := slices.Clone(zr.File)
+	slices.SortFunc(files, func(a, b *zip.File) int { return cmp.Compare(a.Name, b.Name) })
+	zw := zip.NewWriter(w)
+	for _, zf := range files {
+		raw, err := zf.OpenRaw()
+		if err != nil {
+			return err
+		}
+		hdr := &zip.FileHeader{Name: zf.Name, Method: zf.Method, CRC32: zf.CRC32,
+			CompressedSize64: zf.CompressedSize64, UncompressedSize64: zf.UncompressedSize64}
+		out, err := zw.CreateRaw(hdr)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, raw); err != nil {
+			return err
+		}
+	}
+	return zw.Close()
 }
 
 type xlsxWriter struct {
