@@ -62,9 +62,10 @@ func csvRows(d *Document) [][]string {
 		issued = d.IssuedAt.Format(time.RFC3339)
 	}
 	t, c := billing.CSVText, billing.CSVCell
+	names := d.studentNames()
 	head := func(kind, user string) []string {
 		return []string{c(d.Period), t(d.Number), c(issued), t(d.Project), c(d.Name), t(d.Funding), c(kind),
-			t(user), c(d.StudentName(user))}
+			t(user), c(names[user])}
 	}
 	var rows [][]string
 	for _, l := range d.Lines {

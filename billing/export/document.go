@@ -300,6 +300,18 @@ func (d *Document) StudentName(user string) string {
 	return ""
 }
 
+// studentNames maps user → name for the renderers (StudentName for every line
+// would be quadratic in the students of a large project).
+func (d *Document) studentNames() map[string]string {
+	m := make(map[string]string, len(d.Students))
+	for _, st := range d.Students {
+		if st.Name != "" {
+			m[st.User] = st.Name
+		}
+	}
+	return m
+}
+
 // Statement returns user's statement derived from the invoice: only their usage
 // lines and unpriced usage (reservations belong to the project), their subtotal as
 // the total, and only the warnings billing.Warning.InStatement keeps for them, so

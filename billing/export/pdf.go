@@ -162,9 +162,10 @@ func (r *pdfDoc) render() {
 	cols := []pdfCol{{"User 学号", 24, "L"}, {"Name 姓名", 36, "L"}, {"SKU 规格", 20, "L"}, {"Sessions 会话数", 22, "R"},
 		{"Billed h 计费小时", 20, "R"}, {"Unit price 单价", 30, "R"}, {"Amount 金额", 28, "R"}}
 	r.header(cols)
+	names := d.studentNames()
 	for _, l := range d.Lines {
 		if l.Kind == billing.KindUsage {
-			r.row(cols, l.User, d.StudentName(l.User), l.SKU, strconv.Itoa(l.Sessions),
+			r.row(cols, l.User, names[l.User], l.SKU, strconv.Itoa(l.Sessions),
 				hoursOf(l.BilledSeconds), billing.FormatPrice(l.UnitPrice)+"/h", billing.FormatMoney(l.Amount))
 		} else {
 			r.row(cols, "(预留)", l.Term+"/"+l.Billing, l.SKU, "×"+strconv.FormatInt(l.Quantity, 10), "",

@@ -101,7 +101,8 @@ func WriteXLSX(w io.Writer, docs ...*Document) (err error) {
 			return err
 		}
 	}
-	f.SetActiveSheet(0)
+	// The summary, the first sheet, is the active one. (SetActiveSheet would
+	// parse every streamed sheet back into memory.)
 	var stamp time.Time
 	for _, d := range docs {
 		t := d.GeneratedAt
@@ -335,8 +336,9 @@ func (x *xlsxWriter) detail(docs []*Document) error {
 		return err
 	}
 	for _, d := range docs {
+		names := d.studentNames()
 		for _, l := range d.Lines {
-			row := []any{text(fundingLabel(d.Funding)), text(d.Project), text(l.User), text(d.StudentName(l.User)),
+			row := []any{text(fundingLabel(d.Funding)), text(d.Project), text(l.User), text(names[l.User]),
 				text(l.Kind), text(l.SKU)}
 			if l.Kind == billing.KindUsage {
 				row = append(row, "", "", s.int(int64(l.Sessions), 0), s.secs(l.UsedMS), s.secs(l.CoveredMS),
@@ -350,7 +352,7 @@ func (x *xlsxWriter) detail(docs []*Document) error {
 			}
 		}
 		for _, u := range d.Unpriced {
-			if err := s.add(text(fundingLabel(d.Funding)), text(d.Project), text(u.User), text(d.StudentName(u.User)),
+			if err := s.add(text(fundingLabel(d.Funding)), text(d.Project), text(u.User), text(names[u.User]),
 				text(RowUnpriced), text(u.GPUModel+" "+u.Profile), "", "", s.int(int64(u.Sessions), 0), s.secs(u.UsedMS), "",
 				s.secs(u.IdleMS), "", "", "", text(d.Currency)); err != nil {
 				return err

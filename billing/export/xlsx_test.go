@@ -95,6 +95,7 @@ func TestXLSXSheetsHeadersAndTypes(t *testing.T) {
 	require.NoError(t, err)
 	defer f.Close()
 	require.Equal(t, []string{SheetSummary, SheetStudents, SheetDetail, SheetWarnings}, f.GetSheetList())
+	require.Equal(t, 0, f.GetActiveSheetIndex(), "the summary opens first")
 	for sheet, header := range map[string][]string{SheetSummary: XLSXSummaryHeader, SheetStudents: XLSXStudentsHeader,
 		SheetDetail: XLSXDetailHeader, SheetWarnings: XLSXWarningsHeader} {
 		rows, err := f.GetRows(sheet)
