@@ -549,7 +549,7 @@ func Stamp(doc []byte, number string, issuedAt time.Time) ([]byte, error) {
 	}
 	loc, err := time.LoadLocation(d.Timezone)
 	if err != nil {
-		return nil, fmt.Errorf("stamp: timezone %q: %w", d.Timezone, err)
+		return nil, fmt.Errorf("stamp: timezone: %w", err)
 	}
 	at := issuedAt.In(loc)
 	d.Number, d.IssuedAt = number, &at
