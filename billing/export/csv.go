@@ -36,6 +36,9 @@ const unpricedNote = "matches no SKU: not priced (无对应规格，未计价)"
 // (project, user, SKU, number) are kept as text and every cell is neutralised
 // against formula injection (billing.CSVText, billing.CSVCell).
 func WriteCSV(w io.Writer, docs ...*Document) error {
+	if err := checkDocs(docs); err != nil {
+		return err
+	}
 	if _, err := io.WriteString(w, "\uFEFF"); err != nil {
 		return err
 	}

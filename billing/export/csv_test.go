@@ -138,3 +138,21 @@ func TestJSONExportIsTheStoredBytes(t *testing.T) {
 	require.Len(t, arr, len(docs))
 	golden(t, "period.json", buf.Bytes())
 }
+
+func TestRenderersRefuseNilAndTakeNoDocuments(t *testing.T) {
+	var buf bytes.Buffer
+	require.ErrorContains(t, WriteCSV(&buf, nil), "document 0 is nil")
+	require.ErrorContains(t, WriteXLSX(&buf, nil), "document 0 is nil")
+	require.ErrorContains(t, WriteJSON(&buf, nil), "document 0 is nil")
+	require.ErrorContains(t, WritePDF(&buf, nil, PDFOptions{}), "nil")
+
+	buf.Reset()
+	require.NoError(t, WriteCSV(&buf))
+	require.Len(t, readCSV(t, buf.Bytes()), 1, "the header only")
+	buf.Reset()
+	require.NoError(t, WriteJSON(&buf))
+	require.Equal(t, "[\n]\n", buf.String())
+	buf.Reset()
+	require.NoError(t, WriteXLSX(&buf))
+	require.NotEmpty(t, buf.Bytes())
+}

@@ -501,10 +501,16 @@ func Parse(b []byte) (*Document, error) {
 	dec.DisallowUnknownFields()
 	var d Document
 	if err := dec.Decode(&d); err != nil {
+		if field := badMoney(b); field != "" {
+			return nil, fmt.Errorf("invoice document: %s", field)
+		}
 		return nil, fmt.Errorf("invoice document: %w", err)
 	}
 	if dec.More() {
 		return nil, errors.New("invoice document: data after the document")
+	}
+	if field := badMoney(b); field != "" {
+		return nil, fmt.Errorf("invoice document: %s", field) // e.g. a number instead of a decimal string
 	}
 	switch {
 	case d.Schema != Schema:
@@ -528,6 +534,62 @@ func Parse(b []byte) (*Document, error) {
 	}
 	d.normalize()
 	return &d, nil
+}
+
+var moneyPattern = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?$`)
+
+// badMoney names the first money field of a document that is not a decimal
+// string: the decimal decoder also takes JSON numbers, and its errors name no
+// field. "" when there is none or b is not a JSON object.
+func badMoney(b []byte) string {
+	var raw struct {
+		Total    any              `json:"total"`
+		Lines    []map[string]any `json:"lines"`
+		Students []map[string]any `json:"students"`
+	}
+	if json.Unmarshal(b, &raw) != nil {
+		return ""
+	}
+	check := func(name string, v any) string {
+		if s, ok := v.(string); ok && moneyPattern.MatchString(s) {
+			return ""
+		}
+		return fmt.Sprintf("%s: %v is not a decimal string", name, v)
+	}
+	if msg := check("total", raw.Total); msg != "" {
+		return msg
+	}
+	for i, l := range raw.Lines {
+		for _, f := range []string{"unit_price", "amount"} {
+			if msg := check(fmt.Sprintf("lines[%d].%s", i, f), l[f]); msg != "" {
+				return msg
+			}
+		}
+	}
+	for i, st := range raw.Students {
+		if msg := check(fmt.Sprintf("students[%d].total", i), st["total"]); msg != "" {
+			return msg
+		}
+	}
+	return ""
+}
+
+// checkDocs refuses nil documents, naming their position.
+func checkDocs(docs []*Document) error {
+	for i, d := range docs {
+		if d == nil {
+			return fmt.Errorf("export: document %d is nil", i)
+		}
+	}
+	return nil
+}
+
+// StampFunc returns a function for ledger.FinalizeOptions.Stamp that stamps the
+// number the ledger gives and issuedAt into the draft's document.
+func StampFunc(issuedAt time.Time) func(number string, document []byte) ([]byte, error) {
+	return func(number string, document []byte) ([]byte, error) {
+		return Stamp(document, number, issuedAt)
+	}
 }
 
 // Stamp writes the invoice number and issue date into a draft document's bytes

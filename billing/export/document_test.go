@@ -139,7 +139,8 @@ func TestParseRejectsBadDocuments(t *testing.T) {
 		"schema":        {`"schema": "cardhour.invoice.v1"`, `"schema": "cardhour.invoice.v2"`, "schema"},
 		"unknown field": {`"project": "lab"`, `"projekt": "lab"`, "projekt"},
 		"period":        {`"period": "2026-11"`, `"period": "2026-13"`, "period"},
-		"amount":        {`"total": "`, `"total": "x`, "decimal"},
+		"amount":        {`"total": "`, `"total": "x`, "total: x"},
+		"line amount":   {`"amount": "0.20"`, `"amount": 0.2`, "lines[0].amount: 0.2 is not a decimal string"},
 		"kind":          {`"kind": "usage"`, `"kind": "refund"`, "lines[0].kind"},
 		"not json":      {`{`, `[`, "invoice document"},
 	} {
@@ -176,6 +177,10 @@ func TestStamp(t *testing.T) {
 	again, err := d.Marshal()
 	require.NoError(t, err)
 	require.Equal(t, back, again)
+
+	viaFunc, err := StampFunc(issued)("2026-000042", draft)
+	require.NoError(t, err)
+	require.Equal(t, string(final), string(viaFunc))
 
 	_, err = Stamp(final, "2026-000043", issued)
 	require.ErrorContains(t, err, "already has number")

@@ -9,6 +9,9 @@ import (
 // canonical bytes (Marshal), so the JSON export of a finalized invoice is the
 // ledger's bytes; several are a JSON array of those documents, in the order given.
 func WriteJSON(w io.Writer, docs ...*Document) error {
+	if err := checkDocs(docs); err != nil {
+		return err
+	}
 	if len(docs) == 1 {
 		b, err := docs[0].Marshal()
 		if err != nil {

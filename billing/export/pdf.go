@@ -61,6 +61,9 @@ const pdfFont = "cjk"
 // usage, total and warnings. The PDF's creation date is the document's issue
 // date (its generation time in drafts), so the same document gives the same bytes.
 func WritePDF(w io.Writer, d *Document, opt PDFOptions) error {
+	if d == nil {
+		return errors.New("export: the document is nil")
+	}
 	path, err := opt.FindFont()
 	if err != nil {
 		return err

@@ -73,6 +73,9 @@ const (
 // and cannot be navigated; sheet names are limited to 31 characters without
 // []:*?/\, which student IDs need not respect. Filter the detail sheet by user.
 func WriteXLSX(w io.Writer, docs ...*Document) (err error) {
+	if err := checkDocs(docs); err != nil {
+		return err
+	}
 	f := excelize.NewFile()
 	defer func() {
 		if cerr := f.Close(); err == nil {
