@@ -268,12 +268,12 @@ func (r *pdfDoc) row(cols []pdfCol, cells ...string) {
 
 // fit shortens s with an ellipsis to the cell width (minus padding).
 func (r *pdfDoc) fit(s string, width float64) string {
-	max := width - 2
-	if r.pdf.GetStringWidth(s) <= max {
+	limit := width - 2
+	if r.pdf.GetStringWidth(s) <= limit {
 		return s
 	}
 	rs := []rune(s)
-	for len(rs) > 0 && r.pdf.GetStringWidth(string(rs)+"…") > max {
+	for len(rs) > 0 && r.pdf.GetStringWidth(string(rs)+"…") > limit {
 		rs = rs[:len(rs)-1]
 	}
 	return string(rs) + "…"
