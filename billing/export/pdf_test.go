@@ -115,3 +115,29 @@ func TestPDFMissingFontNamesThePackage(t *testing.T) {
 	require.ErrorContains(t, err, FontPackage)
 	require.ErrorContains(t, err, "missing.ttf")
 }
+
+// Every export of a stored invoice is a function of its bytes: two documents
+// parsed from the same bytes render byte-identical files in every format.
+func TestExportsOfStoredBytesAreIdentical(t *testing.T) {
+	needPDFTools(t)
+	lab := docByProject(t, fixtureDocs(t), "lab")
+	draft, err := lab.Marshal()
+	require.NoError(t, err)
+	stored, err := Stamp(draft, "2026-000042", fixtureMeta.GeneratedAt)
+	require.NoError(t, err)
+	render := func() [4][]byte {
+		d, err := Parse(stored)
+		require.NoError(t, err)
+		var out [4]bytes.Buffer
+		require.NoError(t, WriteJSON(&out[0], d))
+		require.NoError(t, WriteCSV(&out[1], d))
+		require.NoError(t, WriteXLSX(&out[2], d))
+		require.NoError(t, WritePDF(&out[3], d, PDFOptions{}))
+		return [4][]byte{out[0].Bytes(), out[1].Bytes(), out[2].Bytes(), out[3].Bytes()}
+	}
+	a, b := render(), render()
+	for i, name := range []string{"json", "csv", "xlsx", "pdf"} {
+		require.Equal(t, a[i], b[i], name)
+	}
+	require.Equal(t, stored, a[0])
+}
