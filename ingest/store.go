@@ -108,9 +108,13 @@ type Rejects interface {
 	RejectSummary(ctx context.Context, fromMS, toMS int64, first int) (RejectSummary, error)
 }
 
-// Backend is a store that billing can also read from.
+// Backend is a store that billing can also read from: invoices (Scan),
+// usage, held instances and data quality.
 type Backend interface {
 	Store
 	Rejects
 	billing.UsageSource
+	billing.UsageRows
+	billing.HeldRows
+	billing.QualityRows
 }

@@ -86,6 +86,8 @@ var migrations = []string{
 		source TEXT NOT NULL PRIMARY KEY, ts_ms INTEGER NOT NULL, reason TEXT NOT NULL, error TEXT NOT NULL,
 		ingested_ms INTEGER NOT NULL) WITHOUT ROWID`,
 	`CREATE INDEX IF NOT EXISTS rejects_ts ON rejects (ts_ms)`,
+	// Reads by time over the whole fleet (usage, held now, data quality).
+	`CREATE INDEX IF NOT EXISTS raw_samples_start ON raw_samples (start_ms)`,
 }
 
 // SchemaVersion is the schema version this build writes and reads (PRAGMA
