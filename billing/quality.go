@@ -44,14 +44,6 @@ type DataQuality struct {
 	// (Result.Warnings with WarnUnpriced, Invoice unpriced lines).
 }
 
-// RejectRow is one rejected input as a store keeps it.
-type RejectRow struct {
-	TimeMS int64
-	Source string
-	Reason string
-	Error  string
-}
-
 // SilentNode is one gap in a node's samples (Until zero when it never
 // resumed before the end of the check).
 type SilentNode struct {
@@ -60,17 +52,13 @@ type SilentNode struct {
 	Until time.Time // start of the first bucket after it; zero: still silent
 }
 
-// UnattributedUsage is busy time without a holder on one instance.
-type UnattributedUsage struct {
-	Node, InstanceID string
-	Seconds          int64 // card-seconds
-}
-
-// NodeBucketRow says a node sent samples in the bucket starting at BucketMS.
-type NodeBucketRow struct {
-	Node     string
-	BucketMS int64
-}
+// RejectRow, UnattributedUsage and NodeBucketRow are rows of QualityRows
+// (see schemas).
+type (
+	RejectRow         = schemas.RejectRow
+	UnattributedUsage = schemas.UnattributedUsage
+	NodeBucketRow     = schemas.NodeBucketRow
+)
 
 // QualityRows is a store that can answer the data-quality check.
 // Implemented by ingest.MemStore, ingest/sqlite and ingest/clickhouse.

@@ -65,36 +65,12 @@ type UsageGroup struct {
 	Cost decimal.Decimal
 }
 
-// UsageRowQuery is what Usage asks a store for: sums of held samples over
-// [FromMS, ToMS) (by sample start), grouped by the fields with their By flag
-// set plus always gpu_model and profile (to price), and by bucket of BucketMS
-// (UTC-aligned, sample start) when BucketMS > 0.
-type UsageRowQuery struct {
-	FromMS, ToMS int64
-	Projects     []string
-	Users        []string
-	Nodes        []string
-	// Models restricts to these (gpu_model, profile) pairs when non-nil
-	// (a SKU filter); an empty non-nil list matches nothing.
-	Models                        [][2]string
-	ByProject, ByUser, ByInstance bool
-	ByNode                        bool
-	BucketMS                      int64
-	// A held sample is idle when util is known and below the threshold of
-	// its project (IdleByProject, else IdleDefault), or util is unknown and
-	// it saw no process.
-	IdleDefault   float64
-	IdleByProject map[string]float64
-}
-
-// UsageRow is one group a store returns for a UsageRowQuery; fields not
-// grouped by are empty (BucketMS 0).
-type UsageRow struct {
-	Project, User, InstanceID, Node string
-	GPUModel, Profile               string
-	BucketMS                        int64
-	HeldMS, IdleMS                  int64
-}
+// UsageRowQuery and UsageRow are what Usage asks a store for and gets
+// back (see schemas).
+type (
+	UsageRowQuery = schemas.UsageRowQuery
+	UsageRow      = schemas.UsageRow
+)
 
 // UsageRows is a store that sums held samples in the database (a GROUP BY).
 // Implemented by ingest.MemStore, ingest/sqlite and ingest/clickhouse. A

@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 
-	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -38,11 +37,11 @@ func (m *MemStore) uniqueSamples(from, to int64, fn func(*schemas.Sample) error)
 	return nil
 }
 
-// UsageRows implements billing.UsageRows, grouping like the databases do.
-func (m *MemStore) UsageRows(ctx context.Context, q billing.UsageRowQuery, fn func(billing.UsageRow) error) error {
+// UsageRows implements schemas.UsageRows, grouping like the databases do.
+func (m *MemStore) UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) error {
 	m.mu.Lock()
-	groups := map[billing.UsageRow]*billing.UsageRow{}
-	var order []*billing.UsageRow
+	groups := map[schemas.UsageRow]*schemas.UsageRow{}
+	var order []*schemas.UsageRow
 	_ = m.uniqueSamples(q.FromMS, q.ToMS, func(s *schemas.Sample) error {
 		if s.Project == "" || !inList(q.Projects, s.Project) || !inList(q.Users, s.User) || !inList(q.Nodes, s.Node) {
 			return nil
@@ -50,7 +49,7 @@ func (m *MemStore) UsageRows(ctx context.Context, q billing.UsageRowQuery, fn fu
 		if q.Models != nil && !slices.Contains(q.Models, [2]string{s.GPUModel, s.Profile}) {
 			return nil
 		}
-		k := billing.UsageRow{GPUModel: s.GPUModel, Profile: s.Profile}
+		k := schemas.UsageRow{GPUModel: s.GPUModel, Profile: s.Profile}
 		if q.ByProject {
 			k.Project = s.Project
 		}
@@ -94,7 +93,7 @@ func (m *MemStore) UsageRows(ctx context.Context, q billing.UsageRowQuery, fn fu
 
 func inList(list []string, v string) bool { return len(list) == 0 || slices.Contains(list, v) }
 
-// HeldSamples implements billing.HeldRows.
+// HeldSamples implements schemas.HeldRows.
 func (m *MemStore) HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(*schemas.Sample) error) error {
 	var out []schemas.Sample
 	m.mu.Lock()
@@ -113,26 +112,26 @@ func (m *MemStore) HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(
 	return ctx.Err()
 }
 
-// Rejects implements billing.QualityRows.
-func (m *MemStore) Rejects(ctx context.Context, fromMS, toMS int64, first int) (int64, []billing.RejectRow, error) {
+// Rejects implements schemas.QualityRows.
+func (m *MemStore) Rejects(ctx context.Context, fromMS, toMS int64, first int) (int64, []schemas.RejectRow, error) {
 	sum, err := m.RejectSummary(ctx, fromMS, toMS, first)
 	return sum.Count, rejectRows(sum.First), err
 }
 
-func rejectRows(rs []Reject) []billing.RejectRow {
-	out := make([]billing.RejectRow, len(rs))
+func rejectRows(rs []Reject) []schemas.RejectRow {
+	out := make([]schemas.RejectRow, len(rs))
 	for i, r := range rs {
-		out[i] = billing.RejectRow{TimeMS: r.TimeMS, Source: r.Source, Reason: r.Reason, Error: r.Error}
+		out[i] = schemas.RejectRow{TimeMS: r.TimeMS, Source: r.Source, Reason: r.Reason, Error: r.Error}
 	}
 	return out
 }
 
-// NodeBuckets implements billing.QualityRows.
-func (m *MemStore) NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, fn func(billing.NodeBucketRow) error) error {
-	seen := map[billing.NodeBucketRow]bool{}
+// NodeBuckets implements schemas.QualityRows.
+func (m *MemStore) NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, fn func(schemas.NodeBucketRow) error) error {
+	seen := map[schemas.NodeBucketRow]bool{}
 	m.mu.Lock()
 	_ = m.uniqueSamples(fromMS, toMS, func(s *schemas.Sample) error {
-		seen[billing.NodeBucketRow{Node: s.Node, BucketMS: s.StartMS - s.StartMS%bucketMS}] = true
+		seen[schemas.NodeBucketRow{Node: s.Node, BucketMS: s.StartMS - s.StartMS%bucketMS}] = true
 		return nil
 	})
 	m.mu.Unlock()
@@ -144,8 +143,8 @@ func (m *MemStore) NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64
 	return ctx.Err()
 }
 
-// Unattributed implements billing.QualityRows.
-func (m *MemStore) Unattributed(ctx context.Context, fromMS, toMS int64, minUtil float64, fn func(billing.UnattributedUsage) error) error {
+// Unattributed implements schemas.QualityRows.
+func (m *MemStore) Unattributed(ctx context.Context, fromMS, toMS int64, minUtil float64, fn func(schemas.UnattributedUsage) error) error {
 	sums := map[[2]string]int64{}
 	m.mu.Lock()
 	_ = m.uniqueSamples(fromMS, toMS, func(s *schemas.Sample) error {
@@ -156,7 +155,7 @@ func (m *MemStore) Unattributed(ctx context.Context, fromMS, toMS int64, minUtil
 	})
 	m.mu.Unlock()
 	for k, ms := range sums {
-		if err := fn(billing.UnattributedUsage{Node: k[0], InstanceID: k[1], Seconds: ms}); err != nil {
+		if err := fn(schemas.UnattributedUsage{Node: k[0], InstanceID: k[1], Seconds: ms}); err != nil {
 			return err
 		}
 	}

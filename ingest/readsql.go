@@ -1,10 +1,9 @@
 package ingest
 
 import (
+	"github.com/cardhour/cardhour/schemas"
 	"strconv"
 	"strings"
-
-	"github.com/cardhour/cardhour/billing"
 )
 
 // Dialect is what differs between the SQL of the stores' reads.
@@ -19,10 +18,10 @@ type Dialect struct {
 	Zero string
 }
 
-// UsageSQL is the GROUP BY that answers a billing.UsageRowQuery, with its
+// UsageSQL is the GROUP BY that answers a schemas.UsageRowQuery, with its
 // arguments. Columns: project, user, instance_id, node, gpu_model, profile,
 // bucket, held_ms, idle_ms (grouped-out fields are ” or 0).
-func UsageSQL(d Dialect, q billing.UsageRowQuery) (string, []any) {
+func UsageSQL(d Dialect, q schemas.UsageRowQuery) (string, []any) {
 	var args []any
 	col := func(on bool, name string) string {
 		if on {
@@ -66,7 +65,7 @@ func UsageSQL(d Dialect, q billing.UsageRowQuery) (string, []any) {
 	return "SELECT " + sel + " FROM " + from + " WHERE " + where + " GROUP BY " + strings.Join(group, ", "), args
 }
 
-func sampleFilter(q billing.UsageRowQuery) (string, []any) {
+func sampleFilter(q schemas.UsageRowQuery) (string, []any) {
 	w := []string{"start_ms >= " + itoa(q.FromMS), "start_ms < " + itoa(q.ToMS), "project != ''"}
 	var args []any
 	in := func(col string, vals []string) {
