@@ -305,6 +305,7 @@ func (s *Service) Run(ctx context.Context, actor, periodStr string) (*Run, error
 		return nil, fmt.Errorf("building the documents of %s: %w", p, err)
 	}
 	built := map[string][]byte{}
+	conflicted := map[string]error{}
 	for _, d := range docs {
 		built[d.Project] = d.Document
 		inv, err := s.cfg.Ledger.SaveDraft(ctx, actor, ledger.Draft{Project: d.Project, Period: run.Period, Document: d.Document,
@@ -318,6 +319,7 @@ func (s *Service) Run(ctx context.Context, actor, periodStr string) (*Run, error
 			run.Drafts = append(run.Drafts, RunDraft{Project: d.Project, InvoiceID: inv.ID, Revision: inv.Revision, SHA256: inv.SHA256, Total: sum.Total})
 		case errors.Is(err, ledger.ErrConflict):
 			// A finalized revision: kept, and compared below.
+			conflicted[d.Project] = err
 		default:
 			return nil, err
 		}
@@ -327,6 +329,12 @@ func (s *Service) Run(ctx context.Context, actor, periodStr string) (*Run, error
 	finalized, err := s.invoices(ctx, ledger.InvoiceFilter{Period: run.Period, Status: ledger.StatusFinalized})
 	if err != nil {
 		return nil, err
+	}
+	for _, f := range finalized {
+		delete(conflicted, f.Project)
+	}
+	for p, err := range conflicted { // a conflict that is not a finalized revision
+		return nil, fmt.Errorf("saving the draft of %s/%s: %w", p, run.Period, err)
 	}
 	for _, f := range finalized {
 		run.Kept = append(run.Kept, RunKept{Project: f.Project, InvoiceID: f.ID, Number: f.Number, Revision: f.Revision, SHA256: f.SHA256})
