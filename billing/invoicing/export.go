@@ -291,7 +291,7 @@ func writeAtomic(path string, data []byte) (err error) {
 	if err = tmp.Close(); err != nil {
 		return fmt.Errorf("cannot write %s: %w", path, err)
 	}
-	if err = os.Chmod(tmp.Name(), 0o640); err != nil {
+	if err = os.Chmod(tmp.Name(), 0o640); err != nil { //nolint:gosec // exports are read by the finance group
 		return fmt.Errorf("cannot write %s: %w", path, err)
 	}
 	if err = os.Rename(tmp.Name(), path); err != nil {

@@ -333,8 +333,12 @@ func (s *Service) Run(ctx context.Context, actor, periodStr string) (*Run, error
 	for _, f := range finalized {
 		delete(conflicted, f.Project)
 	}
-	for p, err := range conflicted { // a conflict that is not a finalized revision
-		return nil, fmt.Errorf("saving the draft of %s/%s: %w", p, run.Period, err)
+	if len(conflicted) > 0 { // a conflict that is not a finalized revision
+		var errs []error
+		for p, err := range conflicted {
+			errs = append(errs, fmt.Errorf("saving the draft of %s/%s: %w", p, run.Period, err))
+		}
+		return nil, errors.Join(errs...)
 	}
 	for _, f := range finalized {
 		run.Kept = append(run.Kept, RunKept{Project: f.Project, InvoiceID: f.ID, Number: f.Number, Revision: f.Revision, SHA256: f.SHA256})

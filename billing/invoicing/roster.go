@@ -39,6 +39,7 @@ type RosterError struct {
 	Problems []RosterProblem
 }
 
+// Error lists the problems, each with its line and field.
 func (e *RosterError) Error() string {
 	var b strings.Builder
 	b.WriteString("roster: ")
@@ -54,6 +55,7 @@ func (e *RosterError) Error() string {
 	return b.String()
 }
 
+// Unwrap makes a RosterError a ledger.ErrInvalidArgument.
 func (e *RosterError) Unwrap() error { return ledger.ErrInvalidArgument }
 
 // The roster columns, by English and zh-CN header name.
@@ -182,7 +184,7 @@ func parseRoster(r io.Reader, only string, known func(string) bool) ([]ledger.St
 		line, _ := cr.FieldPos(0)
 		if err != nil {
 			add(csvLine(err, line), "row", "%v", csvCause(err))
-			if _, ok := err.(*csv.ParseError); ok && !errors.Is(err, csv.ErrFieldCount) {
+			if pe := (*csv.ParseError)(nil); errors.As(err, &pe) && !errors.Is(err, csv.ErrFieldCount) {
 				return nil, probs // the reader cannot resynchronise
 			}
 			continue
