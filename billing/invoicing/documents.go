@@ -56,7 +56,10 @@ const (
 // works on the canonical bytes the ledger stores, so that what is exported
 // is rendered from the stored document only.
 type Documents interface {
-	Build(res *billing.Result, m Meta) ([]ProjectDocument, error)
+	// Build builds the documents of res, one per project sorted by
+	// project, with the students' names from names (project → user →
+	// name, the roster).
+	Build(res *billing.Result, m Meta, names map[string]map[string]string) ([]ProjectDocument, error)
 	Summary(doc []byte) (DocSummary, error)
 	Stamp(doc []byte, number string, issuedAt time.Time) ([]byte, error)
 	// Statement is user's statement derived from a project document, with

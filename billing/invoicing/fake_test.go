@@ -45,7 +45,7 @@ type fakeStudent struct {
 	Total decimal.Decimal `json:"total"`
 }
 
-func (fakeDocs) Build(res *billing.Result, m invoicing.Meta) ([]invoicing.ProjectDocument, error) {
+func (fakeDocs) Build(res *billing.Result, m invoicing.Meta, names map[string]map[string]string) ([]invoicing.ProjectDocument, error) {
 	var out []invoicing.ProjectDocument
 	for _, inv := range res.Invoices {
 		d := fakeDoc{Project: inv.Project, Period: res.Period.String(), CatalogVersion: m.CatalogVersion, DataCutoff: m.DataCutoff,
@@ -58,7 +58,7 @@ func (fakeDocs) Build(res *billing.Result, m invoicing.Meta) ([]invoicing.Projec
 			}
 		}
 		for u, t := range per {
-			d.Students = append(d.Students, fakeStudent{User: u, Total: t})
+			d.Students = append(d.Students, fakeStudent{User: u, Name: names[inv.Project][u], Total: t})
 		}
 		slices.SortFunc(d.Students, func(a, b fakeStudent) int { return compareStr(a.User, b.User) })
 		b, err := json.Marshal(d)

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/billing/ledger"
 )
 
@@ -152,13 +151,4 @@ func (s *Service) leaderLoop(ctx context.Context, name, holder string, every tim
 		case <-t.C:
 		}
 	}
-}
-
-// periodOf parses an invoice's period in the catalog it was priced with.
-func (s *Service) periodOf(ctx context.Context, inv ledger.Invoice) (billing.Period, error) {
-	cat, err := s.catalog(ctx, inv.CatalogVersion)
-	if err != nil {
-		return billing.Period{}, err
-	}
-	return period(inv.Period, cat)
 }

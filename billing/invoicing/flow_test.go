@@ -182,6 +182,7 @@ func flow(t *testing.T, open openLedger) {
 	if _, _, err := f.led.PutCatalog(ctx, "admin", exampleCatalog(t)); err != nil {
 		t.Fatal(err)
 	}
+	must[invoicing.RosterResult](t)(f.svc.ImportRoster(ctx, "lead", strings.NewReader("student_id,name,project\n"+alice+",张三,nlp-lab\n"), "nlp-lab"))
 	write(t, f.usage,
 		occupancy("nlp-lab", alice, "h100-a", h100, "full", at("2026-11-03 09:00"), at("2026-11-03 19:00")),
 		occupancy("cv-lab", bob, "t4-b", "Tesla T4", "full", at("2026-11-05 08:00"), at("2026-11-05 09:30")))
@@ -230,6 +231,9 @@ func flow(t *testing.T, open openLedger) {
 	stamped := must[*fakeDoc](t)(parseFake(inv.Document))
 	if stamped.Number != inv.Number || stamped.IssuedAt == nil || !stamped.IssuedAt.Equal(at("2026-12-04 09:00")) {
 		t.Fatalf("stamp: number %q issued %v", stamped.Number, stamped.IssuedAt)
+	}
+	if len(stamped.Students) != 1 || stamped.Students[0].Name != "张三" {
+		t.Fatalf("the invoice does not name its student from the roster: %+v", stamped.Students)
 	}
 	if got := lineAmount(t, inv.Document, billing.KindUsage, alice, "h100-full"); !got.Equal(decimal.RequireFromString("210")) {
 		t.Fatalf("10 h of H100 at 21.00: %s", got)
@@ -302,7 +306,6 @@ func flow(t *testing.T, open openLedger) {
 	}
 
 	// A statement is derived from the stored document, with the roster's name.
-	must[invoicing.RosterResult](t)(f.svc.ImportRoster(ctx, "lead", strings.NewReader("student_id,name,project\n"+alice+",张三,nlp-lab\n"), "nlp-lab"))
 	st := must[*fakeDoc](t)(parseFake(must[[]byte](t)(f.svc.Statement(ctx, reissued.ID, alice))))
 	if len(st.Students) != 1 || st.Students[0].Name != "张三" || st.Number != reissued.Number {
 		t.Fatalf("statement: %+v", st)

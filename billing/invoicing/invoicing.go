@@ -300,7 +300,11 @@ func (s *Service) Run(ctx context.Context, actor, periodStr string) (*Run, error
 			return nil, fmt.Errorf("data quality of %s: %w", p, err)
 		}
 	}
-	docs, err := s.cfg.Documents.Build(res, Meta{CatalogVersion: version, DataCutoff: run.DataCutoff, GeneratedAt: run.GeneratedAt})
+	names, err := s.rosterNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	docs, err := s.cfg.Documents.Build(res, Meta{CatalogVersion: version, DataCutoff: run.DataCutoff, GeneratedAt: run.GeneratedAt}, names)
 	if err != nil {
 		return nil, fmt.Errorf("building the documents of %s: %w", p, err)
 	}
@@ -365,6 +369,28 @@ func (s *Service) Run(ctx context.Context, actor, periodStr string) (*Run, error
 	}
 	run.ID = rec.ID
 	return run, nil
+}
+
+// rosterNames is every project's roster: project → user → name.
+func (s *Service) rosterNames(ctx context.Context) (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	f := ledger.StudentFilter{Limit: ledger.MaxLimit}
+	for {
+		page, next, err := s.cfg.Ledger.Students(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range page {
+			if out[st.Project] == nil {
+				out[st.Project] = map[string]string{}
+			}
+			out[st.Project][st.User] = st.Name
+		}
+		if next == "" {
+			return out, nil
+		}
+		f.Cursor = next
+	}
 }
 
 // newestSession is the end of the newest session billed, zero when none.
