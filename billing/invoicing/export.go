@@ -108,8 +108,28 @@ func Verify(secret []byte, timestamp, signature string, body []byte, now time.Ti
 
 // WebhookPayload is the JSON body POSTed to the webhook.
 type WebhookPayload struct {
-	Period string        `json:"period"`
-	Files  []WebhookFile `json:"files"`
+	Period string `json:"period"`
+	// Edition identifies the period's set of finalized invoices: it
+	// changes when one is voided and its next revision finalized.
+	Edition     string              `json:"edition"`
+	Invoices    []WebhookInvoice    `json:"invoices"`     // finalized, by project
+	CreditNotes []WebhookCreditNote `json:"credit_notes"` // of the period's voided invoices
+	Files       []WebhookFile       `json:"files"`
+}
+
+// WebhookInvoice is one finalized invoice of the period.
+type WebhookInvoice struct {
+	Number   string `json:"number"`
+	Project  string `json:"project"`
+	Revision int    `json:"revision"`
+	SHA256   string `json:"sha256"` // of the stored document
+}
+
+// WebhookCreditNote cancels a voided invoice of the period.
+type WebhookCreditNote struct {
+	Number        string `json:"number"`
+	InvoiceNumber string `json:"invoice_number"`
+	Reason        string `json:"reason"`
 }
 
 // WebhookFile is one exported file, its content base64 (encoding/json).
@@ -120,20 +140,32 @@ type WebhookFile struct {
 	Content     []byte `json:"content"`
 }
 
-// Export targets recorded in the ledger's export runs.
+// Export targets recorded in the ledger's export runs, as
+// "<target>:<edition>": a period is exported once per edition, so that a
+// reissued invoice reaches finance too.
 const (
 	TargetDir     = "dir"
 	TargetWebhook = "webhook"
 )
+
+func target(kind, edition string) string { return kind + ":" + edition }
 
 type exportFile struct {
 	name, contentType string
 	data              []byte
 }
 
-// periodFiles renders the files of a finalized period from the stored
-// documents: the period's CSV, XLSX and JSON, and a PDF per invoice.
-func (s *Service) periodFiles(ctx context.Context, periodStr string) ([]exportFile, error) {
+// periodState is a period's invoices as far as exporting is concerned.
+type periodState struct {
+	finalized []ledger.Invoice // by project, without documents
+	voided    []ledger.Invoice
+	drafts    []string // projects
+	edition   string
+}
+
+// state lists the invoices of period and computes its edition: a hash of
+// the numbers and SHA-256s of its finalized invoices.
+func (s *Service) state(ctx context.Context, periodStr string) (*periodState, error) {
 	if !ledgerPeriod(periodStr) {
 		return nil, fmt.Errorf("%w: period %q: want YYYY-MM", ledger.ErrInvalidArgument, periodStr)
 	}
@@ -141,24 +173,60 @@ func (s *Service) periodFiles(ctx context.Context, periodStr string) ([]exportFi
 	if err != nil {
 		return nil, err
 	}
-	var live []ledger.Invoice
-	var drafts []string
+	st := &periodState{}
 	for _, inv := range all {
 		switch inv.Status {
 		case ledger.StatusFinalized:
-			live = append(live, inv)
+			st.finalized = append(st.finalized, inv)
+		case ledger.StatusVoid:
+			st.voided = append(st.voided, inv)
 		case ledger.StatusDraft:
-			drafts = append(drafts, inv.Project)
+			st.drafts = append(st.drafts, inv.Project)
 		}
 	}
-	if len(drafts) > 0 {
-		slices.Sort(drafts)
-		return nil, fmt.Errorf("%w: %w: %s has drafts (projects %s): finalize them first", ErrNotFinalized, ledger.ErrInvalidTransition, periodStr, strings.Join(drafts, ", "))
+	slices.SortFunc(st.finalized, func(a, b ledger.Invoice) int { return compare(a.Project, b.Project) })
+	slices.SortFunc(st.voided, func(a, b ledger.Invoice) int { return compare(a.Number, b.Number) })
+	slices.Sort(st.drafts)
+	var b strings.Builder
+	for _, inv := range st.finalized {
+		fmt.Fprintf(&b, "%s %s\n", inv.Number, inv.SHA256)
 	}
-	if len(live) == 0 {
+	st.edition = ledger.SHA256Hex([]byte(b.String()))[:16]
+	return st, nil
+}
+
+// periodExport is what is exported of a period.
+type periodExport struct {
+	*periodState
+	files   []exportFile
+	payload WebhookPayload // without files
+}
+
+// periodFiles renders the files of a finalized period from the stored
+// documents: the period's CSV, XLSX and JSON, and a PDF per invoice.
+func (s *Service) periodFiles(ctx context.Context, periodStr string) (*periodExport, error) {
+	st, err := s.state(ctx, periodStr)
+	if err != nil {
+		return nil, err
+	}
+	if len(st.drafts) > 0 {
+		return nil, fmt.Errorf("%w: %w: %s has drafts (projects %s): finalize them first", ErrNotFinalized, ledger.ErrInvalidTransition, periodStr, strings.Join(st.drafts, ", "))
+	}
+	if len(st.finalized) == 0 {
 		return nil, fmt.Errorf("%w: no finalized invoice of %s", ledger.ErrNotFound, periodStr)
 	}
-	slices.SortFunc(live, func(a, b ledger.Invoice) int { return compare(a.Project, b.Project) })
+	pe := &periodExport{periodState: st, payload: WebhookPayload{Period: periodStr, Edition: st.edition,
+		Invoices: []WebhookInvoice{}, CreditNotes: []WebhookCreditNote{}}}
+	for _, v := range st.voided {
+		cns, err := s.cfg.Ledger.CreditNotes(ctx, v.ID)
+		if err != nil {
+			return nil, err
+		}
+		for _, cn := range cns {
+			pe.payload.CreditNotes = append(pe.payload.CreditNotes, WebhookCreditNote{Number: cn.Number, InvoiceNumber: cn.InvoiceNumber, Reason: cn.Reason})
+		}
+	}
+	live := slices.Clone(st.finalized)
 	docs := make([][]byte, len(live))
 	for i, inv := range live {
 		full, err := s.cfg.Ledger.Invoice(ctx, inv.ID)
@@ -169,6 +237,7 @@ func (s *Service) periodFiles(ctx context.Context, periodStr string) ([]exportFi
 			return nil, fmt.Errorf("invoice %s: the stored document does not match its SHA-256 %s", full.Number, full.SHA256)
 		}
 		live[i], docs[i] = full, full.Document
+		pe.payload.Invoices = append(pe.payload.Invoices, WebhookInvoice{Number: full.Number, Project: full.Project, Revision: full.Revision, SHA256: full.SHA256})
 	}
 	base := "cardhour-" + periodStr
 	var out []exportFile
@@ -194,7 +263,8 @@ func (s *Service) periodFiles(ctx context.Context, periodStr string) ([]exportFi
 		}
 		out = append(out, exportFile{"invoice-" + inv.Number + ".pdf", "application/pdf", b.Bytes()})
 	}
-	return out, nil
+	pe.files = out
+	return pe, nil
 }
 
 func ledgerPeriod(p string) bool {
@@ -227,11 +297,12 @@ func (s *Service) ExportPeriod(ctx context.Context, actor, periodStr, dir string
 	if dir == "" {
 		return nil, fmt.Errorf("%w: export of %s: a directory is required", ledger.ErrInvalidArgument, periodStr)
 	}
-	files, err := s.periodFiles(ctx, periodStr)
+	pe, err := s.periodFiles(ctx, periodStr)
 	if err != nil {
 		return nil, err
 	}
-	run, started, err := s.cfg.Ledger.BeginExport(ctx, actor, ledger.ExportKey{Period: periodStr, Target: TargetDir})
+	files := pe.files
+	run, started, err := s.cfg.Ledger.BeginExport(ctx, actor, ledger.ExportKey{Period: periodStr, Target: target(TargetDir, pe.edition)})
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +320,7 @@ func (s *Service) ExportPeriod(ctx context.Context, actor, periodStr, dir string
 		return nil, werr
 	}
 	if s.cfg.Webhook.URL != "" {
-		if err := s.deliver(ctx, actor, periodStr, files); err != nil {
+		if err := s.deliver(ctx, actor, pe); err != nil {
 			return paths, err
 		}
 	}
@@ -303,12 +374,13 @@ func writeAtomic(path string, data []byte) (err error) {
 // deliver POSTs the files to the webhook unless a delivery of the period
 // was acknowledged before, retrying with backoff; the export run records
 // the outcome.
-func (s *Service) deliver(ctx context.Context, actor, periodStr string, files []exportFile) error {
-	run, started, err := s.cfg.Ledger.BeginExport(ctx, actor, ledger.ExportKey{Period: periodStr, Target: TargetWebhook})
+func (s *Service) deliver(ctx context.Context, actor string, pe *periodExport) error {
+	periodStr, files := pe.payload.Period, pe.files
+	run, started, err := s.cfg.Ledger.BeginExport(ctx, actor, ledger.ExportKey{Period: periodStr, Target: target(TargetWebhook, pe.edition)})
 	if err != nil || !started {
 		return err
 	}
-	payload := WebhookPayload{Period: periodStr}
+	payload := pe.payload
 	for _, f := range files {
 		payload.Files = append(payload.Files, WebhookFile{Name: f.name, ContentType: f.contentType, SHA256: ledger.SHA256Hex(f.data), Content: f.data})
 	}
@@ -331,7 +403,7 @@ func (s *Service) deliver(ctx context.Context, actor, periodStr string, files []
 	if maxElapsed <= 0 {
 		maxElapsed = 15 * time.Minute
 	}
-	delivery := fmt.Sprintf("%s/%s/%d", periodStr, TargetWebhook, run.ID)
+	delivery := fmt.Sprintf("%s/%s/%d", periodStr, target(TargetWebhook, pe.edition), run.ID)
 	_, perr := backoff.Retry(ctx, func() (struct{}, error) {
 		ts := strconv.FormatInt(s.now().Unix(), 10)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
@@ -408,7 +480,12 @@ func (s *Service) ExportJob(ctx context.Context) ([]string, error) {
 	var done []string
 	var errs []error
 	for _, p := range periods {
-		if s.exported(ctx, p) {
+		st, err := s.state(ctx, p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if s.exported(ctx, p, st.edition) {
 			continue
 		}
 		if err := s.exportOnce(ctx, p); err != nil {
@@ -421,14 +498,15 @@ func (s *Service) ExportJob(ctx context.Context) ([]string, error) {
 	return done, errors.Join(errs...)
 }
 
-// exported reports whether every configured target has period.
-func (s *Service) exported(ctx context.Context, period string) bool {
+// exported reports whether every configured target has this edition of
+// period.
+func (s *Service) exported(ctx context.Context, period, edition string) bool {
 	var targets []string
 	if s.cfg.ExportDir != "" {
-		targets = append(targets, TargetDir)
+		targets = append(targets, target(TargetDir, edition))
 	}
 	if s.cfg.Webhook.URL != "" {
-		targets = append(targets, TargetWebhook)
+		targets = append(targets, target(TargetWebhook, edition))
 	}
 	for _, t := range targets {
 		runs, _, err := s.cfg.Ledger.ExportRuns(ctx, ledger.ExportRunFilter{Period: period, Target: t, Status: ledger.ExportDone, Limit: 1})
@@ -444,11 +522,11 @@ func (s *Service) exportOnce(ctx context.Context, period string) error {
 		_, err := s.ExportPeriod(ctx, ExportJobActor, period, s.cfg.ExportDir)
 		return err
 	}
-	files, err := s.periodFiles(ctx, period)
+	pe, err := s.periodFiles(ctx, period)
 	if err != nil {
 		return err
 	}
-	return s.deliver(ctx, ExportJobActor, period, files)
+	return s.deliver(ctx, ExportJobActor, pe)
 }
 
 // ExportLoop runs ExportJob every interval while holder leads (ledger lease

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -143,6 +144,7 @@ func TestExportJobOnceWithSignedWebhook(t *testing.T) {
 	secret := []byte("0123456789abcdef-shared-secret")
 	var posts, accepted atomic.Int32
 	var deliveries sync.Map
+	payloads := make(chan invoicing.WebhookPayload, 10)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := posts.Add(1)
 		body, _ := io.ReadAll(r.Body)
@@ -162,9 +164,10 @@ func TestExportJobOnceWithSignedWebhook(t *testing.T) {
 			return
 		}
 		var p invoicing.WebhookPayload
-		if err := json.Unmarshal(body, &p); err != nil || p.Period != "2026-11" || len(p.Files) != 6 {
+		if err := json.Unmarshal(body, &p); err != nil || p.Period != "2026-11" || len(p.Files) != 6 || len(p.Invoices) != 3 || p.Edition == "" {
 			t.Errorf("payload: %v %+v", err, p)
 		}
+		payloads <- p
 		if _, dup := deliveries.LoadOrStore(r.Header.Get(invoicing.HeaderDelivery), true); dup {
 			t.Errorf("delivery %s accepted twice", r.Header.Get(invoicing.HeaderDelivery))
 		}
@@ -222,6 +225,31 @@ func TestExportJobOnceWithSignedWebhook(t *testing.T) {
 	if len(entries) != 6 {
 		t.Fatalf("%d entries in the export directory, want 6", len(entries))
 	}
+	first := <-payloads
+	if len(first.CreditNotes) != 0 {
+		t.Fatalf("first delivery: credit notes %+v", first.CreditNotes)
+	}
+
+	// A void and a reissue make a new edition of the period: exported and
+	// delivered once more, with the credit note, once.
+	fin := must[[]ledger.Invoice](t)(firstOf(led.Invoices(ctx, ledger.InvoiceFilter{Period: "2026-11", Project: first.Invoices[0].Project})))
+	v := must[ledger.Voided](t)(svcs[1].Void(ctx, "finance", fin[0].ID, "wrong rate"))
+	if got := must[[]string](t)(svcs[0].ExportJob(ctx)); len(got) != 0 {
+		t.Fatalf("exported with a draft open: %v", got)
+	}
+	rerun := must[*invoicing.Run](t)(svcs[0].Run(ctx, "finance", "2026-11"))
+	must[ledger.Invoice](t)(svcs[0].Finalize(ctx, "finance", draftOf(t, rerun, v.Draft.Project).InvoiceID, ""))
+	for range 2 {
+		must[[]string](t)(svcs[1].ExportJob(ctx))
+	}
+	if accepted.Load() != 2 {
+		t.Fatalf("after the reissue: %d deliveries accepted, want 2", accepted.Load())
+	}
+	second := <-payloads
+	if second.Edition == first.Edition || len(second.CreditNotes) != 1 || second.CreditNotes[0].Number != v.CreditNote.Number ||
+		second.CreditNotes[0].Reason != "wrong rate" {
+		t.Fatalf("second delivery: edition %s (first %s), credit notes %+v", second.Edition, first.Edition, second.CreditNotes)
+	}
 }
 
 // A webhook that refuses the request (4xx) is not retried; the run is
@@ -245,8 +273,8 @@ func TestWebhookRefusalIsRecorded(t *testing.T) {
 	if _, err := svcs[0].ExportJob(ctx); err == nil || posts.Load() != 1 {
 		t.Fatalf("job against a refusing webhook: %v after %d posts", err, posts.Load())
 	}
-	runs := must[[]ledger.ExportRun](t)(firstOf(led.ExportRuns(ctx, ledger.ExportRunFilter{Target: invoicing.TargetWebhook})))
-	if len(runs) != 1 || runs[0].Status != ledger.ExportFailed || runs[0].LastError == "" {
+	runs := must[[]ledger.ExportRun](t)(firstOf(led.ExportRuns(ctx, ledger.ExportRunFilter{Period: "2026-11"})))
+	if len(runs) != 1 || !strings.HasPrefix(runs[0].Target, invoicing.TargetWebhook+":") || runs[0].Status != ledger.ExportFailed || runs[0].LastError == "" {
 		t.Fatalf("runs: %+v", runs)
 	}
 	_, _ = svcs[0].ExportJob(ctx)
