@@ -53,8 +53,9 @@ type QualityFunc func(ctx context.Context, cat *schemas.Catalog, p billing.Perio
 type Config struct {
 	Ledger    ledger.Store        // required
 	Usage     billing.UsageSource // required: the usage store
-	Documents Documents           // required: the invoice document
-	// Quality, when set, adds the usage store's data-quality checks to
+	Documents Documents           // the invoice document; nil: ExportDocuments{}
+	// Quality, when set (by default billing.CheckDataQuality when Usage
+	// implements billing.QualityRows), adds the usage store's data-quality checks to
 	// every run (unpriced usage is reported from the bill itself).
 	Quality QualityFunc
 	Clock   func() time.Time // nil: time.Now
@@ -89,7 +90,12 @@ func New(cfg Config) (*Service, error) {
 		errs = append(errs, errors.New("invoicing: a usage source is required"))
 	}
 	if cfg.Documents == nil {
-		errs = append(errs, errors.New("invoicing: documents are required"))
+		cfg.Documents = ExportDocuments{}
+	}
+	if q, ok := cfg.Usage.(billing.QualityRows); ok && cfg.Quality == nil {
+		cfg.Quality = func(ctx context.Context, cat *schemas.Catalog, p billing.Period, now time.Time) (any, error) {
+			return billing.CheckDataQuality(ctx, q, cat, p, now)
+		}
 	}
 	if cfg.Grace < 0 {
 		errs = append(errs, fmt.Errorf("invoicing: grace %s: want 0 (default %s) or more", cfg.Grace, DefaultGrace))

@@ -33,7 +33,7 @@ func twoReplicas(t *testing.T, open openLedger, mod func(*invoicing.Config)) (*l
 		if i == 0 {
 			led = l
 		}
-		cfg := invoicing.Config{Ledger: l, Usage: usage, Documents: fakeDocs{}, Clock: clock.Now}
+		cfg := invoicing.Config{Ledger: l, Usage: usage, Clock: clock.Now}
 		if mod != nil {
 			mod(&cfg)
 		}

@@ -1,0 +1,87 @@
+package invoicing
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/billing/export"
+)
+
+// ExportDocuments is Documents with the invoice document of billing/export:
+// the default of Config.Documents.
+type ExportDocuments struct {
+	PDF export.PDFOptions // the font of PDF exports
+}
+
+// Build builds one document per project with the roster's names.
+func (ExportDocuments) Build(res *billing.Result, m Meta, names map[string]map[string]string) ([]ProjectDocument, error) {
+	docs := export.Build(res, export.Meta{CatalogVersion: m.CatalogVersion, DataCutoff: m.DataCutoff, GeneratedAt: m.GeneratedAt})
+	out := make([]ProjectDocument, 0, len(docs))
+	for i := range docs {
+		d := &docs[i]
+		d.SetNames(names[d.Project])
+		b, err := d.Marshal()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ProjectDocument{Project: d.Project, Document: b})
+	}
+	return out, nil
+}
+
+// Summary reads a stored document's total and lines.
+func (ExportDocuments) Summary(b []byte) (DocSummary, error) {
+	d, err := export.Parse(b)
+	if err != nil {
+		return DocSummary{}, err
+	}
+	s := DocSummary{Project: d.Project, Period: d.Period, Number: d.Number, Total: d.Total}
+	for _, l := range d.Lines {
+		s.Lines = append(s.Lines, DocLine{Kind: l.Kind, User: l.User, SKU: l.SKU, Amount: l.Amount})
+	}
+	return s, nil
+}
+
+// Stamp writes the number and issue time into a document.
+func (ExportDocuments) Stamp(doc []byte, number string, at time.Time) ([]byte, error) {
+	return export.Stamp(doc, number, at)
+}
+
+// Statement derives user's statement from a project document.
+func (ExportDocuments) Statement(doc []byte, user string, names map[string]string) ([]byte, error) {
+	d, err := export.Parse(doc)
+	if err != nil {
+		return nil, err
+	}
+	st := d.Statement(user)
+	st.SetNames(names)
+	return st.Marshal()
+}
+
+// Render writes docs in format f; a PDF holds exactly one document.
+func (e ExportDocuments) Render(w io.Writer, f Format, docs ...[]byte) error {
+	ds := make([]*export.Document, 0, len(docs))
+	for i, b := range docs {
+		d, err := export.Parse(b)
+		if err != nil {
+			return fmt.Errorf("document %d: %w", i+1, err)
+		}
+		ds = append(ds, d)
+	}
+	switch f {
+	case FormatCSV:
+		return export.WriteCSV(w, ds...)
+	case FormatXLSX:
+		return export.WriteXLSX(w, ds...)
+	case FormatJSON:
+		return export.WriteJSON(w, ds...)
+	case FormatPDF:
+		if len(ds) != 1 {
+			return fmt.Errorf("a PDF holds one document, got %d", len(ds))
+		}
+		return export.WritePDF(w, ds[0], e.PDF)
+	}
+	return fmt.Errorf("unknown export format %q (want csv, xlsx, json or pdf)", f)
+}
