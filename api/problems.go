@@ -163,6 +163,9 @@ func catalogProblems(err error) []ProblemDetail {
 func problem(ctx context.Context, err error) error {
 	var p *Problem
 	if errors.As(err, &p) {
+		if p.RequestID == "" {
+			p.RequestID = RequestID(ctx)
+		}
 		return p
 	}
 	var se huma.StatusError
