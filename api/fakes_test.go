@@ -22,7 +22,7 @@ type fakeUsage struct {
 	down bool
 }
 
-func (f *fakeUsage) Ping(context.Context) error {
+func (f *fakeUsage) ping(context.Context) error {
 	if f.down {
 		return fmt.Errorf("%w: usage store down", api.ErrUnavailable)
 	}

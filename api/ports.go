@@ -81,8 +81,6 @@ type Held struct {
 type Usage interface {
 	Usage(ctx context.Context, q UsageQuery) (*UsageReport, error)
 	HeldNow(ctx context.Context) ([]Held, error)
-	// Ping reports whether the usage store is reachable (/readyz).
-	Ping(ctx context.Context) error
 }
 
 // RunReport is what a billing run did: drafts saved, finalized revisions

@@ -50,6 +50,9 @@ type Config struct {
 	Ledger    ledger.Store // required: catalog, invoices, tokens, audit
 	Usage     Usage        // nil: usage routes answer 503 unavailable
 	Invoicing Invoicing    // nil: billing-run, finalize, export routes answer 503
+	// UsagePing reports whether the usage store answers (/readyz); nil:
+	// not configured, and /readyz answers 503.
+	UsagePing func(ctx context.Context) error
 	Logger    *slog.Logger // nil: discard
 	Clock     func() time.Time
 	Version   string
@@ -348,11 +351,11 @@ func (s *Server) readyz(c *gin.Context) {
 		checks["state"] = "ok"
 	}
 	switch {
-	case s.cfg.Usage == nil:
+	case s.cfg.UsagePing == nil:
 		checks["usage"] = "not configured"
 		ok = false
 	default:
-		if err := s.cfg.Usage.Ping(ctx); err != nil {
+		if err := s.cfg.UsagePing(ctx); err != nil {
 			checks["usage"] = err.Error()
 			ok = false
 		} else {
