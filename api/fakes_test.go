@@ -66,11 +66,9 @@ func (f *fakeUsage) Usage(_ context.Context, q api.UsageQuery) (*api.UsageReport
 	for _, k := range keys {
 		g := groups[k]
 		g.Cost = fmt.Sprintf("%d.00", g.HeldSeconds/3600)
-		g.CardHours = fmt.Sprintf("%d", g.HeldSeconds/3600)
 		rep.Rows = append(rep.Rows, *g)
 	}
 	rep.Total.Cost = fmt.Sprintf("%d.00", rep.Total.HeldSeconds/3600)
-	rep.Total.CardHours = fmt.Sprintf("%d", rep.Total.HeldSeconds/3600)
 	if rep.Rows == nil {
 		rep.Rows = []api.UsageGroup{}
 	}

@@ -56,9 +56,8 @@ type UsageGroup struct {
 	Node        string `json:"node,omitempty"`
 	Day         string `json:"day,omitempty" doc:"local calendar day YYYY-MM-DD in the catalog time zone"`
 	Hour        string `json:"hour,omitempty" doc:"local start hour, RFC 3339 with offset"`
-	HeldSeconds int64  `json:"held_seconds"`
+	HeldSeconds int64  `json:"held_seconds" doc:"card-seconds held (card-hours × 3600)"`
 	IdleSeconds int64  `json:"idle_seconds"`
-	CardHours   string `json:"card_hours" doc:"held seconds / 3600, decimal string"`
 	Cost        string `json:"cost" doc:"list price of the usage, decimal string"`
 }
 
