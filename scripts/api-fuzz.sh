@@ -29,18 +29,12 @@ skip() {
 	exit 0
 }
 
-if [ ! -x "$VENV/bin/schemathesis" ]; then
+if [ ! -f "$VENV/.installed" ]; then
 	command -v python3 >/dev/null || skip "python3 not found"
-	python3 -m venv "$VENV.tmp" >/dev/null 2>&1 || { rm -rf "$VENV.tmp"; skip "python3 cannot make a virtual environment (Debian: apt-get install python3-venv)"; }
-	if ! "$VENV.tmp/bin/pip" install -q "schemathesis==$SCHEMATHESIS_VERSION" >&2; then
-		rm -rf "$VENV.tmp"
-		skip "pip could not install schemathesis==$SCHEMATHESIS_VERSION"
-	fi
 	rm -rf "$VENV"
-	mv "$VENV.tmp" "$VENV"
-	# a venv's scripts name their interpreter by path: make them again where they now are
-	python3 -m venv --upgrade "$VENV" >/dev/null
-	sed -i "1s|^#!.*|#!$VENV/bin/python3|" "$VENV"/bin/schemathesis "$VENV"/bin/st 2>/dev/null || true
+	python3 -m venv "$VENV" >/dev/null 2>&1 || { rm -rf "$VENV"; skip "python3 cannot make a virtual environment (Debian: apt-get install python3-venv)"; }
+	"$VENV/bin/pip" install -q "schemathesis==$SCHEMATHESIS_VERSION" >&2 || { rm -rf "$VENV"; skip "pip could not install schemathesis==$SCHEMATHESIS_VERSION"; }
+	touch "$VENV/.installed"
 fi
 
 work=$(mktemp -d)
