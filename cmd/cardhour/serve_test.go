@@ -58,31 +58,8 @@ func TestServeAndTokenCreate(t *testing.T) {
 	require.Contains(t, out, "admin")
 	require.NotContains(t, out, secret)
 
-	var stdout, stderr syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run([]string{"serve", "--store", store, "--catalog", exampleCatalog, "--addr", "127.0.0.1:0"}, &stdout, &stderr)
-	}()
-	var base string
-	require.Eventually(t, func() bool {
-		m := regexp.MustCompile(`listening on (\S+)`).FindStringSubmatch(stdout.String())
-		if m != nil {
-			base = "http://" + m[1]
-		}
-		return m != nil
-	}, 10*time.Second, 10*time.Millisecond, stderr.String())
-
-	get := func(path, token string) (int, string) {
-		req, _ := http.NewRequest("GET", base+path, nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		res, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(b)
-	}
+	sv := startServe(t, "--store", store, "--catalog", exampleCatalog, "--addr", "127.0.0.1:0")
+	get := sv.get
 	st, _ := get("/healthz", "")
 	require.Equal(t, 200, st)
 	st, body := get("/readyz", "")
@@ -97,16 +74,8 @@ func TestServeAndTokenCreate(t *testing.T) {
 	st, body = get("/api/v1/audit?action=catalog.upload", secret)
 	require.Equal(t, 200, st)
 	require.Contains(t, body, `"actor":"cli`)
-	require.Contains(t, stderr.String(), `"request_id"`)
-
-	require.NoError(t, syscall.Kill(syscall.Getpid(), syscall.SIGTERM))
-	select {
-	case code := <-done:
-		require.Zero(t, code, stderr.String())
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not stop on SIGTERM")
-	}
-	require.Contains(t, stderr.String(), `"msg":"stopped"`)
+	require.Contains(t, sv.stderr.String(), `"request_id"`)
+	sv.stop()
 
 	// A second start with the same catalog makes no new version.
 	code, _, errOut = runCLI(t, "", "serve", "--store", store, "--catalog", exampleCatalog, "--addr", "256.0.0.1:1")
@@ -124,4 +93,69 @@ func TestServeFlags(t *testing.T) {
 	code, _, errOut = runCLI(t, "", "serve", "--store", "sqlite:///x.db", "--tls-cert", "c.pem")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "--tls-cert and --tls-key go together")
+}
+
+type served struct {
+	t      *testing.T
+	base   string
+	stdout *syncBuffer
+	stderr *syncBuffer
+	done   chan int
+}
+
+// startServe runs cardhour serve with args until stop (SIGTERM).
+func startServe(t *testing.T, args ...string) *served {
+	t.Helper()
+	sv := &served{t: t, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan int, 1)}
+	go func() { sv.done <- run(append([]string{"serve"}, args...), sv.stdout, sv.stderr) }()
+	require.Eventually(t, func() bool {
+		select {
+		case code := <-sv.done:
+			sv.done <- code
+			return true
+		default:
+		}
+		m := regexp.MustCompile(`listening on (\S+)`).FindStringSubmatch(sv.stdout.String())
+		if m != nil {
+			sv.base = "http://" + m[1]
+		}
+		return m != nil
+	}, 20*time.Second, 10*time.Millisecond)
+	require.NotEmpty(t, sv.base, sv.stderr.String())
+	return sv
+}
+
+func (sv *served) request(method, path, token, ctype, body string) (int, string) {
+	sv.t.Helper()
+	req, err := http.NewRequest(method, sv.base+path, strings.NewReader(body))
+	require.NoError(sv.t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(sv.t, err)
+	defer res.Body.Close() //nolint:errcheck // read to the end
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+func (sv *served) get(path, token string) (int, string) {
+	sv.t.Helper()
+	return sv.request("GET", path, token, "", "")
+}
+
+// stop sends SIGTERM and waits for a clean exit after the drain.
+func (sv *served) stop() {
+	sv.t.Helper()
+	require.NoError(sv.t, syscall.Kill(syscall.Getpid(), syscall.SIGTERM))
+	select {
+	case code := <-sv.done:
+		require.Zero(sv.t, code, sv.stderr.String())
+	case <-time.After(20 * time.Second):
+		sv.t.Fatal("serve did not stop on SIGTERM")
+	}
+	require.Contains(sv.t, sv.stderr.String(), `"msg":"stopped"`)
 }
