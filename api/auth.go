@@ -28,6 +28,7 @@ const metaRoles = "roles"
 // errors go through problem (the one mapping to HTTP).
 func register[I, O any](s *Server, op huma.Operation, roles []ledger.Role, h func(context.Context, *I) (*O, error)) {
 	op.Security = []map[string][]string{{"bearer": {}}}
+	op.MaxBodyBytes = s.cfg.MaxBodyBytes
 	if op.Metadata == nil {
 		op.Metadata = map[string]any{}
 	}

@@ -20,6 +20,9 @@ type fakeUsage struct {
 	rows []api.UsageGroup // one row per project, user, sku, node, day
 	held []api.Held
 	down bool
+	// block, when set, holds HeldNow until it is closed (in-flight requests).
+	block chan struct{}
+	began chan struct{}
 }
 
 func (f *fakeUsage) ping(context.Context) error {
@@ -75,7 +78,13 @@ func (f *fakeUsage) Usage(_ context.Context, q api.UsageQuery) (*api.UsageReport
 	return rep, nil
 }
 
-func (f *fakeUsage) HeldNow(context.Context) ([]api.Held, error) { return f.held, nil }
+func (f *fakeUsage) HeldNow(context.Context) ([]api.Held, error) {
+	if f.block != nil {
+		close(f.began)
+		<-f.block
+	}
+	return f.held, nil
+}
 
 // fakeDoc is the shape of the fake invoice documents.
 type fakeDoc struct {
