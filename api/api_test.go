@@ -106,6 +106,7 @@ func TestProblemTypes(t *testing.T) {
 		{"bad period", "GET", "/api/v1/usage?period=2026-13", "", "", 422, "validation"},
 		{"bad cursor", "GET", "/api/v1/invoices?cursor=zz", "", "", 422, "validation"},
 		{"period and range", "GET", "/api/v1/usage?period=2026-11&from=2026-11-01T00:00:00Z&to=2026-11-02T00:00:00Z", "", "", 422, "validation"},
+		{"group twice", "GET", "/api/v1/usage?period=2026-11&group_by=day,day", "", "", 422, "validation"},
 		{"unknown group", "GET", "/api/v1/usage?period=2026-11&group_by=colour", "", "", 422, "validation"},
 		{"stale sha", "POST", fmt.Sprintf("/api/v1/invoices/%d/finalize", nov), `{"if_sha256":"` + strings.Repeat("0", 64) + `"}`, "application/json", 409, "conflict"},
 		{"void a draft", "POST", fmt.Sprintf("/api/v1/invoices/%d/void", nov), `{"reason":"x"}`, "application/json", 409, "invalid-transition"},

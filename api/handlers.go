@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -392,6 +393,11 @@ func (s *Server) routesUsage() {
 			u, err := s.usage()
 			if err != nil {
 				return nil, err
+			}
+			for i, d := range in.GroupBy {
+				if slices.Contains(in.GroupBy[:i], d) {
+					return nil, invalid(ctx, "query.group_by", "group_by names %s twice", d)
+				}
 			}
 			from, to, err := s.window(ctx, in.RangeParams)
 			if err != nil {
