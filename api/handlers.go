@@ -280,7 +280,7 @@ func (s *Server) routesCatalog() {
 			return &body[Page[Student]]{Page[Student]{rows, next}}, nil
 		})
 	register(s, huma.Operation{OperationID: "import-roster", Method: http.MethodPost, Path: "/api/v1/projects/{project}/roster", Summary: "import a project's roster (CSV)",
-		Description: "CSV columns: student_id, name, project, email, im (a header row). The import replaces the project's roster; errors name line and field.", Tags: []string{"projects"}},
+		Description: "CSV with a header row: student_id, name, project, email, im (or 学号, 姓名, 项目, 邮箱, IM), any order, the project column optional. The file replaces the project's roster, all or nothing; a 422 problem names each bad line and field.", Tags: []string{"projects"}},
 		rolesAdminLead, func(ctx context.Context, in *struct {
 			Project string `path:"project"`
 			RawBody []byte `contentType:"text/csv" required:"true"`
