@@ -65,11 +65,12 @@ curl -fsS -X POST -H "Authorization: Bearer $admin" -H 'Content-Type: applicatio
 
 echo "api-fuzz: schemathesis $SCHEMATHESIS_VERSION against http://$addr, $MAX_EXAMPLES examples per operation" >&2
 status=0
-"$VENV/bin/schemathesis" run "http://$addr/api/v1/openapi.json" \
+# (from the work folder: schemathesis keeps a cache folder where it runs)
+(cd "$work" && "$VENV/bin/schemathesis" run "http://$addr/api/v1/openapi.json" \
 	--header "Authorization: Bearer $admin" \
 	--checks all --exclude-checks positive_data_acceptance,negative_data_rejection,use_after_free,ensure_resource_availability,ignored_auth \
 	--max-examples "$MAX_EXAMPLES" --phases examples,coverage,fuzzing --workers 2 \
-	--request-timeout 10 --seed 1 --no-color >"$work/report.txt" 2>&1 || status=$?
+	--request-timeout 10 --seed 1 --no-color >"$work/report.txt" 2>&1) || status=$?
 cat "$work/report.txt" >&2
 if grep -q '"level":"ERROR"' "$work/serve.log"; then
 	echo "api-fuzz: the server logged errors:" >&2
