@@ -91,6 +91,7 @@ bench: bench-go
 	deployments/testenv/with-services.sh scripts/bench-collector.sh 120
 	deployments/testenv/with-services.sh scripts/bench-collector-reconnect.sh 3
 	deployments/testenv/with-services.sh scripts/bench-ingest.sh
+	scripts/bench-export.sh
 
 bench-go:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...

@@ -270,10 +270,10 @@ func sortedUnique[T comparable](s []T, compare func(T, T) int) []T {
 	return slices.Compact(s)
 }
 
-// forUser is the conflict as user's statement shows it: the overlap during which
+// ForUser is the conflict as user's statement shows it: the overlap during which
 // one of user's keys held the instance together with another key, user's own
 // holders named and the others only counted.
-func (c *Conflict) forUser(user string) (Conflict, bool) {
+func (c *Conflict) ForUser(user string) (Conflict, bool) {
 	if !slices.ContainsFunc(c.keys, func(k Key) bool { return k.User == user }) {
 		return Conflict{}, false
 	}
@@ -293,8 +293,8 @@ func (c *Conflict) forUser(user string) (Conflict, bool) {
 	return uc, true
 }
 
-// message is the conflict's warning text. Times are shown in loc.
-func (c *Conflict) message(loc *time.Location) string {
+// Message is the conflict's warning text. Times are shown in loc.
+func (c *Conflict) Message(loc *time.Location) string {
 	holders := make([]string, 0, len(c.Holders))
 	for _, h := range c.Holders {
 		holders = append(holders, h.String())

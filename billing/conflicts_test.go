@@ -234,7 +234,7 @@ func bruteConflicts(samples []schemas.Sample, p Period, focus string) []Conflict
 			active := map[Key]bool{}
 			for _, s := range ss {
 				if s.StartMS <= lo && s.EndMS() >= hi {
-					active[Key{s.Project, s.User, s.InstanceID, s.GPUModel, s.Profile}] = true
+					active[schemas.KeyOf(&s)] = true
 				}
 			}
 			focused := false

@@ -16,14 +16,16 @@ import (
 )
 
 // Key identifies one stream of usage: who (project, user) held which instance of
-// which kind (GPU model and MIG profile, which resolve to a SKU).
-type Key struct {
-	Project    string
-	User       string
-	InstanceID string
-	GPUModel   string
-	Profile    string
-}
+// which kind (GPU model and MIG profile, which resolve to a SKU). It is the
+// stored row's key (schemas.Key).
+type Key = schemas.Key
+
+// Run, IdleRun and RawPoint are the stored rows billing reads (see schemas).
+type (
+	Run      = schemas.Run
+	IdleRun  = schemas.IdleRun
+	RawPoint = schemas.RawPoint
+)
 
 // Period is a calendar month in the catalog's time zone: [Start, End).
 type Period struct {

@@ -169,7 +169,7 @@ func WriteCSV(w io.Writer, r *Result) error {
 	}
 	write := func(row []string) error {
 		for i := range row {
-			row[i] = csvCell(row[i])
+			row[i] = CSVCell(row[i])
 		}
 		return cw.Write(row)
 	}
@@ -218,9 +218,10 @@ func WriteCSV(w io.Writer, r *Result) error {
 	return cw.Error()
 }
 
-// csvCell neutralises a cell a spreadsheet would read as a formula (CSV
-// injection): it prefixes an apostrophe unless the cell is a plain number.
-func csvCell(s string) string {
+// CSVCell neutralises a cell a spreadsheet would read as a formula (CSV
+// injection): it prefixes an apostrophe unless the cell is a plain number. Every
+// CSV cardhour writes goes through it.
+func CSVCell(s string) string {
 	if s == "" {
 		return s
 	}
@@ -232,6 +233,16 @@ func csvCell(s string) string {
 		return "'" + s
 	}
 	return s
+}
+
+// CSVText is CSVCell for a cell that must stay text, such as an ID: a value a
+// spreadsheet would read as a number (a student ID 2023001, "-5") gets the same
+// leading apostrophe, so that it is neither converted nor stripped of zeros.
+func CSVText(s string) string {
+	if plainNumber(s) {
+		return "'" + s
+	}
+	return CSVCell(s)
 }
 
 // plainNumber reports whether s is an optionally signed decimal number: digits

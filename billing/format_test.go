@@ -183,7 +183,7 @@ func TestCSVRowsTotalsWarningsAndFormulas(t *testing.T) {
 	}
 	require.Len(t, totals, len(r.Invoices))
 	for _, inv := range r.Invoices {
-		p := csvCell(inv.Project)
+		p := CSVCell(inv.Project)
 		require.Equal(t, FormatMoney(inv.Total), totals[p], p)
 		require.Equal(t, FormatMoney(sums[p]), totals[p], p)
 	}
@@ -198,6 +198,6 @@ func TestCSVCell(t *testing.T) {
 		"\tx": "'\tx", "\rx": "'\rx", "-": "'-", "-1.5": "-1.5", "+2": "+2", "12.50": "12.50", "-1.": "'-1.",
 		"-.5": "'-.5", "1-2": "1-2", "a=b": "a=b",
 	} {
-		require.Equal(t, want, csvCell(in), "%q", in)
+		require.Equal(t, want, CSVCell(in), "%q", in)
 	}
 }

@@ -70,6 +70,21 @@ func (r *Result) warn(w Warning) {
 	}
 }
 
+// InStatement reports whether user's statement keeps w as it is: a warning that
+// names users only when it names user alone, one about a project only when the
+// statement has an invoice of that project (hasInvoice), one about the whole
+// input always. This is the one rule every statement (bill --user, the API, the
+// exports) applies, so that a statement never names another user.
+func (w Warning) InStatement(user string, hasInvoice func(project string) bool) bool {
+	switch {
+	case len(w.Users) > 0:
+		return len(w.Users) == 1 && w.Users[0] == user
+	case w.Project != "":
+		return hasInvoice(w.Project)
+	}
+	return true
+}
+
 // WarningFor returns the warning whose text is msg, with what it is about; a
 // warning appended to Warnings as text only is about the whole input.
 func (r *Result) WarningFor(msg string) Warning {
@@ -313,10 +328,10 @@ func (a *Accumulator) Invoices() *Result {
 		for _, h := range c.Holders {
 			users = append(users, h.User)
 		}
-		res.warn(Warning{Code: WarnConflict, Users: nonEmpty(users...), Message: c.message(a.period.Start.Location())})
+		res.warn(Warning{Code: WarnConflict, Users: nonEmpty(users...), Message: c.Message(a.period.Start.Location())})
 	}
 	if !hasUsage(res.Invoices) {
-		res.AddWarning(WarnNoUsage, noUsageMessage(a.period, ""))
+		res.AddWarning(WarnNoUsage, NoUsageMessage(a.period, ""))
 	}
 	slices.Sort(res.Warnings)
 	return res
@@ -339,7 +354,9 @@ func hasUsage(invoices []Invoice) bool {
 	return false
 }
 
-func noUsageMessage(p Period, user string) string {
+// NoUsageMessage is the warning text of a period without usage, or, for a
+// statement, without usage by user.
+func NoUsageMessage(p Period, user string) string {
 	if user != "" {
 		return fmt.Sprintf("no usage by user %q in %s: this statement is empty (本期该用户无用量)", user, p)
 	}
@@ -431,29 +448,19 @@ func (r *Result) StatementFor(user string) *Result {
 	}
 	for _, msg := range r.Warnings {
 		w := r.WarningFor(msg)
-		switch {
-		case w.Code == WarnConflict:
-			// Rebuilt below for this user.
-		case len(w.Users) > 0:
-			if len(w.Users) == 1 && w.Users[0] == user {
-				out.warn(w)
-			}
-		case w.Project != "":
-			if projects[w.Project] {
-				out.warn(w)
-			}
-		default:
+		// Conflicts are rebuilt below for this user.
+		if w.Code != WarnConflict && w.InStatement(user, func(p string) bool { return projects[p] }) {
 			out.warn(w)
 		}
 	}
 	for i := range r.Conflicts {
-		if c, ok := r.Conflicts[i].forUser(user); ok {
+		if c, ok := r.Conflicts[i].ForUser(user); ok {
 			out.Conflicts = append(out.Conflicts, c)
-			out.warn(Warning{Code: WarnConflict, Users: nonEmpty(user), Message: c.message(r.Period.Start.Location())})
+			out.warn(Warning{Code: WarnConflict, Users: nonEmpty(user), Message: c.Message(r.Period.Start.Location())})
 		}
 	}
 	if len(out.Invoices) == 0 {
-		out.AddWarning(WarnNoUsage, noUsageMessage(r.Period, user))
+		out.AddWarning(WarnNoUsage, NoUsageMessage(r.Period, user))
 	}
 	slices.Sort(out.Warnings)
 	return out

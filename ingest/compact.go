@@ -4,7 +4,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -40,10 +39,10 @@ const RunsPerKey = 4
 // A Compactor is not safe for concurrent use.
 type Compactor struct {
 	maxOpen     int
-	keys        map[billing.Key]*keyRuns
+	keys        map[schemas.Key]*keyRuns
 	nOcc, nIdle int // open occupancy and idle runs
-	dirtyO      []billing.Key
-	dirtyI      []billing.Key
+	dirtyO      []schemas.Key
+	dirtyI      []schemas.Key
 	round       uint32 // EmitOpen calls so far
 	stats       CompactorStats
 
@@ -193,7 +192,7 @@ func NewCompactor(maxOpen int) *Compactor {
 	if maxOpen <= 0 {
 		maxOpen = DefaultMaxOpenRuns
 	}
-	return &Compactor{maxOpen: maxOpen, keys: map[billing.Key]*keyRuns{}}
+	return &Compactor{maxOpen: maxOpen, keys: map[schemas.Key]*keyRuns{}}
 }
 
 // Stats returns what the Compactor counted so far.
@@ -232,7 +231,7 @@ func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
 		if s.Project == "" {
 			continue // unheld: raw row only, it bills nobody
 		}
-		k := billing.Key{Project: s.Project, User: s.User, InstanceID: s.InstanceID, GPUModel: s.GPUModel, Profile: s.Profile}
+		k := schemas.KeyOf(s)
 		kr := c.keys[k]
 		if kr == nil {
 			kr = &keyRuns{}
@@ -323,7 +322,7 @@ func (c *Compactor) bound() {
 	}
 }
 
-func (c *Compactor) addOcc(out []Run, k billing.Key, o *openRuns, start, end int64) []Run {
+func (c *Compactor) addOcc(out []Run, k schemas.Key, o *openRuns, start, end int64) []Run {
 	x := o.extend(start, end, 0, 0)
 	if x.evicted && x.last.dirty {
 		out = append(out, Run{Key: k, StartMS: x.last.start, EndMS: x.last.end})
@@ -340,7 +339,7 @@ func (c *Compactor) addOcc(out []Run, k billing.Key, o *openRuns, start, end int
 	return out
 }
 
-func (c *Compactor) addIdle(out []IdleRun, k billing.Key, o *openRuns, start, end int64, class uint8, util float64) []IdleRun {
+func (c *Compactor) addIdle(out []IdleRun, k schemas.Key, o *openRuns, start, end int64, class uint8, util float64) []IdleRun {
 	x := o.extend(start, end, class, util)
 	if ev := &x.last; x.evicted && ev.dirty {
 		out = append(out, IdleRun{Run: Run{Key: k, StartMS: ev.start, EndMS: ev.end}, Class: ev.class, MinUtil: ev.min, MaxUtil: ev.max})
@@ -383,7 +382,7 @@ func (c *Compactor) count(x *extended, n int, r *openRun, open *int) bool {
 	return r.start != p.start || r.end != p.end || r.min != p.min || r.max != p.max
 }
 
-func (c *Compactor) markDirty(list []billing.Key, k billing.Key, o *openRuns, r *openRun) []billing.Key {
+func (c *Compactor) markDirty(list []schemas.Key, k schemas.Key, o *openRuns, r *openRun) []schemas.Key {
 	r.dirty = true
 	if !o.dirty {
 		o.dirty = true
@@ -392,7 +391,7 @@ func (c *Compactor) markDirty(list []billing.Key, k billing.Key, o *openRuns, r 
 	return list
 }
 
-func (c *Compactor) appendRun(out []Run, k billing.Key, start, end int64) []Run {
+func (c *Compactor) appendRun(out []Run, k schemas.Key, start, end int64) []Run {
 	for b := c.nextMonth(start); end > b; b = c.nextMonth(start) {
 		out = append(out, Run{Key: k, StartMS: start, EndMS: b})
 		start = b
@@ -400,7 +399,7 @@ func (c *Compactor) appendRun(out []Run, k billing.Key, start, end int64) []Run 
 	return append(out, Run{Key: k, StartMS: start, EndMS: end})
 }
 
-func (c *Compactor) appendIdle(out []IdleRun, k billing.Key, start, end int64, class uint8, lo, hi float64) []IdleRun {
+func (c *Compactor) appendIdle(out []IdleRun, k schemas.Key, start, end int64, class uint8, lo, hi float64) []IdleRun {
 	for b := c.nextMonth(start); end > b; b = c.nextMonth(start) {
 		out = append(out, IdleRun{Run: Run{Key: k, StartMS: start, EndMS: b}, Class: class, MinUtil: lo, MaxUtil: hi})
 		start = b

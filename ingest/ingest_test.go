@@ -182,7 +182,7 @@ func TestIdleClassesAndRawFallback(t *testing.T) {
 		for _, period := range ingesttest.Periods {
 			p, err := billing.ParsePeriod(period, cat.Location)
 			require.NoError(t, err)
-			f := ingest.NewIdleFeeder(billing.NewAccumulator(cat, p), cat, p)
+			f := billing.NewIdleFeeder(billing.NewAccumulator(cat, p), cat, p)
 			for i := range b.Idle {
 				f.Add(&b.Idle[i])
 			}

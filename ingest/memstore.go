@@ -7,12 +7,11 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/schemas"
 )
 
 // MemStore is an in-memory Backend for tests: it keeps every row written, as a
-// database would, and bills from them like the real stores. FailNext makes the
+// database would, and returns them to billing's reads like the real stores. FailNext makes the
 // next writes fail, to exercise retries.
 type MemStore struct {
 	mu        sync.Mutex
@@ -112,31 +111,56 @@ func (m *MemStore) RejectSummary(ctx context.Context, fromMS, toMS int64, first 
 // Close implements Store.
 func (m *MemStore) Close() error { return nil }
 
-// Scan implements billing.UsageSource from the stored runs, the same way the
-// database readers do.
-func (m *MemStore) Scan(ctx context.Context, cat *schemas.Catalog, p billing.Period, acc *billing.Accumulator) error {
-	lo, hi := billing.ScanWindow(cat, p)
+// Occupancy implements billing.UsageSource from the stored runs.
+func (m *MemStore) Occupancy(ctx context.Context, lo, hi int64, fn func([]Run) error) error {
+	var out []Run
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	for _, r := range m.occupancy {
 		if r.EndMS >= lo && r.StartMS <= hi {
-			acc.AddOccupancy(r.Key, r.StartMS, r.EndMS, false)
+			out = append(out, r)
 		}
 	}
-	f := NewIdleFeeder(acc, cat, p)
-	for i := range m.idle {
-		f.Add(&m.idle[i])
-	}
-	if f.Pending() {
-		for i := range m.samples {
-			s := &m.samples[i]
-			if s.Project == "" || !s.UtilKnown {
-				continue
-			}
-			f.Raw(&RawPoint{Key: billing.Key{Project: s.Project, User: s.User, InstanceID: s.InstanceID, GPUModel: s.GPUModel, Profile: s.Profile},
-				StartMS: s.StartMS, EndMS: s.EndMS(), Util: s.Util})
+	m.mu.Unlock()
+	if len(out) > 0 {
+		if err := fn(out); err != nil {
+			return err
 		}
-		if err := f.Resolve(); err != nil {
+	}
+	return ctx.Err()
+}
+
+// IdleRuns implements billing.UsageSource from the stored runs.
+func (m *MemStore) IdleRuns(ctx context.Context, from, to int64, maxUtil float64, fn func([]IdleRun) error) error {
+	var out []IdleRun
+	m.mu.Lock()
+	for _, r := range m.idle {
+		if r.EndMS > from && r.StartMS < to && (r.Class == IdleClassNull || r.MinUtil < maxUtil) {
+			out = append(out, r)
+		}
+	}
+	m.mu.Unlock()
+	if len(out) > 0 {
+		if err := fn(out); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// RawIdle implements billing.UsageSource from the stored samples.
+func (m *MemStore) RawIdle(ctx context.Context, instances []string, from, to int64, utilBelow float64, fn func([]schemas.RawPoint) error) error {
+	var out []schemas.RawPoint
+	m.mu.Lock()
+	for i := range m.samples {
+		s := &m.samples[i]
+		if s.Project == "" || !s.UtilKnown || s.Util >= utilBelow || s.StartMS < from || s.StartMS >= to || !slices.Contains(instances, s.InstanceID) {
+			continue
+		}
+		out = append(out, schemas.RawPoint{Key: schemas.KeyOf(s), StartMS: s.StartMS, EndMS: s.EndMS(), Util: s.Util})
+	}
+	m.mu.Unlock()
+	if len(out) > 0 {
+		if err := fn(out); err != nil {
 			return err
 		}
 	}

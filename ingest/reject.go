@@ -8,7 +8,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -66,7 +65,7 @@ func rejectTime(line []byte, now time.Time) int64 {
 
 // RejectWarning is the billing warning for the rejects of period p, or "" when
 // there are none.
-func RejectWarning(p billing.Period, sum RejectSummary) string {
+func RejectWarning(p fmt.Stringer, sum RejectSummary) string {
 	if sum.Count == 0 {
 		return ""
 	}

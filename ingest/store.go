@@ -13,31 +13,15 @@ package ingest
 import (
 	"context"
 
-	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/schemas"
 )
 
-// Run is an occupancy interval of one key: the union of touching or overlapping
-// samples [StartMS, EndMS). Runs never bridge gaps and never cross a UTC month
-// boundary (they are cut there so that a row lies in its start's partition).
-type Run struct {
-	Key            billing.Key
-	StartMS, EndMS int64
-}
-
-// IdleRun is an interval of idle-candidate samples of one key that touch or
-// overlap and fall in one utilisation class (IdleClassOf): Class 0 is util null
-// with no process (idle under every catalog); classes 1… are known utilisations
-// in [IdleClassBounds()[c-2], IdleClassBounds()[c-1]), and MinUtil/MaxUtil are the
-// smallest and largest util of the run's samples. Under a threshold T the run is
-// idle entirely when MaxUtil < T, not at all when MinUtil >= T, and otherwise
-// (only possible when T is not a class bound) its raw samples decide (see
-// IdleVerdict).
-type IdleRun struct {
-	Run
-	Class            uint8
-	MinUtil, MaxUtil float64
-}
+// Run and IdleRun are the stored intervals (schemas.Run, schemas.IdleRun):
+// occupancy runs and idle-candidate runs of one key.
+type (
+	Run     = schemas.Run
+	IdleRun = schemas.IdleRun
+)
 
 // Batch is what one store write carries: the raw samples and the intervals built
 // from them. A store must accept a batch entirely or report an error; writing
@@ -108,9 +92,20 @@ type Rejects interface {
 	RejectSummary(ctx context.Context, fromMS, toMS int64, first int) (RejectSummary, error)
 }
 
-// Backend is a store that billing can also read from.
+// Backend is a store that billing can also read from. Its read methods are
+// those of billing.UsageSource (invoices), billing.UsageRows (usage),
+// billing.HeldRows (held now) and billing.QualityRows (data quality): a store
+// only fetches rows, billing owns every read algorithm. They are spelled here
+// over the stored row types so that ingest does not depend on billing.
 type Backend interface {
 	Store
 	Rejects
-	billing.UsageSource
+	Occupancy(ctx context.Context, lo, hi int64, fn func([]schemas.Run) error) error
+	IdleRuns(ctx context.Context, from, to int64, maxUtil float64, fn func([]schemas.IdleRun) error) error
+	RawIdle(ctx context.Context, instances []string, from, to int64, utilBelow float64, fn func([]schemas.RawPoint) error) error
+	UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) error
+	HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(*schemas.Sample) error) error
+	Rejects(ctx context.Context, fromMS, toMS int64, first int) (int64, []schemas.RejectRow, error)
+	NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, fn func(schemas.NodeBucketRow) error) error
+	Unattributed(ctx context.Context, fromMS, toMS int64, minUtil float64, fn func(schemas.UnattributedUsage) error) error
 }

@@ -116,6 +116,30 @@ type Store interface {
 	// Audit reads the log, newest first, filtered and paginated.
 	Audit(ctx context.Context, f AuditFilter) (page []AuditEntry, next string, err error)
 
+	// ImportRoster applies a roster import, all or nothing, and audits
+	// each project's roster before and after.
+	ImportRoster(ctx context.Context, actor string, r RosterImport) (RosterChange, error)
+	// Students lists roster rows, newest first, filtered and paginated.
+	Students(ctx context.Context, f StudentFilter) (page []Student, next string, err error)
+
+	// SaveBillingRun records a billing run; BillingRun reads one with its
+	// report; BillingRuns lists them newest first, without reports.
+	SaveBillingRun(ctx context.Context, actor string, r BillingRun) (BillingRun, error)
+	BillingRun(ctx context.Context, id int64) (BillingRun, error)
+	BillingRuns(ctx context.Context, f BillingRunFilter) (page []BillingRun, next string, err error)
+
+	// BeginExport records an attempt at exporting k before it is made (an
+	// outbox): the run is created pending, or a pending or failed run
+	// counts one more attempt, and started is true. A done run is returned
+	// as it is with started false: the export must not be made again.
+	BeginExport(ctx context.Context, actor string, k ExportKey) (run ExportRun, started bool, err error)
+	// FinishExport records the attempt's outcome: done with its files when
+	// failure is "", else failed with failure as the last error. A done run
+	// is never changed (ErrInvalidTransition).
+	FinishExport(ctx context.Context, actor string, id int64, files []ExportFile, failure string) (ExportRun, error)
+	// ExportRuns lists export runs, newest first.
+	ExportRuns(ctx context.Context, f ExportRunFilter) (page []ExportRun, next string, err error)
+
 	// AcquireLease takes or renews the lease name for holder until now+ttl.
 	// It returns false when another holder has it and it has not expired.
 	// Leases are not audited (they are renewed every few seconds).

@@ -568,6 +568,28 @@ ensure_postgres_installed() {
 	fi
 }
 
+# ensure_export_tools: the PDF export tests need pdftotext (poppler-utils) and a
+# TrueType font with Chinese glyphs (fonts-droid-fallback). Installed with apt-get
+# when root, like postgresql; otherwise a warning (the tests fail under CI=true
+# and skip loudly elsewhere when they are missing).
+EXPORT_FONT=/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf
+ensure_export_tools() {
+	local missing=()
+	command -v pdftotext >/dev/null 2>&1 || missing+=(poppler-utils)
+	[[ -f $EXPORT_FONT ]] || missing+=(fonts-droid-fallback)
+	((${#missing[@]})) || return 0
+	if [[ $(id -u) -ne 0 ]]; then
+		say "WARNING: PDF export tests need ${missing[*]} and we are not root; run: sudo apt-get install -y ${missing[*]}"
+		return 0
+	fi
+	local log="$STATE/logs/apt-export-tools.log"
+	say "exports: installing ${missing[*]} with apt-get (log: $log)"
+	if ! { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"; } >"$log" 2>&1; then
+		say "WARNING: apt-get install ${missing[*]} failed (log: $log); the PDF export tests will fail under CI=true"
+	fi
+	return 0
+}
+
 # pg_dirs [create]: sets PG_DIR (the cluster's home: data/, log/), PG_DATA, PG_LOG and
 # PG_AS. As root, the server runs as the postgres user, which must be able to
 # reach PG_DIR; when it cannot reach $STATE (e.g. under /root, mode 0700),
@@ -734,6 +756,7 @@ cmd_up() {
 	lock
 	mkdir -p "$STATE/logs"
 	rm -f "$ENV_FILE"
+	ensure_export_tools
 	local ch_addr="" ch_http="" kafka_addr="" pg_addr="" ch_ext="" kafka_ext="" pg_ext="" failed=()
 
 	if [[ -n ${CLICKHOUSE_ADDR:-} ]]; then

@@ -344,70 +344,80 @@ func (s *Store) writeIdle(ctx context.Context, runs []ingest.IdleRun) error {
 
 const keyColumns = "project, user, instance_id, gpu_model, profile"
 
-// Scan implements billing.UsageSource. It reads the occupancy runs of the scan
-// window (the period widened by the gap tolerance on both sides) and the idle
-// runs overlapping the period, two queries running concurrently, and streams
-// them into acc: memory grows with the number of runs, not with raw samples.
-// Raw samples are read only for idle runs that a catalog's threshold cuts
-// through (a threshold that is not a class bound, see ingest.IdleClassBounds).
-func (s *Store) Scan(ctx context.Context, cat *schemas.Catalog, p billing.Period, acc *billing.Accumulator) error {
-	lo, hi := billing.ScanWindow(cat, p)
+// Occupancy implements billing.UsageSource: the runs of [lo, hi], replays
+// merged to their longest end in the query, streamed in chunks (memory grows
+// with the number of runs, not with raw samples). BillFrom runs it
+// concurrently with IdleRuns.
+func (s *Store) Occupancy(ctx context.Context, lo, hi int64, fn func([]ingest.Run) error) error {
 	// Runs never cross a UTC month boundary, so a run ending at or after lo starts
 	// in lo's UTC month or later (lo-1: a run ending exactly at lo counts).
-	qOcc := "SELECT " + keyColumns + ", start_ms, max(end_ms) AS e FROM " + s.table("occupancy") +
+	q := "SELECT " + keyColumns + ", start_ms, max(end_ms) AS e FROM " + s.table("occupancy") +
 		" WHERE start >= toDateTime(" + itoa(ingest.MonthStartMS(lo-1)/1000) + ") AND start_ms <= " + itoa(hi) +
 		" GROUP BY " + keyColumns + ", start_ms HAVING e >= " + itoa(lo)
-	// Idle candidates: class 0 (util null, no process: always idle) or a class
-	// whose smallest util is below the largest threshold of the catalog,
-	// pre-filtered loosely here and decided exactly in Go with the project's own
-	// threshold (no float text round trip decides anything).
-	p0, p1 := p.StartMS(), p.EndMS()
-	maxT := strconv.FormatFloat(billing.MaxIdleThreshold(cat)+1e-9, 'g', -1, 64)
-	qIdle := "SELECT " + keyColumns + ", class, start_ms, max(end_ms) AS e, min(min_util), max(max_util) FROM " + s.table("idle_spans") +
-		" WHERE start >= toDateTime(" + itoa(ingest.MonthStartMS(p0-1)/1000) + ") AND start_ms < " + itoa(p1) +
-		" AND (class = 0 OR min_util < " + maxT + ")" +
-		" GROUP BY " + keyColumns + ", class, start_ms HAVING e > " + itoa(p0)
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	occ := make(chan []occRow, 4)
-	idle := make(chan []ingest.IdleRun, 4)
-	errc := make(chan error, 2)
-	go func() { errc <- s.readOccupancy(ctx, qOcc, occ) }()
-	go func() { errc <- s.readIdle(ctx, qIdle, idle) }()
-	feed := ingest.NewIdleFeeder(acc, cat, p)
-	for occ != nil || idle != nil {
-		select {
-		case rows, ok := <-occ:
-			if !ok {
-				occ = nil
-				continue
+	rows, err := s.conn.Query(ctx, q)
+	if err != nil {
+		return classify(fmt.Errorf("cannot read occupancy: %w", err))
+	}
+	defer func() { _ = rows.Close() }()
+	in := interner{}
+	buf := make([]ingest.Run, 0, chunk)
+	for rows.Next() {
+		var r ingest.Run
+		if err := rows.Scan(&r.Key.Project, &r.Key.User, &r.Key.InstanceID, &r.Key.GPUModel, &r.Key.Profile, &r.StartMS, &r.EndMS); err != nil {
+			return fmt.Errorf("cannot read occupancy row: %w", err)
+		}
+		in.key(&r.Key)
+		if buf = append(buf, r); len(buf) == chunk {
+			if err := fn(buf); err != nil {
+				return err
 			}
-			for i := range rows {
-				acc.AddOccupancy(rows[i].k, rows[i].start, rows[i].end, false)
-			}
-		case runs, ok := <-idle:
-			if !ok {
-				idle = nil
-				continue
-			}
-			for i := range runs {
-				feed.Add(&runs[i])
-			}
+			buf = make([]ingest.Run, 0, chunk)
 		}
 	}
-	if err := errors.Join(<-errc, <-errc); err != nil {
-		return err
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("cannot read occupancy: %w", err)
 	}
-	if feed.Pending() {
-		return s.readRawIdle(ctx, feed)
+	if len(buf) > 0 {
+		return fn(buf)
 	}
 	return nil
 }
 
-type occRow struct {
-	k          billing.Key
-	start, end int64
+// IdleRuns implements billing.UsageSource: the idle runs overlapping [from,
+// to) of class 0 or with a util below maxUtil, replays merged in the query.
+func (s *Store) IdleRuns(ctx context.Context, from, to int64, maxUtil float64, fn func([]ingest.IdleRun) error) error {
+	q := "SELECT " + keyColumns + ", class, start_ms, max(end_ms) AS e, min(min_util), max(max_util) FROM " + s.table("idle_spans") +
+		" WHERE start >= toDateTime(" + itoa(ingest.MonthStartMS(from-1)/1000) + ") AND start_ms < " + itoa(to) +
+		" AND (class = 0 OR min_util < " + strconv.FormatFloat(maxUtil, 'g', -1, 64) + ")" +
+		" GROUP BY " + keyColumns + ", class, start_ms HAVING e > " + itoa(from)
+	rows, err := s.conn.Query(ctx, q)
+	if err != nil {
+		return classify(fmt.Errorf("cannot read idle runs: %w", err))
+	}
+	defer func() { _ = rows.Close() }()
+	in := interner{}
+	buf := make([]ingest.IdleRun, 0, chunk)
+	for rows.Next() {
+		var r ingest.IdleRun
+		if err := rows.Scan(&r.Key.Project, &r.Key.User, &r.Key.InstanceID, &r.Key.GPUModel, &r.Key.Profile, &r.Class,
+			&r.StartMS, &r.EndMS, &r.MinUtil, &r.MaxUtil); err != nil {
+			return fmt.Errorf("cannot read idle run: %w", err)
+		}
+		in.key(&r.Key)
+		if buf = append(buf, r); len(buf) == chunk {
+			if err := fn(buf); err != nil {
+				return err
+			}
+			buf = make([]ingest.IdleRun, 0, chunk)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("cannot read idle runs: %w", err)
+	}
+	if len(buf) > 0 {
+		return fn(buf)
+	}
+	return nil
 }
 
 const chunk = 8192
@@ -427,7 +437,7 @@ func (in interner) of(s *string) {
 	in[*s] = *s
 }
 
-func (in interner) key(k *billing.Key) {
+func (in interner) key(k *schemas.Key) {
 	in.of(&k.Project)
 	in.of(&k.User)
 	in.of(&k.InstanceID)
@@ -435,80 +445,12 @@ func (in interner) key(k *billing.Key) {
 	in.of(&k.Profile)
 }
 
-func (s *Store) readOccupancy(ctx context.Context, q string, out chan<- []occRow) error {
-	defer close(out)
-	rows, err := s.conn.Query(ctx, q)
-	if err != nil {
-		return fmt.Errorf("cannot read occupancy: %w", err)
-	}
-	defer func() { _ = rows.Close() }()
-	in := interner{}
-	buf := make([]occRow, 0, chunk)
-	for rows.Next() {
-		var r occRow
-		if err := rows.Scan(&r.k.Project, &r.k.User, &r.k.InstanceID, &r.k.GPUModel, &r.k.Profile, &r.start, &r.end); err != nil {
-			return fmt.Errorf("cannot read occupancy row: %w", err)
-		}
-		in.key(&r.k)
-		if buf = append(buf, r); len(buf) == chunk {
-			if err := send(ctx, out, buf); err != nil {
-				return err
-			}
-			buf = make([]occRow, 0, chunk)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("cannot read occupancy: %w", err)
-	}
-	if len(buf) > 0 {
-		if err := send(ctx, out, buf); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (s *Store) readIdle(ctx context.Context, q string, out chan<- []ingest.IdleRun) error {
-	defer close(out)
-	rows, err := s.conn.Query(ctx, q)
-	if err != nil {
-		return fmt.Errorf("cannot read idle runs: %w", err)
-	}
-	defer func() { _ = rows.Close() }()
-	in := interner{}
-	buf := make([]ingest.IdleRun, 0, chunk)
-	for rows.Next() {
-		var r ingest.IdleRun
-		if err := rows.Scan(&r.Key.Project, &r.Key.User, &r.Key.InstanceID, &r.Key.GPUModel, &r.Key.Profile, &r.Class,
-			&r.StartMS, &r.EndMS, &r.MinUtil, &r.MaxUtil); err != nil {
-			return fmt.Errorf("cannot read idle run: %w", err)
-		}
-		in.key(&r.Key)
-		if buf = append(buf, r); len(buf) == chunk {
-			if err := send(ctx, out, buf); err != nil {
-				return err
-			}
-			buf = make([]ingest.IdleRun, 0, chunk)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("cannot read idle runs: %w", err)
-	}
-	if len(buf) > 0 {
-		if err := send(ctx, out, buf); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// readRawIdle is the exact fallback: the raw samples of the instances whose idle
-// runs the threshold cuts through, in the range those runs cover. The instances
+// RawIdle implements billing.UsageSource, the exact fallback: the raw samples
+// of the instances whose idle runs a threshold cuts through. The instances
 // travel as an external table (sent with the query as data, any number of
 // them), not as a literal list in the query text, which the server's
 // max_query_size would bound.
-func (s *Store) readRawIdle(ctx context.Context, feed *ingest.IdleFeeder) error {
-	insts, lo, hi, below := feed.PendingRange()
+func (s *Store) RawIdle(ctx context.Context, insts []string, lo, hi int64, below float64, fn func([]schemas.RawPoint) error) error {
 	pending, err := ext.NewTable("pending_instances", ext.Column("instance_id", "String"))
 	if err != nil {
 		return fmt.Errorf("cannot build the instance table for idle time: %w", err)
@@ -524,24 +466,33 @@ func (s *Store) readRawIdle(ctx context.Context, feed *ingest.IdleFeeder) error 
 		strconv.FormatFloat(below, 'g', -1, 64)
 	rows, err := s.conn.Query(ch.Context(ctx, ch.WithExternalTable(pending)), q)
 	if err != nil {
-		return fmt.Errorf("cannot read raw samples for idle time: %w", err)
+		return classify(fmt.Errorf("cannot read raw samples for idle time: %w", err))
 	}
 	defer func() { _ = rows.Close() }()
 	in := interner{}
-	var pt ingest.RawPoint
-	var interval int64
+	buf := make([]schemas.RawPoint, 0, chunk)
 	for rows.Next() {
+		var pt schemas.RawPoint
+		var interval int64
 		if err := rows.Scan(&pt.Key.Project, &pt.Key.User, &pt.Key.InstanceID, &pt.Key.GPUModel, &pt.Key.Profile, &pt.StartMS, &interval, &pt.Util); err != nil {
 			return fmt.Errorf("cannot read raw sample: %w", err)
 		}
 		in.key(&pt.Key)
 		pt.EndMS = pt.StartMS + interval
-		feed.Raw(&pt)
+		if buf = append(buf, pt); len(buf) == chunk {
+			if err := fn(buf); err != nil {
+				return err
+			}
+			buf = make([]schemas.RawPoint, 0, chunk)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("cannot read raw samples for idle time: %w", err)
 	}
-	return feed.Resolve()
+	if len(buf) > 0 {
+		return fn(buf)
+	}
+	return nil
 }
 
 // WriteRejects implements ingest.Rejects: one insert; a source written again
@@ -593,13 +544,3 @@ func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 
 // Database is the database the store uses.
 func (s *Store) Database() string { return s.cfg.Database }
-
-// send hands a chunk of rows to the reader's consumer unless ctx ends first.
-func send[T any](ctx context.Context, out chan<- []T, buf []T) error {
-	select {
-	case out <- buf:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

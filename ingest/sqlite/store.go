@@ -1,5 +1,5 @@
 // Package sqlite is the embedded (pure Go, modernc.org/sqlite) implementation of
-// ingest.Store and billing.UsageSource, for standalone and demo deployments and
+// ingest.Store and of the rows billing reads (ingest.Backend), for standalone and demo deployments and
 // for tests. It keeps the same tables and the same semantics as the ClickHouse
 // store: raw samples, occupancy runs and idle-candidate runs, where a run written
 // again with the same start keeps its longest end.
@@ -19,7 +19,6 @@ import (
 
 	"modernc.org/sqlite" // registers the "sqlite" driver
 
-	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/schemas"
 )
@@ -86,6 +85,8 @@ var migrations = []string{
 		source TEXT NOT NULL PRIMARY KEY, ts_ms INTEGER NOT NULL, reason TEXT NOT NULL, error TEXT NOT NULL,
 		ingested_ms INTEGER NOT NULL) WITHOUT ROWID`,
 	`CREATE INDEX IF NOT EXISTS rejects_ts ON rejects (ts_ms)`,
+	// Reads by time over the whole fleet (usage, held now, data quality).
+	`CREATE INDEX IF NOT EXISTS raw_samples_start ON raw_samples (start_ms)`,
 }
 
 // SchemaVersion is the schema version this build writes and reads (PRAGMA
@@ -426,78 +427,105 @@ func (s *Store) RejectSummary(ctx context.Context, fromMS, toMS int64, first int
 	return sum, rows.Err()
 }
 
-// Scan implements billing.UsageSource (see the ClickHouse store for the rules).
-func (s *Store) Scan(ctx context.Context, cat *schemas.Catalog, p billing.Period, acc *billing.Accumulator) error {
-	lo, hi := billing.ScanWindow(cat, p)
+// chunk is how many rows a read hands to billing at a time.
+const chunk = 8192
+
+// Occupancy implements billing.UsageSource: runs of equal key and start are
+// one row already (the primary key keeps the longest end).
+func (s *Store) Occupancy(ctx context.Context, lo, hi int64, fn func([]ingest.Run) error) error {
 	rows, err := s.db.QueryContext(ctx, `SELECT project, user, instance_id, gpu_model, profile, start_ms, end_ms
 		FROM occupancy WHERE end_ms >= ? AND start_ms <= ? ORDER BY project, user, instance_id, gpu_model, profile, start_ms`, lo, hi)
 	if err != nil {
 		return fmt.Errorf("cannot read occupancy: %w", err)
 	}
-	var k billing.Key
-	var st, en int64
+	defer rows.Close() //nolint:errcheck // errors surface on Next/Err
+	buf := make([]ingest.Run, 0, chunk)
 	for rows.Next() {
-		if err := rows.Scan(&k.Project, &k.User, &k.InstanceID, &k.GPUModel, &k.Profile, &st, &en); err != nil {
-			_ = rows.Close()
+		var r ingest.Run
+		if err := rows.Scan(&r.Key.Project, &r.Key.User, &r.Key.InstanceID, &r.Key.GPUModel, &r.Key.Profile, &r.StartMS, &r.EndMS); err != nil {
 			return fmt.Errorf("cannot read occupancy row: %w", err)
 		}
-		acc.AddOccupancy(k, st, en, false)
+		if buf = append(buf, r); len(buf) == chunk {
+			if err := fn(buf); err != nil {
+				return err
+			}
+			buf = make([]ingest.Run, 0, chunk)
+		}
 	}
 	if err := rows.Err(); err != nil {
-		_ = rows.Close()
 		return fmt.Errorf("cannot read occupancy: %w", err)
 	}
-	_ = rows.Close()
-	rows, err = s.db.QueryContext(ctx, `SELECT project, user, instance_id, gpu_model, profile, class, min_util, max_util, start_ms, end_ms
+	if len(buf) > 0 {
+		return fn(buf)
+	}
+	return nil
+}
+
+// IdleRuns implements billing.UsageSource.
+func (s *Store) IdleRuns(ctx context.Context, from, to int64, maxUtil float64, fn func([]ingest.IdleRun) error) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT project, user, instance_id, gpu_model, profile, class, min_util, max_util, start_ms, end_ms
 		FROM idle_spans WHERE end_ms > ? AND start_ms < ? AND (class = 0 OR min_util < ?)
-		ORDER BY project, user, instance_id, gpu_model, profile, start_ms`, p.StartMS(), p.EndMS(), billing.MaxIdleThreshold(cat)+1e-9)
+		ORDER BY project, user, instance_id, gpu_model, profile, start_ms`, from, to, maxUtil)
 	if err != nil {
 		return fmt.Errorf("cannot read idle runs: %w", err)
 	}
-	feed := ingest.NewIdleFeeder(acc, cat, p)
-	var r ingest.IdleRun
+	defer rows.Close() //nolint:errcheck // errors surface on Next/Err
+	buf := make([]ingest.IdleRun, 0, chunk)
 	for rows.Next() {
+		var r ingest.IdleRun
 		if err := rows.Scan(&r.Key.Project, &r.Key.User, &r.Key.InstanceID, &r.Key.GPUModel, &r.Key.Profile, &r.Class, &r.MinUtil, &r.MaxUtil, &r.StartMS, &r.EndMS); err != nil {
-			_ = rows.Close()
 			return fmt.Errorf("cannot read idle run: %w", err)
 		}
-		feed.Add(&r)
+		if buf = append(buf, r); len(buf) == chunk {
+			if err := fn(buf); err != nil {
+				return err
+			}
+			buf = make([]ingest.IdleRun, 0, chunk)
+		}
 	}
 	if err := rows.Err(); err != nil {
-		_ = rows.Close()
 		return fmt.Errorf("cannot read idle runs: %w", err)
 	}
-	_ = rows.Close()
-	if !feed.Pending() {
-		return nil
+	if len(buf) > 0 {
+		return fn(buf)
 	}
-	// Exact fallback for runs the threshold cuts through: their raw samples.
-	var pending []ingest.IdleRun
-	_ = feed.PendingRuns(func(r *ingest.IdleRun) error { pending = append(pending, *r); return nil })
-	for _, r := range pending {
-		if err := s.rawIdle(ctx, feed, &r); err != nil {
+	return nil
+}
+
+// RawIdle implements billing.UsageSource: one query per instance, each on the
+// primary key's prefix (instance_id, start_ms).
+func (s *Store) RawIdle(ctx context.Context, instances []string, from, to int64, utilBelow float64, fn func([]schemas.RawPoint) error) error {
+	for _, inst := range instances {
+		if err := s.rawIdle(ctx, inst, from, to, utilBelow, fn); err != nil {
 			return err
 		}
 	}
-	return feed.Resolve()
+	return nil
 }
 
-func (s *Store) rawIdle(ctx context.Context, feed *ingest.IdleFeeder, r *ingest.IdleRun) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT start_ms, interval_ms, util FROM raw_samples
-		WHERE instance_id = ? AND start_ms >= ? AND start_ms < ? AND project = ? AND user = ? AND gpu_model = ? AND profile = ?
-		AND util IS NOT NULL`, r.Key.InstanceID, r.StartMS, r.EndMS, r.Key.Project, r.Key.User, r.Key.GPUModel, r.Key.Profile)
+func (s *Store) rawIdle(ctx context.Context, inst string, from, to int64, utilBelow float64, fn func([]schemas.RawPoint) error) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT project, user, gpu_model, profile, start_ms, interval_ms, util FROM raw_samples
+		WHERE instance_id = ? AND start_ms >= ? AND start_ms < ? AND project != '' AND util IS NOT NULL AND util < ?`,
+		inst, from, to, utilBelow)
 	if err != nil {
 		return fmt.Errorf("cannot read raw samples for idle time: %w", err)
 	}
-	defer rows.Close() //nolint:errcheck // statement/rows close after use; errors surface on Exec/Next
-	pt := ingest.RawPoint{Key: r.Key}
-	var interval int64
+	defer rows.Close() //nolint:errcheck // errors surface on Next/Err
+	var buf []schemas.RawPoint
 	for rows.Next() {
-		if err := rows.Scan(&pt.StartMS, &interval, &pt.Util); err != nil {
+		pt := schemas.RawPoint{Key: schemas.Key{InstanceID: inst}}
+		var interval int64
+		if err := rows.Scan(&pt.Key.Project, &pt.Key.User, &pt.Key.GPUModel, &pt.Key.Profile, &pt.StartMS, &interval, &pt.Util); err != nil {
 			return fmt.Errorf("cannot read raw sample: %w", err)
 		}
 		pt.EndMS = pt.StartMS + interval
-		feed.Raw(&pt)
+		buf = append(buf, pt)
 	}
-	return rows.Err()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("cannot read raw samples for idle time: %w", err)
+	}
+	if len(buf) > 0 {
+		return fn(buf)
+	}
+	return nil
 }

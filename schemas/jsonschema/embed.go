@@ -13,3 +13,8 @@ var SampleV1 []byte
 //
 //go:embed catalog.v1.schema.json
 var CatalogV1 []byte
+
+// InvoiceV1 is the JSON Schema of the invoice document cardhour.invoice.v1.
+//
+//go:embed invoice.v1.schema.json
+var InvoiceV1 []byte

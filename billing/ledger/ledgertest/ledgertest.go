@@ -79,6 +79,11 @@ func Run(t *testing.T, backend Backend) {
 		{"AuditLog", testAuditLog},
 		{"Leases", testLeases},
 		{"ReopenKeepsEverything", testReopen},
+		{"Roster", testRoster},
+		{"RosterValidation", testRosterValidation},
+		{"BillingRuns", testBillingRuns},
+		{"ExportRunsAreAnOutbox", testExportRuns},
+		{"ConcurrentExportBeginsOnce", testConcurrentExportBegin},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, backend(t)) })

@@ -1,0 +1,619 @@
+// Package export is the invoice document and its renderings. A Document is one
+// project's invoice for one period (or one student's statement derived from it),
+// built from a billing result; it is what the ledger stores, as the exact bytes
+// Marshal returns, and every export (CSV, XLSX, PDF, JSON) is rendered from
+// Documents only, so that the exports of a finalized invoice never change.
+package export
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/cardhour/cardhour/billing"
+)
+
+// Schema names the document format; Parse rejects any other.
+const Schema = "cardhour.invoice.v1"
+
+// Meta is what a document records besides the billing result: the catalog
+// version it was priced with, the data cut-off (usage received up to this time
+// is included) and when it was generated.
+type Meta struct {
+	CatalogVersion int64
+	DataCutoff     time.Time
+	GeneratedAt    time.Time
+}
+
+// Document is one project's invoice for one period, or, when User is set, one
+// student's statement derived from it. Amounts are decimals, written as decimal
+// strings with two decimals (prices keep the catalog's digits); times are RFC 3339
+// in the catalog time zone.
+type Document struct {
+	Schema string `json:"schema"`
+	// Number is the invoice number, empty in drafts; IssuedAt is nil in drafts.
+	Number   string     `json:"number,omitempty"`
+	IssuedAt *time.Time `json:"issued_at,omitempty"`
+	// User is set in a statement: the student it is for.
+	User           string          `json:"user,omitempty"`
+	Project        string          `json:"project"`
+	Name           string          `json:"name,omitempty"`
+	Funding        string          `json:"funding,omitempty"`
+	InCatalog      bool            `json:"in_catalog"`
+	Period         string          `json:"period"` // YYYY-MM
+	Timezone       string          `json:"timezone"`
+	Currency       string          `json:"currency"`
+	CatalogVersion int64           `json:"catalog_version"`
+	DataCutoff     time.Time       `json:"data_cutoff"`
+	GeneratedAt    time.Time       `json:"generated_at"`
+	Lines          []Line          `json:"lines"`
+	Unpriced       []Unpriced      `json:"unpriced"`
+	Students       []StudentTotal  `json:"students"`
+	Total          decimal.Decimal `json:"total"`
+	Warnings       []Warning       `json:"warnings"`
+	DataQuality    *DataQuality    `json:"data_quality,omitempty"`
+}
+
+// Line is one invoice line: the usage of one (user, SKU), or one reservation.
+type Line struct {
+	Kind string `json:"kind"` // billing.KindUsage or billing.KindReservation
+	User string `json:"user"`
+	SKU  string `json:"sku"`
+	// Usage lines: sessions, time used (whole seconds, and exactly in ms), the
+	// part covered by reservations, the idle part, and the seconds billed.
+	Sessions      int   `json:"sessions"`
+	UsedSeconds   int64 `json:"used_seconds"`
+	BilledSeconds int64 `json:"billed_seconds"`
+	UsedMS        int64 `json:"used_ms"`
+	CoveredMS     int64 `json:"covered_ms"`
+	IdleMS        int64 `json:"idle_ms"`
+	// UnitPrice is the hourly price of a usage line, the monthly price of a
+	// reservation line.
+	UnitPrice decimal.Decimal `json:"unit_price"`
+	Amount    decimal.Decimal `json:"amount"`
+	// Reservation lines only.
+	Term     string `json:"term,omitempty"`
+	Quantity int64  `json:"quantity,omitempty"`
+	Billing  string `json:"billing,omitempty"`
+	Start    string `json:"start,omitempty"` // YYYY-MM
+}
+
+// Unpriced is usage whose (GPU model, profile) matches no SKU: reported, not priced.
+type Unpriced struct {
+	User     string `json:"user"`
+	GPUModel string `json:"gpu_model"`
+	Profile  string `json:"profile"`
+	Sessions int    `json:"sessions"`
+	UsedMS   int64  `json:"used_ms"`
+	IdleMS   int64  `json:"idle_ms"`
+}
+
+// StudentTotal is one student's subtotal on an invoice: the sum of their usage
+// lines. Name is empty until the roster fills it in (SetNames).
+type StudentTotal struct {
+	User     string          `json:"user"`
+	Name     string          `json:"name,omitempty"`
+	Sessions int             `json:"sessions"`
+	Total    decimal.Decimal `json:"total"`
+}
+
+// Warning is one warning with what it is about (see billing.Warning).
+type Warning struct {
+	Code    string   `json:"code"`
+	Project string   `json:"project,omitempty"`
+	Users   []string `json:"users,omitempty"`
+	Message string   `json:"message"`
+}
+
+// DataQuality is what the input looked like beyond what the invoice bills.
+type DataQuality struct {
+	// SkippedLines counts invalid input lines skipped and not billed (for the
+	// whole period, not only this project).
+	SkippedLines int64 `json:"skipped_lines"`
+	// Conflicts are the holder conflicts of this project's students, each as that
+	// student's statement shows it: their own holders named, others counted.
+	Conflicts []Conflict `json:"conflicts"`
+}
+
+// Conflict is an instance held by more than one holder, or as more than one kind,
+// at the same time.
+type Conflict struct {
+	InstanceID   string    `json:"instance_id"`
+	User         string    `json:"user"` // the student this view of the conflict is for
+	Holders      []Holder  `json:"holders"`
+	OtherHolders int       `json:"other_holders"`
+	Kinds        []Kind    `json:"kinds"`
+	OverlapMS    int64     `json:"overlap_ms"`
+	First        time.Time `json:"first"`
+	Last         time.Time `json:"last"`
+}
+
+// Holder is a (project, user) that held an instance.
+type Holder struct {
+	Project string `json:"project"`
+	User    string `json:"user"`
+}
+
+// Kind is a (GPU model, profile) an instance was held as.
+type Kind struct {
+	GPUModel string `json:"gpu_model"`
+	Profile  string `json:"profile"`
+}
+
+// Build returns one document per invoice of res, sorted by project. A project's
+// document keeps the warnings about that project, about the whole input, and
+// those naming only its students; holder conflicts appear once per student of the
+// project involved, as that student's statement shows them, so that a project's
+// document never names a student of another project.
+func Build(res *billing.Result, m Meta) []Document {
+	loc := res.Period.Start.Location()
+	if loc == nil {
+		loc = time.UTC
+	}
+	docs := make([]Document, 0, len(res.Invoices))
+	for i := range res.Invoices {
+		inv := &res.Invoices[i]
+		d := Document{
+			Schema: Schema, Project: inv.Project, Name: inv.Name, Funding: inv.Funding, InCatalog: inv.InCatalog,
+			Period: res.Period.String(), Timezone: res.Timezone, Currency: res.Currency,
+			CatalogVersion: m.CatalogVersion, DataCutoff: m.DataCutoff.In(loc), GeneratedAt: m.GeneratedAt.In(loc),
+			Lines: []Line{}, Unpriced: []Unpriced{}, Students: []StudentTotal{}, Warnings: []Warning{},
+			Total:       inv.Total,
+			DataQuality: &DataQuality{SkippedLines: res.SkippedLines, Conflicts: []Conflict{}},
+		}
+		users := map[string]bool{}
+		for _, l := range inv.Lines {
+			dl := Line{Kind: l.Kind, User: l.User, SKU: l.SKU, UnitPrice: l.UnitPrice, Amount: l.Amount}
+			if l.Kind == billing.KindUsage {
+				dl.Sessions, dl.UsedSeconds, dl.BilledSeconds = l.Sessions, l.UsedMS/1000, l.BilledSeconds
+				dl.UsedMS, dl.CoveredMS, dl.IdleMS = l.UsedMS, l.CoveredMS, l.IdleMS
+				users[l.User] = true
+			} else {
+				dl.Term, dl.Quantity, dl.Billing, dl.Start = string(l.Term), l.Quantity, l.Billing, l.Start
+			}
+			d.Lines = append(d.Lines, dl)
+		}
+		for _, u := range inv.Unpriced {
+			d.Unpriced = append(d.Unpriced, Unpriced(u))
+			users[u.User] = true
+		}
+		for _, s := range inv.Sessions {
+			users[s.Key.User] = true
+		}
+		d.Students = studentTotals(d.Lines, d.Unpriced)
+		for _, msg := range res.Warnings {
+			w := res.WarningFor(msg)
+			keep := false
+			switch {
+			case w.Code == billing.WarnConflict:
+				// Added below, once per student of this project.
+			case w.Project != "":
+				keep = w.Project == inv.Project
+			case len(w.Users) > 0:
+				keep = !slices.ContainsFunc(w.Users, func(u string) bool { return !users[u] })
+			default:
+				keep = true
+			}
+			if keep {
+				d.Warnings = append(d.Warnings, warningOf(w))
+			}
+		}
+		for ci := range res.Conflicts {
+			c := &res.Conflicts[ci]
+			var students []string
+			for _, h := range c.Holders {
+				if h.Project == inv.Project {
+					students = append(students, h.User)
+				}
+			}
+			slices.Sort(students)
+			for _, u := range slices.Compact(students) {
+				uc, ok := c.ForUser(u)
+				if !ok {
+					continue
+				}
+				d.Warnings = append(d.Warnings, Warning{Code: billing.WarnConflict, Project: inv.Project,
+					Users: []string{u}, Message: uc.Message(loc)})
+				d.DataQuality.Conflicts = append(d.DataQuality.Conflicts, conflictOf(&uc, u, loc))
+			}
+		}
+		d.normalize()
+		docs = append(docs, d)
+	}
+	slices.SortFunc(docs, func(x, y Document) int { return cmp.Compare(x.Project, y.Project) })
+	return docs
+}
+
+func warningOf(w billing.Warning) Warning {
+	return Warning{Code: w.Code, Project: w.Project, Users: slices.Clone(w.Users), Message: w.Message}
+}
+
+func conflictOf(c *billing.Conflict, user string, loc *time.Location) Conflict {
+	out := Conflict{InstanceID: c.InstanceID, User: user, Holders: []Holder{}, OtherHolders: c.OtherHolders,
+		Kinds: []Kind{}, OverlapMS: c.OverlapMS,
+		First: time.UnixMilli(c.First).In(loc), Last: time.UnixMilli(c.Last).In(loc)}
+	for _, h := range c.Holders {
+		out.Holders = append(out.Holders, Holder(h))
+	}
+	for _, k := range c.Kinds {
+		out.Kinds = append(out.Kinds, Kind(k))
+	}
+	return out
+}
+
+// studentTotals sums the usage lines per user (decimal sums of amounts billing
+// already rounded: nothing is rounded here). Users with unpriced usage only get a
+// zero total.
+func studentTotals(lines []Line, unpriced []Unpriced) []StudentTotal {
+	byUser := map[string]*StudentTotal{}
+	get := func(u string) *StudentTotal {
+		st, ok := byUser[u]
+		if !ok {
+			st = &StudentTotal{User: u, Total: decimal.Zero}
+			byUser[u] = st
+		}
+		return st
+	}
+	for _, l := range lines {
+		if l.Kind != billing.KindUsage {
+			continue
+		}
+		st := get(l.User)
+		st.Sessions += l.Sessions
+		st.Total = st.Total.Add(l.Amount)
+	}
+	for _, u := range unpriced {
+		get(u.User)
+	}
+	out := make([]StudentTotal, 0, len(byUser))
+	for _, st := range byUser {
+		out = append(out, *st)
+	}
+	slices.SortFunc(out, func(x, y StudentTotal) int { return cmp.Compare(x.User, y.User) })
+	return out
+}
+
+// SetNames fills in the students' names (user → name, from the roster); users
+// without an entry keep theirs.
+func (d *Document) SetNames(names map[string]string) {
+	for i := range d.Students {
+		if n, ok := names[d.Students[i].User]; ok {
+			d.Students[i].Name = n
+		}
+	}
+}
+
+// StudentName returns the name of user on the document, or "".
+func (d *Document) StudentName(user string) string {
+	for _, st := range d.Students {
+		if st.User == user {
+			return st.Name
+		}
+	}
+	return ""
+}
+
+// studentNames maps user → name for the renderers (StudentName for every line
+// would be quadratic in the students of a large project).
+func (d *Document) studentNames() map[string]string {
+	m := make(map[string]string, len(d.Students))
+	for _, st := range d.Students {
+		if st.Name != "" {
+			m[st.User] = st.Name
+		}
+	}
+	return m
+}
+
+// Statement returns user's statement derived from the invoice: only their usage
+// lines and unpriced usage (reservations belong to the project), their subtotal as
+// the total, and only the warnings billing.Warning.InStatement keeps for them, so
+// that it never names another student. The number and issue date stay those of
+// the invoice it is derived from.
+func (d *Document) Statement(user string) *Document {
+	s := *d
+	s.User = user
+	s.IssuedAt = cloneTime(d.IssuedAt)
+	s.Lines, s.Unpriced, s.Students, s.Warnings = []Line{}, []Unpriced{}, []StudentTotal{}, []Warning{}
+	s.Total = decimal.Zero
+	for _, l := range d.Lines {
+		if l.Kind == billing.KindUsage && l.User == user {
+			s.Lines = append(s.Lines, l)
+			s.Total = s.Total.Add(l.Amount)
+		}
+	}
+	for _, u := range d.Unpriced {
+		if u.User == user {
+			s.Unpriced = append(s.Unpriced, u)
+		}
+	}
+	for _, st := range d.Students {
+		if st.User == user {
+			s.Students = append(s.Students, st)
+		}
+	}
+	has := len(s.Lines) > 0 || len(s.Unpriced) > 0
+	for _, w := range d.Warnings {
+		bw := billing.Warning{Code: w.Code, Project: w.Project, Users: w.Users, Message: w.Message}
+		if bw.InStatement(user, func(p string) bool { return has && p == d.Project }) {
+			s.Warnings = append(s.Warnings, cloneWarning(w))
+		}
+	}
+	if !has {
+		if p, err := billing.ParsePeriod(d.Period, time.UTC); err == nil {
+			s.Warnings = append(s.Warnings, Warning{Code: billing.WarnNoUsage, Users: []string{user},
+				Message: billing.NoUsageMessage(p, user)})
+		}
+	}
+	if d.DataQuality != nil {
+		dq := &DataQuality{SkippedLines: d.DataQuality.SkippedLines, Conflicts: []Conflict{}}
+		for _, c := range d.DataQuality.Conflicts {
+			if c.User == user && !slices.ContainsFunc(c.Holders, func(h Holder) bool { return h.User != user }) {
+				dq.Conflicts = append(dq.Conflicts, c)
+			}
+		}
+		s.DataQuality = dq
+	}
+	s.normalize()
+	return &s
+}
+
+func cloneTime(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	return &c
+}
+
+func cloneWarning(w Warning) Warning {
+	w.Users = slices.Clone(w.Users)
+	return w
+}
+
+// normalize sorts what has no meaningful order and replaces nil slices by empty
+// ones, so that equal documents marshal to equal bytes.
+func (d *Document) normalize() {
+	if d.Lines == nil {
+		d.Lines = []Line{}
+	}
+	if d.Unpriced == nil {
+		d.Unpriced = []Unpriced{}
+	}
+	if d.Students == nil {
+		d.Students = []StudentTotal{}
+	}
+	if d.Warnings == nil {
+		d.Warnings = []Warning{}
+	}
+	slices.SortStableFunc(d.Lines, compareLines)
+	slices.SortStableFunc(d.Unpriced, func(x, y Unpriced) int {
+		return cmp.Or(cmp.Compare(x.User, y.User), cmp.Compare(x.GPUModel, y.GPUModel), cmp.Compare(x.Profile, y.Profile))
+	})
+	slices.SortStableFunc(d.Students, func(x, y StudentTotal) int { return cmp.Compare(x.User, y.User) })
+	for i := range d.Warnings {
+		slices.Sort(d.Warnings[i].Users)
+	}
+	slices.SortStableFunc(d.Warnings, func(x, y Warning) int {
+		return cmp.Or(cmp.Compare(x.Message, y.Message), cmp.Compare(x.Code, y.Code), cmp.Compare(x.Project, y.Project))
+	})
+	d.Warnings = slices.CompactFunc(d.Warnings, func(x, y Warning) bool {
+		return x.Message == y.Message && x.Code == y.Code && x.Project == y.Project && slices.Equal(x.Users, y.Users)
+	})
+	if dq := d.DataQuality; dq != nil {
+		if dq.Conflicts == nil {
+			dq.Conflicts = []Conflict{}
+		}
+		slices.SortStableFunc(dq.Conflicts, func(x, y Conflict) int {
+			return cmp.Or(cmp.Compare(x.InstanceID, y.InstanceID), cmp.Compare(x.User, y.User), x.First.Compare(y.First))
+		})
+	}
+}
+
+// compareLines orders usage lines by user and SKU, then reservations by SKU,
+// start, term, billing and quantity.
+func compareLines(x, y Line) int {
+	rank := func(k string) int {
+		if k == billing.KindUsage {
+			return 0
+		}
+		return 1
+	}
+	return cmp.Or(cmp.Compare(rank(x.Kind), rank(y.Kind)), cmp.Compare(x.Kind, y.Kind),
+		cmp.Compare(x.User, y.User), cmp.Compare(x.SKU, y.SKU), cmp.Compare(x.Start, y.Start),
+		cmp.Compare(x.Term, y.Term), cmp.Compare(x.Billing, y.Billing), cmp.Compare(x.Quantity, y.Quantity),
+		x.Amount.Cmp(y.Amount))
+}
+
+// MarshalJSON writes the line's money as decimal strings: the amount with two
+// decimals, the price with the catalog's digits (at least two).
+func (l Line) MarshalJSON() ([]byte, error) {
+	type plain Line
+	return json.Marshal(struct {
+		plain
+		UnitPrice string `json:"unit_price"`
+		Amount    string `json:"amount"`
+	}{plain(l), billing.FormatPrice(l.UnitPrice), billing.FormatMoney(l.Amount)})
+}
+
+// MarshalJSON writes the total as a decimal string with two decimals.
+func (s StudentTotal) MarshalJSON() ([]byte, error) {
+	type plain StudentTotal
+	return json.Marshal(struct {
+		plain
+		Total string `json:"total"`
+	}{plain(s), billing.FormatMoney(s.Total)})
+}
+
+// Marshal returns the document's canonical bytes: fields in a fixed order, lists
+// sorted where their order carries no meaning, amounts as decimal strings, times
+// as RFC 3339 with their offset, two-space indentation and a final newline. The
+// same document always gives the same bytes; Parse then Marshal gives them back.
+func (d *Document) Marshal() ([]byte, error) {
+	c := d.clone()
+	c.normalize()
+	type plain Document
+	wire := struct {
+		plain
+		Total string `json:"total"`
+	}{plain(*c), billing.FormatMoney(c.Total)}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(wire); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func (d *Document) clone() *Document {
+	c := *d
+	c.IssuedAt = cloneTime(d.IssuedAt)
+	c.Lines = slices.Clone(d.Lines)
+	c.Unpriced = slices.Clone(d.Unpriced)
+	c.Students = slices.Clone(d.Students)
+	c.Warnings = make([]Warning, len(d.Warnings))
+	for i, w := range d.Warnings {
+		c.Warnings[i] = cloneWarning(w)
+	}
+	if d.DataQuality != nil {
+		dq := *d.DataQuality
+		dq.Conflicts = slices.Clone(dq.Conflicts)
+		c.DataQuality = &dq
+	}
+	return &c
+}
+
+var periodPattern = regexp.MustCompile(`^\d{4}-(0[1-9]|1[0-2])$`)
+
+// Parse reads a document Marshal wrote. It rejects unknown fields, another schema,
+// and missing or malformed required values, naming the field.
+func Parse(b []byte) (*Document, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var d Document
+	if err := dec.Decode(&d); err != nil {
+		if field := badMoney(b); field != "" {
+			return nil, fmt.Errorf("invoice document: %s", field)
+		}
+		return nil, fmt.Errorf("invoice document: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("invoice document: data after the document")
+	}
+	if field := badMoney(b); field != "" {
+		return nil, fmt.Errorf("invoice document: %s", field) // e.g. a number instead of a decimal string
+	}
+	switch {
+	case d.Schema != Schema:
+		return nil, fmt.Errorf("invoice document: schema: got %q, want %q", d.Schema, Schema)
+	case d.Project == "":
+		return nil, errors.New("invoice document: project: missing")
+	case !periodPattern.MatchString(d.Period):
+		return nil, fmt.Errorf("invoice document: period: %q is not YYYY-MM", d.Period)
+	case d.Currency == "":
+		return nil, errors.New("invoice document: currency: missing")
+	case d.Timezone == "":
+		return nil, errors.New("invoice document: timezone: missing")
+	case (d.Number == "") != (d.IssuedAt == nil):
+		return nil, errors.New("invoice document: number and issued_at: both or neither")
+	}
+	for i, l := range d.Lines {
+		if l.Kind != billing.KindUsage && l.Kind != billing.KindReservation {
+			return nil, fmt.Errorf("invoice document: lines[%d].kind: %q is neither %q nor %q",
+				i, l.Kind, billing.KindUsage, billing.KindReservation)
+		}
+	}
+	d.normalize()
+	return &d, nil
+}
+
+var moneyPattern = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?$`)
+
+// badMoney names the first money field of a document that is not a decimal
+// string: the decimal decoder also takes JSON numbers, and its errors name no
+// field. "" when there is none or b is not a JSON object.
+func badMoney(b []byte) string {
+	var raw struct {
+		Total    any              `json:"total"`
+		Lines    []map[string]any `json:"lines"`
+		Students []map[string]any `json:"students"`
+	}
+	if json.Unmarshal(b, &raw) != nil {
+		return ""
+	}
+	check := func(name string, v any) string {
+		if s, ok := v.(string); ok && moneyPattern.MatchString(s) {
+			return ""
+		}
+		return fmt.Sprintf("%s: %v is not a decimal string", name, v)
+	}
+	if msg := check("total", raw.Total); msg != "" {
+		return msg
+	}
+	for i, l := range raw.Lines {
+		for _, f := range []string{"unit_price", "amount"} {
+			if msg := check(fmt.Sprintf("lines[%d].%s", i, f), l[f]); msg != "" {
+				return msg
+			}
+		}
+	}
+	for i, st := range raw.Students {
+		if msg := check(fmt.Sprintf("students[%d].total", i), st["total"]); msg != "" {
+			return msg
+		}
+	}
+	return ""
+}
+
+// checkDocs refuses nil documents, naming their position.
+func checkDocs(docs []*Document) error {
+	for i, d := range docs {
+		if d == nil {
+			return fmt.Errorf("export: document %d is nil", i)
+		}
+	}
+	return nil
+}
+
+// StampFunc returns a function for ledger.FinalizeOptions.Stamp that stamps the
+// number the ledger gives and issuedAt into the draft's document.
+func StampFunc(issuedAt time.Time) func(number string, document []byte) ([]byte, error) {
+	return func(number string, document []byte) ([]byte, error) {
+		return Stamp(document, number, issuedAt)
+	}
+}
+
+// Stamp writes the invoice number and issue date into a draft document's bytes
+// and returns the new canonical bytes. The issue date is kept in the document's
+// time zone. A document that already has a number is refused.
+func Stamp(doc []byte, number string, issuedAt time.Time) ([]byte, error) {
+	if number == "" {
+		return nil, errors.New("stamp: the invoice number is empty")
+	}
+	if issuedAt.IsZero() {
+		return nil, errors.New("stamp: the issue date is zero")
+	}
+	d, err := Parse(doc)
+	if err != nil {
+		return nil, fmt.Errorf("stamp: %w", err)
+	}
+	if d.Number != "" {
+		return nil, fmt.Errorf("stamp: the document already has number %q", d.Number)
+	}
+	loc, err := time.LoadLocation(d.Timezone)
+	if err != nil {
+		return nil, fmt.Errorf("stamp: timezone: %w", err)
+	}
+	at := issuedAt.In(loc)
+	d.Number, d.IssuedAt = number, &at
+	return d.Marshal()
+}

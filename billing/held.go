@@ -1,0 +1,107 @@
+package billing
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cardhour/cardhour/schemas"
+)
+
+// HeldLookback is how far back HeldNow reads samples to find when a held
+// instance's current occupancy (and idle streak) began; an earlier start is
+// reported as the lookback's start with SinceClipped set.
+const HeldLookback = 24 * time.Hour
+
+// Held is an instance held right now.
+type Held struct {
+	InstanceID    string
+	Node          string
+	Project, User string
+	SKU           string // empty when no catalog SKU prices it
+	GPUModel      string
+	Profile       string
+	Since         time.Time // start of the current occupancy, gaps up to the tolerance bridged
+	SinceClipped  bool      // the occupancy began before HeldLookback: Since is the lookback's start
+	LastSample    time.Time // start of the latest sample
+	Idle          bool      // the latest sample is idle under the project's threshold
+	IdleSince     time.Time // start of the current idle streak (zero when busy)
+}
+
+// HeldRows is a store that returns the held samples (project not empty)
+// starting in [fromMS, toMS), in any order; a replayed sample may come twice.
+// Implemented by ingest.MemStore, ingest/sqlite and ingest/clickhouse.
+type HeldRows interface {
+	HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(*schemas.Sample) error) error
+}
+
+// IsIdleSample reports whether a held sample is idle under cat: util known
+// and below the project's threshold, or util unknown and no process.
+func IsIdleSample(cat *schemas.Catalog, s *schemas.Sample) bool {
+	return IsIdleUtil(cat, s.Project, s.UtilKnown, s.Util, s.Processes == 0)
+}
+
+// HeldNow returns the instances held at now: those whose latest sample ends
+// within the catalog's gap tolerance of now, with their holder, since when,
+// and whether they idle. Sorted by node, then instance.
+func HeldNow(ctx context.Context, src HeldRows, cat *schemas.Catalog, now time.Time) ([]Held, error) {
+	tol := cat.Defaults.GapToleranceMS
+	nowMS := now.UnixMilli()
+	from := now.Add(-HeldLookback).UnixMilli()
+	by := map[string][]schemas.Sample{}
+	err := src.HeldSamples(ctx, from, nowMS+1, func(s *schemas.Sample) error {
+		by[s.InstanceID] = append(by[s.InstanceID], *s)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("held now: %w", err)
+	}
+	var out []Held
+	for id, ss := range by {
+		slices.SortFunc(ss, func(a, b schemas.Sample) int { return cmp.Compare(a.StartMS, b.StartMS) })
+		last := ss[len(ss)-1]
+		if last.EndMS()+tol < nowMS {
+			continue // released or silent
+		}
+		h := Held{InstanceID: id, Node: last.Node, Project: last.Project, User: last.User, GPUModel: last.GPUModel,
+			Profile: last.Profile, LastSample: time.UnixMilli(last.StartMS).UTC()}
+		if sku, ok := cat.ResolveSKU(last.GPUModel, last.Profile); ok {
+			h.SKU = sku.ID
+		}
+		// Walk back while the same holder holds it without a gap over the tolerance.
+		since, idle := last.StartMS, IsIdleSample(cat, &last)
+		idleSince, idleOpen := last.StartMS, idle
+		clipped := true
+		for i := len(ss) - 2; i >= 0; i-- {
+			s := &ss[i]
+			if s.Project != last.Project || s.User != last.User || s.GPUModel != last.GPUModel || s.Profile != last.Profile ||
+				s.EndMS()+tol < since {
+				clipped = false
+				break
+			}
+			since = min(since, s.StartMS)
+			if idleOpen {
+				if IsIdleSample(cat, s) {
+					idleSince = min(idleSince, s.StartMS)
+				} else {
+					idleOpen = false // the streak began after this busy sample
+				}
+			}
+		}
+		if clipped && since <= from+tol {
+			h.SinceClipped = true
+		}
+		h.Since = time.UnixMilli(since).UTC()
+		h.Idle = idle
+		if idle {
+			h.IdleSince = time.UnixMilli(idleSince).UTC()
+		}
+		out = append(out, h)
+	}
+	slices.SortFunc(out, func(a, b Held) int {
+		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.InstanceID, b.InstanceID))
+	})
+	return out, nil
+}

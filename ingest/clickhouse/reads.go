@@ -1,0 +1,115 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/schemas"
+)
+
+// samples is the FROM expression of raw samples in [fromMS, toMS), one row
+// per identity: FINAL collapses replays that no merge has collapsed yet, and
+// the ts range prunes partitions.
+func (s *Store) samples(fromMS, toMS int64) string {
+	return "(SELECT * FROM " + s.table("raw_samples") + " FINAL WHERE ts >= toDateTime(" + itoa(max(fromMS/1000, 0)) +
+		") AND ts < toDateTime(" + itoa(toMS/1000+1) + "))"
+}
+
+// UsageRows implements billing.UsageRows with one GROUP BY.
+func (s *Store) UsageRows(ctx context.Context, q billing.UsageRowQuery, fn func(billing.UsageRow) error) error {
+	query, args := ingest.UsageSQL(ingest.Dialect{Samples: s.samples(q.FromMS, q.ToMS), Zero: "toInt64(0)"}, q)
+	rows, err := s.conn.Query(ctx, query, args...)
+	if err != nil {
+		return classify(fmt.Errorf("cannot read usage: %w", err))
+	}
+	defer func() { _ = rows.Close() }()
+	var r billing.UsageRow
+	for rows.Next() {
+		if err := rows.Scan(&r.Project, &r.User, &r.InstanceID, &r.Node, &r.GPUModel, &r.Profile, &r.BucketMS, &r.HeldMS, &r.IdleMS); err != nil {
+			return fmt.Errorf("cannot read usage row: %w", err)
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// HeldSamples implements billing.HeldRows.
+func (s *Store) HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(*schemas.Sample) error) error {
+	rows, err := s.conn.Query(ctx, "SELECT instance_id, start_ms, project, user, interval_ms, node, gpu_uuid, gpu_model, profile, util, processes FROM "+
+		s.samples(fromMS, toMS)+" WHERE start_ms >= "+itoa(fromMS)+" AND start_ms < "+itoa(toMS)+" AND project != ''")
+	if err != nil {
+		return classify(fmt.Errorf("cannot read held samples: %w", err))
+	}
+	defer func() { _ = rows.Close() }()
+	for rows.Next() {
+		var x schemas.Sample
+		var util *float64
+		if err := rows.Scan(&x.InstanceID, &x.StartMS, &x.Project, &x.User, &x.IntervalMS, &x.Node, &x.GPUUUID, &x.GPUModel,
+			&x.Profile, &util, &x.Processes); err != nil {
+			return fmt.Errorf("cannot read held sample: %w", err)
+		}
+		if util != nil {
+			x.Util, x.UtilKnown = *util, true
+		}
+		if err := fn(&x); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// Rejects implements billing.QualityRows.
+func (s *Store) Rejects(ctx context.Context, fromMS, toMS int64, first int) (int64, []billing.RejectRow, error) {
+	sum, err := s.RejectSummary(ctx, fromMS, toMS, first)
+	out := make([]billing.RejectRow, len(sum.First))
+	for i, r := range sum.First {
+		out[i] = billing.RejectRow{TimeMS: r.TimeMS, Source: r.Source, Reason: r.Reason, Error: r.Error}
+	}
+	return sum.Count, out, err
+}
+
+// NodeBuckets implements billing.QualityRows (no FINAL: a replay adds no bucket).
+func (s *Store) NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, fn func(billing.NodeBucketRow) error) error {
+	rows, err := s.conn.Query(ctx, "SELECT toString(node), start_ms - start_ms % "+itoa(bucketMS)+" AS b FROM "+s.table("raw_samples")+
+		" WHERE ts >= toDateTime("+itoa(max(fromMS/1000, 0))+") AND ts < toDateTime("+itoa(toMS/1000+1)+") AND start_ms >= "+itoa(fromMS)+
+		" AND start_ms < "+itoa(toMS)+" GROUP BY node, b")
+	if err != nil {
+		return classify(fmt.Errorf("cannot read node activity: %w", err))
+	}
+	defer func() { _ = rows.Close() }()
+	for rows.Next() {
+		var r billing.NodeBucketRow
+		if err := rows.Scan(&r.Node, &r.BucketMS); err != nil {
+			return fmt.Errorf("cannot read node activity: %w", err)
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// Unattributed implements billing.QualityRows.
+func (s *Store) Unattributed(ctx context.Context, fromMS, toMS int64, minUtil float64, fn func(billing.UnattributedUsage) error) error {
+	rows, err := s.conn.Query(ctx, "SELECT toString(node), instance_id, sum(interval_ms) FROM "+s.samples(fromMS, toMS)+
+		" WHERE start_ms >= "+itoa(fromMS)+" AND start_ms < "+itoa(toMS)+" AND project = '' AND (processes > 0 OR (util IS NOT NULL AND util >= ?))"+
+		" GROUP BY node, instance_id", minUtil)
+	if err != nil {
+		return classify(fmt.Errorf("cannot read unattributed usage: %w", err))
+	}
+	defer func() { _ = rows.Close() }()
+	for rows.Next() {
+		var u billing.UnattributedUsage
+		if err := rows.Scan(&u.Node, &u.InstanceID, &u.Seconds); err != nil {
+			return fmt.Errorf("cannot read unattributed usage: %w", err)
+		}
+		if err := fn(u); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}

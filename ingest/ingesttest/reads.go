@@ -1,0 +1,157 @@
+package ingesttest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/schemas"
+)
+
+// ReadsCatalog is the example catalog in America/New_York (its 2026-11-01
+// has 25 hours) with ai101's idle threshold raised to 0.5.
+func ReadsCatalog(t testing.TB) *schemas.Catalog {
+	t.Helper()
+	_, here, _, _ := runtime.Caller(0)
+	y, err := os.ReadFile(filepath.Join(filepath.Dir(here), "..", "..", "schemas", "examples", "catalog.yaml"))
+	require.NoError(t, err)
+	s := strings.NewReplacer("timezone: Asia/Shanghai", "timezone: America/New_York",
+		"      warn_after: 10m", "      threshold: 0.5\n      warn_after: 10m").Replace(string(y))
+	require.NotEqual(t, string(y), s)
+	cat, err := schemas.ParseCatalog([]byte(s), "reads.yaml")
+	require.NoError(t, err)
+	return cat
+}
+
+func minutes(inst, node, model, profile, project, user string, from time.Time, n int, util func(i int) (float64, bool), procs int64) []schemas.Sample {
+	out := make([]schemas.Sample, n)
+	for i := range out {
+		u, known := util(i)
+		out[i] = schemas.Sample{StartMS: from.Add(time.Duration(i) * time.Minute).UnixMilli(), IntervalMS: 60_000, Node: node,
+			GPUUUID: "GPU-" + node, GPUModel: model, InstanceID: inst, Profile: profile, Project: project, User: user,
+			Util: u, UtilKnown: known, Processes: procs, MemTotal: 1 << 30}
+	}
+	return out
+}
+
+func utc(s string) time.Time {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// RequireReads checks billing.Usage, billing.HeldNow and
+// billing.CheckDataQuality on st, an empty store, against hand-computed
+// answers: every store must give the same (a replayed batch, a DST day,
+// filters by node and SKU, per-project idle thresholds, unpriced and
+// unattributed usage).
+func RequireReads(t *testing.T, st ingest.Backend) {
+	ctx := context.Background()
+	cat := ReadsCatalog(t)
+	const a100, h100 = "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"
+	// alice: 2 h from 2026-11-01 23:00 EST (04:00Z), the first 30 min idle.
+	alice := minutes("mig-a", "n1", a100, "1g.10gb", "nlp-lab", "alice", utc("2026-11-02T04:00:00Z"), 120,
+		func(i int) (float64, bool) { return map[bool]float64{true: 0.01, false: 0.9}[i < 30], true }, 1)
+	// bob: 30 min at util 0.3, idle under ai101's threshold 0.5 only.
+	bob := minutes("mig-b", "n2", h100, "1g.10gb", "ai101", "bob", utc("2026-11-02T06:00:00Z"), 30,
+		func(int) (float64, bool) { return 0.3, true }, 1)
+	// carol: 10 min on a model no SKU prices.
+	carol := minutes("x-1", "n3", "Unknown GPU", "full", "nlp-lab", "carol", utc("2026-11-02T06:20:00Z"), 10,
+		func(int) (float64, bool) { return 0.9, true }, 1)
+	// Busy with no holder (10 min), and one unheld idle sample on n1.
+	orphan := minutes("mig-c", "n2", h100, "1g.10gb", "", "", utc("2026-11-02T06:00:00Z"), 10,
+		func(int) (float64, bool) { return 0, false }, 2)
+	quiet := minutes("mig-d", "n1", a100, "1g.10gb", "", "", utc("2026-11-02T06:20:00Z"), 1,
+		func(int) (float64, bool) { return 0, true }, 0)
+	for _, b := range [][]schemas.Sample{alice, bob, carol, orphan, quiet, alice[:60]} { // alice's first hour replayed
+		require.NoError(t, st.Write(ctx, &ingest.Batch{Samples: b}))
+	}
+	require.NoError(t, st.WriteRejects(ctx, []ingest.Reject{
+		{TimeMS: utc("2026-11-02T05:00:00Z").UnixMilli(), Source: "file:a:1", Reason: "invalid_field", Error: "bad util"},
+		{TimeMS: utc("2026-11-02T05:01:00Z").UnixMilli(), Source: "file:a:2", Reason: "malformed_json", Error: "bad json"},
+		{TimeMS: utc("2026-10-02T05:00:00Z").UnixMilli(), Source: "file:a:0", Reason: "malformed_json", Error: "october"},
+	}))
+
+	usage := func(q billing.UsageQuery) *billing.UsageReport {
+		t.Helper()
+		if q.From.IsZero() {
+			q.From, q.To = utc("2026-11-01T00:00:00Z"), utc("2026-12-01T00:00:00Z")
+		}
+		r, err := billing.Usage(ctx, st, cat, q)
+		require.NoError(t, err)
+		return r
+	}
+	dec := decimal.RequireFromString
+	byProject := usage(billing.UsageQuery{GroupBy: []string{billing.ByProject}})
+	require.Equal(t, []billing.UsageGroup{
+		{Project: "ai101", HeldSeconds: 1800, IdleSeconds: 1800, Cost: dec("1.50")},
+		{Project: "nlp-lab", HeldSeconds: 7800, IdleSeconds: 1800, Cost: dec("3.60")},
+	}, byProject.Rows)
+	require.Equal(t, billing.UsageGroup{HeldSeconds: 9600, IdleSeconds: 3600, Cost: dec("5.10")}, byProject.Total)
+	require.EqualValues(t, 600, byProject.UnpricedSeconds)
+
+	byDay := usage(billing.UsageQuery{GroupBy: []string{billing.ByDay}})
+	require.Equal(t, []billing.UsageGroup{
+		{Day: "2026-11-01", HeldSeconds: 3600, IdleSeconds: 1800, Cost: dec("1.80")},
+		{Day: "2026-11-02", HeldSeconds: 6000, IdleSeconds: 1800, Cost: dec("3.30")},
+	}, byDay.Rows)
+
+	n1 := usage(billing.UsageQuery{GroupBy: []string{billing.ByHour, billing.ByNode, billing.BySKU, billing.ByUser}, Nodes: []string{"n1"}})
+	require.Equal(t, []billing.UsageGroup{
+		{User: "alice", SKU: "a100-80g-1g.10gb", Node: "n1", Hour: "2026-11-01T23:00:00-05:00", HeldSeconds: 3600, IdleSeconds: 1800, Cost: dec("1.80")},
+		{User: "alice", SKU: "a100-80g-1g.10gb", Node: "n1", Hour: "2026-11-02T00:00:00-05:00", HeldSeconds: 3600, Cost: dec("1.80")},
+	}, n1.Rows)
+
+	h := usage(billing.UsageQuery{GroupBy: []string{billing.ByInstance}, SKUs: []string{"h100-1g.10gb"}, Users: []string{"bob", "alice"}})
+	require.Equal(t, []billing.UsageGroup{{InstanceID: "mig-b", HeldSeconds: 1800, IdleSeconds: 1800, Cost: dec("1.50")}}, h.Rows)
+	none := usage(billing.UsageQuery{GroupBy: []string{billing.ByProject}, Projects: []string{"cv-lab"}})
+	require.Empty(t, none.Rows)
+	part := usage(billing.UsageQuery{From: utc("2026-11-02T04:30:00Z"), To: utc("2026-11-02T05:00:00Z")})
+	require.Equal(t, []billing.UsageGroup{{HeldSeconds: 1800, Cost: dec("0.90")}}, part.Rows)
+
+	_, err := billing.Usage(ctx, st, cat, billing.UsageQuery{From: utc("2026-11-02T00:00:00Z"), To: utc("2026-11-01T00:00:00Z")})
+	require.ErrorContains(t, err, "is not before")
+	_, err = billing.Usage(ctx, st, cat, billing.UsageQuery{From: utc("2026-11-01T00:00:00Z"), To: utc("2026-11-02T00:00:00Z"), GroupBy: []string{"month"}})
+	require.ErrorContains(t, err, `group_by: unknown dimension "month"`)
+	_, err = billing.Usage(ctx, st, cat, billing.UsageQuery{From: utc("2026-11-01T00:00:00Z"), To: utc("2026-11-02T00:00:00Z"), SKUs: []string{"nope"}})
+	require.ErrorContains(t, err, `sku: "nope" is not in the catalog`)
+
+	held, err := billing.HeldNow(ctx, st, cat, utc("2026-11-02T06:30:10Z"))
+	require.NoError(t, err)
+	require.Equal(t, []billing.Held{
+		{InstanceID: "mig-b", Node: "n2", Project: "ai101", User: "bob", SKU: "h100-1g.10gb", GPUModel: h100, Profile: "1g.10gb",
+			Since: utc("2026-11-02T06:00:00Z"), LastSample: utc("2026-11-02T06:29:00Z"), Idle: true, IdleSince: utc("2026-11-02T06:00:00Z")},
+		{InstanceID: "x-1", Node: "n3", Project: "nlp-lab", User: "carol", GPUModel: "Unknown GPU", Profile: "full",
+			Since: utc("2026-11-02T06:20:00Z"), LastSample: utc("2026-11-02T06:29:00Z")},
+	}, held)
+	held, err = billing.HeldNow(ctx, st, cat, utc("2026-11-02T05:45:00Z"))
+	require.NoError(t, err)
+	require.Len(t, held, 1)
+	require.Equal(t, "mig-a", held[0].InstanceID)
+	require.Equal(t, utc("2026-11-02T04:00:00Z"), held[0].Since)
+	require.False(t, held[0].Idle)
+
+	p, err := billing.ParsePeriod("2026-11", cat.Location)
+	require.NoError(t, err)
+	dq, err := billing.CheckDataQuality(ctx, st, cat, p, utc("2026-11-02T06:35:00Z"))
+	require.NoError(t, err)
+	require.EqualValues(t, 2, dq.Rejected)
+	require.Len(t, dq.FirstRejected, 2)
+	require.Equal(t, "file:a:1", dq.FirstRejected[0].Source)
+	require.Equal(t, []billing.SilentNode{
+		{Node: "n1", From: utc("2026-11-02T06:00:00Z"), Until: utc("2026-11-02T06:20:00Z")},
+		{Node: "n1", From: utc("2026-11-02T06:21:00Z")},
+	}, dq.Silent)
+	require.Equal(t, []billing.UnattributedUsage{{Node: "n2", InstanceID: "mig-c", Seconds: 600}}, dq.Unattributed)
+}

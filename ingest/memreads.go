@@ -1,0 +1,163 @@
+package ingest
+
+import (
+	"context"
+	"slices"
+
+	"github.com/cardhour/cardhour/schemas"
+)
+
+// sampleKey is a raw sample's identity in every store: a replay of it
+// replaces, never adds.
+type sampleKey struct {
+	instance, project, user string
+	start                   int64
+}
+
+// uniqueSamples calls fn for each stored sample once (the last written of
+// equal identities) whose start lies in [from, to). m.mu must be held.
+func (m *MemStore) uniqueSamples(from, to int64, fn func(*schemas.Sample) error) error {
+	seen := map[sampleKey]int{}
+	for i := range m.samples {
+		s := &m.samples[i]
+		if s.StartMS >= from && s.StartMS < to {
+			seen[sampleKey{s.InstanceID, s.Project, s.User, s.StartMS}] = i
+		}
+	}
+	idx := make([]int, 0, len(seen))
+	for _, i := range seen {
+		idx = append(idx, i)
+	}
+	slices.Sort(idx)
+	for _, i := range idx {
+		if err := fn(&m.samples[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// UsageRows implements schemas.UsageRows, grouping like the databases do.
+func (m *MemStore) UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) error {
+	m.mu.Lock()
+	groups := map[schemas.UsageRow]*schemas.UsageRow{}
+	var order []*schemas.UsageRow
+	_ = m.uniqueSamples(q.FromMS, q.ToMS, func(s *schemas.Sample) error {
+		if s.Project == "" || !inList(q.Projects, s.Project) || !inList(q.Users, s.User) || !inList(q.Nodes, s.Node) {
+			return nil
+		}
+		if q.Models != nil && !slices.Contains(q.Models, [2]string{s.GPUModel, s.Profile}) {
+			return nil
+		}
+		k := schemas.UsageRow{GPUModel: s.GPUModel, Profile: s.Profile}
+		if q.ByProject {
+			k.Project = s.Project
+		}
+		if q.ByUser {
+			k.User = s.User
+		}
+		if q.ByInstance {
+			k.InstanceID = s.InstanceID
+		}
+		if q.ByNode {
+			k.Node = s.Node
+		}
+		if q.BucketMS > 0 {
+			k.BucketMS = s.StartMS - s.StartMS%q.BucketMS
+		}
+		g := groups[k]
+		if g == nil {
+			c := k
+			g = &c
+			groups[k] = g
+			order = append(order, g)
+		}
+		g.HeldMS += s.IntervalMS
+		t, ok := q.IdleByProject[s.Project]
+		if !ok {
+			t = q.IdleDefault
+		}
+		if (s.UtilKnown && s.Util < t) || (!s.UtilKnown && s.Processes == 0) {
+			g.IdleMS += s.IntervalMS
+		}
+		return nil
+	})
+	m.mu.Unlock()
+	for _, g := range order {
+		if err := fn(*g); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+func inList(list []string, v string) bool { return len(list) == 0 || slices.Contains(list, v) }
+
+// HeldSamples implements schemas.HeldRows.
+func (m *MemStore) HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(*schemas.Sample) error) error {
+	var out []schemas.Sample
+	m.mu.Lock()
+	_ = m.uniqueSamples(fromMS, toMS, func(s *schemas.Sample) error {
+		if s.Project != "" {
+			out = append(out, *s)
+		}
+		return nil
+	})
+	m.mu.Unlock()
+	for i := range out {
+		if err := fn(&out[i]); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// Rejects implements schemas.QualityRows.
+func (m *MemStore) Rejects(ctx context.Context, fromMS, toMS int64, first int) (int64, []schemas.RejectRow, error) {
+	sum, err := m.RejectSummary(ctx, fromMS, toMS, first)
+	return sum.Count, rejectRows(sum.First), err
+}
+
+func rejectRows(rs []Reject) []schemas.RejectRow {
+	out := make([]schemas.RejectRow, len(rs))
+	for i, r := range rs {
+		out[i] = schemas.RejectRow{TimeMS: r.TimeMS, Source: r.Source, Reason: r.Reason, Error: r.Error}
+	}
+	return out
+}
+
+// NodeBuckets implements schemas.QualityRows.
+func (m *MemStore) NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, fn func(schemas.NodeBucketRow) error) error {
+	seen := map[schemas.NodeBucketRow]bool{}
+	m.mu.Lock()
+	_ = m.uniqueSamples(fromMS, toMS, func(s *schemas.Sample) error {
+		seen[schemas.NodeBucketRow{Node: s.Node, BucketMS: s.StartMS - s.StartMS%bucketMS}] = true
+		return nil
+	})
+	m.mu.Unlock()
+	for r := range seen {
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// Unattributed implements schemas.QualityRows.
+func (m *MemStore) Unattributed(ctx context.Context, fromMS, toMS int64, minUtil float64, fn func(schemas.UnattributedUsage) error) error {
+	sums := map[[2]string]int64{}
+	m.mu.Lock()
+	_ = m.uniqueSamples(fromMS, toMS, func(s *schemas.Sample) error {
+		if s.Project == "" && (s.Processes > 0 || (s.UtilKnown && s.Util >= minUtil)) {
+			sums[[2]string{s.Node, s.InstanceID}] += s.IntervalMS
+		}
+		return nil
+	})
+	m.mu.Unlock()
+	for k, ms := range sums {
+		if err := fn(schemas.UnattributedUsage{Node: k[0], InstanceID: k[1], Seconds: ms}); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}

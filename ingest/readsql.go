@@ -1,0 +1,98 @@
+package ingest
+
+import (
+	"github.com/cardhour/cardhour/schemas"
+	"strconv"
+	"strings"
+)
+
+// Dialect is what differs between the SQL of the stores' reads.
+type Dialect struct {
+	// Samples is the FROM expression of raw samples, one row per identity
+	// (instance, start, holder), with at least the columns start_ms,
+	// interval_ms, node, instance_id, gpu_model, profile, project, user, util
+	// (NULL when unknown) and processes; it may use the placeholders
+	// {FROM} and {TO} (replaced by the query's range in ms).
+	Samples string
+	// Zero is an Int64 zero literal.
+	Zero string
+}
+
+// UsageSQL is the GROUP BY that answers a schemas.UsageRowQuery, with its
+// arguments. Columns: project, user, instance_id, node, gpu_model, profile,
+// bucket, held_ms, idle_ms (grouped-out fields are ” or 0).
+func UsageSQL(d Dialect, q schemas.UsageRowQuery) (string, []any) {
+	var args []any
+	col := func(on bool, name string) string {
+		if on {
+			return name
+		}
+		return "''"
+	}
+	cols := []string{col(q.ByProject, "project"), col(q.ByUser, "user"), col(q.ByInstance, "instance_id"), col(q.ByNode, "node"), "gpu_model", "profile"}
+	bucket := d.Zero
+	if q.BucketMS > 0 {
+		bucket = "(start_ms - start_ms % " + itoa(q.BucketMS) + ")"
+	}
+	// The idle threshold of the row's project.
+	thr := "?"
+	if len(q.IdleByProject) > 0 {
+		var b strings.Builder
+		b.WriteString("CASE project")
+		for p, t := range q.IdleByProject {
+			b.WriteString(" WHEN ? THEN ?")
+			args = append(args, p, t)
+		}
+		b.WriteString(" ELSE ? END")
+		thr = b.String()
+	}
+	args = append(args, q.IdleDefault)
+	sel := strings.Join(cols, ", ") + ", " + bucket + " AS bucket, sum(interval_ms), sum(CASE WHEN (util IS NOT NULL AND util < " + thr +
+		") OR (util IS NULL AND processes = 0) THEN interval_ms ELSE 0 END)"
+	where, wargs := sampleFilter(q)
+	args = append(args, wargs...)
+	var group []string
+	for i, on := range []bool{q.ByProject, q.ByUser, q.ByInstance, q.ByNode} {
+		if on {
+			group = append(group, cols[i])
+		}
+	}
+	group = append(group, "gpu_model", "profile")
+	if q.BucketMS > 0 {
+		group = append(group, "bucket")
+	}
+	from := strings.NewReplacer("{FROM}", itoa(q.FromMS), "{TO}", itoa(q.ToMS)).Replace(d.Samples)
+	return "SELECT " + sel + " FROM " + from + " WHERE " + where + " GROUP BY " + strings.Join(group, ", "), args
+}
+
+func sampleFilter(q schemas.UsageRowQuery) (string, []any) {
+	w := []string{"start_ms >= " + itoa(q.FromMS), "start_ms < " + itoa(q.ToMS), "project != ''"}
+	var args []any
+	in := func(col string, vals []string) {
+		if len(vals) == 0 {
+			return
+		}
+		w = append(w, col+" IN ("+strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ")+")")
+		for _, v := range vals {
+			args = append(args, v)
+		}
+	}
+	in("project", q.Projects)
+	in("user", q.Users)
+	in("node", q.Nodes)
+	if q.Models != nil {
+		if len(q.Models) == 0 {
+			w = append(w, "1 = 0")
+		} else {
+			var alt []string
+			for _, m := range q.Models {
+				alt = append(alt, "(gpu_model = ? AND profile = ?)")
+				args = append(args, m[0], m[1])
+			}
+			w = append(w, "("+strings.Join(alt, " OR ")+")")
+		}
+	}
+	return strings.Join(w, " AND "), args
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }

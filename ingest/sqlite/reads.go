@@ -1,0 +1,109 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/schemas"
+)
+
+// The primary key of raw_samples is the sample's identity, so a replay
+// replaced its row: the table itself is deduplicated.
+var dialect = ingest.Dialect{Samples: "raw_samples", Zero: "0"}
+
+// UsageRows implements billing.UsageRows with one GROUP BY.
+func (s *Store) UsageRows(ctx context.Context, q billing.UsageRowQuery, fn func(billing.UsageRow) error) error {
+	query, args := ingest.UsageSQL(dialect, q)
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("cannot read usage: %w", err)
+	}
+	defer rows.Close() //nolint:errcheck // errors surface on Next/Err
+	var r billing.UsageRow
+	for rows.Next() {
+		if err := rows.Scan(&r.Project, &r.User, &r.InstanceID, &r.Node, &r.GPUModel, &r.Profile, &r.BucketMS, &r.HeldMS, &r.IdleMS); err != nil {
+			return fmt.Errorf("cannot read usage row: %w", err)
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// HeldSamples implements billing.HeldRows.
+func (s *Store) HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(*schemas.Sample) error) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT instance_id, start_ms, project, user, interval_ms, node, gpu_uuid, gpu_model, profile,
+		util, processes FROM raw_samples WHERE start_ms >= ? AND start_ms < ? AND project != ''`, fromMS, toMS)
+	if err != nil {
+		return fmt.Errorf("cannot read held samples: %w", err)
+	}
+	defer rows.Close() //nolint:errcheck // errors surface on Next/Err
+	for rows.Next() {
+		var x schemas.Sample
+		var util sql.NullFloat64
+		if err := rows.Scan(&x.InstanceID, &x.StartMS, &x.Project, &x.User, &x.IntervalMS, &x.Node, &x.GPUUUID, &x.GPUModel,
+			&x.Profile, &util, &x.Processes); err != nil {
+			return fmt.Errorf("cannot read held sample: %w", err)
+		}
+		x.Util, x.UtilKnown = util.Float64, util.Valid
+		if err := fn(&x); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// Rejects implements billing.QualityRows.
+func (s *Store) Rejects(ctx context.Context, fromMS, toMS int64, first int) (int64, []billing.RejectRow, error) {
+	sum, err := s.RejectSummary(ctx, fromMS, toMS, first)
+	out := make([]billing.RejectRow, len(sum.First))
+	for i, r := range sum.First {
+		out[i] = billing.RejectRow{TimeMS: r.TimeMS, Source: r.Source, Reason: r.Reason, Error: r.Error}
+	}
+	return sum.Count, out, err
+}
+
+// NodeBuckets implements billing.QualityRows.
+func (s *Store) NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, fn func(billing.NodeBucketRow) error) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT node, start_ms - start_ms % ? AS b FROM raw_samples
+		WHERE start_ms >= ? AND start_ms < ? GROUP BY node, b`, bucketMS, fromMS, toMS)
+	if err != nil {
+		return fmt.Errorf("cannot read node activity: %w", err)
+	}
+	defer rows.Close() //nolint:errcheck // errors surface on Next/Err
+	for rows.Next() {
+		var r billing.NodeBucketRow
+		if err := rows.Scan(&r.Node, &r.BucketMS); err != nil {
+			return fmt.Errorf("cannot read node activity: %w", err)
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// Unattributed implements billing.QualityRows.
+func (s *Store) Unattributed(ctx context.Context, fromMS, toMS int64, minUtil float64, fn func(billing.UnattributedUsage) error) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT node, instance_id, sum(interval_ms) FROM raw_samples
+		WHERE start_ms >= ? AND start_ms < ? AND project = '' AND (processes > 0 OR (util IS NOT NULL AND util >= ?))
+		GROUP BY node, instance_id`, fromMS, toMS, minUtil)
+	if err != nil {
+		return fmt.Errorf("cannot read unattributed usage: %w", err)
+	}
+	defer rows.Close() //nolint:errcheck // errors surface on Next/Err
+	for rows.Next() {
+		var u billing.UnattributedUsage
+		if err := rows.Scan(&u.Node, &u.InstanceID, &u.Seconds); err != nil {
+			return fmt.Errorf("cannot read unattributed usage: %w", err)
+		}
+		if err := fn(u); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}

@@ -1,0 +1,20 @@
+package sqlite_test
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cardhour/cardhour/ingest/ingesttest"
+	"github.com/cardhour/cardhour/ingest/sqlite"
+)
+
+func TestSQLiteReads(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "cardhour.db"), Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	ingesttest.RequireReads(t, st)
+}
