@@ -39,7 +39,7 @@ func TestServeOnPostgresAndClickHouse(t *testing.T) {
 	require.Zero(t, code, errOut)
 	admin := strings.TrimSpace(out)
 
-	sv := startServe(t, "--store", store, "--state", state, "--catalog", exampleCatalog, "--addr", "127.0.0.1:0")
+	sv := startServe(t, "--store", store, "--state", state, "--catalog", exampleCatalog, "--addr", "127.0.0.1:0", "--grace", "1s")
 	st, body := sv.get("/readyz", "")
 	require.Equal(t, 200, st, body)
 	st, body = sv.get("/api/v1/catalog", admin)
