@@ -12,8 +12,9 @@ import (
 )
 
 // serveServicesChecks runs the usage reads and the invoice flow against a
-// server on real services (started with a grace period already over for
-// November 2026): run, finalize, export, void, and a student's view.
+// server on the example usage (SQLite, or PostgreSQL and ClickHouse; started
+// with a grace period already over for November 2026): run, finalize,
+// export, roster, void, and a student's view.
 func serveServicesChecks(t *testing.T, sv *served, admin string) {
 	t.Helper()
 	st, body := sv.get("/api/v1/usage?period=2026-11&group_by=project,day", admin)

@@ -58,7 +58,7 @@ func TestServeAndTokenCreate(t *testing.T) {
 	require.Contains(t, out, "admin")
 	require.NotContains(t, out, secret)
 
-	sv := startServe(t, "--store", store, "--catalog", exampleCatalog, "--addr", "127.0.0.1:0")
+	sv := startServe(t, "--store", store, "--catalog", exampleCatalog, "--addr", "127.0.0.1:0", "--grace", "1s")
 	get := sv.get
 	st, _ := get("/healthz", "")
 	require.Equal(t, 200, st)
@@ -75,6 +75,7 @@ func TestServeAndTokenCreate(t *testing.T) {
 	require.Equal(t, 200, st)
 	require.Contains(t, body, `"actor":"cli`)
 	require.Contains(t, sv.stderr.String(), `"request_id"`)
+	serveServicesChecks(t, sv, secret)
 	sv.stop()
 
 	// A second start with the same catalog makes no new version.
