@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/cardhour/cardhour/api"
+	"github.com/cardhour/cardhour/billing/invoicing"
 	"github.com/cardhour/cardhour/billing/ledger"
 	"github.com/cardhour/cardhour/billing/ledger/ledgerdsn"
 	"github.com/cardhour/cardhour/ingest/storedsn"
@@ -40,6 +41,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	grace := fs.Duration("grace", defaultGrace, "after a month's end, how long its invoices may not be finalized (late samples)")
 	tlsCert := fs.String("tls-cert", "", "TLS certificate (PEM); with --tls-key the server speaks HTTPS")
 	tlsKey := fs.String("tls-key", "", "TLS private key (PEM)")
+	autoFinalize := fs.Bool("auto-finalize", false, "finalize a period's drafts automatically once its grace period is over")
+	exportDir := fs.String("export-dir", "", "write every finalized period's files (CSV, XLSX, JSON, a PDF per invoice) to this directory, once per edition")
+	webhook := fs.String("webhook", "", "POST every finalized period's files to this finance URL, once per edition (HMAC-SHA256 signed)")
+	webhookSecret := fs.String("webhook-secret-file", "", "file holding the webhook's signing secret (at least 16 bytes)")
+	jobsEvery := fs.Duration("jobs-every", 5*time.Minute, "how often the automatic finalization and the export job look for work")
 	maxBody := fs.Int64("max-body-bytes", api.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
 	drain := fs.Duration("shutdown-timeout", api.DefaultShutdownTimeout, "on SIGTERM or SIGINT, how long in-flight requests may finish")
 	fs.Usage = func() {
@@ -58,6 +64,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	if *grace < 0 {
 		problems = append(problems, fmt.Sprintf("--grace %s: want 0 or more", *grace))
+	}
+	if (*webhook == "") != (*webhookSecret == "") {
+		problems = append(problems, "--webhook and --webhook-secret-file go together")
+	}
+	if *jobsEvery <= 0 {
+		problems = append(problems, "--jobs-every must be positive")
 	}
 	if *maxBody <= 0 {
 		problems = append(problems, "--max-body-bytes must be positive")
@@ -93,7 +105,16 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer usageStore.Close() //nolint:errcheck // read-only
-	cfg, err := serveBackends(ctx, led, usageStore, *grace, log)
+	jo := jobOptions{Grace: *grace, AutoFinalize: *autoFinalize, ExportDir: *exportDir, Every: *jobsEvery, Webhook: invoicing.Webhook{URL: *webhook}}
+	if *webhookSecret != "" {
+		secret, err := os.ReadFile(*webhookSecret)
+		if err != nil {
+			fmt.Fprintln(stderr, "cardhour serve: webhook secret:", err)
+			return 1
+		}
+		jo.Webhook.Secret = bytes.TrimSpace(secret)
+	}
+	cfg, err := serveBackends(ctx, led, usageStore, jo, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "cardhour serve:", err)
 		return 1

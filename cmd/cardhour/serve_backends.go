@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -22,10 +23,22 @@ import (
 	"github.com/cardhour/cardhour/schemas"
 )
 
+// jobOptions are serve's background jobs: automatic finalization after the
+// grace period, and the export of finalized periods to a directory and a
+// finance webhook. Each runs on one replica at a time (a ledger lease).
+type jobOptions struct {
+	Grace        time.Duration
+	AutoFinalize bool
+	ExportDir    string
+	Webhook      invoicing.Webhook
+	Every        time.Duration
+}
+
 // serveBackends builds what the API reads and does besides the state store:
 // the usage reads (billing.Usage, billing.HeldNow over the usage store) and
-// the invoice flow (billing/invoicing with the billing/export documents).
-func serveBackends(_ context.Context, led ledger.Store, st ingest.Backend, grace time.Duration, log *slog.Logger) (api.Config, error) {
+// the invoice flow (billing/invoicing with the billing/export documents); it
+// starts the background jobs, which stop with ctx.
+func serveBackends(ctx context.Context, led ledger.Store, st ingest.Backend, jo jobOptions, log *slog.Logger) (api.Config, error) {
 	cats := &catalogs{led: led, parsed: map[int64]*schemas.Catalog{}}
 	var quality invoicing.QualityFunc
 	if q, ok := st.(billing.QualityRows); ok {
@@ -33,9 +46,25 @@ func serveBackends(_ context.Context, led ledger.Store, st ingest.Backend, grace
 			return billing.CheckDataQuality(ctx, q, cat, p, now)
 		}
 	}
-	svc, err := invoicing.New(invoicing.Config{Ledger: led, Usage: st, Documents: exportDocuments{}, Quality: quality, Grace: grace, Logger: log})
+	svc, err := invoicing.New(invoicing.Config{Ledger: led, Usage: st, Documents: exportDocuments{}, Quality: quality, Grace: jo.Grace,
+		ExportDir: jo.ExportDir, Webhook: jo.Webhook, Logger: log})
 	if err != nil {
 		return api.Config{}, err
+	}
+	host, _ := os.Hostname()
+	holder := fmt.Sprintf("serve:%s:%d", host, os.Getpid())
+	loop := func(name string, f func(context.Context, string, time.Duration) error) {
+		go func() {
+			if err := f(ctx, holder, jo.Every); err != nil && !errors.Is(err, context.Canceled) {
+				log.Error("background job stopped", "job", name, "err", err)
+			}
+		}()
+	}
+	if jo.AutoFinalize {
+		loop("auto-finalize", svc.AutoFinalizeLoop)
+	}
+	if jo.ExportDir != "" || jo.Webhook.URL != "" {
+		loop("export", svc.ExportLoop)
 	}
 	return api.Config{
 		Usage:     &usageReads{cats: cats, st: st, now: time.Now},

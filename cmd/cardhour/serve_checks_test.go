@@ -5,8 +5,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -155,5 +158,32 @@ func TestServeRefusesFinalizeInGrace(t *testing.T) {
 	st, body = sv.request("POST", fmt.Sprintf("/api/v1/invoices/%d/finalize", d.InvoiceID), fin, "application/json", fmt.Sprintf(`{"if_sha256":%q}`, d.SHA256))
 	require.Equal(t, 409, st, body)
 	require.Contains(t, body, `"type":"https://cardhour.dev/problems/grace-period"`)
+	sv.stop()
+}
+
+// With --auto-finalize and --export-dir, a billing run's drafts of a period
+// past its grace are finalized and the period's files written, by serve's
+// background jobs.
+func TestServeJobsFinalizeAndExport(t *testing.T) {
+	dir := t.TempDir()
+	store := "sqlite://" + dir + "/usage.db"
+	out := filepath.Join(dir, "exports")
+	require.NoError(t, os.Mkdir(out, 0o755))
+	code, o, errOut := runCLI(t, "", "ingest", "--store", store, "--from-file", exampleSamples, "--listen", "")
+	require.Zero(t, code, o+errOut)
+	code, o, errOut = runCLI(t, "", "token", "create", "--state", store, "--role", "finance")
+	require.Zero(t, code, errOut)
+	fin := strings.TrimSpace(o)
+	sv := startServe(t, "--store", store, "--catalog", exampleCatalog, "--addr", "127.0.0.1:0", "--grace", "1s",
+		"--auto-finalize", "--export-dir", out, "--jobs-every", "50ms")
+	st, body := sv.request("POST", "/api/v1/billing-runs", fin, "application/json", `{"period":"2026-11"}`)
+	require.Equal(t, 200, st, body)
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(out, "cardhour-2026-11.xlsx"))
+		return err == nil
+	}, 20*time.Second, 50*time.Millisecond, sv.stderr.String())
+	st, body = sv.get("/api/v1/invoices?period=2026-11&status=draft", fin)
+	require.Equal(t, 200, st)
+	require.Contains(t, body, `"items":[]`)
 	sv.stop()
 }
