@@ -62,8 +62,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if (*tlsCert == "") != (*tlsKey == "") {
 		problems = append(problems, "--tls-cert and --tls-key go together")
 	}
-	if *grace < 0 {
-		problems = append(problems, fmt.Sprintf("--grace %s: want 0 or more", *grace))
+	if *grace <= 0 {
+		problems = append(problems, fmt.Sprintf("--grace %s: want a positive duration", *grace))
 	}
 	if (*webhook == "") != (*webhookSecret == "") {
 		problems = append(problems, "--webhook and --webhook-secret-file go together")
