@@ -14,7 +14,7 @@ func TestCollectorBuildCommands(t *testing.T) {
 	code, out, _ := runCLI(t, "", "version")
 	require.Zero(t, code)
 	require.Contains(t, out, "collector build")
-	for _, name := range []string{"bill", "ingest", "migrate", "idle", "generate"} {
+	for _, name := range []string{"bill", "ingest", "migrate", "idle", "generate", "serve", "token"} {
 		code, _, errOut := runCLI(t, "", name)
 		require.Equal(t, 2, code, name)
 		require.Contains(t, errOut, `unknown command "`+name+`"`)

@@ -12,5 +12,7 @@ func addCommands(cmds map[string]command) {
 	cmds["generate"] = command{"write synthetic samples (JSON Lines) for tests and benchmarks", runGenerate}
 	cmds["ingest"] = command{"consume samples from Kafka (or back-fill a file) into ClickHouse or SQLite", runIngest}
 	cmds["migrate"] = command{"create or upgrade a usage store's schema (ClickHouse or SQLite)", runMigrate}
+	cmds["serve"] = command{"serve the HTTP API (/api/v1, OpenAPI at /api/v1/openapi.json) over the usage and state stores", runServe}
+	cmds["token"] = command{"create, list or revoke API tokens (create prints the secret once)", runToken}
 	cmds["idle"] = command{"list the idle warnings and releases the catalog's policies call for", runIdle}
 }

@@ -1,0 +1,237 @@
+package api_test
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cardhour/cardhour/api"
+	"github.com/cardhour/cardhour/billing/ledger"
+)
+
+// fakeUsage answers from fixed rows, filtering and grouping like the store.
+type fakeUsage struct {
+	rows []api.UsageGroup // one row per project, user, sku, node, day
+	held []api.Held
+	down bool
+	// block, when set, holds HeldNow until it is closed (in-flight requests).
+	block chan struct{}
+	began chan struct{}
+}
+
+func (f *fakeUsage) ping(context.Context) error {
+	if f.down {
+		return fmt.Errorf("%w: usage store down", api.ErrUnavailable)
+	}
+	return nil
+}
+
+func match(vals []string, v string) bool { return len(vals) == 0 || slices.Contains(vals, v) }
+
+func (f *fakeUsage) Usage(_ context.Context, q api.UsageQuery) (*api.UsageReport, error) {
+	rep := &api.UsageReport{From: q.From, To: q.To, Timezone: "Asia/Shanghai", Currency: "CNY", GroupBy: q.GroupBy}
+	groups := map[string]*api.UsageGroup{}
+	var keys []string
+	for _, r := range f.rows {
+		if !match(q.Projects, r.Project) || !match(q.Users, r.User) || !match(q.SKUs, r.SKU) || !match(q.Nodes, r.Node) {
+			continue
+		}
+		var g api.UsageGroup
+		for _, d := range q.GroupBy {
+			switch d {
+			case "project":
+				g.Project = r.Project
+			case "user":
+				g.User = r.User
+			case "sku":
+				g.SKU = r.SKU
+			case "node":
+				g.Node = r.Node
+			case "day":
+				g.Day = r.Day
+			}
+		}
+		k := fmt.Sprint(g)
+		if groups[k] == nil {
+			groups[k] = &g
+			keys = append(keys, k)
+		}
+		groups[k].HeldSeconds += r.HeldSeconds
+		rep.Total.HeldSeconds += r.HeldSeconds
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		g := groups[k]
+		g.Cost = fmt.Sprintf("%d.00", g.HeldSeconds/3600)
+		rep.Rows = append(rep.Rows, *g)
+	}
+	rep.Total.Cost = fmt.Sprintf("%d.00", rep.Total.HeldSeconds/3600)
+	if rep.Rows == nil {
+		rep.Rows = []api.UsageGroup{}
+	}
+	return rep, nil
+}
+
+func (f *fakeUsage) HeldNow(context.Context) ([]api.Held, error) {
+	if f.block != nil {
+		close(f.began)
+		<-f.block
+	}
+	return f.held, nil
+}
+
+// fakeDoc is the shape of the fake invoice documents.
+type fakeDoc struct {
+	Project  string         `json:"project"`
+	Period   string         `json:"period"`
+	Number   string         `json:"number"`
+	Lines    []fakeLine     `json:"lines"`
+	Students []fakeStudent  `json:"students"`
+	Warnings []string       `json:"warnings"`
+	Extra    map[string]any `json:"extra,omitempty"`
+}
+
+type fakeLine struct {
+	User   string `json:"user"`
+	Amount string `json:"amount"`
+}
+
+type fakeStudent struct {
+	User string `json:"user"`
+	Name string `json:"name"`
+}
+
+// fakeFlow is the invoice flow over a real ledger, with fixed documents.
+type fakeFlow struct {
+	led   ledger.Store
+	now   func() time.Time
+	grace time.Duration
+	docs  map[string][]byte // project → the document a run makes
+	mu    sync.Mutex
+	stud  []api.Student
+}
+
+func (f *fakeFlow) Run(ctx context.Context, actor, period string) (*api.RunReport, error) {
+	cv, err := f.led.CurrentCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := &api.RunReport{Period: period, CatalogVersion: cv.Version, DataCutoff: f.now(), GeneratedAt: f.now(),
+		Drafts: []api.RunDraft{}, Kept: []api.RunKept{}, Unpriced: []api.RunUnpriced{}, Warnings: []string{}, Diffs: []api.RunDiff{}}
+	for _, p := range []string{"ai101", "nlp-lab"} {
+		var d fakeDoc
+		_ = json.Unmarshal(f.docs[p], &d)
+		d.Period = period
+		b, _ := json.Marshal(d)
+		inv, err := f.led.SaveDraft(ctx, actor, ledger.Draft{Project: p, Period: period, Document: b, CatalogVersion: cv.Version, DataCutoff: f.now()})
+		if err != nil {
+			return nil, err
+		}
+		r.Drafts = append(r.Drafts, api.RunDraft{Project: p, InvoiceID: inv.ID, Revision: inv.Revision, SHA256: inv.SHA256, Total: "1.00"})
+	}
+	return r, nil
+}
+
+func (f *fakeFlow) Finalize(ctx context.Context, actor string, id int64, ifSHA256 string) (ledger.Invoice, error) {
+	inv, err := f.led.Invoice(ctx, id)
+	if err != nil {
+		return inv, err
+	}
+	end, _ := time.Parse("2006-01", inv.Period)
+	if f.now().Before(end.AddDate(0, 1, 0).Add(f.grace)) {
+		return inv, fmt.Errorf("%w: %s may be finalized after the grace period", api.ErrGracePeriod, inv.Period)
+	}
+	return f.led.Finalize(ctx, actor, id, ledger.FinalizeOptions{IfSHA256: ifSHA256})
+}
+
+func (f *fakeFlow) Void(ctx context.Context, actor string, id int64, reason string) (ledger.Voided, error) {
+	return f.led.Void(ctx, actor, id, reason)
+}
+
+func (f *fakeFlow) Statement(ctx context.Context, id int64, user string) ([]byte, error) {
+	inv, err := f.led.Invoice(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var d fakeDoc
+	if err := json.Unmarshal(inv.Document, &d); err != nil {
+		return nil, err
+	}
+	st := fakeDoc{Project: d.Project, Period: d.Period, Number: d.Number, Lines: []fakeLine{}, Students: []fakeStudent{}, Warnings: []string{}}
+	for _, l := range d.Lines {
+		if l.User == user {
+			st.Lines = append(st.Lines, l)
+		}
+	}
+	for _, s := range d.Students {
+		if s.User == user {
+			st.Students = append(st.Students, s)
+		}
+	}
+	return json.Marshal(st)
+}
+
+func (f *fakeFlow) ImportRoster(_ context.Context, _ string, r io.Reader, project string) (api.RosterResult, error) {
+	rows, err := csv.NewReader(r).ReadAll()
+	if err != nil {
+		return api.RosterResult{}, fmt.Errorf("%w: roster: %v", ledger.ErrInvalidArgument, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	res := api.RosterResult{Projects: []string{project}}
+	for i, row := range rows {
+		if i == 0 || len(row) < 2 {
+			continue
+		}
+		f.stud = append(f.stud, api.Student{Project: project, User: row[0], Name: row[1]})
+		res.Rows++
+		res.Added++
+	}
+	return res, nil
+}
+
+func (f *fakeFlow) Students(_ context.Context, project, user, _ string, _ int) ([]api.Student, string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []api.Student
+	for _, s := range f.stud {
+		if s.Project == project && (user == "" || s.User == user) {
+			out = append(out, s)
+		}
+	}
+	return out, "", nil
+}
+
+func (f *fakeFlow) Render(_ context.Context, w io.Writer, format string, docs ...[]byte) error {
+	if format == api.FormatPDF && len(docs) != 1 {
+		return fmt.Errorf("%w: a PDF holds one document", ledger.ErrInvalidArgument)
+	}
+	switch format {
+	case api.FormatJSON:
+		_, err := fmt.Fprintf(w, "[%s]", strings.Join(func() []string {
+			var s []string
+			for _, d := range docs {
+				s = append(s, string(d))
+			}
+			return s
+		}(), ","))
+		return err
+	default:
+		for _, d := range docs {
+			var doc fakeDoc
+			if err := json.Unmarshal(d, &doc); err != nil {
+				return err
+			}
+			for _, l := range doc.Lines {
+				fmt.Fprintf(w, "%s,%s,%s,%s\n", format, doc.Project, l.User, l.Amount)
+			}
+		}
+	}
+	return nil
+}

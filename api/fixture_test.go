@@ -1,0 +1,145 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cardhour/cardhour/api"
+	"github.com/cardhour/cardhour/billing/ledger"
+	"github.com/cardhour/cardhour/billing/ledger/sqlite"
+)
+
+// now is the fixture's clock: after November's grace period.
+var now = time.Date(2026, 12, 10, 4, 0, 0, 0, time.UTC)
+
+type fixture struct {
+	t      *testing.T
+	led    ledger.Store
+	srv    *api.Server
+	h      http.Handler
+	usage  *fakeUsage
+	flow   *fakeFlow
+	tokens map[string]string // role name → secret ("" for anonymous)
+	ids    map[string]int64  // named objects: inv-oct-ai101 (finalized), inv-nov-ai101 (draft), spare-token
+	sha    map[int64]string
+}
+
+func catalogYAML(t *testing.T) []byte {
+	b, err := os.ReadFile("../schemas/examples/catalog.yaml")
+	require.NoError(t, err)
+	return b
+}
+
+func docFor(project string) []byte {
+	d := fakeDoc{Project: project, Warnings: []string{}}
+	switch project {
+	case "ai101":
+		d.Lines = []fakeLine{{User: "s-alice", Amount: "12.50"}, {User: "s-bob", Amount: "7.13"}}
+		d.Students = []fakeStudent{{User: "s-alice", Name: "Alice Zhang"}, {User: "s-bob", Name: "Bob Li"}}
+	default:
+		d.Lines = []fakeLine{{User: "s-carol", Amount: "3.21"}}
+		d.Students = []fakeStudent{{User: "s-carol", Name: "Carol Wu"}}
+	}
+	b, _ := json.Marshal(d)
+	return b
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	led, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "state.db"), Clock: func() time.Time { return now }})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = led.Close() })
+	f := &fixture{t: t, led: led, tokens: map[string]string{"anonymous": ""}, ids: map[string]int64{}, sha: map[int64]string{}}
+	_, _, err = led.PutCatalog(ctx, "cli:test", catalogYAML(t))
+	require.NoError(t, err)
+	f.usage = &fakeUsage{
+		rows: []api.UsageGroup{
+			{Project: "ai101", User: "s-alice", SKU: "a100-1g.10gb", Node: "gpu-node-01", Day: "2026-11-03", HeldSeconds: 7200},
+			{Project: "ai101", User: "s-bob", SKU: "a100-1g.10gb", Node: "gpu-node-02", Day: "2026-11-03", HeldSeconds: 3600},
+			{Project: "nlp-lab", User: "s-carol", SKU: "a100-7g.80gb", Node: "gpu-node-01", Day: "2026-11-04", HeldSeconds: 36000},
+		},
+		held: []api.Held{
+			{Instance: "MIG-1", Node: "gpu-node-01", Project: "ai101", User: "s-alice", GPUModel: "A100", Since: now.Add(-time.Hour), LastSample: now},
+			{Instance: "MIG-2", Node: "gpu-node-02", Project: "ai101", User: "s-bob", GPUModel: "A100", Since: now.Add(-time.Hour), LastSample: now, Idle: true, IdleSince: now.Add(-time.Minute)},
+			{Instance: "GPU-3", Node: "gpu-node-01", Project: "nlp-lab", User: "s-carol", GPUModel: "A100", Since: now.Add(-time.Hour), LastSample: now},
+		},
+	}
+	f.flow = &fakeFlow{led: led, now: func() time.Time { return now }, grace: 72 * time.Hour,
+		docs: map[string][]byte{"ai101": docFor("ai101"), "nlp-lab": docFor("nlp-lab")},
+		stud: []api.Student{{Project: "ai101", User: "s-alice", Name: "Alice Zhang"}, {Project: "ai101", User: "s-bob", Name: "Bob Li"}}}
+	oct, err := f.flow.Run(ctx, "cli:test", "2026-10")
+	require.NoError(t, err)
+	f.ids["inv-oct-ai101"] = oct.Drafts[0].InvoiceID
+	fin, err := f.flow.Finalize(ctx, "cli:test", oct.Drafts[0].InvoiceID, oct.Drafts[0].SHA256)
+	require.NoError(t, err)
+	require.Equal(t, ledger.StatusFinalized, fin.Status)
+	nov, err := f.flow.Run(ctx, "cli:test", "2026-11")
+	require.NoError(t, err)
+	f.ids["inv-nov-ai101"] = nov.Drafts[0].InvoiceID
+	f.ids["inv-nov-nlp"] = nov.Drafts[1].InvoiceID
+	f.sha[nov.Drafts[0].InvoiceID] = nov.Drafts[0].SHA256
+	for name, nt := range map[string]ledger.NewToken{
+		"admin":   {Role: ledger.RoleAdmin, TTL: time.Hour},
+		"finance": {Role: ledger.RoleFinance, TTL: time.Hour},
+		"lead":    {Role: ledger.RoleLead, Project: "ai101", TTL: time.Hour},
+		"student": {Role: ledger.RoleStudent, Project: "ai101", User: "s-alice", TTL: time.Hour},
+		"spare":   {Role: ledger.RoleFinance, Name: "to revoke", TTL: time.Hour},
+	} {
+		secret, tok, err := led.CreateToken(ctx, "cli:test", nt)
+		require.NoError(t, err)
+		if name == "spare" {
+			f.ids["spare-token"] = tok.ID
+			continue
+		}
+		f.tokens[name] = secret
+	}
+	f.srv, err = api.New(api.Config{Ledger: led, Usage: f.usage, UsagePing: f.usage.ping, Invoicing: f.flow, Clock: func() time.Time { return now },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxBodyBytes: 1 << 20})
+	require.NoError(t, err)
+	f.srv.MarkServing(true)
+	f.h = f.srv.Handler()
+	return f
+}
+
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+func (f *fixture) do(role, method, url string, body string, contentType string) response {
+	f.t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req := httptest.NewRequest(method, url, r)
+	if body != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if s := f.tokens[role]; s != "" {
+		req.Header.Set("Authorization", "Bearer "+s)
+	}
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, req)
+	return response{w.Code, w.Header(), w.Body.Bytes()}
+}
+
+func (r response) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(r.Body, &m), string(r.Body))
+	return m
+}

@@ -1,0 +1,478 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/billing/ledger"
+	"github.com/cardhour/cardhour/schemas"
+)
+
+// ---------------------------------------------------------------- shapes
+
+// TokenBody is a token as the API shows it (never its secret).
+type TokenBody struct {
+	ID        int64     `json:"id"`
+	Role      string    `json:"role" enum:"admin,finance,lead,student"`
+	Project   string    `json:"project,omitempty"`
+	User      string    `json:"user,omitempty"`
+	Name      string    `json:"name,omitempty"`
+	CreatedBy string    `json:"created_by"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	RevokedBy string    `json:"revoked_by,omitempty"`
+	RevokedAt time.Time `json:"revoked_at,omitzero"`
+}
+
+func tokenBody(t ledger.Token) TokenBody {
+	return TokenBody{ID: t.ID, Role: string(t.Role), Project: t.Project, User: t.User, Name: t.Name,
+		CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, RevokedBy: t.RevokedBy, RevokedAt: t.RevokedAt}
+}
+
+// CatalogVersionBody is one catalog version.
+type CatalogVersionBody struct {
+	Version   int64     `json:"version"`
+	SHA256    string    `json:"sha256"`
+	CreatedBy string    `json:"created_by"`
+	CreatedAt time.Time `json:"created_at"`
+	Content   string    `json:"content,omitempty" doc:"the catalog YAML as uploaded"`
+}
+
+func catalogBody(v ledger.CatalogVersion) CatalogVersionBody {
+	return CatalogVersionBody{Version: v.Version, SHA256: v.SHA256, CreatedBy: v.CreatedBy, CreatedAt: v.CreatedAt, Content: string(v.Content)}
+}
+
+// InvoiceBody is one invoice revision.
+type InvoiceBody struct {
+	ID             int64           `json:"id"`
+	Project        string          `json:"project"`
+	Period         string          `json:"period"`
+	Revision       int             `json:"revision"`
+	Status         string          `json:"status" enum:"draft,finalized,void"`
+	Number         string          `json:"number,omitempty"`
+	SHA256         string          `json:"sha256"`
+	CatalogVersion int64           `json:"catalog_version"`
+	DataCutoff     time.Time       `json:"data_cutoff"`
+	CreatedBy      string          `json:"created_by"`
+	CreatedAt      time.Time       `json:"created_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+	FinalizedBy    string          `json:"finalized_by,omitempty"`
+	FinalizedAt    time.Time       `json:"finalized_at,omitzero"`
+	VoidedBy       string          `json:"voided_by,omitempty"`
+	VoidedAt       time.Time       `json:"voided_at,omitzero"`
+	VoidReason     string          `json:"void_reason,omitempty"`
+	Document       json.RawMessage `json:"document,omitempty" doc:"the invoice document (cardhour.invoice.v1), exactly as stored"`
+}
+
+func invoiceBody(i ledger.Invoice) InvoiceBody {
+	b := InvoiceBody{ID: i.ID, Project: i.Project, Period: i.Period, Revision: i.Revision, Status: string(i.Status), Number: i.Number,
+		SHA256: i.SHA256, CatalogVersion: i.CatalogVersion, DataCutoff: i.DataCutoff, CreatedBy: i.CreatedBy, CreatedAt: i.CreatedAt,
+		UpdatedAt: i.UpdatedAt, FinalizedBy: i.FinalizedBy, FinalizedAt: i.FinalizedAt, VoidedBy: i.VoidedBy, VoidedAt: i.VoidedAt,
+		VoidReason: i.VoidReason}
+	if len(i.Document) > 0 {
+		b.Document = json.RawMessage(i.Document)
+	}
+	return b
+}
+
+// CreditNoteBody is a credit note.
+type CreditNoteBody struct {
+	ID            int64     `json:"id"`
+	InvoiceID     int64     `json:"invoice_id"`
+	InvoiceNumber string    `json:"invoice_number"`
+	Number        string    `json:"number"`
+	Reason        string    `json:"reason"`
+	CreatedBy     string    `json:"created_by"`
+	CreatedAt     time.Time `json:"created_at"`
+}
+
+func creditNoteBody(c ledger.CreditNote) CreditNoteBody {
+	return CreditNoteBody{ID: c.ID, InvoiceID: c.InvoiceID, InvoiceNumber: c.InvoiceNumber, Number: c.Number, Reason: c.Reason, CreatedBy: c.CreatedBy, CreatedAt: c.CreatedAt}
+}
+
+// AuditBody is one audit entry.
+type AuditBody struct {
+	ID     int64           `json:"id"`
+	At     time.Time       `json:"at"`
+	Actor  string          `json:"actor"`
+	Action string          `json:"action"`
+	Object string          `json:"object"`
+	Before json.RawMessage `json:"before,omitempty"`
+	After  json.RawMessage `json:"after,omitempty"`
+}
+
+// Page is a page of a list; NextCursor continues it ("" on the last page).
+type Page[T any] struct {
+	Items      []T    `json:"items"`
+	NextCursor string `json:"next_cursor" doc:"opaque; pass as cursor for the next page, empty on the last"`
+}
+
+// PageParams are the cursor and page size of a list.
+type PageParams struct {
+	Cursor string `query:"cursor" doc:"next_cursor of the previous page"`
+	Limit  int    `query:"limit" minimum:"0" maximum:"1000" doc:"page size (0: 100)"`
+}
+
+type body[T any] struct {
+	Body T
+}
+
+// ---------------------------------------------------------------- catalog cache
+
+type catalogCache struct {
+	mu     sync.Mutex
+	parsed map[int64]*schemas.Catalog
+}
+
+// currentCatalog is the current catalog version, parsed (once per version).
+func (s *Server) currentCatalog(ctx context.Context) (ledger.CatalogVersion, *schemas.Catalog, error) {
+	v, err := s.cfg.Ledger.CurrentCatalog(ctx)
+	if err != nil {
+		return v, nil, err
+	}
+	s.cats.mu.Lock()
+	defer s.cats.mu.Unlock()
+	if c, ok := s.cats.parsed[v.Version]; ok {
+		return v, c, nil
+	}
+	c, err := schemas.ParseCatalog(v.Content, fmt.Sprintf("catalog version %d", v.Version))
+	if err != nil {
+		return v, nil, fmt.Errorf("stored catalog version %d does not parse: %w", v.Version, err)
+	}
+	if s.cats.parsed == nil {
+		s.cats.parsed = map[int64]*schemas.Catalog{}
+	}
+	s.cats.parsed[v.Version] = c
+	return v, c, nil
+}
+
+// ---------------------------------------------------------------- routes
+
+func (s *Server) routes() {
+	s.routesAccount()
+	s.routesCatalog()
+	s.routesUsage()
+	s.routesInvoices()
+	s.routesAdmin()
+}
+
+func (s *Server) routesAccount() {
+	register(s, huma.Operation{OperationID: "get-me", Method: http.MethodGet, Path: "/api/v1/me", Summary: "read the token's identity", Tags: []string{"account"}},
+		rolesAll, func(ctx context.Context, _ *struct{}) (*body[TokenBody], error) {
+			return &body[TokenBody]{tokenBody(principal(ctx))}, nil
+		})
+}
+
+type catalogUpload struct {
+	RawBody []byte `contentType:"application/yaml" required:"true"`
+}
+
+// CatalogUploadBody is what an upload did.
+type CatalogUploadBody struct {
+	CatalogVersionBody
+	Created bool `json:"created" doc:"false when the content equals the current version (no new version)"`
+}
+
+// ProjectBody is a project of the catalog.
+type ProjectBody struct {
+	ID      string `json:"id"`
+	Name    string `json:"name,omitempty"`
+	Funding string `json:"funding,omitempty"`
+}
+
+func (s *Server) routesCatalog() {
+	register(s, huma.Operation{OperationID: "get-catalog", Method: http.MethodGet, Path: "/api/v1/catalog", Summary: "read the current catalog", Tags: []string{"catalog"}},
+		rolesAll, func(ctx context.Context, _ *struct{}) (*body[CatalogVersionBody], error) {
+			v, err := s.cfg.Ledger.CurrentCatalog(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return &body[CatalogVersionBody]{catalogBody(v)}, nil
+		})
+	register(s, huma.Operation{OperationID: "list-catalog-versions", Method: http.MethodGet, Path: "/api/v1/catalog/versions", Summary: "list catalog versions", Tags: []string{"catalog"}},
+		rolesStaff, func(ctx context.Context, _ *struct{}) (*body[Page[CatalogVersionBody]], error) {
+			vs, err := s.cfg.Ledger.CatalogVersions(ctx)
+			if err != nil {
+				return nil, err
+			}
+			out := Page[CatalogVersionBody]{Items: []CatalogVersionBody{}}
+			for _, v := range vs {
+				out.Items = append(out.Items, catalogBody(v))
+			}
+			return &body[Page[CatalogVersionBody]]{out}, nil
+		})
+	register(s, huma.Operation{OperationID: "get-catalog-version", Method: http.MethodGet, Path: "/api/v1/catalog/versions/{version}", Summary: "read one catalog version", Tags: []string{"catalog"}},
+		rolesStaff, func(ctx context.Context, in *struct {
+			Version int64 `path:"version" minimum:"1"`
+		}) (*body[CatalogVersionBody], error) {
+			v, err := s.cfg.Ledger.Catalog(ctx, in.Version)
+			if err != nil {
+				return nil, err
+			}
+			return &body[CatalogVersionBody]{catalogBody(v)}, nil
+		})
+	register(s, huma.Operation{OperationID: "put-catalog", Method: http.MethodPut, Path: "/api/v1/catalog", Summary: "upload a new catalog version",
+		Description: "The YAML is validated like `cardhour bill --catalog` does; a 422 problem lists every error with its line and field.", Tags: []string{"catalog"}},
+		rolesAdmin, func(ctx context.Context, in *catalogUpload) (*body[CatalogUploadBody], error) {
+			if _, err := schemas.ParseCatalog(in.RawBody, "catalog"); err != nil {
+				p := newProblem(http.StatusUnprocessableEntity, ProblemValidation, "the catalog is not valid")
+				p.Errors = catalogProblems(err)
+				return nil, p
+			}
+			v, created, err := s.cfg.Ledger.PutCatalog(ctx, actor(ctx), in.RawBody)
+			if err != nil {
+				return nil, err
+			}
+			b := catalogBody(v)
+			b.Content = ""
+			return &body[CatalogUploadBody]{CatalogUploadBody{b, created}}, nil
+		})
+	register(s, huma.Operation{OperationID: "list-projects", Method: http.MethodGet, Path: "/api/v1/projects", Summary: "list the catalog's projects", Tags: []string{"projects"}},
+		rolesAll, func(ctx context.Context, _ *struct{}) (*body[Page[ProjectBody]], error) {
+			_, cat, err := s.currentCatalog(ctx)
+			if err != nil {
+				return nil, err
+			}
+			only, err := projectScope(ctx, "")
+			if err != nil {
+				return nil, err
+			}
+			out := Page[ProjectBody]{Items: []ProjectBody{}}
+			for _, p := range cat.Projects {
+				if only == "" || p.ID == only {
+					out.Items = append(out.Items, ProjectBody{ID: p.ID, Name: p.Name, Funding: p.Funding})
+				}
+			}
+			return &body[Page[ProjectBody]]{out}, nil
+		})
+	register(s, huma.Operation{OperationID: "list-students", Method: http.MethodGet, Path: "/api/v1/projects/{project}/students", Summary: "list a project's roster", Tags: []string{"projects"}},
+		rolesStaff, func(ctx context.Context, in *struct {
+			Project string `path:"project"`
+			User    string `query:"user"`
+			PageParams
+		}) (*body[Page[Student]], error) {
+			if _, err := projectScope(ctx, in.Project); err != nil {
+				return nil, err
+			}
+			inv, err := s.invoicing()
+			if err != nil {
+				return nil, err
+			}
+			rows, next, err := inv.Students(ctx, in.Project, in.User, in.Cursor, in.Limit)
+			if err != nil {
+				return nil, err
+			}
+			if rows == nil {
+				rows = []Student{}
+			}
+			return &body[Page[Student]]{Page[Student]{rows, next}}, nil
+		})
+	register(s, huma.Operation{OperationID: "import-roster", Method: http.MethodPost, Path: "/api/v1/projects/{project}/roster", Summary: "import a project's roster (CSV)",
+		Description: "CSV with a header row: student_id, name, project, email, im (or 学号, 姓名, 项目, 邮箱, IM), any order, the project column optional. The file replaces the project's roster, all or nothing; a 422 problem names each bad line and field.", Tags: []string{"projects"}},
+		rolesAdminLead, func(ctx context.Context, in *struct {
+			Project string `path:"project"`
+			RawBody []byte `contentType:"text/csv" required:"true"`
+		}) (*body[RosterResult], error) {
+			if _, err := projectScope(ctx, in.Project); err != nil {
+				return nil, err
+			}
+			inv, err := s.invoicing()
+			if err != nil {
+				return nil, err
+			}
+			res, err := inv.ImportRoster(ctx, actor(ctx), bytes.NewReader(in.RawBody), in.Project)
+			if err != nil {
+				return nil, err
+			}
+			return &body[RosterResult]{res}, nil
+		})
+}
+
+func (s *Server) invoicing() (Invoicing, error) {
+	if s.cfg.Invoicing == nil {
+		return nil, fmt.Errorf("%w: this server has no invoice flow configured", ErrUnavailable)
+	}
+	return s.cfg.Invoicing, nil
+}
+
+func (s *Server) usage() (Usage, error) {
+	if s.cfg.Usage == nil {
+		return nil, fmt.Errorf("%w: this server has no usage store configured", ErrUnavailable)
+	}
+	return s.cfg.Usage, nil
+}
+
+// ---------------------------------------------------------------- usage
+
+// RangeParams select a period or a time range.
+type RangeParams struct {
+	Period string    `query:"period" pattern:"^[0-9]{4}-(0[1-9]|1[0-2])$" doc:"a calendar month YYYY-MM in the catalog's time zone (instead of from/to)"`
+	From   time.Time `query:"from" doc:"start, RFC 3339 (with to, instead of period)"`
+	To     time.Time `query:"to" doc:"end (exclusive), RFC 3339"`
+}
+
+// maxUsageRange bounds a usage query.
+const maxUsageRange = 400 * 24 * time.Hour
+
+// window turns period or from/to into [from, to).
+func (s *Server) window(ctx context.Context, r RangeParams) (time.Time, time.Time, error) {
+	switch {
+	case r.Period != "" && (!r.From.IsZero() || !r.To.IsZero()):
+		return time.Time{}, time.Time{}, invalid(ctx, "query.period", "give either period or from and to, not both")
+	case r.Period != "":
+		_, cat, err := s.currentCatalog(ctx)
+		if err != nil {
+			return time.Time{}, time.Time{}, err
+		}
+		p, err := billing.ParsePeriod(r.Period, cat.Location)
+		if err != nil {
+			return time.Time{}, time.Time{}, invalid(ctx, "query.period", "%v", err)
+		}
+		return p.Start, p.End, nil
+	case r.From.IsZero() || r.To.IsZero():
+		return time.Time{}, time.Time{}, invalid(ctx, "query.from", "give period, or both from and to")
+	case !r.To.After(r.From):
+		return time.Time{}, time.Time{}, invalid(ctx, "query.to", "to must be after from")
+	case r.To.Sub(r.From) > maxUsageRange:
+		return time.Time{}, time.Time{}, invalid(ctx, "query.to", "the range may span at most %d days", int(maxUsageRange/(24*time.Hour)))
+	}
+	return r.From, r.To, nil
+}
+
+type usageInput struct {
+	RangeParams
+	GroupBy []string `query:"group_by" enum:"project,user,sku,instance,node,day,hour" doc:"dimensions, comma-separated"`
+	Project []string `query:"project" doc:"only these projects (comma-separated)"`
+	User    []string `query:"user" doc:"only these users; a student token sees only its own (another is 403)"`
+	SKU     []string `query:"sku"`
+	Node    []string `query:"node"`
+	PageParams
+}
+
+// UsagePage is a page of a usage report's rows.
+type UsagePage struct {
+	UsageReport
+	NextCursor string `json:"next_cursor"`
+}
+
+func offsetCursor(n int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("o:" + strconv.Itoa(n)))
+}
+
+func decodeOffset(ctx context.Context, c string) (int, error) {
+	if c == "" {
+		return 0, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err == nil {
+		if s, ok := strings.CutPrefix(string(b), "o:"); ok {
+			if n, err := strconv.Atoi(s); err == nil && n >= 0 {
+				return n, nil
+			}
+		}
+	}
+	return 0, invalid(ctx, "query.cursor", "cursor %q is not one this server made", c)
+}
+
+func (s *Server) routesUsage() {
+	register(s, huma.Operation{OperationID: "get-usage", Method: http.MethodGet, Path: "/api/v1/usage", Summary: "read usage grouped",
+		Description: "Card-hours and list-price cost over a period or range, grouped by any of project, user, sku, instance, node, day, hour (computed in the store).", Tags: []string{"usage"}},
+		rolesAll, func(ctx context.Context, in *usageInput) (*body[UsagePage], error) {
+			u, err := s.usage()
+			if err != nil {
+				return nil, err
+			}
+			for i, d := range in.GroupBy {
+				if slices.Contains(in.GroupBy[:i], d) {
+					return nil, invalid(ctx, "query.group_by", "group_by names %s twice", d)
+				}
+			}
+			from, to, err := s.window(ctx, in.RangeParams)
+			if err != nil {
+				return nil, err
+			}
+			projects, err := projectsScope(ctx, in.Project)
+			if err != nil {
+				return nil, err
+			}
+			users, err := usersScope(ctx, in.User)
+			if err != nil {
+				return nil, err
+			}
+			off, err := decodeOffset(ctx, in.Cursor)
+			if err != nil {
+				return nil, err
+			}
+			limit, err := ledger.PageLimit(in.Limit)
+			if err != nil {
+				return nil, err
+			}
+			rep, err := u.Usage(ctx, UsageQuery{From: from, To: to, GroupBy: in.GroupBy, Projects: projects, Users: users, SKUs: in.SKU, Nodes: in.Node})
+			if err != nil {
+				return nil, err
+			}
+			out := UsagePage{UsageReport: *rep}
+			if out.GroupBy == nil {
+				out.GroupBy = []string{}
+			}
+			rows := rep.Rows
+			if off > len(rows) {
+				off = len(rows)
+			}
+			rows = rows[off:]
+			if len(rows) > limit {
+				rows = rows[:limit]
+				out.NextCursor = offsetCursor(off + limit)
+			}
+			out.Rows = append([]UsageGroup{}, rows...)
+			return &body[UsagePage]{out}, nil
+		})
+	register(s, huma.Operation{OperationID: "get-held-now", Method: http.MethodGet, Path: "/api/v1/held", Summary: "list instances held now",
+		Description: "Which instances are held right now, by whom, since when, idle or busy.", Tags: []string{"usage"}},
+		rolesAll, func(ctx context.Context, in *struct {
+			Project string `query:"project"`
+			User    string `query:"user"`
+			Node    string `query:"node"`
+		}) (*body[Page[Held]], error) {
+			u, err := s.usage()
+			if err != nil {
+				return nil, err
+			}
+			project, err := projectScope(ctx, in.Project)
+			if err != nil {
+				return nil, err
+			}
+			var asked []string
+			if in.User != "" {
+				asked = []string{in.User}
+			}
+			users, err := usersScope(ctx, asked)
+			if err != nil {
+				return nil, err
+			}
+			held, err := u.HeldNow(ctx)
+			if err != nil {
+				return nil, err
+			}
+			out := Page[Held]{Items: []Held{}}
+			for _, h := range held {
+				if (project != "" && h.Project != project) || (len(users) > 0 && h.User != users[0]) || (in.Node != "" && h.Node != in.Node) {
+					continue
+				}
+				out.Items = append(out.Items, h)
+			}
+			return &body[Page[Held]]{out}, nil
+		})
+}

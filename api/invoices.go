@@ -1,0 +1,379 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/cardhour/cardhour/billing/ledger"
+)
+
+type runInput struct {
+	Body struct {
+		Period string `json:"period" pattern:"^[0-9]{4}-(0[1-9]|1[0-2])$" doc:"YYYY-MM; the current month gives month-to-date drafts"`
+	}
+}
+
+// InvoiceRef names an invoice in a path.
+type InvoiceRef struct {
+	ID int64 `path:"id" minimum:"1"`
+}
+
+type finalizeInput struct {
+	InvoiceRef
+	Body struct {
+		IfSHA256 string `json:"if_sha256" pattern:"^[0-9a-f]{64}$" doc:"the SHA-256 of the draft that was reviewed; another is 409 conflict"`
+	}
+}
+
+type voidInput struct {
+	InvoiceRef
+	Body struct {
+		Reason string `json:"reason" minLength:"1" maxLength:"2000"`
+	}
+}
+
+// VoidedBody is what a void did.
+type VoidedBody struct {
+	Invoice    InvoiceBody    `json:"invoice"`
+	CreditNote CreditNoteBody `json:"credit_note"`
+	Draft      InvoiceBody    `json:"draft" doc:"the next revision, a draft"`
+}
+
+type fileOutput struct {
+	ContentType        string `header:"Content-Type"`
+	ContentDisposition string `header:"Content-Disposition"`
+	Body               []byte
+}
+
+var formatTypes = map[string]string{
+	FormatCSV:  "text/csv; charset=utf-8",
+	FormatXLSX: "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+	FormatPDF:  "application/pdf",
+	FormatJSON: "application/json",
+}
+
+// fileResponses documents a file download in each of formats.
+func fileResponses(formats ...string) map[string]*huma.Response {
+	content := map[string]*huma.MediaType{}
+	for _, f := range formats {
+		ct := formatTypes[f]
+		if f == FormatCSV {
+			ct = "text/csv"
+		}
+		content[ct] = &huma.MediaType{Schema: &huma.Schema{Type: "string", Format: "binary"}}
+	}
+	return map[string]*huma.Response{"200": {Description: "the file", Content: content,
+		Headers: map[string]*huma.Param{"Content-Disposition": {Schema: &huma.Schema{Type: "string"}}}}}
+}
+
+func (s *Server) render(ctx context.Context, format, name string, docs ...[]byte) (*fileOutput, error) {
+	inv, err := s.invoicing()
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := inv.Render(ctx, &buf, format, docs...); err != nil {
+		return nil, err
+	}
+	return &fileOutput{ContentType: formatTypes[format], ContentDisposition: fmt.Sprintf(`attachment; filename="%s.%s"`, name, format), Body: buf.Bytes()}, nil
+}
+
+// scopedInvoice reads an invoice the token may see.
+func (s *Server) scopedInvoice(ctx context.Context, id int64) (ledger.Invoice, error) {
+	inv, err := s.cfg.Ledger.Invoice(ctx, id)
+	if err != nil {
+		return inv, err
+	}
+	return inv, checkInvoiceScope(ctx, inv)
+}
+
+// StatementRef names a statement (invoice and user) in a path.
+type StatementRef struct {
+	InvoiceRef
+	User string `path:"user" minLength:"1"`
+}
+
+// statement is a user's statement on an invoice, for a token that may see it.
+func (s *Server) statement(ctx context.Context, in *StatementRef) (ledger.Invoice, []byte, error) {
+	if _, err := usersScope(ctx, []string{in.User}); err != nil {
+		return ledger.Invoice{}, nil, err
+	}
+	inv, err := s.scopedInvoice(ctx, in.ID)
+	if err != nil {
+		return inv, nil, err
+	}
+	fl, err := s.invoicing()
+	if err != nil {
+		return inv, nil, err
+	}
+	doc, err := fl.Statement(ctx, in.ID, in.User)
+	return inv, doc, err
+}
+
+// StatementBody is a student's statement on one invoice.
+type StatementBody struct {
+	InvoiceID int64           `json:"invoice_id"`
+	Project   string          `json:"project"`
+	Period    string          `json:"period"`
+	Status    string          `json:"status"`
+	User      string          `json:"user"`
+	Document  json.RawMessage `json:"document" doc:"the statement: the invoice document with only this user's lines and warnings"`
+}
+
+func (s *Server) routesInvoices() {
+	register(s, huma.Operation{OperationID: "create-billing-run", Method: http.MethodPost, Path: "/api/v1/billing-runs", Summary: "run billing for a period",
+		Description: "Recomputes the drafts of every project for the period (month to date allowed), with a data-quality section and, where the period has finalized revisions, the difference from them. Finalized invoices are never changed.",
+		Tags:        []string{"billing"}},
+		rolesFinance, func(ctx context.Context, in *runInput) (*body[RunReport], error) {
+			fl, err := s.invoicing()
+			if err != nil {
+				return nil, err
+			}
+			r, err := fl.Run(ctx, actor(ctx), in.Body.Period)
+			if err != nil {
+				return nil, err
+			}
+			return &body[RunReport]{*r}, nil
+		})
+	register(s, huma.Operation{OperationID: "list-invoices", Method: http.MethodGet, Path: "/api/v1/invoices", Summary: "list invoices", Tags: []string{"invoices"}},
+		rolesStaff, func(ctx context.Context, in *struct {
+			Project string `query:"project"`
+			Period  string `query:"period" pattern:"^[0-9]{4}-(0[1-9]|1[0-2])$"`
+			Status  string `query:"status" enum:"draft,finalized,void"`
+			PageParams
+		}) (*body[Page[InvoiceBody]], error) {
+			project, err := projectScope(ctx, in.Project)
+			if err != nil {
+				return nil, err
+			}
+			page, next, err := s.cfg.Ledger.Invoices(ctx, ledger.InvoiceFilter{Project: project, Period: in.Period, Status: ledger.Status(in.Status), Cursor: in.Cursor, Limit: in.Limit})
+			if err != nil {
+				return nil, err
+			}
+			out := Page[InvoiceBody]{Items: []InvoiceBody{}, NextCursor: next}
+			for _, i := range page {
+				out.Items = append(out.Items, invoiceBody(i))
+			}
+			return &body[Page[InvoiceBody]]{out}, nil
+		})
+	register(s, huma.Operation{OperationID: "get-invoice", Method: http.MethodGet, Path: "/api/v1/invoices/{id}", Summary: "read an invoice with its document", Tags: []string{"invoices"}},
+		rolesStaff, func(ctx context.Context, in *InvoiceRef) (*body[InvoiceBody], error) {
+			inv, err := s.scopedInvoice(ctx, in.ID)
+			if err != nil {
+				return nil, err
+			}
+			return &body[InvoiceBody]{invoiceBody(inv)}, nil
+		})
+	register(s, huma.Operation{OperationID: "finalize-invoice", Method: http.MethodPost, Path: "/api/v1/invoices/{id}/finalize", Summary: "finalize a draft",
+		Description: "Numbers the invoice and freezes its document. Refused during the grace period after the month (grace-period problem) and when the draft is not the one reviewed (if_sha256, conflict).",
+		Tags:        []string{"invoices"}},
+		rolesFinance, func(ctx context.Context, in *finalizeInput) (*body[InvoiceBody], error) {
+			fl, err := s.invoicing()
+			if err != nil {
+				return nil, err
+			}
+			inv, err := fl.Finalize(ctx, actor(ctx), in.ID, in.Body.IfSHA256)
+			if err != nil {
+				return nil, err
+			}
+			return &body[InvoiceBody]{invoiceBody(inv)}, nil
+		})
+	register(s, huma.Operation{OperationID: "void-invoice", Method: http.MethodPost, Path: "/api/v1/invoices/{id}/void", Summary: "void a finalized invoice",
+		Description: "Keeps the number, issues a credit note and opens the next revision as a draft.", Tags: []string{"invoices"}},
+		rolesFinance, func(ctx context.Context, in *voidInput) (*body[VoidedBody], error) {
+			fl, err := s.invoicing()
+			if err != nil {
+				return nil, err
+			}
+			v, err := fl.Void(ctx, actor(ctx), in.ID, in.Body.Reason)
+			if err != nil {
+				return nil, err
+			}
+			return &body[VoidedBody]{VoidedBody{invoiceBody(v.Invoice), creditNoteBody(v.CreditNote), invoiceBody(v.Draft)}}, nil
+		})
+	register(s, huma.Operation{OperationID: "list-credit-notes", Method: http.MethodGet, Path: "/api/v1/invoices/{id}/credit-notes", Summary: "list an invoice's credit notes", Tags: []string{"invoices"}},
+		rolesStaff, func(ctx context.Context, in *InvoiceRef) (*body[Page[CreditNoteBody]], error) {
+			if _, err := s.scopedInvoice(ctx, in.ID); err != nil {
+				return nil, err
+			}
+			cns, err := s.cfg.Ledger.CreditNotes(ctx, in.ID)
+			if err != nil {
+				return nil, err
+			}
+			out := Page[CreditNoteBody]{Items: []CreditNoteBody{}}
+			for _, c := range cns {
+				out.Items = append(out.Items, creditNoteBody(c))
+			}
+			return &body[Page[CreditNoteBody]]{out}, nil
+		})
+	register(s, huma.Operation{OperationID: "export-invoice", Method: http.MethodGet, Path: "/api/v1/invoices/{id}/export", Summary: "export an invoice",
+		Description: "Rendered from the stored document only: a finalized invoice exports byte-identical forever.",
+		Tags:        []string{"invoices"}, Responses: fileResponses(FormatCSV, FormatXLSX, FormatPDF, FormatJSON)},
+		rolesStaff, func(ctx context.Context, in *struct {
+			InvoiceRef
+			Format string `query:"format" enum:"csv,xlsx,pdf,json" default:"json"`
+		}) (*fileOutput, error) {
+			inv, err := s.scopedInvoice(ctx, in.ID)
+			if err != nil {
+				return nil, err
+			}
+			return s.render(ctx, in.Format, invoiceFileName(inv), inv.Document)
+		})
+	register(s, huma.Operation{OperationID: "get-statement", Method: http.MethodGet, Path: "/api/v1/invoices/{id}/statements/{user}", Summary: "read a student's statement",
+		Description: "Derived from the stored project invoice: only this user's lines and warnings. A student token may read only its own.", Tags: []string{"invoices"}},
+		rolesAll, func(ctx context.Context, in *StatementRef) (*body[StatementBody], error) {
+			inv, doc, err := s.statement(ctx, in)
+			if err != nil {
+				return nil, err
+			}
+			return &body[StatementBody]{StatementBody{InvoiceID: inv.ID, Project: inv.Project, Period: inv.Period, Status: string(inv.Status), User: in.User, Document: doc}}, nil
+		})
+	register(s, huma.Operation{OperationID: "export-statement", Method: http.MethodGet, Path: "/api/v1/invoices/{id}/statements/{user}/export", Summary: "export a student's statement",
+		Tags: []string{"invoices"}, Responses: fileResponses(FormatCSV, FormatXLSX, FormatPDF, FormatJSON)},
+		rolesAll, func(ctx context.Context, in *struct {
+			StatementRef
+			Format string `query:"format" enum:"csv,xlsx,pdf,json" default:"json"`
+		}) (*fileOutput, error) {
+			inv, doc, err := s.statement(ctx, &in.StatementRef)
+			if err != nil {
+				return nil, err
+			}
+			return s.render(ctx, in.Format, invoiceFileName(inv)+"-"+safeName(in.User), doc)
+		})
+	register(s, huma.Operation{OperationID: "export-period", Method: http.MethodGet, Path: "/api/v1/periods/{period}/export", Summary: "export a period's finalized invoices",
+		Description: "Every finalized invoice of the period in one file; 404 when the period has none.",
+		Tags:        []string{"invoices"}, Responses: fileResponses(FormatCSV, FormatXLSX, FormatJSON)},
+		rolesFinance, func(ctx context.Context, in *struct {
+			Period string `path:"period" pattern:"^[0-9]{4}-(0[1-9]|1[0-2])$"`
+			Format string `query:"format" enum:"csv,xlsx,json" default:"json"`
+		}) (*fileOutput, error) {
+			var docs [][]byte
+			cursor := ""
+			for {
+				page, next, err := s.cfg.Ledger.Invoices(ctx, ledger.InvoiceFilter{Period: in.Period, Status: ledger.StatusFinalized, Cursor: cursor, Limit: ledger.MaxLimit})
+				if err != nil {
+					return nil, err
+				}
+				for _, i := range page {
+					full, err := s.cfg.Ledger.Invoice(ctx, i.ID)
+					if err != nil {
+						return nil, err
+					}
+					docs = append(docs, full.Document)
+				}
+				if next == "" {
+					break
+				}
+				cursor = next
+			}
+			if len(docs) == 0 {
+				return nil, fmt.Errorf("%w: period %s has no finalized invoice", ledger.ErrNotFound, in.Period)
+			}
+			return s.render(ctx, in.Format, "cardhour-"+in.Period, docs...)
+		})
+}
+
+func invoiceFileName(inv ledger.Invoice) string {
+	if inv.Number != "" {
+		return "invoice-" + inv.Number
+	}
+	return fmt.Sprintf("draft-%s-%s-r%d", safeName(inv.Project), inv.Period, inv.Revision)
+}
+
+// safeName keeps a file name to letters, digits, '-', '_' and '.'.
+func safeName(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// ---------------------------------------------------------------- admin
+
+type tokenInput struct {
+	Body struct {
+		Role    string `json:"role" enum:"admin,finance,lead,student"`
+		Project string `json:"project,omitempty" maxLength:"200" doc:"required for lead"`
+		User    string `json:"user,omitempty" maxLength:"200" doc:"required for student"`
+		Name    string `json:"name,omitempty" maxLength:"200"`
+		TTL     string `json:"ttl,omitempty" doc:"lifetime as a Go duration (e.g. 720h); default 2160h (90 days)"`
+	}
+}
+
+// NewTokenBody is a created token with its secret, shown this once.
+type NewTokenBody struct {
+	Token  TokenBody `json:"token"`
+	Secret string    `json:"secret" doc:"the bearer token; only its hash is stored"`
+}
+
+// DefaultTokenTTL is a token's lifetime when none is given.
+const DefaultTokenTTL = 90 * 24 * time.Hour
+
+func (s *Server) routesAdmin() {
+	register(s, huma.Operation{OperationID: "create-token", Method: http.MethodPost, Path: "/api/v1/tokens", Summary: "create a token", DefaultStatus: http.StatusCreated, Tags: []string{"tokens"}},
+		rolesAdmin, func(ctx context.Context, in *tokenInput) (*body[NewTokenBody], error) {
+			ttl := DefaultTokenTTL
+			if in.Body.TTL != "" {
+				d, err := time.ParseDuration(in.Body.TTL)
+				if err != nil || d <= 0 {
+					return nil, invalid(ctx, "body.ttl", "ttl %q: want a positive duration like 720h", in.Body.TTL)
+				}
+				ttl = d
+			}
+			secret, tok, err := s.cfg.Ledger.CreateToken(ctx, actor(ctx), ledger.NewToken{Role: ledger.Role(in.Body.Role), Project: in.Body.Project, User: in.Body.User, Name: in.Body.Name, TTL: ttl})
+			if err != nil {
+				return nil, err
+			}
+			return &body[NewTokenBody]{NewTokenBody{tokenBody(tok), secret}}, nil
+		})
+	register(s, huma.Operation{OperationID: "list-tokens", Method: http.MethodGet, Path: "/api/v1/tokens", Summary: "list tokens", Tags: []string{"tokens"}},
+		rolesAdmin, func(ctx context.Context, _ *struct{}) (*body[Page[TokenBody]], error) {
+			ts, err := s.cfg.Ledger.Tokens(ctx)
+			if err != nil {
+				return nil, err
+			}
+			out := Page[TokenBody]{Items: []TokenBody{}}
+			for _, t := range ts {
+				out.Items = append(out.Items, tokenBody(t))
+			}
+			return &body[Page[TokenBody]]{out}, nil
+		})
+	register(s, huma.Operation{OperationID: "revoke-token", Method: http.MethodDelete, Path: "/api/v1/tokens/{id}", Summary: "revoke a token", Tags: []string{"tokens"}},
+		rolesAdmin, func(ctx context.Context, in *struct {
+			ID int64 `path:"id" minimum:"1"`
+		}) (*body[TokenBody], error) {
+			t, err := s.cfg.Ledger.RevokeToken(ctx, actor(ctx), in.ID)
+			if err != nil {
+				return nil, err
+			}
+			return &body[TokenBody]{tokenBody(t)}, nil
+		})
+	register(s, huma.Operation{OperationID: "list-audit", Method: http.MethodGet, Path: "/api/v1/audit", Summary: "read the audit log", Tags: []string{"audit"}},
+		rolesAdmin, func(ctx context.Context, in *struct {
+			Actor  string    `query:"actor"`
+			Action string    `query:"action"`
+			Object string    `query:"object"`
+			From   time.Time `query:"from"`
+			To     time.Time `query:"to"`
+			PageParams
+		}) (*body[Page[AuditBody]], error) {
+			page, next, err := s.cfg.Ledger.Audit(ctx, ledger.AuditFilter{Actor: in.Actor, Action: in.Action, Object: in.Object, Since: in.From, Until: in.To, Cursor: in.Cursor, Limit: in.Limit})
+			if err != nil {
+				return nil, err
+			}
+			out := Page[AuditBody]{Items: []AuditBody{}, NextCursor: next}
+			for _, e := range page {
+				out.Items = append(out.Items, AuditBody{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, Object: e.Object, Before: e.Before, After: e.After})
+			}
+			return &body[Page[AuditBody]]{out}, nil
+		})
+}

@@ -1,0 +1,184 @@
+//go:build !collector
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"os/user"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cardhour/cardhour/api"
+	"github.com/cardhour/cardhour/billing/invoicing"
+	"github.com/cardhour/cardhour/billing/ledger"
+	"github.com/cardhour/cardhour/billing/ledger/ledgerdsn"
+	"github.com/cardhour/cardhour/ingest/storedsn"
+	"github.com/cardhour/cardhour/schemas"
+)
+
+// defaultGrace is how long after a month's end its invoices may not be
+// finalized (late samples may still arrive).
+const defaultGrace = 72 * time.Hour
+
+func runServe(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	catalogPath := fs.String("catalog", "", "price catalog (YAML): stored as the current catalog version at start when its content differs")
+	store := fs.String("store", "", "usage store written by 'cardhour ingest': clickhouse://host:port/db or sqlite:///path.db")
+	state := fs.String("state", "", "state store (catalog versions, invoices, tokens, audit): sqlite:///path.db or postgres://user@host:port/db (default: the --store file when it is SQLite)")
+	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
+	grace := fs.Duration("grace", defaultGrace, "after a month's end, how long its invoices may not be finalized (late samples)")
+	tlsCert := fs.String("tls-cert", "", "TLS certificate (PEM); with --tls-key the server speaks HTTPS")
+	tlsKey := fs.String("tls-key", "", "TLS private key (PEM)")
+	autoFinalize := fs.Bool("auto-finalize", false, "finalize a period's drafts automatically once its grace period is over")
+	exportDir := fs.String("export-dir", "", "write every finalized period's files (CSV, XLSX, JSON, a PDF per invoice) to this directory, once per edition")
+	webhook := fs.String("webhook", "", "POST every finalized period's files to this finance URL, once per edition (HMAC-SHA256 signed)")
+	webhookSecret := fs.String("webhook-secret-file", "", "file holding the webhook's signing secret (at least 16 bytes)")
+	jobsEvery := fs.Duration("jobs-every", 5*time.Minute, "how often the automatic finalization and the export job look for work")
+	maxBody := fs.Int64("max-body-bytes", api.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
+	drain := fs.Duration("shutdown-timeout", api.DefaultShutdownTimeout, "on SIGTERM or SIGINT, how long in-flight requests may finish")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: cardhour serve --store DSN [--state DSN] [--catalog FILE] [--addr 127.0.0.1:8080] [--tls-cert F --tls-key F]")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	var problems []string
+	if *store == "" {
+		problems = append(problems, "--store is required")
+	}
+	if (*tlsCert == "") != (*tlsKey == "") {
+		problems = append(problems, "--tls-cert and --tls-key go together")
+	}
+	if *grace <= 0 {
+		problems = append(problems, fmt.Sprintf("--grace %s: want a positive duration", *grace))
+	}
+	if (*webhook == "") != (*webhookSecret == "") {
+		problems = append(problems, "--webhook and --webhook-secret-file go together")
+	}
+	if *jobsEvery <= 0 {
+		problems = append(problems, "--jobs-every must be positive")
+	}
+	if *maxBody <= 0 {
+		problems = append(problems, "--max-body-bytes must be positive")
+	}
+	stateDSN, err := stateDefault(*state, *store)
+	if err != nil && *store != "" {
+		problems = append(problems, err.Error())
+	}
+	if len(problems) > 0 {
+		fmt.Fprintln(stderr, "cardhour serve: "+strings.Join(problems, "; "))
+		fs.Usage()
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	led, err := ledgerdsn.Open(ctx, stateDSN, ledgerdsn.Options{Clock: time.Now})
+	if err != nil {
+		fmt.Fprintln(stderr, "cardhour serve:", err)
+		return 1
+	}
+	defer led.Close() //nolint:errcheck // every change is committed when it returns
+	if *catalogPath != "" {
+		if err := seedCatalog(ctx, led, *catalogPath, stderr); err != nil {
+			fmt.Fprintf(stderr, "cardhour serve: %v\n", err)
+			return 1
+		}
+	}
+	usageStore, err := storedsn.Open(ctx, *store, storedsn.Options{Logger: log, Mode: storedsn.Read})
+	if err != nil {
+		fmt.Fprintln(stderr, "cardhour serve:", err)
+		return 1
+	}
+	defer usageStore.Close() //nolint:errcheck // read-only
+	jo := jobOptions{Grace: *grace, AutoFinalize: *autoFinalize, ExportDir: *exportDir, Every: *jobsEvery, Webhook: invoicing.Webhook{URL: *webhook}}
+	if *webhookSecret != "" {
+		secret, err := os.ReadFile(*webhookSecret)
+		if err != nil {
+			fmt.Fprintln(stderr, "cardhour serve: webhook secret:", err)
+			return 1
+		}
+		jo.Webhook.Secret = bytes.TrimSpace(secret)
+	}
+	cfg, err := serveBackends(ctx, led, usageStore, jo, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "cardhour serve:", err)
+		return 1
+	}
+	cfg.Ledger = led
+	cfg.Logger = log
+	cfg.Version = version
+	cfg.MaxBodyBytes = *maxBody
+	srv, err := api.New(cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "cardhour serve:", err)
+		return 1
+	}
+	err = srv.Serve(ctx, api.ServeOptions{Addr: *addr, TLSCert: *tlsCert, TLSKey: *tlsKey, ShutdownTimeout: *drain,
+		Ready: func(a net.Addr) { fmt.Fprintf(stdout, "cardhour serve: listening on %s\n", a) }})
+	if err != nil {
+		fmt.Fprintln(stderr, "cardhour serve:", err)
+		return 1
+	}
+	return 0
+}
+
+// stateDefault is the state store: the one given, else the usage store's
+// SQLite file.
+func stateDefault(state, store string) (string, error) {
+	if state != "" {
+		return state, nil
+	}
+	u, err := url.Parse(store)
+	if err == nil && u.Scheme == "sqlite" {
+		return store, nil
+	}
+	return "", errors.New("--state is required when --store is not SQLite")
+}
+
+// cliActor names the person running a command in the audit log.
+func cliActor() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return "cli:" + u.Username
+	}
+	return "cli"
+}
+
+// seedCatalog stores the catalog file as the current version when its
+// content differs (validated like bill does), audited as the command line.
+func seedCatalog(ctx context.Context, led ledger.Store, path string, stderr io.Writer) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("cannot read catalog: %w", err)
+	}
+	if _, err := schemas.ParseCatalog(data, path); err != nil {
+		return fmt.Errorf("invalid catalog:\n%w", err)
+	}
+	if cur, err := led.CurrentCatalog(ctx); err == nil && bytes.Equal(cur.Content, data) {
+		return nil
+	} else if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return err
+	}
+	v, created, err := led.PutCatalog(ctx, cliActor(), data)
+	if err != nil {
+		return err
+	}
+	if created {
+		fmt.Fprintf(stderr, "cardhour serve: %s stored as catalog version %d\n", path, v.Version)
+	}
+	return nil
+}

@@ -1,0 +1,319 @@
+//go:build !collector
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cardhour/cardhour/api"
+	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/billing/export"
+	"github.com/cardhour/cardhour/billing/invoicing"
+	"github.com/cardhour/cardhour/billing/ledger"
+	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/schemas"
+)
+
+// jobOptions are serve's background jobs: automatic finalization after the
+// grace period, and the export of finalized periods to a directory and a
+// finance webhook. Each runs on one replica at a time (a ledger lease).
+type jobOptions struct {
+	Grace        time.Duration
+	AutoFinalize bool
+	ExportDir    string
+	Webhook      invoicing.Webhook
+	Every        time.Duration
+}
+
+// serveBackends builds what the API reads and does besides the state store:
+// the usage reads (billing.Usage, billing.HeldNow over the usage store) and
+// the invoice flow (billing/invoicing with the billing/export documents); it
+// starts the background jobs, which stop with ctx.
+func serveBackends(ctx context.Context, led ledger.Store, st ingest.Backend, jo jobOptions, log *slog.Logger) (api.Config, error) {
+	cats := &catalogs{led: led, parsed: map[int64]*schemas.Catalog{}}
+	var quality invoicing.QualityFunc
+	if q, ok := st.(billing.QualityRows); ok {
+		quality = func(ctx context.Context, cat *schemas.Catalog, p billing.Period, now time.Time) (any, error) {
+			return billing.CheckDataQuality(ctx, q, cat, p, now)
+		}
+	}
+	svc, err := invoicing.New(invoicing.Config{Ledger: led, Usage: st, Documents: exportDocuments{}, Quality: quality, Grace: jo.Grace,
+		ExportDir: jo.ExportDir, Webhook: jo.Webhook, Logger: log})
+	if err != nil {
+		return api.Config{}, err
+	}
+	host, _ := os.Hostname()
+	holder := fmt.Sprintf("serve:%s:%d", host, os.Getpid())
+	loop := func(name string, f func(context.Context, string, time.Duration) error) {
+		go func() {
+			if err := f(ctx, holder, jo.Every); err != nil && !errors.Is(err, context.Canceled) {
+				log.Error("background job stopped", "job", name, "err", err)
+			}
+		}()
+	}
+	if jo.AutoFinalize {
+		loop("auto-finalize", svc.AutoFinalizeLoop)
+	}
+	if jo.ExportDir != "" || jo.Webhook.URL != "" {
+		loop("export", svc.ExportLoop)
+	}
+	return api.Config{
+		Usage:     &usageReads{cats: cats, st: st, now: time.Now},
+		Invoicing: &flow{svc: svc, led: led, docs: exportDocuments{}},
+		UsagePing: func(ctx context.Context) error {
+			_, err := st.RejectSummary(ctx, 0, 1, 0)
+			return err
+		},
+	}, nil
+}
+
+// catalogs parses the state store's current catalog once per version.
+type catalogs struct {
+	led    ledger.Store
+	mu     sync.Mutex
+	parsed map[int64]*schemas.Catalog
+}
+
+func (c *catalogs) current(ctx context.Context) (*schemas.Catalog, error) {
+	v, err := c.led.CurrentCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cat, ok := c.parsed[v.Version]; ok {
+		return cat, nil
+	}
+	cat, err := schemas.ParseCatalog(v.Content, fmt.Sprintf("catalog version %d", v.Version))
+	if err != nil {
+		return nil, err
+	}
+	c.parsed[v.Version] = cat
+	return cat, nil
+}
+
+// usageReads answers the usage routes with the one read algorithm
+// (billing.Usage, billing.HeldNow) over the store's grouped rows.
+type usageReads struct {
+	cats *catalogs
+	st   ingest.Backend
+	now  func() time.Time
+}
+
+func (u *usageReads) Usage(ctx context.Context, q api.UsageQuery) (*api.UsageReport, error) {
+	rows, ok := u.st.(billing.UsageRows)
+	if !ok {
+		return nil, fmt.Errorf("%w: this usage store cannot group usage", api.ErrUnavailable)
+	}
+	cat, err := u.cats.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range q.SKUs {
+		if _, ok := cat.SKUByID(id); !ok {
+			return nil, fmt.Errorf("%w: sku %q is not in the catalog", ledger.ErrInvalidArgument, id)
+		}
+	}
+	rep, err := billing.Usage(ctx, rows, cat, billing.UsageQuery{From: q.From, To: q.To, GroupBy: q.GroupBy,
+		Projects: q.Projects, Users: q.Users, SKUs: q.SKUs, Nodes: q.Nodes})
+	if err != nil {
+		return nil, err
+	}
+	out := &api.UsageReport{From: rep.From, To: rep.To, Timezone: rep.Timezone, Currency: rep.Currency, GroupBy: rep.GroupBy,
+		Rows: make([]api.UsageGroup, 0, len(rep.Rows)), Total: usageGroup(rep.Total), UnpricedSeconds: rep.UnpricedSeconds}
+	for _, g := range rep.Rows {
+		out.Rows = append(out.Rows, usageGroup(g))
+	}
+	return out, nil
+}
+
+func usageGroup(g billing.UsageGroup) api.UsageGroup {
+	return api.UsageGroup{Project: g.Project, User: g.User, SKU: g.SKU, Instance: g.InstanceID, Node: g.Node, Day: g.Day, Hour: g.Hour,
+		HeldSeconds: g.HeldSeconds, IdleSeconds: g.IdleSeconds, Cost: g.Cost.StringFixed(2)}
+}
+
+func (u *usageReads) HeldNow(ctx context.Context) ([]api.Held, error) {
+	rows, ok := u.st.(billing.HeldRows)
+	if !ok {
+		return nil, fmt.Errorf("%w: this usage store cannot say what is held", api.ErrUnavailable)
+	}
+	cat, err := u.cats.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	held, err := billing.HeldNow(ctx, rows, cat, u.now())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Held, 0, len(held))
+	for _, h := range held {
+		out = append(out, api.Held{Instance: h.InstanceID, Node: h.Node, Project: h.Project, User: h.User, SKU: h.SKU,
+			GPUModel: h.GPUModel, Profile: h.Profile, Since: h.Since, LastSample: h.LastSample, Idle: h.Idle, IdleSince: h.IdleSince})
+	}
+	return out, nil
+}
+
+// flow is the invoice flow as the API sees it.
+type flow struct {
+	svc  *invoicing.Service
+	led  ledger.Store
+	docs exportDocuments
+}
+
+func (f *flow) Run(ctx context.Context, actor, period string) (*api.RunReport, error) {
+	r, err := f.svc.Run(ctx, actor, period)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	var out api.RunReport
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func (f *flow) Finalize(ctx context.Context, actor string, id int64, ifSHA256 string) (ledger.Invoice, error) {
+	inv, err := f.svc.Finalize(ctx, actor, id, ifSHA256)
+	if errors.Is(err, invoicing.ErrGracePeriod) {
+		err = fmt.Errorf("%w: %w", api.ErrGracePeriod, err)
+	}
+	return inv, err
+}
+
+func (f *flow) Void(ctx context.Context, actor string, id int64, reason string) (ledger.Voided, error) {
+	return f.svc.Void(ctx, actor, id, reason)
+}
+
+func (f *flow) Statement(ctx context.Context, id int64, user string) ([]byte, error) {
+	return f.svc.Statement(ctx, id, user)
+}
+
+// rosterProblems gives a roster's line and field errors to the API.
+type rosterProblems struct{ *invoicing.RosterError }
+
+func (r rosterProblems) Unwrap() error { return r.RosterError }
+
+func (r rosterProblems) LineProblems() []api.LineProblem {
+	out := make([]api.LineProblem, 0, len(r.Problems))
+	for _, p := range r.Problems {
+		out = append(out, api.LineProblem{Line: p.Line, Field: p.Field, Message: p.Message})
+	}
+	return out
+}
+
+func (f *flow) ImportRoster(ctx context.Context, actor string, r io.Reader, project string) (api.RosterResult, error) {
+	res, err := f.svc.ImportRoster(ctx, actor, r, project)
+	if err != nil {
+		var re *invoicing.RosterError
+		if errors.As(err, &re) {
+			return api.RosterResult{}, rosterProblems{re}
+		}
+		return api.RosterResult{}, err
+	}
+	return api.RosterResult{Rows: res.Rows, Projects: res.Projects, Added: res.Added, Updated: res.Updated, Removed: res.Removed, Unchanged: res.Unchanged}, nil
+}
+
+func (f *flow) Students(ctx context.Context, project, user, cursor string, limit int) ([]api.Student, string, error) {
+	page, next, err := f.led.Students(ctx, ledger.StudentFilter{Project: project, User: user, Cursor: cursor, Limit: limit})
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]api.Student, 0, len(page))
+	for _, s := range page {
+		out = append(out, api.Student{Project: s.Project, User: s.User, Name: s.Name, Email: s.Email, IM: s.IM})
+	}
+	return out, next, nil
+}
+
+func (f *flow) Render(_ context.Context, w io.Writer, format string, docs ...[]byte) error {
+	return f.docs.Render(w, invoicing.Format(format), docs...)
+}
+
+// exportDocuments is the invoice document of billing/export as the invoice
+// flow uses it.
+type exportDocuments struct {
+	pdf export.PDFOptions
+}
+
+func (exportDocuments) Build(res *billing.Result, m invoicing.Meta, names map[string]map[string]string) ([]invoicing.ProjectDocument, error) {
+	docs := export.Build(res, export.Meta{CatalogVersion: m.CatalogVersion, DataCutoff: m.DataCutoff, GeneratedAt: m.GeneratedAt})
+	out := make([]invoicing.ProjectDocument, 0, len(docs))
+	for i := range docs {
+		d := &docs[i]
+		d.SetNames(names[d.Project])
+		b, err := d.Marshal()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, invoicing.ProjectDocument{Project: d.Project, Document: b})
+	}
+	return out, nil
+}
+
+func (exportDocuments) Summary(doc []byte) (invoicing.DocSummary, error) {
+	d, err := export.Parse(doc)
+	if err != nil {
+		return invoicing.DocSummary{}, err
+	}
+	s := invoicing.DocSummary{Project: d.Project, Period: d.Period, Number: d.Number, Total: d.Total}
+	for _, l := range d.Lines {
+		s.Lines = append(s.Lines, invoicing.DocLine{Kind: l.Kind, User: l.User, SKU: l.SKU, Amount: l.Amount})
+	}
+	return s, nil
+}
+
+func (exportDocuments) Stamp(doc []byte, number string, issuedAt time.Time) ([]byte, error) {
+	return export.Stamp(doc, number, issuedAt)
+}
+
+func (exportDocuments) Statement(doc []byte, user string, names map[string]string) ([]byte, error) {
+	d, err := export.Parse(doc)
+	if err != nil {
+		return nil, err
+	}
+	d.SetNames(names)
+	return d.Statement(user).Marshal()
+}
+
+func (e exportDocuments) Render(w io.Writer, f invoicing.Format, docs ...[]byte) error {
+	parsed := make([]*export.Document, 0, len(docs))
+	for _, b := range docs {
+		d, err := export.Parse(b)
+		if err != nil {
+			return err
+		}
+		parsed = append(parsed, d)
+	}
+	switch f {
+	case invoicing.FormatCSV:
+		return export.WriteCSV(w, parsed...)
+	case invoicing.FormatXLSX:
+		return export.WriteXLSX(w, parsed...)
+	case invoicing.FormatJSON:
+		return export.WriteJSON(w, parsed...)
+	case invoicing.FormatPDF:
+		if len(parsed) != 1 {
+			return fmt.Errorf("%w: a PDF holds one document, not %d", ledger.ErrInvalidArgument, len(parsed))
+		}
+		var buf bytes.Buffer
+		if err := export.WritePDF(&buf, parsed[0], e.pdf); err != nil {
+			return err
+		}
+		_, err := w.Write(buf.Bytes())
+		return err
+	}
+	return fmt.Errorf("%w: format %q: want csv, xlsx, pdf or json", ledger.ErrInvalidArgument, f)
+}
