@@ -1,12 +1,14 @@
 package invoicing
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/billing/export"
+	"github.com/cardhour/cardhour/billing/ledger"
 )
 
 // ExportDocuments is Documents with the invoice document of billing/export:
@@ -79,9 +81,15 @@ func (e ExportDocuments) Render(w io.Writer, f Format, docs ...[]byte) error {
 		return export.WriteJSON(w, ds...)
 	case FormatPDF:
 		if len(ds) != 1 {
-			return fmt.Errorf("a PDF holds one document, got %d", len(ds))
+			return fmt.Errorf("%w: a PDF holds one document, not %d", ledger.ErrInvalidArgument, len(ds))
 		}
-		return export.WritePDF(w, ds[0], e.PDF)
+		// Buffered: a failed rendering writes nothing.
+		var buf bytes.Buffer
+		if err := export.WritePDF(&buf, ds[0], e.PDF); err != nil {
+			return err
+		}
+		_, err := w.Write(buf.Bytes())
+		return err
 	}
-	return fmt.Errorf("unknown export format %q (want csv, xlsx, json or pdf)", f)
+	return fmt.Errorf("%w: format %q: want csv, xlsx, pdf or json", ledger.ErrInvalidArgument, f)
 }

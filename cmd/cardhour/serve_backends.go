@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/cardhour/cardhour/api"
 	"github.com/cardhour/cardhour/billing"
-	"github.com/cardhour/cardhour/billing/export"
 	"github.com/cardhour/cardhour/billing/invoicing"
 	"github.com/cardhour/cardhour/billing/ledger"
 	"github.com/cardhour/cardhour/ingest"
@@ -40,13 +38,7 @@ type jobOptions struct {
 // starts the background jobs, which stop with ctx.
 func serveBackends(ctx context.Context, led ledger.Store, st ingest.Backend, jo jobOptions, log *slog.Logger) (api.Config, error) {
 	cats := &catalogs{led: led, parsed: map[int64]*schemas.Catalog{}}
-	var quality invoicing.QualityFunc
-	if q, ok := st.(billing.QualityRows); ok {
-		quality = func(ctx context.Context, cat *schemas.Catalog, p billing.Period, now time.Time) (any, error) {
-			return billing.CheckDataQuality(ctx, q, cat, p, now)
-		}
-	}
-	svc, err := invoicing.New(invoicing.Config{Ledger: led, Usage: st, Documents: exportDocuments{}, Quality: quality, Grace: jo.Grace,
+	svc, err := invoicing.New(invoicing.Config{Ledger: led, Usage: st, Grace: jo.Grace,
 		ExportDir: jo.ExportDir, Webhook: jo.Webhook, Logger: log})
 	if err != nil {
 		return api.Config{}, err
@@ -68,7 +60,7 @@ func serveBackends(ctx context.Context, led ledger.Store, st ingest.Backend, jo 
 	}
 	return api.Config{
 		Usage:     &usageReads{cats: cats, st: st, now: time.Now},
-		Invoicing: &flow{svc: svc, led: led, docs: exportDocuments{}},
+		Invoicing: &flow{svc: svc, led: led, docs: invoicing.ExportDocuments{}},
 		UsagePing: func(ctx context.Context) error {
 			_, err := st.RejectSummary(ctx, 0, 1, 0)
 			return err
@@ -166,7 +158,7 @@ func (u *usageReads) HeldNow(ctx context.Context) ([]api.Held, error) {
 type flow struct {
 	svc  *invoicing.Service
 	led  ledger.Store
-	docs exportDocuments
+	docs invoicing.ExportDocuments
 }
 
 func (f *flow) Run(ctx context.Context, actor, period string) (*api.RunReport, error) {
@@ -240,80 +232,4 @@ func (f *flow) Students(ctx context.Context, project, user, cursor string, limit
 
 func (f *flow) Render(_ context.Context, w io.Writer, format string, docs ...[]byte) error {
 	return f.docs.Render(w, invoicing.Format(format), docs...)
-}
-
-// exportDocuments is the invoice document of billing/export as the invoice
-// flow uses it.
-type exportDocuments struct {
-	pdf export.PDFOptions
-}
-
-func (exportDocuments) Build(res *billing.Result, m invoicing.Meta, names map[string]map[string]string) ([]invoicing.ProjectDocument, error) {
-	docs := export.Build(res, export.Meta{CatalogVersion: m.CatalogVersion, DataCutoff: m.DataCutoff, GeneratedAt: m.GeneratedAt})
-	out := make([]invoicing.ProjectDocument, 0, len(docs))
-	for i := range docs {
-		d := &docs[i]
-		d.SetNames(names[d.Project])
-		b, err := d.Marshal()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, invoicing.ProjectDocument{Project: d.Project, Document: b})
-	}
-	return out, nil
-}
-
-func (exportDocuments) Summary(doc []byte) (invoicing.DocSummary, error) {
-	d, err := export.Parse(doc)
-	if err != nil {
-		return invoicing.DocSummary{}, err
-	}
-	s := invoicing.DocSummary{Project: d.Project, Period: d.Period, Number: d.Number, Total: d.Total}
-	for _, l := range d.Lines {
-		s.Lines = append(s.Lines, invoicing.DocLine{Kind: l.Kind, User: l.User, SKU: l.SKU, Amount: l.Amount})
-	}
-	return s, nil
-}
-
-func (exportDocuments) Stamp(doc []byte, number string, issuedAt time.Time) ([]byte, error) {
-	return export.Stamp(doc, number, issuedAt)
-}
-
-func (exportDocuments) Statement(doc []byte, user string, names map[string]string) ([]byte, error) {
-	d, err := export.Parse(doc)
-	if err != nil {
-		return nil, err
-	}
-	d.SetNames(names)
-	return d.Statement(user).Marshal()
-}
-
-func (e exportDocuments) Render(w io.Writer, f invoicing.Format, docs ...[]byte) error {
-	parsed := make([]*export.Document, 0, len(docs))
-	for _, b := range docs {
-		d, err := export.Parse(b)
-		if err != nil {
-			return err
-		}
-		parsed = append(parsed, d)
-	}
-	switch f {
-	case invoicing.FormatCSV:
-		return export.WriteCSV(w, parsed...)
-	case invoicing.FormatXLSX:
-		return export.WriteXLSX(w, parsed...)
-	case invoicing.FormatJSON:
-		return export.WriteJSON(w, parsed...)
-	case invoicing.FormatPDF:
-		if len(parsed) != 1 {
-			return fmt.Errorf("%w: a PDF holds one document, not %d", ledger.ErrInvalidArgument, len(parsed))
-		}
-		var buf bytes.Buffer
-		if err := export.WritePDF(&buf, parsed[0], e.pdf); err != nil {
-			return err
-		}
-		_, err := w.Write(buf.Bytes())
-		return err
-	}
-	return fmt.Errorf("%w: format %q: want csv, xlsx, pdf or json", ledger.ErrInvalidArgument, f)
 }
