@@ -67,6 +67,14 @@ func fileResponses(formats ...string) map[string]*huma.Response {
 			ct = "text/csv"
 		}
 		content[ct] = &huma.MediaType{Schema: &huma.Schema{Type: "string", Format: "binary"}}
+		if f == FormatJSON {
+			// The stored document itself (cardhour.invoice.v1, see
+			// schemas/jsonschema): an object; a period of several invoices
+			// is an array of them.
+			content[ct] = &huma.MediaType{Schema: &huma.Schema{
+				Description: "cardhour.invoice.v1 document(s): one object, or an array of them for a period of several invoices",
+				OneOf:       []*huma.Schema{{Type: "object"}, {Type: "array", Items: &huma.Schema{Type: "object"}}}}}
+		}
 	}
 	return map[string]*huma.Response{"200": {Description: "the file", Content: content,
 		Headers: map[string]*huma.Param{"Content-Disposition": {Schema: &huma.Schema{Type: "string"}}}}}
