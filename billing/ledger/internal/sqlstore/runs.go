@@ -269,28 +269,8 @@ func (s *Store) BillingRuns(ctx context.Context, f ledger.BillingRunFilter) ([]l
 	if after > 0 {
 		pq.add("id < ?", after)
 	}
-	rows, err := s.db.QueryContext(ctx, s.d.Rebind(pq.sql(`SELECT `+billingRunCols+` FROM ledger_billing_runs`, limit)), pq.args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("%s ledger: cannot list billing runs: %w", s.d.Name, err)
-	}
-	defer rows.Close() //nolint:errcheck // read-only; errors surface on Next/Err
-	var out []ledger.BillingRun
-	for rows.Next() {
-		r, err := scanBillingRun(rows)
-		if err != nil {
-			return nil, "", fmt.Errorf("%s ledger: cannot read billing run: %w", s.d.Name, err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("%s ledger: cannot list billing runs: %w", s.d.Name, err)
-	}
-	next := ""
-	if len(out) > limit {
-		out = out[:limit]
-		next = ledger.EncodeCursor(out[limit-1].ID)
-	}
-	return out, next, nil
+	return readPage(ctx, s, &pq, `SELECT `+billingRunCols+` FROM ledger_billing_runs`, limit, "billing runs",
+		func(r *sql.Rows) (ledger.BillingRun, error) { return scanBillingRun(r) }, func(v *ledger.BillingRun) int64 { return v.ID })
 }
 
 // ---------------------------------------------------------------- export runs
@@ -460,26 +440,6 @@ func (s *Store) ExportRuns(ctx context.Context, f ledger.ExportRunFilter) ([]led
 	if after > 0 {
 		pq.add("id < ?", after)
 	}
-	rows, err := s.db.QueryContext(ctx, s.d.Rebind(pq.sql(`SELECT `+exportRunCols+` FROM ledger_export_runs`, limit)), pq.args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("%s ledger: cannot list export runs: %w", s.d.Name, err)
-	}
-	defer rows.Close() //nolint:errcheck // read-only; errors surface on Next/Err
-	var out []ledger.ExportRun
-	for rows.Next() {
-		r, err := scanExportRun(rows)
-		if err != nil {
-			return nil, "", fmt.Errorf("%s ledger: cannot read export run: %w", s.d.Name, err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("%s ledger: cannot list export runs: %w", s.d.Name, err)
-	}
-	next := ""
-	if len(out) > limit {
-		out = out[:limit]
-		next = ledger.EncodeCursor(out[limit-1].ID)
-	}
-	return out, next, nil
+	return readPage(ctx, s, &pq, `SELECT `+exportRunCols+` FROM ledger_export_runs`, limit, "export runs",
+		func(r *sql.Rows) (ledger.ExportRun, error) { return scanExportRun(r) }, func(v *ledger.ExportRun) int64 { return v.ID })
 }

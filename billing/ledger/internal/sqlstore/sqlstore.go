@@ -596,28 +596,8 @@ func (s *Store) Invoices(ctx context.Context, f ledger.InvoiceFilter) ([]ledger.
 	if after > 0 {
 		add("id < ?", after)
 	}
-	rows, err := s.db.QueryContext(ctx, s.d.Rebind(pq.sql(`SELECT `+invoiceCols+` FROM ledger_invoices`, limit)), pq.args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("%s ledger: cannot list invoices: %w", s.d.Name, err)
-	}
-	defer rows.Close() //nolint:errcheck // read-only; errors surface on Next/Err
-	var out []ledger.Invoice
-	for rows.Next() {
-		v, err := scanInvoice(rows, false)
-		if err != nil {
-			return nil, "", fmt.Errorf("%s ledger: cannot read invoice: %w", s.d.Name, err)
-		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("%s ledger: cannot list invoices: %w", s.d.Name, err)
-	}
-	next := ""
-	if len(out) > limit {
-		out = out[:limit]
-		next = ledger.EncodeCursor(out[limit-1].ID)
-	}
-	return out, next, nil
+	return readPage(ctx, s, &pq, `SELECT `+invoiceCols+` FROM ledger_invoices`, limit, "invoices",
+		func(r *sql.Rows) (ledger.Invoice, error) { return scanInvoice(r, false) }, func(v *ledger.Invoice) int64 { return v.ID })
 }
 
 // CreditNotes implements ledger.Store.
@@ -869,37 +849,25 @@ func (s *Store) Audit(ctx context.Context, f ledger.AuditFilter) ([]ledger.Audit
 	if after > 0 {
 		add("id < ?", after)
 	}
-	rows, err := s.db.QueryContext(ctx, s.d.Rebind(pq.sql(`SELECT id, at_ms, actor, action, object, before_json, after_json FROM ledger_audit`, limit)), pq.args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("%s ledger: cannot read the audit log: %w", s.d.Name, err)
+	return readPage(ctx, s, &pq, `SELECT id, at_ms, actor, action, object, before_json, after_json FROM ledger_audit`, limit, "audit entries",
+		scanAudit, func(e *ledger.AuditEntry) int64 { return e.ID })
+}
+
+func scanAudit(rows *sql.Rows) (ledger.AuditEntry, error) {
+	var e ledger.AuditEntry
+	var at int64
+	var before, after sql.NullString
+	if err := rows.Scan(&e.ID, &at, &e.Actor, &e.Action, &e.Object, &before, &after); err != nil {
+		return e, err
 	}
-	defer rows.Close() //nolint:errcheck // read-only; errors surface on Next/Err
-	var out []ledger.AuditEntry
-	for rows.Next() {
-		var e ledger.AuditEntry
-		var at int64
-		var before, after sql.NullString
-		if err := rows.Scan(&e.ID, &at, &e.Actor, &e.Action, &e.Object, &before, &after); err != nil {
-			return nil, "", fmt.Errorf("%s ledger: cannot read audit entry: %w", s.d.Name, err)
-		}
-		e.At = fromMS(at)
-		if before.Valid {
-			e.Before = json.RawMessage(before.String)
-		}
-		if after.Valid {
-			e.After = json.RawMessage(after.String)
-		}
-		out = append(out, e)
+	e.At = fromMS(at)
+	if before.Valid {
+		e.Before = json.RawMessage(before.String)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("%s ledger: cannot read the audit log: %w", s.d.Name, err)
+	if after.Valid {
+		e.After = json.RawMessage(after.String)
 	}
-	next := ""
-	if len(out) > limit {
-		out = out[:limit]
-		next = ledger.EncodeCursor(out[limit-1].ID)
-	}
-	return out, next, nil
+	return e, nil
 }
 
 // ---------------------------------------------------------------- leases
@@ -941,6 +909,33 @@ type pagedQuery struct {
 func (q *pagedQuery) add(cond string, arg any) {
 	q.where = append(q.where, cond)
 	q.args = append(q.args, arg)
+}
+
+// readPage runs q over selectFrom and reads one page, newest first, with scan;
+// next is the cursor after the last row when there are more. what names the
+// rows in errors ("invoices").
+func readPage[T any](ctx context.Context, s *Store, q *pagedQuery, selectFrom string, limit int, what string,
+	scan func(*sql.Rows) (T, error), id func(*T) int64) (out []T, next string, err error) {
+	rows, err := s.db.QueryContext(ctx, s.d.Rebind(q.sql(selectFrom, limit)), q.args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s ledger: cannot list %s: %w", s.d.Name, what, err)
+	}
+	defer rows.Close() //nolint:errcheck // read-only; errors surface on Next/Err
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s ledger: cannot read %s: %w", s.d.Name, what, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("%s ledger: cannot list %s: %w", s.d.Name, what, err)
+	}
+	if len(out) > limit {
+		out = out[:limit]
+		next = ledger.EncodeCursor(id(&out[limit-1]))
+	}
+	return out, next, nil
 }
 
 func (q *pagedQuery) sql(selectFrom string, limit int) string {
