@@ -104,6 +104,23 @@ func bucketFor(loc *time.Location, from, to time.Time) int64 {
 	return 3_600_000
 }
 
+// dayBucket returns one-day buckets starting at local midnight when the UTC
+// offset of loc is the same over [from, to) (checked every hour), else the
+// bucket width b with offset 0: fewer rows when grouping by day.
+func dayBucket(loc *time.Location, from, to time.Time, b int64) (width, offset int64) {
+	_, off := from.In(loc).Zone()
+	for t := from; t.Before(to); t = t.Add(time.Hour) {
+		if _, o := t.In(loc).Zone(); o != off {
+			return b, 0
+		}
+	}
+	if _, o := to.Add(-time.Millisecond).In(loc).Zone(); o != off {
+		return b, 0
+	}
+	const day = 86_400_000
+	return day, mod(-int64(off)*1000, day)
+}
+
 // IdleThresholds returns the default idle threshold of cat and those of the
 // projects that override it.
 func IdleThresholds(cat *schemas.Catalog) (def float64, byProject map[string]float64) {
@@ -163,6 +180,9 @@ func Usage(ctx context.Context, src UsageRows, cat *schemas.Catalog, q UsageQuer
 	}
 	if by[ByDay] || by[ByHour] {
 		rq.BucketMS = bucketFor(loc, q.From, q.To)
+		if !by[ByHour] {
+			rq.BucketMS, rq.BucketOffsetMS = dayBucket(loc, q.From, q.To, rq.BucketMS)
+		}
 	}
 	type acc struct {
 		g    UsageGroup

@@ -112,7 +112,7 @@ func (u runUsage) UsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageR
 	// between a span's first and last as a difference array (O(1) per span).
 	var base, n int64 = 0, 1
 	if q.BucketMS > 0 {
-		base = q.FromMS - mod(q.FromMS, q.BucketMS)
+		base = q.FromMS - mod(q.FromMS-q.BucketOffsetMS, q.BucketMS)
 		n = (q.ToMS-1-base)/q.BucketMS + 1
 	}
 	type acc struct {

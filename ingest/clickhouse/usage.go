@@ -44,7 +44,7 @@ func (s *Store) CompactUsageRows(ctx context.Context, q billing.UsageRowQuery, f
 	n := int64(1)
 	var base int64
 	if q.BucketMS > 0 {
-		base = q.FromMS - ((q.FromMS%q.BucketMS)+q.BucketMS)%q.BucketMS
+		base = bucketBase(q)
 		n = (q.ToMS-1-base)/q.BucketMS + 1
 	}
 	groups := map[billing.UsageRow]*acc{}
@@ -181,7 +181,7 @@ func compactUsageSQL(s *Store, q billing.UsageRowQuery) (string, []any) {
 	bw, base := int64(1)<<62, int64(0)
 	if q.BucketMS > 0 {
 		bw = q.BucketMS
-		base = q.FromMS - ((q.FromMS%bw)+bw)%bw
+		base = bucketBase(q)
 	}
 	b, bs := itoa(bw), itoa(base)
 	i0 := "intDiv(p.1 - " + bs + ", " + b + ")"
@@ -194,6 +194,11 @@ func compactUsageSQL(s *Store, q billing.UsageRowQuery) (string, []any) {
 	args = append(append([]any{}, fargs...), fargs...)
 	return "SELECT " + cols + ", toInt64(x.1) AS idx, toInt64(sumIf(x.2, kind = 1)), toInt64(sumIf(x.3, kind = 1)), toInt64(sumIf(x.2, kind = 2)), toInt64(sumIf(x.3, kind = 2)) FROM (SELECT *, " +
 		parts + " FROM (" + all + ")) GROUP BY " + strings.Join(group, ", "), args
+}
+
+// bucketBase is the start of the bucket FromMS falls in.
+func bucketBase(q billing.UsageRowQuery) int64 {
+	return q.FromMS - ((q.FromMS-q.BucketOffsetMS)%q.BucketMS+q.BucketMS)%q.BucketMS
 }
 
 func quote(s string) string {

@@ -113,6 +113,13 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 		{Day: "2026-11-02", HeldSeconds: 6000, IdleSeconds: 1800, Cost: dec("3.30")},
 	}, byDay.Rows)
 
+	// Days of a fixed UTC offset (EST from 2026-11-02 local midnight): one-day
+	// buckets, by the runs and (filtered by node) by raw samples.
+	est := usage(billing.UsageQuery{From: utc("2026-11-02T05:00:00Z"), To: utc("2026-11-10T05:00:00Z"), GroupBy: []string{billing.ByDay}})
+	require.Equal(t, byDay.Rows[1:], est.Rows)
+	estN1 := usage(billing.UsageQuery{From: utc("2026-11-02T05:00:00Z"), To: utc("2026-11-10T05:00:00Z"), GroupBy: []string{billing.ByDay}, Nodes: []string{"n1"}})
+	require.Equal(t, []billing.UsageGroup{{Day: "2026-11-02", HeldSeconds: 3600, Cost: dec("1.80")}}, estN1.Rows)
+
 	// A default threshold between class bounds (0.02): runs it cuts through
 	// are decided from raw samples; alice's 0.01 is still idle, 0.9 is not.
 	cut := *cat
