@@ -41,7 +41,7 @@ type IdleFeeder struct {
 	cat *schemas.Catalog
 	p0  int64
 	p1  int64
-	acc *Accumulator
+	add func(k Key, startMS, endMS int64) // idle time found
 
 	pending map[Key]*straddles
 }
@@ -55,7 +55,8 @@ type straddles struct {
 
 // NewIdleFeeder returns a feeder of acc for period p under cat.
 func NewIdleFeeder(acc *Accumulator, cat *schemas.Catalog, p Period) *IdleFeeder {
-	return &IdleFeeder{cat: cat, p0: p.StartMS(), p1: p.EndMS(), acc: acc}
+	return &IdleFeeder{cat: cat, p0: p.StartMS(), p1: p.EndMS(),
+		add: func(k Key, s, e int64) { acc.AddOccupancy(k, s, e, true) }}
 }
 
 // Add decides r: idle time counts only inside the period.
@@ -65,7 +66,7 @@ func (f *IdleFeeder) Add(r *IdleRun) {
 	}
 	switch IdleVerdict(f.cat, r) {
 	case AllIdle:
-		f.acc.AddOccupancy(r.Key, r.StartMS, r.EndMS, true)
+		f.add(r.Key, r.StartMS, r.EndMS)
 	case Straddle:
 		if f.pending == nil {
 			f.pending = map[Key]*straddles{}
@@ -143,7 +144,7 @@ func (f *IdleFeeder) Raw(pt *RawPoint) {
 		if pt.StartMS < r.EndMS {
 			st.found[j] = true
 			if idle {
-				f.acc.AddOccupancy(r.Key, pt.StartMS, min(pt.EndMS, r.EndMS), true)
+				f.add(r.Key, pt.StartMS, min(pt.EndMS, r.EndMS))
 			}
 		}
 	}

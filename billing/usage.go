@@ -58,7 +58,7 @@ type UsageGroup struct {
 	// Day is the group's local calendar day (YYYY-MM-DD) and Hour its local
 	// start hour (RFC 3339 with offset) in the catalog time zone.
 	Day, Hour string
-	// HeldSeconds are card-seconds held (the sum of held sample intervals);
+	// HeldSeconds are card-seconds held (the union of held sample intervals);
 	// IdleSeconds the part of them idle under the project's idle threshold.
 	HeldSeconds, IdleSeconds int64
 	// Cost is list price, rounded once to the cent (see UsageReport).
@@ -79,6 +79,14 @@ type UsageRows interface {
 	UsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageRow) error) error
 }
 
+// CompactUsage is a store that answers a UsageRowQuery from its compact rows
+// (occupancy and idle runs) in the database, with the result Usage computes
+// from UsageSource rows (ingest/clickhouse). It returns false, having called
+// fn never, for a query it leaves to Usage.
+type CompactUsage interface {
+	CompactUsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageRow) error) (bool, error)
+}
+
 // bucketFor returns the UTC bucket width in which every local day or hour
 // boundary of loc over [from, to) falls on a bucket boundary: an hour when
 // every UTC offset in the range is a whole number of hours, else 15 minutes
@@ -96,6 +104,23 @@ func bucketFor(loc *time.Location, from, to time.Time) int64 {
 	return 3_600_000
 }
 
+// dayBucket returns one-day buckets starting at local midnight when the UTC
+// offset of loc is the same over [from, to) (checked every hour), else the
+// bucket width b with offset 0: fewer rows when grouping by day.
+func dayBucket(loc *time.Location, from, to time.Time, b int64) (width, offset int64) {
+	_, off := from.In(loc).Zone()
+	for t := from; t.Before(to); t = t.Add(time.Hour) {
+		if _, o := t.In(loc).Zone(); o != off {
+			return b, 0
+		}
+	}
+	if _, o := to.Add(-time.Millisecond).In(loc).Zone(); o != off {
+		return b, 0
+	}
+	const day = 86_400_000
+	return day, mod(-int64(off)*1000, day)
+}
+
 // IdleThresholds returns the default idle threshold of cat and those of the
 // projects that override it.
 func IdleThresholds(cat *schemas.Catalog) (def float64, byProject map[string]float64) {
@@ -109,9 +134,15 @@ func IdleThresholds(cat *schemas.Catalog) (def float64, byProject map[string]flo
 }
 
 // Usage sums held time, idle time and list cost of stored usage over
-// [q.From, q.To) grouped as q asks. The store groups (UsageRows); Usage only
-// maps buckets to local days or hours, prices each SKU and merges groups.
-// Samples are attributed to the bucket their start falls in.
+// [q.From, q.To) grouped as q asks. A store that keeps compact rows
+// (UsageSource) is read through them: held time is the union of its occupancy
+// runs per key, idle time the union of its idle runs under each project's
+// threshold (raw samples only for runs a threshold cuts through), both clipped
+// to [q.From, q.To) and split at bucket boundaries. A query grouped or filtered
+// by node, or a store without compact rows, is answered by the store's GROUP BY
+// over raw samples (UsageRows), where a sample counts in the bucket its start
+// falls in. Usage then maps buckets to local days or hours, prices each SKU and
+// merges groups.
 func Usage(ctx context.Context, src UsageRows, cat *schemas.Catalog, q UsageQuery) (*UsageReport, error) {
 	if q.From.IsZero() || q.To.IsZero() {
 		return nil, fmt.Errorf("usage: from and to are required")
@@ -149,6 +180,9 @@ func Usage(ctx context.Context, src UsageRows, cat *schemas.Catalog, q UsageQuer
 	}
 	if by[ByDay] || by[ByHour] {
 		rq.BucketMS = bucketFor(loc, q.From, q.To)
+		if !by[ByHour] {
+			rq.BucketMS, rq.BucketOffsetMS = dayBucket(loc, q.From, q.To, rq.BucketMS)
+		}
 	}
 	type acc struct {
 		g    UsageGroup
@@ -157,7 +191,7 @@ func Usage(ctx context.Context, src UsageRows, cat *schemas.Catalog, q UsageQuer
 	groups := map[UsageGroup]*acc{}
 	rep := &UsageReport{From: q.From, To: q.To, Timezone: cat.Timezone, Currency: cat.Currency, GroupBy: slices.Clone(q.GroupBy)}
 	var total decimal.Decimal
-	err := src.UsageRows(ctx, rq, func(r UsageRow) error {
+	add := func(r UsageRow) error {
 		var k UsageGroup
 		if by[ByProject] {
 			k.Project = r.Project
@@ -201,7 +235,15 @@ func Usage(ctx context.Context, src UsageRows, cat *schemas.Catalog, q UsageQuer
 		rep.Total.HeldSeconds += r.HeldMS
 		rep.Total.IdleSeconds += r.IdleMS
 		return nil
-	})
+	}
+	handled := false
+	var err error
+	if cu, ok := src.(CompactUsage); ok {
+		handled, err = cu.CompactUsageRows(ctx, rq, add)
+	}
+	if !handled && err == nil {
+		err = usageSourceFor(src, cat, rq).UsageRows(ctx, rq, add)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("usage: %w", err)
 	}

@@ -63,7 +63,7 @@ func (m *MemStore) UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn fu
 			k.Node = s.Node
 		}
 		if q.BucketMS > 0 {
-			k.BucketMS = s.StartMS - s.StartMS%q.BucketMS
+			k.BucketMS = s.StartMS - ((s.StartMS-q.BucketOffsetMS)%q.BucketMS+q.BucketMS)%q.BucketMS
 		}
 		g := groups[k]
 		if g == nil {

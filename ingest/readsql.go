@@ -32,7 +32,7 @@ func UsageSQL(d Dialect, q schemas.UsageRowQuery) (string, []any) {
 	cols := []string{col(q.ByProject, "project"), col(q.ByUser, "user"), col(q.ByInstance, "instance_id"), col(q.ByNode, "node"), "gpu_model", "profile"}
 	bucket := d.Zero
 	if q.BucketMS > 0 {
-		bucket = "(start_ms - start_ms % " + itoa(q.BucketMS) + ")"
+		bucket = "(start_ms - (start_ms - " + itoa(q.BucketOffsetMS) + ") % " + itoa(q.BucketMS) + ")"
 	}
 	// The idle threshold of the row's project.
 	thr := "?"

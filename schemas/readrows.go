@@ -18,6 +18,10 @@ type UsageRowQuery struct {
 	ByProject, ByUser, ByInstance bool
 	ByNode                        bool
 	BucketMS                      int64
+	// BucketOffsetMS shifts the buckets: they start at BucketOffsetMS plus
+	// multiples of BucketMS (0 <= BucketOffsetMS < BucketMS; local days of a
+	// zone with a fixed offset over the range).
+	BucketOffsetMS int64
 	// A held sample is idle when util is known and below the threshold of
 	// its project (IdleByProject, else IdleDefault), or util is unknown and
 	// it saw no process.

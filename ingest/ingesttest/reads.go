@@ -74,9 +74,15 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 		func(int) (float64, bool) { return 0, false }, 2)
 	quiet := minutes("mig-d", "n1", a100, "1g.10gb", "", "", utc("2026-11-02T06:20:00Z"), 1,
 		func(int) (float64, bool) { return 0, true }, 0)
-	for _, b := range [][]schemas.Sample{alice, bob, carol, orphan, quiet, alice[:60]} { // alice's first hour replayed
-		require.NoError(t, st.Write(ctx, &ingest.Batch{Samples: b}))
+	// Written like the ingest worker does (samples with their runs); alice's
+	// first hour is replayed by a restarted worker (a new compactor).
+	c := ingest.NewCompactor(0)
+	for _, b := range [][]schemas.Sample{alice, bob, carol, orphan, quiet} {
+		require.NoError(t, st.Write(ctx, c.Build(b)))
 	}
+	require.NoError(t, st.Write(ctx, ingest.NewCompactor(0).Build(alice[:60])))
+	// A replay of a middle part: runs with other starts overlapping the first.
+	require.NoError(t, st.Write(ctx, ingest.NewCompactor(0).Build(alice[20:50])))
 	require.NoError(t, st.WriteRejects(ctx, []ingest.Reject{
 		{TimeMS: utc("2026-11-02T05:00:00Z").UnixMilli(), Source: "file:a:1", Reason: "invalid_field", Error: "bad util"},
 		{TimeMS: utc("2026-11-02T05:01:00Z").UnixMilli(), Source: "file:a:2", Reason: "malformed_json", Error: "bad json"},
@@ -107,6 +113,21 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 		{Day: "2026-11-02", HeldSeconds: 6000, IdleSeconds: 1800, Cost: dec("3.30")},
 	}, byDay.Rows)
 
+	// Days of a fixed UTC offset (EST from 2026-11-02 local midnight): one-day
+	// buckets, by the runs and (filtered by node) by raw samples.
+	est := usage(billing.UsageQuery{From: utc("2026-11-02T05:00:00Z"), To: utc("2026-11-10T05:00:00Z"), GroupBy: []string{billing.ByDay}})
+	require.Equal(t, byDay.Rows[1:], est.Rows)
+	estN1 := usage(billing.UsageQuery{From: utc("2026-11-02T05:00:00Z"), To: utc("2026-11-10T05:00:00Z"), GroupBy: []string{billing.ByDay}, Nodes: []string{"n1"}})
+	require.Equal(t, []billing.UsageGroup{{Day: "2026-11-02", HeldSeconds: 3600, Cost: dec("1.80")}}, estN1.Rows)
+
+	// A default threshold between class bounds (0.02): runs it cuts through
+	// are decided from raw samples; alice's 0.01 is still idle, 0.9 is not.
+	cut := *cat
+	cut.Defaults.Idle.Threshold = 0.02
+	cutDay, err := billing.Usage(ctx, st, &cut, billing.UsageQuery{From: utc("2026-11-01T00:00:00Z"), To: utc("2026-12-01T00:00:00Z"), GroupBy: []string{billing.ByDay}})
+	require.NoError(t, err)
+	require.Equal(t, byDay.Rows, cutDay.Rows)
+
 	n1 := usage(billing.UsageQuery{GroupBy: []string{billing.ByHour, billing.ByNode, billing.BySKU, billing.ByUser}, Nodes: []string{"n1"}})
 	require.Equal(t, []billing.UsageGroup{
 		{User: "alice", SKU: "a100-80g-1g.10gb", Node: "n1", Hour: "2026-11-01T23:00:00-05:00", HeldSeconds: 3600, IdleSeconds: 1800, Cost: dec("1.80")},
@@ -120,7 +141,7 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 	part := usage(billing.UsageQuery{From: utc("2026-11-02T04:30:00Z"), To: utc("2026-11-02T05:00:00Z")})
 	require.Equal(t, []billing.UsageGroup{{HeldSeconds: 1800, Cost: dec("0.90")}}, part.Rows)
 
-	_, err := billing.Usage(ctx, st, cat, billing.UsageQuery{From: utc("2026-11-02T00:00:00Z"), To: utc("2026-11-01T00:00:00Z")})
+	_, err = billing.Usage(ctx, st, cat, billing.UsageQuery{From: utc("2026-11-02T00:00:00Z"), To: utc("2026-11-01T00:00:00Z")})
 	require.ErrorContains(t, err, "is not before")
 	_, err = billing.Usage(ctx, st, cat, billing.UsageQuery{From: utc("2026-11-01T00:00:00Z"), To: utc("2026-11-02T00:00:00Z"), GroupBy: []string{"month"}})
 	require.ErrorContains(t, err, `group_by: unknown dimension "month"`)

@@ -1,0 +1,206 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/schemas"
+)
+
+// CompactUsageRows implements billing.CompactUsage: the whole usage GROUP BY
+// over occupancy and idle_spans in ClickHouse (tens of thousands of rows
+// instead of millions of raw samples). Per key, runs are deduplicated to the
+// longest per start (replays), clipped to [FromMS, ToMS) and unioned: sorted
+// by start, a run adds only its part after the largest end before it. The
+// pieces are split at bucket boundaries (arrayJoin over the bucket indexes).
+// Idle time is the union of the idle runs under the project's threshold. It
+// declines (false) queries by node (occupancy has none) and thresholds that
+// can cut through an idle run (not a class bound), which need raw samples.
+func (s *Store) CompactUsageRows(ctx context.Context, q billing.UsageRowQuery, fn func(billing.UsageRow) error) (bool, error) {
+	if q.ByNode || len(q.Nodes) > 0 || !atClassBound(q.IdleDefault) {
+		return false, nil
+	}
+	for _, t := range q.IdleByProject {
+		if !atClassBound(t) {
+			return false, nil
+		}
+	}
+	query, args := compactUsageSQL(s, q)
+	rows, err := s.conn.Query(ctx, query, args...)
+	if err != nil {
+		return true, classify(fmt.Errorf("cannot read usage: %w", err))
+	}
+	defer func() { _ = rows.Close() }()
+	// Rows are per group and bucket index: direct parts and difference-array
+	// entries, held and idle; a group's buckets are their prefix sums.
+	type acc struct {
+		g                        billing.UsageRow
+		held, heldD, idle, idleD []int64
+	}
+	n := int64(1)
+	var base int64
+	if q.BucketMS > 0 {
+		base = bucketBase(q)
+		n = (q.ToMS-1-base)/q.BucketMS + 1
+	}
+	groups := map[billing.UsageRow]*acc{}
+	var order []*acc
+	for rows.Next() {
+		var g billing.UsageRow
+		var idx, h, hd, i, id int64
+		if err := rows.Scan(&g.Project, &g.User, &g.InstanceID, &g.GPUModel, &g.Profile, &idx, &h, &hd, &i, &id); err != nil {
+			return true, fmt.Errorf("cannot read usage row: %w", err)
+		}
+		a := groups[g]
+		if a == nil {
+			a = &acc{g: g, held: make([]int64, n+1), heldD: make([]int64, n+1), idle: make([]int64, n+1), idleD: make([]int64, n+1)}
+			groups[g] = a
+			order = append(order, a)
+		}
+		if idx < 0 || idx > n {
+			return true, fmt.Errorf("cannot read usage row: bucket %d out of range", idx)
+		}
+		a.held[idx] += h
+		a.heldD[idx] += hd
+		a.idle[idx] += i
+		a.idleD[idx] += id
+	}
+	if err := rows.Err(); err != nil {
+		return true, fmt.Errorf("cannot read usage: %w", err)
+	}
+	for _, a := range order {
+		var hd, id int64
+		for b := range n {
+			hd += a.heldD[b]
+			id += a.idleD[b]
+			r := a.g
+			r.HeldMS, r.IdleMS = a.held[b]+hd, a.idle[b]+id
+			if r.HeldMS == 0 && r.IdleMS == 0 {
+				continue
+			}
+			if q.BucketMS > 0 {
+				r.BucketMS = base + b*q.BucketMS
+			}
+			if err := fn(r); err != nil {
+				return true, err
+			}
+		}
+	}
+	return true, nil
+}
+
+// atClassBound reports whether no idle run can straddle threshold t.
+func atClassBound(t float64) bool {
+	if t <= 0 || t >= 1 {
+		return true
+	}
+	for _, b := range schemas.IdleClassBounds() {
+		if t == b {
+			return true
+		}
+	}
+	return false
+}
+
+func compactUsageSQL(s *Store, q billing.UsageRowQuery) (string, []any) {
+	var args []any
+	from, to := itoa(q.FromMS), itoa(q.ToMS)
+	monthFrom := "toDateTime(" + itoa(ingest.MonthStartMS(q.FromMS-1)/1000) + ")"
+	// Filters on the key.
+	w := []string{"project != ''"}
+	in := func(col string, vals []string) {
+		if len(vals) == 0 {
+			return
+		}
+		w = append(w, col+" IN ("+strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ")+")")
+		for _, v := range vals {
+			args = append(args, v)
+		}
+	}
+	in("project", q.Projects)
+	in("user", q.Users)
+	if q.Models != nil {
+		if len(q.Models) == 0 {
+			w = append(w, "1 = 0")
+		} else {
+			var alt []string
+			for _, m := range q.Models {
+				alt = append(alt, "(gpu_model = ? AND profile = ?)")
+				args = append(args, m[0], m[1])
+			}
+			w = append(w, "("+strings.Join(alt, " OR ")+")")
+		}
+	}
+	filter := strings.Join(w, " AND ")
+	fargs := args
+	// The threshold of a row's project (class bounds only, see CompactUsageRows).
+	thr := strconv.FormatFloat(q.IdleDefault, 'g', -1, 64)
+	if len(q.IdleByProject) > 0 {
+		var b strings.Builder
+		b.WriteString("multiIf(")
+		for p, t := range q.IdleByProject {
+			b.WriteString("project = " + quote(p) + ", " + strconv.FormatFloat(t, 'g', -1, 64) + ", ")
+		}
+		b.WriteString(thr + ")")
+		thr = b.String()
+	}
+	// runs: the rows of the range, clipped. Replays (rows of equal key and
+	// start) need no deduplication here: the union below absorbs them.
+	runs := func(table, extra string) string {
+		return "SELECT " + keyColumns + ", greatest(start_ms, " + from + ") AS s, least(end_ms, " + to + ") AS e FROM " + s.table(table) +
+			" WHERE start >= " + monthFrom + " AND start_ms < " + to + " AND end_ms > " + from + " AND " + filter + extra
+	}
+	// pieces: per key, the union of its runs as disjoint pieces (a, b).
+	pieces := func(kind, inner string) string {
+		return "SELECT " + keyColumns + ", " + kind + " AS kind, arrayJoin(arrayFilter(x -> x.2 > x.1, arrayMap(i -> (greatest(r[i].1, " +
+			"arrayReduce('max', arrayMap(x -> x.2, arraySlice(r, 1, i - 1)))), r[i].2), arrayEnumerate(r)))) AS p FROM (SELECT " + keyColumns +
+			", arraySort(groupArray((s, e))) AS r FROM (" + inner + ") GROUP BY " + keyColumns + ")"
+	}
+	col := func(on bool, name string) string {
+		if on {
+			return name
+		}
+		return "''"
+	}
+	cols := col(q.ByProject, "project") + ", " + col(q.ByUser, "user") + ", " + col(q.ByInstance, "instance_id") + ", gpu_model, profile"
+	var group []string
+	for i, on := range []bool{q.ByProject, q.ByUser, q.ByInstance} {
+		if on {
+			group = append(group, []string{"project", "user", "instance_id"}[i])
+		}
+	}
+	group = append(group, "gpu_model", "profile")
+	// Per piece (a, b): the buckets it touches partly get their part directly,
+	// the whole buckets between them a difference array (+B at the first, -B
+	// after the last), so a month-long run is 4 rows, not 720 hourly ones; the
+	// prefix sums are taken in Go (CompactUsageRows).
+	bw, base := int64(1)<<62, int64(0)
+	if q.BucketMS > 0 {
+		bw = q.BucketMS
+		base = bucketBase(q)
+	}
+	b, bs := itoa(bw), itoa(base)
+	i0 := "intDiv(p.1 - " + bs + ", " + b + ")"
+	i1 := "intDiv(p.2 - 1 - " + bs + ", " + b + ")"
+	parts := "arrayJoin(if(" + i0 + " = " + i1 + ", [(" + i0 + ", p.2 - p.1, toInt64(0))], [(" + i0 + ", " + bs + " + (" + i0 + " + 1) * " + b + " - p.1, toInt64(0)), (" +
+		i1 + ", p.2 - (" + bs + " + " + i1 + " * " + b + "), toInt64(0)), (" + i0 + " + 1, toInt64(0), toInt64(" + b + ")), (" + i1 + ", toInt64(0), toInt64(-" + b + "))])) AS x"
+	group = append(group, "idx")
+	all := pieces("1", runs("occupancy", "")) + " UNION ALL " +
+		pieces("2", runs("idle_spans", " AND (class = 0 OR max_util < "+thr+")"))
+	args = append(append([]any{}, fargs...), fargs...)
+	return "SELECT " + cols + ", toInt64(x.1) AS idx, toInt64(sumIf(x.2, kind = 1)), toInt64(sumIf(x.3, kind = 1)), toInt64(sumIf(x.2, kind = 2)), toInt64(sumIf(x.3, kind = 2)) FROM (SELECT *, " +
+		parts + " FROM (" + all + ")) GROUP BY " + strings.Join(group, ", "), args
+}
+
+// bucketBase is the start of the bucket FromMS falls in.
+func bucketBase(q billing.UsageRowQuery) int64 {
+	return q.FromMS - ((q.FromMS-q.BucketOffsetMS)%q.BucketMS+q.BucketMS)%q.BucketMS
+}
+
+func quote(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
