@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"archive/zip"
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -107,7 +108,7 @@ func FuzzParseCatalog(f *testing.F) {
 		if err != nil {
 			require.Nil(t, cat)
 			require.NotEmpty(t, err.Error())
-			requireNoGoTypes(t, err)
+			requireNoGoTypes(t, err, data)
 			return
 		}
 		// A catalog that loads is internally consistent.
@@ -128,10 +129,14 @@ func FuzzParseCatalog(f *testing.F) {
 	})
 }
 
-// requireNoGoTypes checks that a catalog error speaks in catalog terms.
-func requireNoGoTypes(t *testing.T, err error) {
+// requireNoGoTypes checks that a catalog error speaks in catalog terms; a
+// word the input itself contains (a field named "raw") may be quoted back.
+func requireNoGoTypes(t *testing.T, err error, input ...[]byte) {
 	t.Helper()
 	for _, goWord := range []string{"yaml.Node", "[]", "map[", "schemas.", "raw", " into ", "!!"} {
+		if len(input) > 0 && bytes.Contains(input[0], []byte(goWord)) {
+			continue
+		}
 		require.NotContains(t, err.Error(), goWord)
 	}
 }
