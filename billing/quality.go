@@ -3,6 +3,7 @@ package billing
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -27,19 +28,19 @@ const firstRejects = 5
 // per node and instance and names no holder (students see their project's
 // invoice warnings, never another student's data).
 type DataQuality struct {
-	Period    string
-	CheckedAt time.Time
+	Period    string    `json:"period"`
+	CheckedAt time.Time `json:"checked_at"`
 	// Rejected input (lines or messages ingest did not store) with its time
 	// in the period: distinct sources, and the earliest few.
-	Rejected      int64
-	FirstRejected []RejectRow
+	Rejected      int64       `json:"rejected"`
+	FirstRejected []RejectRow `json:"first_rejected"`
 	// Silent nodes: nodes with samples in the period that stopped before
 	// min(now, period end), or had a gap over SilentGap.
-	Silent []SilentNode
+	Silent []SilentNode `json:"silent"`
 	// Unattributed busy usage: samples with no holder but processes or util
 	// at or above the default idle threshold, per node and instance; such
 	// usage is billed to nobody.
-	Unattributed []UnattributedUsage
+	Unattributed []UnattributedUsage `json:"unattributed"`
 	// Unpriced usage is reported by the invoices themselves
 	// (Result.Warnings with WarnUnpriced, Invoice unpriced lines).
 }
@@ -50,6 +51,19 @@ type SilentNode struct {
 	Node  string
 	From  time.Time // end of the last sample bucket before the gap
 	Until time.Time // start of the first bucket after it; zero: still silent
+}
+
+// MarshalJSON writes until as null while the node is still silent.
+func (n SilentNode) MarshalJSON() ([]byte, error) {
+	var until *time.Time
+	if !n.Until.IsZero() {
+		until = &n.Until
+	}
+	return json.Marshal(struct {
+		Node  string     `json:"node"`
+		From  time.Time  `json:"from"`
+		Until *time.Time `json:"until"`
+	}{n.Node, n.From, until})
 }
 
 // RejectRow, UnattributedUsage and NodeBucketRow are rows of QualityRows

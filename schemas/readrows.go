@@ -40,16 +40,17 @@ type UsageRow struct {
 
 // RejectRow is one rejected input as a store keeps it.
 type RejectRow struct {
-	TimeMS int64
-	Source string
-	Reason string
-	Error  string
+	TimeMS int64  `json:"time_ms"`
+	Source string `json:"source"`
+	Reason string `json:"reason"`
+	Error  string `json:"error"`
 }
 
 // UnattributedUsage is busy time without a holder on one instance.
 type UnattributedUsage struct {
-	Node, InstanceID string
-	Seconds          int64 // card-seconds
+	Node       string `json:"node"`
+	InstanceID string `json:"instance_id"`
+	Seconds    int64  `json:"seconds"` // card-seconds
 }
 
 // NodeBucketRow says a node sent samples in the bucket starting at BucketMS.
