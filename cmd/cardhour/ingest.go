@@ -16,7 +16,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -220,10 +219,12 @@ func backfill(ctx context.Context, log *slog.Logger, st ingest.Store, metrics *i
 // sinceDone returns a function that tells how long ago ctx ended (the signal
 // that asked for the shutdown), or 0 while it has not.
 func sinceDone(ctx context.Context) func() time.Duration {
-	var at atomic.Int64
+	// at keeps its monotonic reading (a wall-clock step must not change the
+	// duration); the channel's close publishes it to the reader.
+	var at time.Time
 	stopped := make(chan struct{})
 	context.AfterFunc(ctx, func() {
-		at.Store(time.Now().UnixNano())
+		at = time.Now()
 		close(stopped)
 	})
 	return func() time.Duration {
@@ -231,7 +232,7 @@ func sinceDone(ctx context.Context) func() time.Duration {
 			return 0
 		}
 		<-stopped // ctx ended: the function above runs, if it has not yet
-		return time.Since(time.Unix(0, at.Load()))
+		return time.Since(at)
 	}
 }
 
