@@ -66,33 +66,49 @@ func UsageSQL(d Dialect, q schemas.UsageRowQuery) (string, []any) {
 }
 
 func sampleFilter(q schemas.UsageRowQuery) (string, []any) {
-	w := []string{"start_ms >= " + itoa(q.FromMS), "start_ms < " + itoa(q.ToMS), "project != ''"}
-	var args []any
+	w := []string{"start_ms >= " + itoa(q.FromMS), "start_ms < " + itoa(q.ToMS)}
+	keys, args := KeyFilter(q)
+	w = append(w, keys...)
+	if len(q.Nodes) > 0 {
+		w = append(w, "node IN ("+placeholders(len(q.Nodes))+")")
+		for _, v := range q.Nodes {
+			args = append(args, v)
+		}
+	}
+	return strings.Join(w, " AND "), args
+}
+
+// KeyFilter is the part of q's filter on the key columns (held rows only,
+// projects, users, SKUs as (gpu_model, profile) pairs), as conditions to AND
+// and their arguments, for every table keyed like occupancy or raw samples.
+func KeyFilter(q schemas.UsageRowQuery) (conds []string, args []any) {
+	conds = []string{"project != ''"}
 	in := func(col string, vals []string) {
 		if len(vals) == 0 {
 			return
 		}
-		w = append(w, col+" IN ("+strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ")+")")
+		conds = append(conds, col+" IN ("+placeholders(len(vals))+")")
 		for _, v := range vals {
 			args = append(args, v)
 		}
 	}
 	in("project", q.Projects)
 	in("user", q.Users)
-	in("node", q.Nodes)
 	if q.Models != nil {
 		if len(q.Models) == 0 {
-			w = append(w, "1 = 0")
+			conds = append(conds, "1 = 0")
 		} else {
 			var alt []string
 			for _, m := range q.Models {
 				alt = append(alt, "(gpu_model = ? AND profile = ?)")
 				args = append(args, m[0], m[1])
 			}
-			w = append(w, "("+strings.Join(alt, " OR ")+")")
+			conds = append(conds, "("+strings.Join(alt, " OR ")+")")
 		}
 	}
-	return strings.Join(w, " AND "), args
+	return conds, args
 }
+
+func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?, ", n), ", ") }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }

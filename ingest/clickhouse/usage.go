@@ -107,34 +107,10 @@ func atClassBound(t float64) bool {
 }
 
 func compactUsageSQL(s *Store, q billing.UsageRowQuery) (string, []any) {
-	var args []any
 	from, to := itoa(q.FromMS), itoa(q.ToMS)
 	monthFrom := "toDateTime(" + itoa(ingest.MonthStartMS(q.FromMS-1)/1000) + ")"
 	// Filters on the key.
-	w := []string{"project != ''"}
-	in := func(col string, vals []string) {
-		if len(vals) == 0 {
-			return
-		}
-		w = append(w, col+" IN ("+strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ")+")")
-		for _, v := range vals {
-			args = append(args, v)
-		}
-	}
-	in("project", q.Projects)
-	in("user", q.Users)
-	if q.Models != nil {
-		if len(q.Models) == 0 {
-			w = append(w, "1 = 0")
-		} else {
-			var alt []string
-			for _, m := range q.Models {
-				alt = append(alt, "(gpu_model = ? AND profile = ?)")
-				args = append(args, m[0], m[1])
-			}
-			w = append(w, "("+strings.Join(alt, " OR ")+")")
-		}
-	}
+	w, args := ingest.KeyFilter(q)
 	filter := strings.Join(w, " AND ")
 	fargs := args
 	// The threshold of a row's project (class bounds only, see CompactUsageRows).

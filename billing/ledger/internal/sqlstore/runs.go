@@ -148,11 +148,7 @@ func (s *Store) ImportRoster(ctx context.Context, actor string, r ledger.RosterI
 
 // Students implements ledger.Store.
 func (s *Store) Students(ctx context.Context, f ledger.StudentFilter) ([]ledger.Student, string, error) {
-	limit, err := ledger.PageLimit(f.Limit)
-	if err != nil {
-		return nil, "", err
-	}
-	after, err := ledger.DecodeCursor(f.Cursor)
+	limit, after, err := page(f.Limit, f.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
@@ -254,11 +250,7 @@ func (s *Store) BillingRun(ctx context.Context, id int64) (ledger.BillingRun, er
 
 // BillingRuns implements ledger.Store.
 func (s *Store) BillingRuns(ctx context.Context, f ledger.BillingRunFilter) ([]ledger.BillingRun, string, error) {
-	limit, err := ledger.PageLimit(f.Limit)
-	if err != nil {
-		return nil, "", err
-	}
-	after, err := ledger.DecodeCursor(f.Cursor)
+	limit, after, err := page(f.Limit, f.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
@@ -419,11 +411,7 @@ func boolInt(b bool) int64 {
 
 // ExportRuns implements ledger.Store.
 func (s *Store) ExportRuns(ctx context.Context, f ledger.ExportRunFilter) ([]ledger.ExportRun, string, error) {
-	limit, err := ledger.PageLimit(f.Limit)
-	if err != nil {
-		return nil, "", err
-	}
-	after, err := ledger.DecodeCursor(f.Cursor)
+	limit, after, err := page(f.Limit, f.Cursor)
 	if err != nil {
 		return nil, "", err
 	}

@@ -821,11 +821,7 @@ func (s *Store) RecordAudit(ctx context.Context, r ledger.AuditRecord) (ledger.A
 
 // Audit implements ledger.Store.
 func (s *Store) Audit(ctx context.Context, f ledger.AuditFilter) ([]ledger.AuditEntry, string, error) {
-	limit, err := ledger.PageLimit(f.Limit)
-	if err != nil {
-		return nil, "", err
-	}
-	after, err := ledger.DecodeCursor(f.Cursor)
+	limit, after, err := page(f.Limit, f.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
@@ -909,6 +905,16 @@ type pagedQuery struct {
 func (q *pagedQuery) add(cond string, arg any) {
 	q.where = append(q.where, cond)
 	q.args = append(q.args, arg)
+}
+
+// page reads a list's requested limit and cursor.
+func page(limit int, cursor string) (int, int64, error) {
+	limit, err := ledger.PageLimit(limit)
+	if err != nil {
+		return 0, 0, err
+	}
+	after, err := ledger.DecodeCursor(cursor)
+	return limit, after, err
 }
 
 // readPage runs q over selectFrom and reads one page, newest first, with scan;
