@@ -37,60 +37,21 @@ func (s *Store) CompactUsageRows(ctx context.Context, q billing.UsageRowQuery, f
 	defer func() { _ = rows.Close() }()
 	// Rows are per group and bucket index: direct parts and difference-array
 	// entries, held and idle; a group's buckets are their prefix sums.
-	type acc struct {
-		g                        billing.UsageRow
-		held, heldD, idle, idleD []int64
-	}
-	n := int64(1)
-	var base int64
-	if q.BucketMS > 0 {
-		base = bucketBase(q)
-		n = (q.ToMS-1-base)/q.BucketMS + 1
-	}
-	groups := map[billing.UsageRow]*acc{}
-	var order []*acc
+	sums := billing.NewBucketSums(q)
 	for rows.Next() {
 		var g billing.UsageRow
 		var idx, h, hd, i, id int64
 		if err := rows.Scan(&g.Project, &g.User, &g.InstanceID, &g.GPUModel, &g.Profile, &idx, &h, &hd, &i, &id); err != nil {
 			return true, fmt.Errorf("cannot read usage row: %w", err)
 		}
-		a := groups[g]
-		if a == nil {
-			a = &acc{g: g, held: make([]int64, n+1), heldD: make([]int64, n+1), idle: make([]int64, n+1), idleD: make([]int64, n+1)}
-			groups[g] = a
-			order = append(order, a)
+		if err := sums.Add(g, idx, h, hd, i, id); err != nil {
+			return true, fmt.Errorf("cannot read usage row: %w", err)
 		}
-		if idx < 0 || idx > n {
-			return true, fmt.Errorf("cannot read usage row: bucket %d out of range", idx)
-		}
-		a.held[idx] += h
-		a.heldD[idx] += hd
-		a.idle[idx] += i
-		a.idleD[idx] += id
 	}
 	if err := rows.Err(); err != nil {
 		return true, fmt.Errorf("cannot read usage: %w", err)
 	}
-	for _, a := range order {
-		var hd, id int64
-		for b := range n {
-			hd += a.heldD[b]
-			id += a.idleD[b]
-			r := a.g
-			r.HeldMS, r.IdleMS = a.held[b]+hd, a.idle[b]+id
-			if r.HeldMS == 0 && r.IdleMS == 0 {
-				continue
-			}
-			if q.BucketMS > 0 {
-				r.BucketMS = base + b*q.BucketMS
-			}
-			if err := fn(r); err != nil {
-				return true, err
-			}
-		}
-	}
-	return true, nil
+	return true, sums.Emit(fn)
 }
 
 // atClassBound reports whether no idle run can straddle threshold t.
@@ -157,7 +118,7 @@ func compactUsageSQL(s *Store, q billing.UsageRowQuery) (string, []any) {
 	bw, base := int64(1)<<62, int64(0)
 	if q.BucketMS > 0 {
 		bw = q.BucketMS
-		base = bucketBase(q)
+		base = billing.NewBucketSums(q).Base()
 	}
 	b, bs := itoa(bw), itoa(base)
 	i0 := "intDiv(p.1 - " + bs + ", " + b + ")"
@@ -170,11 +131,6 @@ func compactUsageSQL(s *Store, q billing.UsageRowQuery) (string, []any) {
 	args = append(append([]any{}, fargs...), fargs...)
 	return "SELECT " + cols + ", toInt64(x.1) AS idx, toInt64(sumIf(x.2, kind = 1)), toInt64(sumIf(x.3, kind = 1)), toInt64(sumIf(x.2, kind = 2)), toInt64(sumIf(x.3, kind = 2)) FROM (SELECT *, " +
 		parts + " FROM (" + all + ")) GROUP BY " + strings.Join(group, ", "), args
-}
-
-// bucketBase is the start of the bucket FromMS falls in.
-func bucketBase(q billing.UsageRowQuery) int64 {
-	return q.FromMS - ((q.FromMS-q.BucketOffsetMS)%q.BucketMS+q.BucketMS)%q.BucketMS
 }
 
 func quote(s string) string {
