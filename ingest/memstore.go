@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/cardhour/cardhour/schemas"
@@ -52,6 +53,14 @@ func (m *MemStore) Write(ctx context.Context, b *Batch) error {
 	m.occupancy = append(m.occupancy, b.Occupancy...)
 	m.idle = append(m.idle, b.Idle...)
 	return nil
+}
+
+// DataVersion implements billing.DataVersioner: the number of writes, so it
+// changes with every batch (rejects are not usage).
+func (m *MemStore) DataVersion(ctx context.Context) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return strconv.Itoa(m.writes), nil
 }
 
 // Counts returns the rows stored: samples, occupancy runs, idle runs, writes.

@@ -47,6 +47,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	webhookSecret := fs.String("webhook-secret-file", "", "file holding the webhook's signing secret (at least 16 bytes)")
 	jobsEvery := fs.Duration("jobs-every", 5*time.Minute, "how often the automatic finalization and the export job look for work")
 	maxBody := fs.Int64("max-body-bytes", api.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
+	usageCache := fs.Bool("usage-cache", true, "answer usage reads from reports already computed while the usage store's data version is unchanged")
+	usageStale := fs.Duration("usage-max-stale", 10*time.Second, "with --usage-cache, how long after it was computed a report a write superseded may still be served while a fresh one is computed (negative: never)")
 	drain := fs.Duration("shutdown-timeout", api.DefaultShutdownTimeout, "on SIGTERM or SIGINT, how long in-flight requests may finish")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: cardhour serve --store DSN [--state DSN] [--catalog FILE] [--addr 127.0.0.1:8080] [--tls-cert F --tls-key F]")
@@ -105,7 +107,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer usageStore.Close() //nolint:errcheck // read-only
-	jo := jobOptions{Grace: *grace, AutoFinalize: *autoFinalize, ExportDir: *exportDir, Every: *jobsEvery, Webhook: invoicing.Webhook{URL: *webhook}}
+	jo := jobOptions{Grace: *grace, AutoFinalize: *autoFinalize, ExportDir: *exportDir, Every: *jobsEvery, Webhook: invoicing.Webhook{URL: *webhook},
+		UsageCache: *usageCache, UsageMaxStale: *usageStale}
 	if *webhookSecret != "" {
 		secret, err := os.ReadFile(*webhookSecret)
 		if err != nil {

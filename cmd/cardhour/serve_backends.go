@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/cardhour/cardhour/api"
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/billing/invoicing"
@@ -30,6 +32,10 @@ type jobOptions struct {
 	ExportDir    string
 	Webhook      invoicing.Webhook
 	Every        time.Duration
+	// UsageCache answers usage reads through billing.UsageCache when the
+	// usage store tells its data version; UsageMaxStale is its MaxStale.
+	UsageCache    bool
+	UsageMaxStale time.Duration
 }
 
 // serveBackends builds what the API reads and does besides the state store:
@@ -58,8 +64,18 @@ func serveBackends(ctx context.Context, led ledger.Store, st ingest.Backend, jo 
 	if jo.ExportDir != "" || jo.Webhook.URL != "" {
 		loop("export", svc.ExportLoop)
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	reads := &usageReads{cats: cats, st: st, now: time.Now}
+	if ver, ok := st.(billing.DataVersioner); ok && jo.UsageCache {
+		if rows, ok := st.(billing.UsageRows); ok {
+			reads.cache = billing.NewUsageCache(rows, ver, billing.UsageCacheConfig{MaxStale: jo.UsageMaxStale})
+			registerUsageCacheMetrics(reg, reads.cache)
+		}
+	}
 	return api.Config{
-		Usage:     &usageReads{cats: cats, st: st, now: time.Now},
+		Registry:  reg,
+		Usage:     reads,
 		Invoicing: &flow{svc: svc, led: led, docs: invoicing.ExportDocuments{}},
 		UsagePing: func(ctx context.Context) error {
 			_, err := st.RejectSummary(ctx, 0, 1, 0)
@@ -96,9 +112,29 @@ func (c *catalogs) current(ctx context.Context) (*schemas.Catalog, error) {
 // usageReads answers the usage routes with the one read algorithm
 // (billing.Usage, billing.HeldNow) over the store's grouped rows.
 type usageReads struct {
-	cats *catalogs
-	st   ingest.Backend
-	now  func() time.Time
+	cats  *catalogs
+	st    ingest.Backend
+	now   func() time.Time
+	cache *billing.UsageCache // nil: every read computes
+}
+
+// registerUsageCacheMetrics exports the usage cache's counters.
+func registerUsageCacheMetrics(reg *prometheus.Registry, c *billing.UsageCache) {
+	counter := func(outcome string, f func(billing.UsageCacheStats) uint64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "cardhour_usage_cache_requests_total",
+			Help:        "Usage reads by how the report cache answered them: hit (current report), stale (superseded report served while it is recomputed), miss (computed for the request), bypass (no data version: computed).",
+			ConstLabels: prometheus.Labels{"outcome": outcome},
+		}, func() float64 { return float64(f(c.Stats())) }))
+	}
+	counter("hit", func(s billing.UsageCacheStats) uint64 { return s.Hits })
+	counter("stale", func(s billing.UsageCacheStats) uint64 { return s.Stale })
+	counter("miss", func(s billing.UsageCacheStats) uint64 { return s.Misses })
+	counter("bypass", func(s billing.UsageCacheStats) uint64 { return s.Bypassed })
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "cardhour_usage_cache_rows",
+		Help: "Rows of usage reports kept by the report cache.",
+	}, func() float64 { return float64(c.Stats().Rows) }))
 }
 
 func (u *usageReads) Usage(ctx context.Context, q api.UsageQuery) (*api.UsageReport, error) {
@@ -115,8 +151,14 @@ func (u *usageReads) Usage(ctx context.Context, q api.UsageQuery) (*api.UsageRep
 			return nil, fmt.Errorf("%w: sku %q is not in the catalog", ledger.ErrInvalidArgument, id)
 		}
 	}
-	rep, err := billing.Usage(ctx, rows, cat, billing.UsageQuery{From: q.From, To: q.To, GroupBy: q.GroupBy,
-		Projects: q.Projects, Users: q.Users, SKUs: q.SKUs, Nodes: q.Nodes})
+	bq := billing.UsageQuery{From: q.From, To: q.To, GroupBy: q.GroupBy,
+		Projects: q.Projects, Users: q.Users, SKUs: q.SKUs, Nodes: q.Nodes}
+	var rep *billing.UsageReport
+	if u.cache != nil {
+		rep, err = u.cache.Usage(ctx, cat, bq)
+	} else {
+		rep, err = billing.Usage(ctx, rows, cat, bq)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -76,11 +76,23 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 		func(int) (float64, bool) { return 0, true }, 0)
 	// Written like the ingest worker does (samples with their runs); alice's
 	// first hour is replayed by a restarted worker (a new compactor).
+	ver, ok := st.(billing.DataVersioner)
+	require.True(t, ok, "every usage store tells its data version (billing.DataVersioner)")
+	version := func() string {
+		t.Helper()
+		v, err := ver.DataVersion(ctx)
+		require.NoError(t, err)
+		return v
+	}
+	empty := version()
 	c := ingest.NewCompactor(0)
 	for _, b := range [][]schemas.Sample{alice, bob, carol, orphan, quiet} {
 		require.NoError(t, st.Write(ctx, c.Build(b)))
 	}
+	written := version()
+	require.NotEqual(t, empty, written, "the data version must change when a batch is written")
 	require.NoError(t, st.Write(ctx, ingest.NewCompactor(0).Build(alice[:60])))
+	require.NotEqual(t, written, version(), "a replayed batch is a write: the version changes")
 	// A replay of a middle part: runs with other starts overlapping the first.
 	require.NoError(t, st.Write(ctx, ingest.NewCompactor(0).Build(alice[20:50])))
 	require.NoError(t, st.WriteRejects(ctx, []ingest.Reject{
@@ -175,4 +187,30 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 		{Node: "n1", From: utc("2026-11-02T06:21:00Z")},
 	}, dq.Silent)
 	require.Equal(t, []billing.UnattributedUsage{{Node: "n2", InstanceID: "mig-c", Seconds: 600}}, dq.Unattributed)
+
+	// The data version stays while nothing is written (reads and rejects
+	// change no usage report), and a cache over it answers like Usage until
+	// a write, then with the new data.
+	v := version()
+	require.Equal(t, v, version())
+	uc := billing.NewUsageCache(st, ver, billing.UsageCacheConfig{Poll: time.Nanosecond, MaxStale: -1})
+	q := billing.UsageQuery{From: utc("2026-11-01T00:00:00Z"), To: utc("2026-12-01T00:00:00Z"), GroupBy: []string{billing.ByProject}}
+	got, err := uc.Usage(ctx, cat, q)
+	require.NoError(t, err)
+	require.Equal(t, byProject, got)
+	dave := minutes("mig-e", "n2", h100, "1g.10gb", "ai101", "dave", utc("2026-11-03T06:00:00Z"), 10,
+		func(int) (float64, bool) { return 0.9, true }, 1)
+	require.NoError(t, st.Write(ctx, ingest.NewCompactor(0).Build(dave)))
+	require.NotEqual(t, v, version())
+	got, err = uc.Usage(ctx, cat, q)
+	require.NoError(t, err)
+	require.Equal(t, []billing.UsageGroup{
+		{Project: "ai101", HeldSeconds: 2400, IdleSeconds: 1800, Cost: dec("2.00")},
+		{Project: "nlp-lab", HeldSeconds: 7800, IdleSeconds: 1800, Cost: dec("3.60")},
+	}, got.Rows)
+	again, err := uc.Usage(ctx, cat, q)
+	require.NoError(t, err)
+	require.Same(t, got, again, "no write since: the same report")
+	stats := uc.Stats()
+	require.Equal(t, [2]uint64{2, 1}, [2]uint64{stats.Misses, stats.Hits}, "one computation per data version")
 }

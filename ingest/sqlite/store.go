@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"modernc.org/sqlite" // registers the "sqlite" driver
@@ -87,6 +88,10 @@ var migrations = []string{
 	`CREATE INDEX IF NOT EXISTS rejects_ts ON rejects (ts_ms)`,
 	// Reads by time over the whole fleet (usage, held now, data quality).
 	`CREATE INDEX IF NOT EXISTS raw_samples_start ON raw_samples (start_ms)`,
+	// A counter every batch bumps in its transaction: readers that cache
+	// usage reports (billing.UsageCache) know from it whether data changed.
+	`CREATE TABLE IF NOT EXISTS data_version (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)`,
+	`INSERT OR IGNORE INTO data_version (id, version) VALUES (1, 0)`,
 }
 
 // SchemaVersion is the schema version this build writes and reads (PRAGMA
@@ -330,7 +335,25 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error)
 
 // Write implements ingest.Store in one transaction.
 func (s *Store) Write(ctx context.Context, b *ingest.Batch) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error { return writeBatch(ctx, tx, b) })
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := writeBatch(ctx, tx, b); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE data_version SET version = version + 1 WHERE id = 1`); err != nil {
+			return fmt.Errorf("cannot bump the data version: %w", err)
+		}
+		return nil
+	})
+}
+
+// DataVersion implements billing.DataVersioner: the number of batches
+// written, counted in each batch's transaction.
+func (s *Store) DataVersion(ctx context.Context) (string, error) {
+	var v int64
+	if err := s.db.QueryRowContext(ctx, `SELECT version FROM data_version WHERE id = 1`).Scan(&v); err != nil {
+		return "", classify(fmt.Errorf("cannot read the data version of SQLite store %s: %w", s.cfg.Path, err))
+	}
+	return strconv.FormatInt(v, 10), nil
 }
 
 func writeBatch(ctx context.Context, tx *sql.Tx, b *ingest.Batch) error {

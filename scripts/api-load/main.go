@@ -1,11 +1,12 @@
-// Command api-load measures the latency of one API request at a fixed rate
+// Command api-load measures the latency of API requests at a fixed rate
 // (open loop: requests start on schedule whether or not earlier ones have
 // answered, so a slow server shows as latency, not as a lower rate):
 //
 //	api-load --url 'http://127.0.0.1:8080/api/v1/usage?group_by=project,day&period=2026-11' \
 //	         --token cht_… --rate 200 --duration 30s
 //
-// It prints requests, errors (transport errors and non-2xx), p50, p90, p99
+// --url may be given several times: requests go to the URLs in turn (a mix
+// of questions, e.g. usage of each project). It prints requests, errors (transport errors and non-2xx), p50, p90, p99
 // and max latency, and the rate achieved; --warmup requests are sent first
 // and not counted.
 package main
@@ -23,20 +24,24 @@ import (
 )
 
 func main() {
-	url := flag.String("url", "", "the URL to GET")
+	var urls []string
+	flag.Func("url", "a URL to GET (repeatable: requests take the URLs in turn)", func(v string) error {
+		urls = append(urls, v)
+		return nil
+	})
 	token := flag.String("token", os.Getenv("CARDHOUR_TOKEN"), "bearer token (default $CARDHOUR_TOKEN)")
 	rate := flag.Float64("rate", 200, "requests per second")
 	duration := flag.Duration("duration", 30*time.Second, "how long to send")
 	warmup := flag.Int("warmup", 50, "requests sent before measuring")
 	timeout := flag.Duration("timeout", 10*time.Second, "per-request timeout")
 	flag.Parse()
-	if *url == "" || *rate <= 0 || *duration <= 0 || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: api-load --url URL [--token T] [--rate 200] [--duration 30s]")
+	if len(urls) == 0 || *rate <= 0 || *duration <= 0 || flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "usage: api-load --url URL [--url URL2 …] [--token T] [--rate 200] [--duration 30s]")
 		os.Exit(2)
 	}
 	client := &http.Client{Timeout: *timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 1024, MaxConnsPerHost: 0}}
-	get := func(ctx context.Context) (time.Duration, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil)
+	get := func(ctx context.Context, i int) (time.Duration, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, urls[i%len(urls)], nil)
 		if err != nil {
 			return 0, err
 		}
@@ -57,8 +62,8 @@ func main() {
 		return took, err
 	}
 	ctx := context.Background()
-	for range *warmup {
-		if _, err := get(ctx); err != nil {
+	for i := range max(*warmup, len(urls)) {
+		if _, err := get(ctx, i); err != nil {
 			fmt.Fprintln(os.Stderr, "api-load: warm-up:", err)
 			os.Exit(1)
 		}
@@ -74,7 +79,7 @@ func main() {
 		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
 			time.Sleep(d)
 		}
-		wg.Go(func() { lat[i], errs[i] = get(ctx) })
+		wg.Go(func() { lat[i], errs[i] = get(ctx, i) })
 	}
 	sent := time.Since(start)
 	wg.Wait()
