@@ -1,6 +1,7 @@
 package dcgm
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"math"
@@ -64,16 +65,33 @@ type Result struct {
 }
 
 // Parse reads a Prometheus text exposition (version 0.0.4, what dcgm-exporter
-// serves) strictly: any malformed line rejects the whole exposition with an
+// serves) strictly: a malformed line rejects the whole exposition with an
 // error that names the line, so a truncated body or an error page never
-// yields values. Only Metric is kept; it must be a gauge (or untyped).
+// yields values. Every line must be blank, a comment, or start with a metric
+// name followed by labels or a value; the lines of Metric (its samples, HELP
+// and TYPE) are parsed in full by the Prometheus text parser, the other
+// families' no further (dcgm-exporter publishes a few dozen of them per
+// instance). Metric must be a gauge (or untyped).
 // A series with an explicit timestamp older than maxAge before now is stale
 // (maxAge <= 0: timestamps are not checked); dcgm-exporter writes none.
 func Parse(r io.Reader, now time.Time, maxAge time.Duration) (*Result, error) {
-	p := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := p.TextToMetricFamilies(r)
+	text, err := io.ReadAll(r)
 	if err != nil {
 		return nil, fmt.Errorf("dcgm-exporter metrics: %w", err)
+	}
+	return ParseBytes(text, now, maxAge)
+}
+
+// ParseBytes is Parse over text already read.
+func ParseBytes(text []byte, now time.Time, maxAge time.Duration) (*Result, error) {
+	own, shapeErr := ownLines(text)
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(own))
+	if err != nil { // on a line before the misshapen one, if any: the first fault
+		return nil, fmt.Errorf("dcgm-exporter metrics: %w", err)
+	}
+	if shapeErr != nil {
+		return nil, fmt.Errorf("dcgm-exporter metrics: %w", shapeErr)
 	}
 	res := &Result{Values: map[Key]Value{}, Ignored: map[string]int{}}
 	mf, ok := fams[Metric]
@@ -141,6 +159,54 @@ func Parse(r io.Reader, now time.Time, maxAge time.Duration) (*Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// ownLines checks the shape of every line of text and returns it with every
+// line that is not about Metric blanked (line numbers stay those of text). On
+// a misshapen line it returns the lines before it and an error naming it.
+func ownLines(text []byte) ([]byte, error) {
+	out := make([]byte, 0, 8<<10)
+	for n := 1; len(text) > 0; n++ {
+		line := text
+		if i := bytes.IndexByte(text, '\n'); i >= 0 {
+			line, text = text[:i], text[i+1:]
+		} else {
+			text = nil
+		}
+		t := bytes.TrimLeft(line, " \t")
+		switch {
+		case len(t) == 0:
+		case t[0] == '#':
+			f := bytes.Fields(t[1:])
+			if len(f) >= 2 && (string(f[0]) == "HELP" || string(f[0]) == "TYPE") && string(f[1]) == Metric {
+				out = append(out, line...)
+			}
+		default:
+			k := 0
+			for k < len(t) && isNameByte(t[k], k == 0) {
+				k++
+			}
+			if k == 0 || k == len(t) || (t[k] != '{' && t[k] != ' ' && t[k] != '\t') {
+				return out, fmt.Errorf("line %d: want a comment or a sample (metric name, labels, value): %q", n, clip(line))
+			}
+			if string(t[:k]) == Metric {
+				out = append(out, line...)
+			}
+		}
+		out = append(out, '\n')
+	}
+	return out, nil
+}
+
+func isNameByte(b byte, first bool) bool {
+	return b == '_' || b == ':' || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (!first && b >= '0' && b <= '9')
+}
+
+func clip(b []byte) string {
+	if len(b) > 60 {
+		return string(b[:60]) + "…"
+	}
+	return string(b)
 }
 
 // seriesKey reads the instance a series describes from its labels.

@@ -90,13 +90,16 @@ func TestParseRejectsMalformedExpositions(t *testing.T) {
 		"# TYPE DCGM_FI_PROF_GR_ENGINE_ACTIVE gauge\n"
 	good := `DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0",UUID="GPU-1",pci_bus_id="00000000:07:00.0",device="nvidia0",modelName="NVIDIA A30",GPU_I_PROFILE="1g.6gb",GPU_I_ID="3",Hostname="n1"} 0.000000` + "\n"
 	for name, tc := range map[string]struct{ text, want string }{
-		"an HTML error page":  {"<html><body>502 Bad Gateway</body></html>\n", "line 1"},
-		"a bare word":         {head + good + "garbage\n", "line 4"},
-		"a truncated line":    {head + good + `DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0",UUID="GPU-1"` + "\n", "line 4"},
-		"a value not a float": {head + strings.Replace(good, "0.000000", "zero", 1), "line 3"},
-		"a second TYPE line":  {head + good + "# TYPE DCGM_FI_PROF_GR_ENGINE_ACTIVE gauge\n", "line 4"},
-		"a counter":           {strings.Replace(head, " gauge", " counter", 1) + good, "has type COUNTER, want gauge"},
-		"a duplicate label":   {head + strings.Replace(good, `gpu="0"`, `gpu="0",gpu="0"`, 1), "line 3"},
+		"an HTML error page":          {"<html><body>502 Bad Gateway</body></html>\n", "line 1"},
+		"a bare word":                 {head + good + "garbage\n", "line 4"},
+		"a truncated line":            {head + good + `DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0",UUID="GPU-1"` + "\n", "line 4"},
+		"a value not a float":         {head + strings.Replace(good, "0.000000", "zero", 1), "line 3"},
+		"a second TYPE line":          {head + good + "# TYPE DCGM_FI_PROF_GR_ENGINE_ACTIVE gauge\n", "line 4"},
+		"a counter":                   {strings.Replace(head, " gauge", " counter", 1) + good, "has type COUNTER, want gauge"},
+		"a duplicate label":           {head + strings.Replace(good, `gpu="0"`, `gpu="0",gpu="0"`, 1), "line 3"},
+		"another family's name alone": {head + good + "# TYPE DCGM_FI_DEV_SM_CLOCK gauge\nDCGM_FI_DEV_SM_CLOCK\n", "line 5"},
+		"a line of digits":            {head + good + "1410\n", "line 4"},
+		"ours after a bad line":       {head + "<p>\n" + good, "line 3"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := dcgm.Parse(strings.NewReader(tc.text), fixtureNow, time.Minute)
@@ -141,9 +144,26 @@ func BenchmarkParseNode(b *testing.B) {
 	b.SetBytes(int64(len(text)))
 	b.ReportAllocs()
 	for b.Loop() {
-		res, err := dcgm.Parse(bytes.NewReader(text), fixtureNow, time.Minute)
+		res, err := dcgm.ParseBytes(text, fixtureNow, time.Minute)
 		if err != nil || len(res.Values) != 56 {
 			b.Fatal(err, len(res.Values))
 		}
 	}
+}
+
+func TestParseReadsOnlyItsOwnFamily(t *testing.T) {
+	text := `# HELP DCGM_FI_PROF_GR_ENGINE_ACTIVE_X Not the metric.
+# TYPE DCGM_FI_PROF_GR_ENGINE_ACTIVE_X counter
+DCGM_FI_PROF_GR_ENGINE_ACTIVE_X{gpu="0",UUID="GPU-1"} 7
+# HELP DCGM_FI_DEV_SM_CLOCK SM clock frequency (in MHz).
+# TYPE DCGM_FI_DEV_SM_CLOCK gauge
+DCGM_FI_DEV_SM_CLOCK{gpu="0",UUID="GPU-1",pci_bus_id="00000000:07:00.0",device="nvidia0",modelName="NVIDIA A30"} 1440
+# HELP DCGM_FI_PROF_GR_ENGINE_ACTIVE Ratio of time the graphics engine is active.
+# TYPE DCGM_FI_PROF_GR_ENGINE_ACTIVE gauge
+  DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0",UUID="GPU-1",pci_bus_id="00000000:07:00.0",device="nvidia0",modelName="NVIDIA A30"} 0.500000
+`
+	res, err := dcgm.Parse(strings.NewReader(text), fixtureNow, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, map[dcgm.Key]dcgm.Value{{GPUUUID: "GPU-1", GIID: dcgm.WholeGPU}: {Util: 0.5}}, res.Values)
+	require.Equal(t, 1, res.Series)
 }

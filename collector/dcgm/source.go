@@ -122,6 +122,8 @@ type Source struct {
 	log    *slog.Logger
 	m      *metrics
 
+	body bytes.Buffer // the last response, reused (one scrape at a time)
+
 	mu      sync.Mutex
 	lastLog map[string]time.Time
 }
@@ -265,7 +267,8 @@ func (s *Source) apply(insts []collector.Instance, res *Result) {
 }
 
 // Scrape reads and parses the exporter's metrics once, within the timeout.
-// Its error is a *ScrapeError.
+// Its error is a *ScrapeError. Like Sample, it must not run concurrently with
+// itself (the response buffer is reused).
 func (s *Source) Scrape(ctx context.Context) (*Result, error) {
 	t0 := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
@@ -274,7 +277,7 @@ func (s *Source) Scrape(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := Parse(bytes.NewReader(body), s.cfg.Now(), s.cfg.MaxAge)
+	res, err := ParseBytes(body, s.cfg.Now(), s.cfg.MaxAge)
 	if err != nil {
 		return nil, &ScrapeError{Reason: ScrapeParse, Err: err}
 	}
@@ -298,10 +301,11 @@ func (s *Source) fetch(ctx context.Context) ([]byte, error) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 		return nil, &ScrapeError{Reason: ScrapeStatus, Err: fmt.Errorf("GET %s: HTTP %s", s.cfg.URL, resp.Status)}
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, s.cfg.MaxBodyBytes+1))
-	if err != nil {
+	s.body.Reset()
+	if _, err := s.body.ReadFrom(io.LimitReader(resp.Body, s.cfg.MaxBodyBytes+1)); err != nil {
 		return nil, &ScrapeError{Reason: transportReason(ctx, err), Err: fmt.Errorf("reading the body: %w", err)}
 	}
+	body := s.body.Bytes()
 	if int64(len(body)) > s.cfg.MaxBodyBytes {
 		return nil, &ScrapeError{Reason: ScrapeTooLarge, Err: fmt.Errorf("body larger than %d bytes", s.cfg.MaxBodyBytes)}
 	}

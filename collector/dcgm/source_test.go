@@ -310,3 +310,24 @@ func TestConfigValidate(t *testing.T) {
 	_, err := dcgm.New(nil, dcgm.Config{URL: "http://n1:9400/metrics"})
 	require.ErrorContains(t, err, "inner source is required")
 }
+
+// BenchmarkScrapeNode scrapes an exporter on loopback that serves an 8-GPU
+// node split 7 × 1g.10gb (what Sample adds to a tick, besides matching).
+func BenchmarkScrapeNode(b *testing.B) {
+	text := nodeExposition(8)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(text) }))
+	defer srv.Close()
+	src, err := dcgm.New(&nvmlsource.Source{}, dcgm.Config{URL: srv.URL + "/metrics"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer src.Close()
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := src.Scrape(context.Background())
+		if err != nil || len(res.Values) != 56 {
+			b.Fatal(err)
+		}
+	}
+}
