@@ -19,6 +19,7 @@ import (
 const (
 	UtilSourceNVML = "nvml" // nvmlDeviceGetUtilizationRates on a whole (non-MIG) GPU
 	UtilSourceGPM  = "gpm"  // GPU Performance Monitoring, SM utilisation of a MIG instance
+	UtilSourceDCGM = "dcgm" // dcgm-exporter's DCGM_FI_PROF_GR_ENGINE_ACTIVE (collector/dcgm)
 	UtilSourceNone = "none" // nothing measures it: util is null
 )
 
@@ -45,7 +46,7 @@ type Instance struct {
 	Processes  []Process
 	Util       float64 // valid when UtilKnown
 	UtilKnown  bool
-	UtilSource string // UtilSourceNVML, UtilSourceGPM or UtilSourceNone
+	UtilSource string // UtilSourceNVML, UtilSourceGPM, UtilSourceDCGM or UtilSourceNone
 }
 
 // Source reads every GPU instance the node has now.

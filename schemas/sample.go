@@ -36,7 +36,7 @@ type Sample struct {
 	MemUsed     int64
 	MemTotal    int64
 	Processes   int64
-	UtilSource  string // optional extra: nvml | gpm | none
+	UtilSource  string // optional extra: nvml | gpm | dcgm | none
 	SchemaField string // optional "schema" field as received (empty when absent)
 }
 

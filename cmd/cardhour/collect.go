@@ -25,6 +25,7 @@ import (
 
 	"github.com/cardhour/cardhour/collector"
 	"github.com/cardhour/cardhour/collector/attrib"
+	"github.com/cardhour/cardhour/collector/dcgm"
 	"github.com/cardhour/cardhour/collector/fleet"
 	"github.com/cardhour/cardhour/collector/kafkapub"
 	"github.com/cardhour/cardhour/collector/nvmlsource"
@@ -42,6 +43,10 @@ type collectFlags struct {
 	gcPercent                                             int
 	spoolMax, memLimit                                    int64
 	tls, tlsInsecure, validate, noAutoCreate              bool
+
+	dcgmURL      string
+	dcgmTimeout  time.Duration
+	dcgmOverride bool
 }
 
 func runCollect(args []string, stdout, stderr io.Writer) int {
@@ -75,6 +80,9 @@ func runCollect(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.socket, "kubelet-socket", attrib.DefaultKubeletSocket, "kubelet PodResources socket")
 	fs.StringVar(&f.userLabel, "kube-user-label", "", "pod label naming the user, read from the API server (e.g. cardhour.io/user); empty: no API calls")
 	fs.StringVar(&f.nsProjects, "kube-namespace-projects", "", "namespace=project pairs, comma-separated (default: project = namespace)")
+	fs.StringVar(&f.dcgmURL, "dcgm-url", "", "dcgm-exporter metrics on this node, e.g. http://$NODE_IP:9400/metrics: utilisation of instances NVML cannot measure (A100/A30 MIG) from DCGM_FI_PROF_GR_ENGINE_ACTIVE (empty: off)")
+	fs.DurationVar(&f.dcgmTimeout, "dcgm-timeout", dcgm.DefaultTimeout, "bound of one dcgm-exporter scrape (less than --interval)")
+	fs.BoolVar(&f.dcgmOverride, "dcgm-override", false, "DCGM's value replaces utilisation NVML measured too (whole cards, GPM); default: DCGM fills only util that is null")
 	fs.StringVar(&f.listen, "listen", ":9464", "address for /metrics and /healthz (empty: off)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug | info | warn | error")
 	fs.BoolVar(&f.validate, "validate", false, "check the flags and files, then exit")
@@ -143,6 +151,18 @@ func collect(ctx context.Context, f collectFlags, stdout io.Writer, log *slog.Lo
 	}
 	if f.maxUnackedAge < 0 {
 		problems = append(problems, fmt.Errorf("--max-unacked-age %v: must not be negative", f.maxUnackedAge))
+	}
+	if f.dcgmURL != "" {
+		dc := dcgm.Config{URL: f.dcgmURL}
+		if err := dc.Validate(); err != nil {
+			problems = append(problems, fmt.Errorf("--dcgm-url: %w", err))
+		}
+		if f.simulate != "" {
+			problems = append(problems, errors.New("--dcgm-url reads the exporter of a real node: it cannot be combined with --simulate"))
+		}
+	}
+	if f.dcgmTimeout <= 0 || f.dcgmTimeout >= f.interval {
+		problems = append(problems, fmt.Errorf("--dcgm-timeout %v: want more than 0 and less than --interval %v", f.dcgmTimeout, f.interval))
 	}
 	if err := errors.Join(problems...); err != nil {
 		return usageError{err}
@@ -228,6 +248,17 @@ func collect(ctx context.Context, f collectFlags, stdout io.Writer, log *slog.Lo
 		}
 		defer src.Close() //nolint:errcheck // NVML shutdown: nothing to do on failure
 		base.Source, base.Resolvers = src, resolvers
+		if f.dcgmURL != "" {
+			ds, err := dcgm.New(src, dcgm.Config{URL: f.dcgmURL, Timeout: f.dcgmTimeout, Override: f.dcgmOverride,
+				Logger: log, Registerer: reg})
+			if err != nil {
+				return usageError{err}
+			}
+			defer ds.Close()
+			base.Source = ds
+			log.Info("utilisation from dcgm-exporter where NVML has none", "url", f.dcgmURL,
+				"timeout", f.dcgmTimeout.String(), "override", f.dcgmOverride)
+		}
 		c, err := collector.New(base)
 		if err != nil {
 			return usageError{err}
