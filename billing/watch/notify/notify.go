@@ -78,14 +78,14 @@ type Person struct {
 
 // BudgetFacts describe a budget for a budget_threshold message.
 type BudgetFacts struct {
-	Scope   string // project | student
-	Period  string // e.g. "2026-12" or a term's name
-	Unit    string // money | card_hours
-	Limit   decimal.Decimal
-	Used    decimal.Decimal
-	Percent decimal.Decimal // Used / Limit × 100, as computed by the caller (shown as given)
-	// Threshold is the percentage that was crossed (50, 80, 100, …); zero: not shown.
-	Threshold decimal.Decimal
+	Scope  string // project | student
+	Period string // e.g. "2026-12" or a term's name
+	Unit   string // money | card_hours
+	Limit  decimal.Decimal
+	Used   decimal.Decimal
+	// Percent is the threshold crossed (50, 80, 100, …). The share used,
+	// Used / Limit, is shown beside it.
+	Percent int
 }
 
 // Facts are what a message says.

@@ -61,6 +61,9 @@ func Render(m Message, lang string) (subject, body string, err error) {
 		default:
 			return "", "", fmt.Errorf("notify: budget scope %q (want project or student)", m.Facts.Budget.Scope)
 		}
+		if m.Facts.Budget.Percent <= 0 {
+			return "", "", fmt.Errorf("notify: budget threshold %d %% (want the percentage crossed, e.g. 80)", m.Facts.Budget.Percent)
+		}
 		switch m.Facts.Budget.Unit {
 		case "money", "card_hours":
 		default:
@@ -202,17 +205,13 @@ func (r *renderer) enBudget() (string, string) {
 	f, b := r.f, r.f.Budget
 	var scope, subject string
 	if b.Scope == "student" {
-		scope = fmt.Sprintf("the budget of %s in project %s", dash(f.User), dash(f.Project))
-		subject = fmt.Sprintf("[cardhour] Budget of %s in project %s: %s %% used", dash(f.User), dash(f.Project), percent(b.Percent))
+		scope = fmt.Sprintf("The budget of %s in project %s", dash(f.User), dash(f.Project))
+		subject = fmt.Sprintf("[cardhour] Budget of %s in project %s: %d %% reached", dash(f.User), dash(f.Project), b.Percent)
 	} else {
-		scope = "the budget of project " + dash(f.Project)
-		subject = fmt.Sprintf("[cardhour] Budget of project %s: %s %% used", dash(f.Project), percent(b.Percent))
+		scope = "The budget of project " + dash(f.Project)
+		subject = fmt.Sprintf("[cardhour] Budget of project %s: %d %% reached", dash(f.Project), b.Percent)
 	}
-	crossed := ""
-	if !b.Threshold.IsZero() {
-		crossed = fmt.Sprintf(", crossing the %s %% threshold", b.Threshold.String())
-	}
-	r.line("%s of %s for %s is used%s.", percent(b.Percent)+" %", scope, dash(b.Period), crossed)
+	r.line("%s for %s has reached its %d %% threshold: %s %% is used.", scope, dash(b.Period), b.Percent, share(b))
 	r.blank()
 	r.line("Project: %s", dash(f.Project))
 	if b.Scope == "student" {
@@ -220,7 +219,7 @@ func (r *renderer) enBudget() (string, string) {
 	}
 	r.line("Period:  %s", dash(b.Period))
 	r.line("Limit:   %s", r.budgetAmount(b.Limit, b.Unit, LangEN))
-	r.line("Used:    %s (%s %%)", r.budgetAmount(b.Used, b.Unit, LangEN), percent(b.Percent))
+	r.line("Used:    %s (%s %%)", r.budgetAmount(b.Used, b.Unit, LangEN), share(b))
 	if !f.At.IsZero() {
 		r.line("As of:   %s", r.at(f.At))
 	}
@@ -376,16 +375,12 @@ func (r *renderer) zhBudget() (string, string) {
 	var scope, subject string
 	if b.Scope == "student" {
 		scope = fmt.Sprintf("项目 %s 中 %s 的配额", dash(f.Project), dash(f.User))
-		subject = fmt.Sprintf("【cardhour】项目 %s 中 %s 的配额已用 %s%%", dash(f.Project), dash(f.User), percent(b.Percent))
+		subject = fmt.Sprintf("【cardhour】项目 %s 中 %s 的配额已达 %d%%", dash(f.Project), dash(f.User), b.Percent)
 	} else {
 		scope = fmt.Sprintf("项目 %s 的配额", dash(f.Project))
-		subject = fmt.Sprintf("【cardhour】项目 %s 的配额已用 %s%%", dash(f.Project), percent(b.Percent))
+		subject = fmt.Sprintf("【cardhour】项目 %s 的配额已达 %d%%", dash(f.Project), b.Percent)
 	}
-	crossed := ""
-	if !b.Threshold.IsZero() {
-		crossed = fmt.Sprintf("，已达到 %s%% 的提醒阈值", b.Threshold.String())
-	}
-	r.line("%s（%s）已使用 %s%%%s。", scope, dash(b.Period), percent(b.Percent), crossed)
+	r.line("%s（%s）已达到 %d%% 的提醒阈值：已使用 %s%%。", scope, dash(b.Period), b.Percent, share(b))
 	r.blank()
 	r.line("项目：%s", dash(f.Project))
 	if b.Scope == "student" {
@@ -393,7 +388,7 @@ func (r *renderer) zhBudget() (string, string) {
 	}
 	r.line("周期：%s", dash(b.Period))
 	r.line("上限：%s", r.budgetAmount(b.Limit, b.Unit, LangZH))
-	r.line("已用：%s（%s%%）", r.budgetAmount(b.Used, b.Unit, LangZH), percent(b.Percent))
+	r.line("已用：%s（%s%%）", r.budgetAmount(b.Used, b.Unit, LangZH), share(b))
 	if !f.At.IsZero() {
 		r.line("统计时间：%s", r.at(f.At))
 	}
@@ -466,9 +461,14 @@ func (r *renderer) budgetAmount(d decimal.Decimal, unit, lang string) string {
 	return groupDigits(d.String()) + " card-hours"
 }
 
-// percent shows a percentage with one decimal (a percentage is not money;
-// it is only displayed).
-func percent(p decimal.Decimal) string { return p.StringFixed(1) }
+// share is Used / Limit as a percentage with one decimal, for display only
+// (it is not money); "—" without a positive limit.
+func share(b *BudgetFacts) string {
+	if !b.Limit.IsPositive() {
+		return "—"
+	}
+	return b.Used.Mul(decimal.NewFromInt(100)).DivRound(b.Limit, 1).StringFixed(1)
+}
 
 func dash(s string) string {
 	if s == "" {

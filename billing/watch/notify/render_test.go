@@ -70,7 +70,7 @@ func goldenCases(t testing.TB) map[string]Message {
 		Project: "nlp-lab", At: time.Date(2026, 12, 20, 9, 0, 0, 0, loc), Currency: "CNY", TZ: loc,
 		Budget: &BudgetFacts{Scope: "project", Period: "2026-12", Unit: "money",
 			Limit: decimal.RequireFromString("20000"), Used: decimal.RequireFromString("16012.3"),
-			Percent: decimal.RequireFromString("80.0615"), Threshold: decimal.NewFromInt(80)},
+			Percent: 80},
 		ExemptionHint: "write to gpu-admin@example.edu",
 	}
 	studentBudget := Facts{
@@ -78,7 +78,7 @@ func goldenCases(t testing.TB) map[string]Message {
 		NextAction: "release", NextAt: time.Date(2027, 1, 5, 9, 10, 0, 0, loc),
 		Budget: &BudgetFacts{Scope: "student", Period: "2026 autumn term", Unit: "card_hours",
 			Limit: decimal.NewFromInt(1500), Used: decimal.RequireFromString("1503.25"),
-			Percent: decimal.RequireFromString("100.2166"), Threshold: decimal.NewFromInt(100)},
+			Percent: 100},
 	}
 	return map[string]Message{
 		"idle_warning":           {Kind: IdleWarning, Key: "k1", Facts: warn},
@@ -204,6 +204,13 @@ func TestRenderRejects(t *testing.T) {
 	bad.Facts.Budget = &b
 	_, _, err = Render(bad, LangZH)
 	require.ErrorContains(t, err, `budget unit "gpus"`)
+
+	bad = goldenCases(t)["budget_project"]
+	b = *bad.Facts.Budget
+	b.Percent = 0
+	bad.Facts.Budget = &b
+	_, _, err = Render(bad, LangEN)
+	require.ErrorContains(t, err, "budget threshold 0 %")
 
 	for _, tag := range []string{"zh", "zh_CN", "ZH-cn", "zh-Hans"} {
 		l, ok := NormalizeLang(tag)

@@ -204,8 +204,8 @@ type WebhookBudget struct {
 	Unit      string `json:"unit"`
 	Limit     string `json:"limit"`
 	Used      string `json:"used"`
-	Percent   string `json:"percent"`
-	Threshold string `json:"threshold,omitempty"`
+	Percent   int    `json:"percent"`      // the threshold crossed
+	UsedShare string `json:"used_percent"` // Used / Limit × 100, one decimal
 }
 
 func rfc3339(t time.Time) string {
@@ -236,10 +236,7 @@ func NewWebhookPayload(e Envelope, sent time.Time) WebhookPayload {
 	}
 	if b := f.Budget; b != nil {
 		wb := &WebhookBudget{Scope: b.Scope, Period: b.Period, Unit: b.Unit, Limit: b.Limit.String(),
-			Used: b.Used.String(), Percent: b.Percent.String()}
-		if !b.Threshold.IsZero() {
-			wb.Threshold = b.Threshold.String()
-		}
+			Used: b.Used.String(), Percent: b.Percent, UsedShare: share(b)}
 		p.Facts.Budget = wb
 	}
 	return p

@@ -384,3 +384,37 @@ func TestMetricsCountDeliveries(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 9, n) // 3 channels × (delivered + 2 failed series)
 }
+
+func TestNotifierSendsByChannel(t *testing.T) {
+	v := newVendor(t, 200, `{"errcode":0,"errmsg":"ok"}`)
+	c := &Config{Languages: []string{LangZH}, Channels: []Channel{
+		{Name: "leads", Type: TypeWeCom, URL: v.srv.URL, MsgType: "text", Roles: []string{RoleLead}},
+	}}
+	reg := prometheus.NewRegistry()
+	n, err := NewNotifier(c, reg)
+	require.NoError(t, err)
+	m := goldenCases(t)["budget_project"]
+	envs, err := n.Plan(m, []Person{{Role: RoleLead, Project: "nlp-lab", User: "prof", IM: "prof"}, {Role: RoleAdmin, User: "root"}})
+	require.NoError(t, err)
+	require.Len(t, envs, 1)
+	require.NoError(t, n.Send(context.Background(), envs[0]))
+	require.Len(t, v.reqs, 1)
+	require.Equal(t, 1.0, testutil.ToFloat64(n.Metrics().Delivered.WithLabelValues("leads", "wecom")))
+
+	envs[0].Channel = "gone"
+	err = n.Send(context.Background(), envs[0])
+	require.ErrorIs(t, err, ErrConfig)
+	require.True(t, n.Permanent(err))
+	require.Less(t, n.Backoff(0), BackoffBase)
+}
+
+func TestWebhookBudgetPayload(t *testing.T) {
+	m := goldenCases(t)["budget_student_release"]
+	p := NewWebhookPayload(Envelope{Channel: "ops", To: Person{Role: RoleAdmin, User: "root"}, Message: m}, time.Unix(0, 0))
+	b, err := json.Marshal(p.Facts)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"project": "nlp-lab", "user": "bob", "at": "2027-01-05T01:00:00Z",
+	  "next_action": "release", "next_at": "2027-01-05T01:10:00Z", "cost": "0", "timezone": "Asia/Shanghai",
+	  "budget": {"scope": "student", "period": "2026 autumn term", "unit": "card_hours",
+	             "limit": "1500", "used": "1503.25", "percent": 100, "used_percent": "100.2"}}`, string(b))
+}
