@@ -151,16 +151,26 @@ func (c *Config) ExemptionHint(lang string) string {
 // name the line and the field; all of them are reported at once. Secret and
 // password files are read here (relative paths from the working directory).
 func ParseConfig(b []byte) (*Config, error) {
-	p := &parser{}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
 		return nil, fmt.Errorf("notify config: %w", err)
 	}
-	c := &Config{}
-	if doc.Kind == 0 || len(doc.Content) == 0 || isNull(doc.Content[0]) {
+	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return nil, errors.New("notify config: empty document (want languages, exemption_hint, channels)")
 	}
-	root := doc.Content[0]
+	return ParseConfigNode(doc.Content[0])
+}
+
+// ParseConfigNode reads the notify configuration from a node of a larger
+// YAML document (the value of its notify: key), so that errors name the
+// lines of that document.
+func ParseConfigNode(root *yaml.Node) (*Config, error) {
+	p := &parser{}
+	c := &Config{}
+	root = deref(root)
+	if isNull(root) {
+		return nil, fmt.Errorf("notify config:%d: empty (want languages, exemption_hint, channels)", root.Line)
+	}
 	langLine := 0
 	p.mapping(root, "", map[string]func(k, v *yaml.Node, path string){
 		"languages": func(k, v *yaml.Node, path string) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
 )
 
 func writeFile(t *testing.T, name, content string) string {
@@ -173,6 +174,24 @@ func TestParseConfigErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A notify: section inside a larger file: errors name that file's lines.
+func TestParseConfigNode(t *testing.T) {
+	var doc yaml.Node
+	require.NoError(t, yaml.Unmarshal([]byte("watch:\n  interval: 60s\nnotify:\n  languages: [en]\n  channels:\n    - name: a\n      type: slack\n"), &doc))
+	root := doc.Content[0]
+	_, err := ParseConfigNode(root.Content[3])
+	require.ErrorContains(t, err, "notify config:6: channels[0].url: required for a slack channel")
+
+	require.NoError(t, yaml.Unmarshal([]byte("notify:\n  languages: [en]\n"), &doc))
+	c, err := ParseConfigNode(doc.Content[0].Content[1])
+	require.NoError(t, err)
+	require.Equal(t, LangEN, c.DefaultLang())
+
+	require.NoError(t, yaml.Unmarshal([]byte("notify:\n"), &doc))
+	_, err = ParseConfigNode(doc.Content[0].Content[1])
+	require.ErrorContains(t, err, "notify config:1: empty")
 }
 
 // The robot URL holds its access token: errors never show it.

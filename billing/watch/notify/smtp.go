@@ -137,11 +137,13 @@ func BuildEmail(e Envelope, from *mail.Address, date time.Time) []byte {
 	h("MIME-Version", "1.0")
 	h("Content-Type", "text/plain; charset=UTF-8")
 	h("Content-Transfer-Encoding", "quoted-printable")
-	if e.Lang != "" {
-		h("Content-Language", e.Lang)
+	if l, ok := NormalizeLang(e.Lang); ok {
+		h("Content-Language", l)
 	}
 	h("Auto-Submitted", "auto-generated")
-	h("X-Cardhour-Kind", string(e.Message.Kind))
+	if e.Message.Kind.Valid() {
+		h("X-Cardhour-Kind", string(e.Message.Kind))
+	}
 	b.WriteString("\r\n")
 	qp := quotedprintable.NewWriter(&b)
 	_, _ = qp.Write([]byte(e.Body))
