@@ -148,6 +148,7 @@ type SendError struct {
 	Err       error // the underlying error, if any
 }
 
+// Error describes the failure: channel, status or vendor code, message.
 func (e *SendError) Error() string {
 	s := "notify: channel " + e.Channel + ": "
 	switch {
@@ -168,6 +169,7 @@ func (e *SendError) Error() string {
 	return s
 }
 
+// Unwrap returns the underlying error.
 func (e *SendError) Unwrap() error { return e.Err }
 
 // ErrConfig marks errors in the configuration or the envelope (an unknown
@@ -212,7 +214,7 @@ func Backoff(attempt int, r *rand.Rand) time.Duration {
 		}
 	}
 	if r == nil {
-		return time.Duration(rand.Int64N(int64(ceil)))
+		return time.Duration(rand.Int64N(int64(ceil))) //nolint:gosec // G404: jitter, not a secret
 	}
 	return time.Duration(r.Int64N(int64(ceil)))
 }

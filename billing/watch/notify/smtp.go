@@ -51,7 +51,7 @@ func (s *smtpSender) Send(ctx context.Context, e Envelope) error {
 	to.Name = e.To.Name
 	from, err := mail.ParseAddress(s.ch.From)
 	if err != nil {
-		return &SendError{Channel: s.ch.Name, Msg: "sender address", Err: fmt.Errorf("%w: %v", ErrConfig, err), permanent: true}
+		return &SendError{Channel: s.ch.Name, Msg: "sender address", Err: fmt.Errorf("%w: %w", ErrConfig, err), permanent: true}
 	}
 	msg := BuildEmail(e, from, s.now())
 
