@@ -6,9 +6,9 @@
 #                      simulate, version), for the GPU-node DaemonSet
 #   make images        the container images of deployments/kubernetes (Docker)
 #   make test          go.mod tidy check, vet, unit tests + integration tests against real
-#                      ClickHouse, Kafka and PostgreSQL
+#                      ClickHouse, Kafka, PostgreSQL and an SMTP sink
 #                      (started on loopback by deployments/testenv/services.sh unless
-#                      CLICKHOUSE_ADDR / KAFKA_BROKERS / POSTGRES_DSN point at running ones)
+#                      CLICKHOUSE_ADDR / KAFKA_BROKERS / POSTGRES_DSN / SMTP_ADDR point at running ones)
 #   make api-fuzz      schemathesis against a real `cardhour serve`, from its OpenAPI document
 #                      (longer: make api-fuzz API_FUZZ_MAX_EXAMPLES=500)
 #   make bench         Go benchmarks and the benchmark scripts (docs/benchmarks.md)

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Private test services for cardhour: ClickHouse, Kafka (KRaft) and PostgreSQL
-# on loopback.
+# Private test services for cardhour: ClickHouse, Kafka (KRaft), PostgreSQL
+# and an SMTP sink (aiosmtpd) on loopback.
 #
 #   services.sh up [SERVICE...]    start what is missing, wait until it answers,
 #                                  print exports (SERVICE: clickhouse, kafka,
-#                                  postgres; default all)
+#                                  postgres, smtp; default all)
 #   services.sh down [SERVICE...]  stop what `up` started; safe to call twice
 #   services.sh status   say what runs
 #   services.sh env      print the exports written by the last successful `up`
@@ -46,6 +46,16 @@ PG_DATABASE=cardhour
 PG_SUPERUSER=cardhour
 # PG_DIR, PG_DATA, PG_LOG: see pg_dirs.
 PG_DIR="" PG_DATA="" PG_LOG=""
+
+SMTP_PORT="${CARDHOUR_TESTENV_SMTP_PORT:-11025}"
+SMTP_TIMEOUT="${CARDHOUR_TESTENV_SMTP_TIMEOUT:-30}"
+AIOSMTPD_VERSION="${CARDHOUR_TESTENV_AIOSMTPD_VERSION:-1.4.6}"
+SMTP_DIR="$STATE/smtp"
+SMTP_PID="$STATE/smtp.pid"
+SMTP_OUT="$SMTP_DIR/log/smtp-sink.log"
+SMTP_MAILDIR="$SMTP_DIR/maildir"
+SMTP_VENV="$STATE/aiosmtpd-$AIOSMTPD_VERSION"
+SMTP_SINK="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/smtp-sink.py"
 
 ENV_FILE="$STATE/env"
 
@@ -730,21 +740,86 @@ pg_dsn() {
 	echo "postgres://$PG_SUPERUSER@$HOST:$PG_PORT/$PG_DATABASE?sslmode=disable"
 }
 
+# ---------------------------------------------------------------- SMTP sink
+# aiosmtpd from PyPI in a virtual environment under $STATE (like the API
+# fuzzer's schemathesis); smtp-sink.py writes every message it accepts to
+# $SMTP_MAILDIR/new/, byte for byte.
+ensure_aiosmtpd() {
+	[[ -f $SMTP_VENV/.installed ]] && return 0
+	local log="$STATE/logs/pip-aiosmtpd.log"
+	mkdir -p "$STATE/logs"
+	if ! command -v python3 >/dev/null 2>&1; then
+		fail_service "SMTP sink" "python3 is not installed (Debian: apt-get install -y python3 python3-venv)"
+		return 1
+	fi
+	say "SMTP sink: installing aiosmtpd==$AIOSMTPD_VERSION from PyPI into $SMTP_VENV (log: $log)"
+	rm -rf "$SMTP_VENV"
+	if ! { python3 -m venv "$SMTP_VENV" && "$SMTP_VENV/bin/pip" install "aiosmtpd==$AIOSMTPD_VERSION"; } >"$log" 2>&1; then
+		rm -rf "$SMTP_VENV"
+		fail_service "SMTP sink" "could not install aiosmtpd==$AIOSMTPD_VERSION into a virtual environment (python3-venv and PyPI needed)" "$log"
+		return 1
+	fi
+	touch "$SMTP_VENV/.installed"
+}
+
+smtp_start() {
+	ensure_aiosmtpd || return 1
+	if pid_alive "$SMTP_PID"; then
+		say "SMTP sink: already running (pid $(<"$SMTP_PID"))"
+		return 0
+	fi
+	if port_open "$SMTP_PORT"; then
+		fail_service "SMTP sink" "port $HOST:$SMTP_PORT is already in use by a process this script did not start; stop it, pick another port (CARDHOUR_TESTENV_SMTP_PORT) or point SMTP_ADDR and SMTP_MAILDIR at your own sink"
+		return 1
+	fi
+	mkdir -p "$SMTP_DIR/log" "$SMTP_MAILDIR"
+	say "SMTP sink: starting aiosmtpd $AIOSMTPD_VERSION on $HOST:$SMTP_PORT, messages in $SMTP_MAILDIR/new"
+	# The pid file's process must mention $STATE (pid_alive): the venv's python does.
+	if ! start_bg "$SMTP_PID" "$SMTP_OUT" "$SMTP_VENV/bin/python" "$SMTP_SINK" "$HOST" "$SMTP_PORT" "$SMTP_MAILDIR"; then
+		fail_service "SMTP sink" "process did not start" "$SMTP_OUT"
+		return 1
+	fi
+}
+
+smtp_ping() {
+	# The greeting of an SMTP server starts with 220.
+	timeout 3 bash -c "exec 3<>/dev/tcp/$HOST/$SMTP_PORT; head -c 3 <&3; printf 'QUIT\r\n' >&3" 2>/dev/null | grep -q '^220'
+}
+
+smtp_wait() {
+	local deadline=$((SECONDS + SMTP_TIMEOUT))
+	while ((SECONDS < deadline)); do
+		if smtp_ping; then
+			say "SMTP sink: ready on $HOST:$SMTP_PORT"
+			return 0
+		fi
+		if ! pid_alive "$SMTP_PID"; then
+			fail_service "SMTP sink" "smtp-sink.py exited during startup" "$SMTP_OUT"
+			rm -f "$SMTP_PID"
+			return 1
+		fi
+		sleep 0.2
+	done
+	fail_service "SMTP sink" "no SMTP greeting on $HOST:$SMTP_PORT within ${SMTP_TIMEOUT}s (still running as pid $(cat "$SMTP_PID" 2>/dev/null); 'services.sh down smtp' stops it)" "$SMTP_OUT"
+	return 1
+}
+
 # ---------------------------------------------------------------- commands
-# want_services ARGS...: sets WANT_CH, WANT_KAFKA, WANT_PG from the service
-# names given (clickhouse, kafka, postgres); none given means all three.
-WANT_CH=1 WANT_KAFKA=1 WANT_PG=1
+# want_services ARGS...: sets WANT_CH, WANT_KAFKA, WANT_PG, WANT_SMTP from the
+# service names given (clickhouse, kafka, postgres, smtp); none given means all.
+WANT_CH=1 WANT_KAFKA=1 WANT_PG=1 WANT_SMTP=1
 want_services() {
 	(($#)) || return 0
-	WANT_CH="" WANT_KAFKA="" WANT_PG=""
+	WANT_CH="" WANT_KAFKA="" WANT_PG="" WANT_SMTP=""
 	local s
 	for s in "$@"; do
 		case $s in
 		clickhouse) WANT_CH=1 ;;
 		kafka) WANT_KAFKA=1 ;;
 		postgres | postgresql) WANT_PG=1 ;;
+		smtp) WANT_SMTP=1 ;;
 		*)
-			say "unknown service '$s' (want clickhouse, kafka or postgres)"
+			say "unknown service '$s' (want clickhouse, kafka, postgres or smtp)"
 			exit 2
 			;;
 		esac
@@ -758,6 +833,7 @@ cmd_up() {
 	rm -f "$ENV_FILE"
 	ensure_export_tools
 	local ch_addr="" ch_http="" kafka_addr="" pg_addr="" ch_ext="" kafka_ext="" pg_ext="" failed=()
+	local smtp_addr="" smtp_maildir="" smtp_ext=""
 
 	if [[ -n ${CLICKHOUSE_ADDR:-} ]]; then
 		ch_addr=$CLICKHOUSE_ADDR ch_http=${CLICKHOUSE_HTTP_ADDR:-} ch_ext=1
@@ -777,6 +853,11 @@ cmd_up() {
 		[[ $pg_hp == *:* ]] || pg_hp="$pg_hp:5432"
 		addr_reachable "$pg_hp" || say "WARNING: PostgreSQL at $pg_hp does not accept TCP connections"
 	fi
+	if [[ -n ${SMTP_ADDR:-} ]]; then
+		smtp_addr=$SMTP_ADDR smtp_maildir=${SMTP_MAILDIR:-} smtp_ext=1
+		say "SMTP sink: SMTP_ADDR=$smtp_addr is set; not starting one"
+		addr_reachable "$smtp_addr" || say "WARNING: SMTP server at $smtp_addr does not accept TCP connections"
+	fi
 	# Services not asked for are passed on when they already run.
 	if [[ -z $WANT_CH && -z $ch_ext ]]; then
 		ch_ext=1
@@ -790,9 +871,13 @@ cmd_up() {
 		pg_ext=1
 		pg_running && pg_addr=$(pg_dsn)
 	fi
+	if [[ -z $WANT_SMTP && -z $smtp_ext ]]; then
+		smtp_ext=1
+		pid_alive "$SMTP_PID" && smtp_addr="$HOST:$SMTP_PORT" smtp_maildir=$SMTP_MAILDIR
+	fi
 
 	# Start all first, then wait for all: the startups overlap.
-	local ch_started="" kafka_started="" pg_started=""
+	local ch_started="" kafka_started="" pg_started="" smtp_started=""
 	if [[ -z $ch_ext ]]; then
 		if clickhouse_start; then ch_started=1; else failed+=(ClickHouse); fi
 	fi
@@ -801,6 +886,9 @@ cmd_up() {
 	fi
 	if [[ -z $pg_ext ]]; then
 		if postgres_start; then pg_started=1; else failed+=(PostgreSQL); fi
+	fi
+	if [[ -z $smtp_ext ]]; then
+		if smtp_start; then smtp_started=1; else failed+=("SMTP sink"); fi
 	fi
 	if [[ -n $ch_started ]]; then
 		if clickhouse_wait; then
@@ -815,12 +903,17 @@ cmd_up() {
 	if [[ -n $pg_started ]]; then
 		if postgres_wait; then pg_addr=$(pg_dsn); else failed+=(PostgreSQL); fi
 	fi
+	if [[ -n $smtp_started ]]; then
+		if smtp_wait; then smtp_addr="$HOST:$SMTP_PORT" smtp_maildir=$SMTP_MAILDIR; else failed+=("SMTP sink"); fi
+	fi
 
 	# The env file holds what is usable, even after a partial failure.
 	{
-		# POSTGRES_DSN and CLICKHOUSE_HTTP_ADDR (HTTP interface) first: the
-		# last two lines are CLICKHOUSE_ADDR (native TCP) and KAFKA_BROKERS.
+		# POSTGRES_DSN, the SMTP sink and CLICKHOUSE_HTTP_ADDR (HTTP interface)
+		# first: the last two lines are CLICKHOUSE_ADDR (native TCP) and KAFKA_BROKERS.
 		[[ -n $pg_addr ]] && printf 'export POSTGRES_DSN=%q\n' "$pg_addr"
+		[[ -n $smtp_addr ]] && printf 'export SMTP_ADDR=%q\n' "$smtp_addr"
+		[[ -n $smtp_maildir ]] && printf 'export SMTP_MAILDIR=%q\n' "$smtp_maildir"
 		[[ -n $ch_http ]] && printf 'export CLICKHOUSE_HTTP_ADDR=%q\n' "$ch_http"
 		[[ -n $ch_addr ]] && printf 'export CLICKHOUSE_ADDR=%q\n' "$ch_addr"
 		[[ -n $kafka_addr ]] && printf 'export KAFKA_BROKERS=%q\n' "$kafka_addr"
@@ -842,6 +935,7 @@ cmd_up() {
 cmd_down() {
 	want_services "$@"
 	lock
+	[[ -n $WANT_SMTP ]] && stop_pid "SMTP sink" "$SMTP_PID"
 	[[ -n $WANT_PG ]] && postgres_stop
 	[[ -n $WANT_KAFKA ]] && stop_pid Kafka "$KAFKA_PID"
 	[[ -n $WANT_CH ]] && stop_pid ClickHouse "$CH_PID"
@@ -882,6 +976,17 @@ cmd_status() {
 		echo "PostgreSQL: not running (log: $STATE/postgres/log)"
 		rc=3
 	fi
+	if pid_alive "$SMTP_PID"; then
+		if smtp_ping; then
+			echo "SMTP sink: running (pid $(<"$SMTP_PID")) on $HOST:$SMTP_PORT, answering (maildir $SMTP_MAILDIR)"
+		else
+			echo "SMTP sink: running (pid $(<"$SMTP_PID")) on $HOST:$SMTP_PORT, NOT answering yet"
+		fi
+	else
+		echo "SMTP sink: not running (log: $SMTP_OUT)"
+		rc=3
+	fi
+	[[ -n ${SMTP_ADDR:-} ]] && echo "SMTP_ADDR=$SMTP_ADDR is set in this environment (external SMTP server)"
 	[[ -n ${CLICKHOUSE_HTTP_ADDR:-} ]] && echo "CLICKHOUSE_HTTP_ADDR=$CLICKHOUSE_HTTP_ADDR is set in this environment"
 	[[ -n ${CLICKHOUSE_ADDR:-} ]] && echo "CLICKHOUSE_ADDR=$CLICKHOUSE_ADDR is set in this environment (external ClickHouse)"
 	[[ -n ${KAFKA_BROKERS:-} ]] && echo "KAFKA_BROKERS=$KAFKA_BROKERS is set in this environment (external Kafka)"
@@ -902,13 +1007,13 @@ cmd_clean() {
 	cmd_down
 	local pg_real=""
 	[[ -L $STATE/postgres ]] && pg_real=$(readlink -f "$STATE/postgres")
-	say "removing $CH_DIR $KAFKA_DIR $STATE/postgres${pg_real:+ ($pg_real)} $STATE/logs (the jar cache $STATE/kafka-jars stays)"
+	say "removing $CH_DIR $KAFKA_DIR $SMTP_DIR $STATE/postgres${pg_real:+ ($pg_real)} $STATE/logs (the jar cache $STATE/kafka-jars and the aiosmtpd venv stay)"
 	[[ -n $pg_real ]] && rm -rf "$pg_real"
-	rm -rf "$CH_DIR" "$KAFKA_DIR" "$STATE/postgres" "$STATE/logs"
+	rm -rf "$CH_DIR" "$KAFKA_DIR" "$SMTP_DIR" "$STATE/postgres" "$STATE/logs"
 }
 
 usage() {
-	echo "usage: $0 up|down [clickhouse|kafka|postgres...] | status|env|clean" >&2
+	echo "usage: $0 up|down [clickhouse|kafka|postgres|smtp...] | status|env|clean" >&2
 	exit 2
 }
 

@@ -1,5 +1,5 @@
 // Package testenv gives integration tests the addresses of the project's test
-// services (ClickHouse, Kafka, PostgreSQL) started by
+// services (ClickHouse, Kafka, PostgreSQL, an SMTP sink) started by
 // deployments/testenv/services.sh.
 //
 // The addresses come from the environment:
@@ -9,6 +9,8 @@
 //	KAFKA_BROKERS         comma-separated host:port list of Kafka brokers (e.g. 127.0.0.1:19092)
 //	POSTGRES_DSN          postgres:// URL of a database the tests may create schemas in
 //	                      (e.g. postgres://cardhour@127.0.0.1:15432/cardhour?sslmode=disable)
+//	SMTP_ADDR             host:port of the SMTP sink (e.g. 127.0.0.1:11025)
+//	SMTP_MAILDIR          the directory the sink writes received messages to (new/)
 //
 // When a service is not configured or does not accept a TCP connection within
 // two seconds, the test is skipped with a loud message; under CI=true it fails
