@@ -9,8 +9,10 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/validation"
-	corev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -37,7 +39,7 @@ type KubeConfig struct {
 // Kubernetes deletes the pod named by a "k8s:<namespace>/<pod>" reference.
 type Kubernetes struct {
 	cfg    KubeConfig
-	client corev1.CoreV1Interface
+	client *rest.RESTClient
 	host   string
 }
 
@@ -83,7 +85,14 @@ func NewKubernetes(cfg KubeConfig) (*Kubernetes, error) {
 	if rc.UserAgent == "" {
 		rc.UserAgent = "cardhour-release"
 	}
-	client, err := corev1.NewForConfig(rc)
+	// A client of the core group that knows DeleteOptions and Status only: the
+	// typed clientset's scheme registers every API group (30 MB of binary).
+	sch := runtime.NewScheme()
+	gv := schema.GroupVersion{Version: "v1"}
+	metav1.AddToGroupVersion(sch, gv)
+	rc.APIPath, rc.GroupVersion = "/api", &gv
+	rc.NegotiatedSerializer = serializer.NewCodecFactory(sch).WithoutConversion()
+	client, err := rest.RESTClientFor(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes release: %w", err)
 	}
@@ -118,7 +127,7 @@ func (k *Kubernetes) Release(ctx context.Context, r Request) (Outcome, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, k.cfg.Timeout)
 	defer cancel()
-	req := k.client.RESTClient().Delete().Namespace(ref.Namespace).Resource("pods").Name(ref.Pod)
+	req := k.client.Delete().Namespace(ref.Namespace).Resource("pods").Name(ref.Pod)
 	if r.DryRun {
 		req = req.Param("dryRun", metav1.DryRunAll) // in the query too, not only in the body
 	}
