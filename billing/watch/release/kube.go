@@ -137,6 +137,8 @@ func (k *Kubernetes) Release(ctx context.Context, r Request) (Outcome, error) {
 		return Outcome{Action: "dry run: the API server would delete pod " + pod + grace}, nil
 	case err == nil:
 		return Outcome{Released: true, Action: "deleted pod " + pod + grace}, nil
+	case apierrors.IsNotFound(err) && r.DryRun:
+		return Outcome{Action: "dry run: pod " + pod + " is already gone; nothing would be deleted"}, nil
 	case apierrors.IsNotFound(err):
 		return Outcome{Action: "pod " + pod + " was already gone; nothing deleted"}, nil
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):

@@ -146,6 +146,9 @@ func TestKubernetesRefusesAndReports(t *testing.T) {
 	out, err := k.Release(ctx, kubeRequest("k8s:nlp-lab/gone", false))
 	require.NoError(t, err)
 	require.Equal(t, release.Outcome{Action: "pod nlp-lab/gone was already gone; nothing deleted"}, out)
+	out, err = k.Release(ctx, kubeRequest("k8s:nlp-lab/gone", true))
+	require.NoError(t, err)
+	require.Equal(t, release.Outcome{Action: "dry run: pod nlp-lab/gone is already gone; nothing would be deleted"}, out)
 	// RBAC refuses: permanent.
 	api.status["/api/v1/namespaces/nlp-lab/pods/locked"] = http.StatusForbidden
 	out, err = k.Release(ctx, kubeRequest("k8s:nlp-lab/locked", false))
@@ -160,7 +163,7 @@ func TestKubernetesRefusesAndReports(t *testing.T) {
 	require.False(t, release.Permanent(err))
 	require.False(t, out.Released)
 	reqs := api.requests()
-	require.GreaterOrEqual(t, len(reqs), 3) // client-go may retry a 500; each is the same delete
+	require.GreaterOrEqual(t, len(reqs), 4) // client-go may retry a 500; each is the same delete
 	for _, r := range reqs {
 		require.Equal(t, http.MethodDelete, r.Method)
 		require.NotContains(t, r.Body, "gracePeriodSeconds")
