@@ -28,6 +28,9 @@ type Held struct {
 	LastSample    time.Time // start of the latest sample
 	Idle          bool      // the latest sample is idle under the project's threshold
 	IdleSince     time.Time // start of the current idle streak (zero when busy)
+	// HolderRef is how to reach the holding workload, from the latest sample
+	// (schemas.Sample.HolderRef; empty when the collector knew none).
+	HolderRef string
 }
 
 // HeldRows is a store that returns the held samples (project not empty)
@@ -66,7 +69,7 @@ func HeldNow(ctx context.Context, src HeldRows, cat *schemas.Catalog, now time.T
 			continue // released or silent
 		}
 		h := Held{InstanceID: id, Node: last.Node, Project: last.Project, User: last.User, GPUModel: last.GPUModel,
-			Profile: last.Profile, LastSample: time.UnixMilli(last.StartMS).UTC()}
+			Profile: last.Profile, LastSample: time.UnixMilli(last.StartMS).UTC(), HolderRef: last.HolderRef}
 		if sku, ok := cat.ResolveSKU(last.GPUModel, last.Profile); ok {
 			h.SKU = sku.ID
 		}

@@ -61,6 +61,10 @@ type Source interface {
 type Holder struct {
 	Project string
 	User    string
+	// Ref says how to reach the workload that holds the instance, for a
+	// release: "k8s:<namespace>/<pod>", "slurm:<jobid>", "pid:<pid>", or
+	// empty when the resolver knows none (a static map).
+	Ref string
 }
 
 // Resolver attributes instances to holders. Resolve returns a holder for the
@@ -236,7 +240,7 @@ func (c *Collector) tick(ctx context.Context, from, to time.Time, mono time.Dura
 			s.UtilSource = UtilSourceNone
 		}
 		if h, ok := holders[in.InstanceID]; ok {
-			s.Project, s.User = h.Project, h.User
+			s.Project, s.User, s.HolderRef = h.Project, h.User, h.Ref
 		}
 		if err := s.Validate(); err != nil {
 			c.m.invalid.Inc()

@@ -86,7 +86,7 @@ func TestResolversInOrderAndErrorsDoNotStopSampling(t *testing.T) {
 	clock := collector.NewFastForwardClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
 	pub := &collector.MemoryPublisher{}
 	broken := &fakeResolver{name: "kube", err: errors.New("kubelet socket missing")}
-	first := &fakeResolver{name: "unix", m: map[string]collector.Holder{"MIG-a": {Project: "nlp-lab", User: "alice"}}}
+	first := &fakeResolver{name: "unix", m: map[string]collector.Holder{"MIG-a": {Project: "nlp-lab", User: "alice", Ref: "slurm:42"}}}
 	second := &fakeResolver{name: "static", m: map[string]collector.Holder{
 		"MIG-a": {Project: "wrong", User: "x"}, "MIG-b": {Project: "cv-lab"}}}
 	bad := inst("MIG-bad")
@@ -96,12 +96,12 @@ func TestResolversInOrderAndErrorsDoNotStopSampling(t *testing.T) {
 		Resolvers: []collector.Resolver{broken, first, second}, Publisher: pub})
 	require.NoError(t, err)
 	require.NoError(t, c.Run(context.Background()))
-	got := map[string][2]string{}
+	got := map[string][3]string{}
 	for _, s := range pub.Samples() {
-		got[s.InstanceID] = [2]string{s.Project, s.User}
+		got[s.InstanceID] = [3]string{s.Project, s.User, s.HolderRef}
 	}
-	require.Equal(t, map[string][2]string{"MIG-a": {"nlp-lab", "alice"}, "MIG-b": {"cv-lab", ""}, "MIG-c": {"", ""}}, got,
-		"first resolver wins, invalid samples are dropped")
+	require.Equal(t, map[string][3]string{"MIG-a": {"nlp-lab", "alice", "slurm:42"}, "MIG-b": {"cv-lab", "", ""}, "MIG-c": {"", "", ""}}, got,
+		"first resolver wins (with its holder reference), invalid samples are dropped")
 }
 
 func TestConfigValidate(t *testing.T) {

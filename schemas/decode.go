@@ -91,7 +91,7 @@ var canonicalKeys = func() (keys []struct {
 	name string
 }) {
 	for _, name := range []string{"schema", "ts", "interval_s", "node", "gpu_uuid", "gpu_model", "instance_id",
-		"profile", "project", "user", "util", "mem_used_bytes", "mem_total_bytes", "processes", "util_source"} {
+		"profile", "project", "user", "util", "mem_used_bytes", "mem_total_bytes", "processes", "util_source", "holder_ref"} {
 		bit, _ := fieldBit([]byte(name))
 		keys = append(keys, struct {
 			lit  string
@@ -156,6 +156,7 @@ const (
 	fProcesses
 	fSchema
 	fUtilSource
+	fHolderRef
 
 	fRequired = fTS | fInterval | fNode | fGPUUUID | fGPUModel | fInstance | fProfile |
 		fProject | fUser | fUtil | fMemUsed | fMemTotal | fProcesses
@@ -203,6 +204,8 @@ func fieldBit(key []byte) (int, string) {
 		return fSchema, "schema"
 	case "util_source":
 		return fUtilSource, "util_source"
+	case "holder_ref":
+		return fHolderRef, "holder_ref"
 	}
 	return 0, ""
 }
@@ -435,6 +438,8 @@ func (d *Decoder) field(p *parser, bit int, name string, s *Sample) error {
 			s.SchemaField = v
 		case fUtilSource:
 			s.UtilSource = v
+		case fHolderRef:
+			s.HolderRef = v
 		}
 	}
 	return nil

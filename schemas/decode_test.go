@@ -114,7 +114,7 @@ func TestDecodeInvalid(t *testing.T) {
 func TestEncodeDecodeRoundTrip(t *testing.T) {
 	in := Sample{StartMS: 1793491200123, IntervalMS: 2500, Node: "n\"1", GPUUUID: "GPU-x", GPUModel: "NVIDIA H100 80GB HBM3",
 		InstanceID: "MIG-y", Profile: "3g.40gb", Project: "课题组", User: "u\n1", Util: 0.125, UtilKnown: true,
-		MemUsed: 1 << 40, MemTotal: 1 << 41, Processes: 3, UtilSource: "gpm", SchemaField: SampleSchemaV1}
+		MemUsed: 1 << 40, MemTotal: 1 << 41, Processes: 3, UtilSource: "gpm", HolderRef: "k8s:课题组/nb-0", SchemaField: SampleSchemaV1}
 	line := in.AppendJSON(nil)
 	out, err := DecodeSample(line)
 	require.NoError(t, err)
@@ -124,6 +124,10 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	require.NoError(t, json.Unmarshal(line, &m))
 	require.Equal(t, "2026-11-01T00:00:00.123Z", m["ts"])
 	require.InDelta(t, 2.5, m["interval_s"], 0)
+	require.Equal(t, "k8s:课题组/nb-0", m["holder_ref"])
+	// An empty holder_ref is left out.
+	in.HolderRef = ""
+	require.NotContains(t, string(in.AppendJSON(nil)), "holder_ref")
 }
 
 // refSample decodes with encoding/json, applying the format's rules by hand; the
@@ -153,6 +157,9 @@ func refDecode(data []byte) (Sample, bool) {
 		return Sample{}, false
 	}
 	if _, ok := m["util_source"]; ok && !str("util_source", &s.UtilSource) {
+		return Sample{}, false
+	}
+	if _, ok := m["holder_ref"]; ok && !str("holder_ref", &s.HolderRef) {
 		return Sample{}, false
 	}
 	tm, err := time.Parse(time.RFC3339Nano, ts)
@@ -378,6 +385,9 @@ func TestDecoderReuseMatchesFresh(t *testing.T) {
 		}
 		if r.IntN(3) == 0 {
 			s.UtilSource = "nvml"
+		}
+		if r.IntN(3) == 0 {
+			s.HolderRef = fmt.Sprint("slurm:", r.IntN(5))
 		}
 		line := s.AppendJSON(nil)
 		if r.IntN(4) == 0 { // another key order: encoding/json sorts map keys

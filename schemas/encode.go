@@ -34,6 +34,9 @@ func (s *Sample) AppendJSON(b []byte) []byte {
 	if s.UtilSource != "" {
 		b = appendStrField(b, "util_source", s.UtilSource)
 	}
+	if s.HolderRef != "" {
+		b = appendStrField(b, "holder_ref", s.HolderRef)
+	}
 	return append(b, '}')
 }
 

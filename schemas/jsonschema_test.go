@@ -66,7 +66,7 @@ func TestSampleSchemaMatchesDecoderFields(t *testing.T) {
 		require.Contains(t, known, r.name)
 	}
 	require.Equal(t, goRequired, required, "required fields (in order)")
-	require.Len(t, known, len(requiredOrder)+2, "plus the optional schema and util_source")
+	require.Len(t, known, len(requiredOrder)+3, "plus the optional schema, util_source and holder_ref")
 }
 
 func TestSampleSchemaAndDecoderAgree(t *testing.T) {
@@ -75,6 +75,7 @@ func TestSampleSchemaAndDecoderAgree(t *testing.T) {
 	corpus := []string{
 		validLine,
 		r(`"util":null`, `"util":0.5,"util_source":"gpm"`),
+		r(`"util":null`, `"util":null,"holder_ref":"k8s:nlp-lab/nb-0"`),
 		r(`"util":null`, `"util":1`),
 		r(`"util":null`, `"util":0`),
 		r(`"interval_s":10`, `"interval_s":0.001`),

@@ -38,6 +38,7 @@ type Sample struct {
 	Processes   int64
 	UtilSource  string // optional extra: nvml | gpm | dcgm | none
 	SchemaField string // optional "schema" field as received (empty when absent)
+	HolderRef   string // optional "holder_ref": k8s:<ns>/<pod> | slurm:<jobid> | pid:<pid>; not part of Key
 }
 
 // EndMS is the exclusive end of the covered interval.

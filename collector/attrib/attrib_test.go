@@ -58,6 +58,8 @@ func TestUnixAndSlurm(t *testing.T) {
 	mk("200", "1002", "0::/system.slice/slurmstepd.scope/job_812345/step_0/user/task_0\n")
 	mk("300", "1003", "0::/\n")
 	mk("400", "1001", "0::/\n")
+	// A job the roster does not list: attributed by login, still reached through the job.
+	mk("500", "1001", "0::/system.slice/slurmstepd.scope/job_900001/step_batch/user/task_0\n")
 	r := attrib.NewUnix(attrib.UnixConfig{ProcRoot: proc,
 		Roster: attrib.RosterFile{
 			Logins: map[string]attrib.Entry{"alice": {Project: "nlp-lab", User: "2023110042"}, "bob": {Project: "wrong"}},
@@ -79,13 +81,15 @@ func TestUnixAndSlurm(t *testing.T) {
 		{InstanceID: "MIG-gone", Processes: []collector.Process{{PID: 999}}},
 		{InstanceID: "MIG-empty"},
 		{InstanceID: "MIG-mixed", Processes: []collector.Process{{PID: 200, UsedMemory: 1}, {PID: 400, UsedMemory: 9}}},
+		{InstanceID: "MIG-login-job", Processes: []collector.Process{{PID: 500}}},
 	}
 	got, err := r.Resolve(context.Background(), in)
 	require.ErrorContains(t, err, "unknown uid 1003")
 	require.Equal(t, map[string]collector.Holder{
-		"MIG-alice": {Project: "nlp-lab", User: "2023110042"},
-		"MIG-job":   {Project: "cv-lab", User: "2022110315"},
-		"MIG-mixed": {Project: "nlp-lab", User: "2023110042"},
+		"MIG-alice":     {Project: "nlp-lab", User: "2023110042", Ref: "pid:100"},
+		"MIG-job":       {Project: "cv-lab", User: "2022110315", Ref: "slurm:812345"},
+		"MIG-mixed":     {Project: "nlp-lab", User: "2023110042", Ref: "pid:400"},
+		"MIG-login-job": {Project: "nlp-lab", User: "2023110042", Ref: "slurm:900001"},
 	}, got)
 }
 
@@ -131,8 +135,8 @@ func TestKubePodResources(t *testing.T) {
 	got, err := k.Resolve(context.Background(), insts("MIG-a", "GPU-b", "MIG-free"))
 	require.NoError(t, err)
 	require.Equal(t, map[string]collector.Holder{
-		"MIG-a": {Project: "nlp-lab", User: "2023110042"},
-		"GPU-b": {Project: "cv-lab"},
+		"MIG-a": {Project: "nlp-lab", User: "2023110042", Ref: "k8s:nlp-lab/train-0"},
+		"GPU-b": {Project: "cv-lab", Ref: "k8s:ns-cv/nb"},
 	}, got)
 
 	// Without a user label the API server is never asked.
@@ -141,7 +145,7 @@ func TestKubePodResources(t *testing.T) {
 	defer k2.Close()
 	got, err = k2.Resolve(context.Background(), insts("MIG-a"))
 	require.NoError(t, err)
-	require.Equal(t, collector.Holder{Project: "nlp-lab"}, got["MIG-a"])
+	require.Equal(t, collector.Holder{Project: "nlp-lab", Ref: "k8s:nlp-lab/train-0"}, got["MIG-a"])
 
 	// A missing socket is an error, not a crash.
 	k3, err := attrib.NewKube(attrib.KubeConfig{Socket: filepath.Join(t.TempDir(), "none.sock")})

@@ -161,7 +161,7 @@ func (k *Kube) Resolve(ctx context.Context, insts []collector.Instance) (map[str
 		if m, ok := k.cfg.NamespaceProjects[p.ns]; ok {
 			project = m
 		}
-		h := collector.Holder{Project: project}
+		h := collector.Holder{Project: project, Ref: "k8s:" + p.ns + "/" + p.name}
 		if k.cfg.UserLabel != "" {
 			u, err := k.userOf(ctx, p.ns, p.name)
 			if err != nil {

@@ -117,12 +117,17 @@ func (u *Unix) Resolve(_ context.Context, insts []collector.Instance) (map[strin
 	return out, errors.Join(errs...)
 }
 
+// holder attributes one process. Its Ref is "slurm:<jobid>" when the
+// process's cgroup names a Slurm job (whether the roster knows the job or the
+// login), else "pid:<pid>".
 func (u *Unix) holder(pid uint32) (*collector.Holder, error) {
 	dir := filepath.Join(u.cfg.ProcRoot, strconv.FormatUint(uint64(pid), 10))
+	ref := "pid:" + strconv.FormatUint(uint64(pid), 10)
 	if cg, err := os.ReadFile(filepath.Join(dir, "cgroup")); err == nil {
 		if m := slurmJobRe.FindSubmatch(cg); m != nil {
+			ref = "slurm:" + string(m[1])
 			if e, ok := u.cfg.Roster.Jobs[string(m[1])]; ok {
-				return &collector.Holder{Project: e.Project, User: e.User}, nil
+				return &collector.Holder{Project: e.Project, User: e.User, Ref: ref}, nil
 			}
 		}
 	}
@@ -138,7 +143,7 @@ func (u *Unix) holder(pid uint32) (*collector.Holder, error) {
 		return nil, fmt.Errorf("pid %d: uid %s: %w", pid, uid, err)
 	}
 	if e, ok := u.cfg.Roster.Logins[login]; ok {
-		return &collector.Holder{Project: e.Project, User: e.User}, nil
+		return &collector.Holder{Project: e.Project, User: e.User, Ref: ref}, nil
 	}
 	return nil, nil
 }

@@ -67,10 +67,16 @@ func (s *Store) Migrate(ctx context.Context) (MigrationResult, error) {
 			continue
 		}
 		ddl := chschema.Render(m.SQL, f, s.cfg.RawRetentionDays)
+		present, err := s.columnPresent(ctx, ddl)
+		if err != nil {
+			return res, fmt.Errorf("migration %04d_%s: %w", m.Version, m.Name, err)
+		}
 		// Tables are created in the target database: prefix CREATE TABLE names.
 		ddl = qualify(ddl, s.db)
-		if err := s.conn.Exec(ctx, ddl); err != nil {
-			return res, fmt.Errorf("migration %04d_%s failed on ClickHouse %s: %w", m.Version, m.Name, version, err)
+		if !present {
+			if err := s.conn.Exec(ctx, ddl); err != nil {
+				return res, fmt.Errorf("migration %04d_%s failed on ClickHouse %s: %w", m.Version, m.Name, version, err)
+			}
 		}
 		b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table("schema_migrations")+" (version, name, applied_at)")
 		if err != nil {
@@ -88,6 +94,24 @@ func (s *Store) Migrate(ctx context.Context) (MigrationResult, error) {
 		res.Current = max(res.Current, m.Version)
 	}
 	return res, nil
+}
+
+var addColumn = regexp.MustCompile(`(?i)^ALTER TABLE\s+([A-Za-z_][A-Za-z0-9_]*)\s+ADD COLUMN\s+([A-Za-z_][A-Za-z0-9_]*)\s`)
+
+// columnPresent reports whether ddl adds a column (ALTER TABLE t ADD COLUMN c …)
+// that the table already has: ClickHouse 18.16 knows no ADD COLUMN IF NOT
+// EXISTS, so this check keeps such a migration safe to apply again.
+func (s *Store) columnPresent(ctx context.Context, ddl string) (bool, error) {
+	m := addColumn.FindStringSubmatch(ddl)
+	if m == nil {
+		return false, nil
+	}
+	var n uint64
+	if err := s.conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = ? AND table = ? AND name = ?",
+		s.cfg.Database, m[1], m[2]).Scan(&n); err != nil {
+		return false, classify(fmt.Errorf("cannot read the columns of %s: %w", m[1], err))
+	}
+	return n > 0, nil
 }
 
 var tableRef = regexp.MustCompile(`(?i)\b(CREATE TABLE IF NOT EXISTS|CREATE TABLE|ALTER TABLE|DROP TABLE IF EXISTS|INSERT INTO|FROM)\s+([A-Za-z_][A-Za-z0-9_]*)\b`)

@@ -39,7 +39,7 @@ func (s *Store) UsageRows(ctx context.Context, q billing.UsageRowQuery, fn func(
 
 // HeldSamples implements billing.HeldRows.
 func (s *Store) HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(*schemas.Sample) error) error {
-	rows, err := s.conn.Query(ctx, "SELECT instance_id, start_ms, project, user, interval_ms, node, gpu_uuid, gpu_model, profile, util, processes FROM "+
+	rows, err := s.conn.Query(ctx, "SELECT instance_id, start_ms, project, user, interval_ms, node, gpu_uuid, gpu_model, profile, util, processes, holder_ref FROM "+
 		s.samples(fromMS, toMS)+" WHERE start_ms >= "+itoa(fromMS)+" AND start_ms < "+itoa(toMS)+" AND project != ''")
 	if err != nil {
 		return classify(fmt.Errorf("cannot read held samples: %w", err))
@@ -49,7 +49,7 @@ func (s *Store) HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(*sc
 		var x schemas.Sample
 		var util *float64
 		if err := rows.Scan(&x.InstanceID, &x.StartMS, &x.Project, &x.User, &x.IntervalMS, &x.Node, &x.GPUUUID, &x.GPUModel,
-			&x.Profile, &util, &x.Processes); err != nil {
+			&x.Profile, &util, &x.Processes, &x.HolderRef); err != nil {
 			return fmt.Errorf("cannot read held sample: %w", err)
 		}
 		if util != nil {

@@ -133,7 +133,7 @@ func (s *Store) Close() error { return s.conn.Close() }
 
 func (s *Store) table(name string) string { return s.db + "." + name }
 
-const rawColumns = "ts, start_ms, interval_ms, node, gpu_uuid, gpu_model, instance_id, profile, project, user, util, mem_used_bytes, mem_total_bytes, processes, util_source, ingested_at"
+const rawColumns = "ts, start_ms, interval_ms, node, gpu_uuid, gpu_model, instance_id, profile, project, user, util, mem_used_bytes, mem_total_bytes, processes, util_source, holder_ref, ingested_at"
 
 // Write implements ingest.Store: raw samples, occupancy runs and idle runs, each
 // one native columnar batch insert; the raw insert and the two rollup inserts
@@ -168,6 +168,7 @@ type rawCols struct {
 	ts, ingested                                             []time.Time
 	startMS, intervalMS, memUsed, memTotal, procs            []int64
 	node, gpuUUID, model, inst, profile, project, user, usrc []string
+	ref                                                      []string
 	util                                                     []*float64
 	utilVals                                                 []float64
 }
@@ -196,6 +197,7 @@ func (c *rawCols) fill(samples []schemas.Sample) {
 	c.node, c.gpuUUID, c.model, c.inst = grow(c.node, n), grow(c.gpuUUID, n), grow(c.model, n), grow(c.inst, n)
 	c.profile, c.project, c.user, c.usrc = grow(c.profile, n), grow(c.project, n), grow(c.user, n), grow(c.usrc, n)
 	c.util, c.utilVals = grow(c.util, n), grow(c.utilVals, n)
+	c.ref = grow(c.ref, n)
 	now := time.Now().UTC().Truncate(time.Second)
 	for i := range samples {
 		x := &samples[i]
@@ -206,7 +208,7 @@ func (c *rawCols) fill(samples []schemas.Sample) {
 		c.ts[i] = time.Unix(sec, 0).UTC()
 		c.startMS[i], c.intervalMS[i] = x.StartMS, x.IntervalMS
 		c.node[i], c.gpuUUID[i], c.model[i], c.inst[i], c.profile[i] = x.Node, x.GPUUUID, x.GPUModel, x.InstanceID, x.Profile
-		c.project[i], c.user[i], c.usrc[i] = x.Project, x.User, x.UtilSource
+		c.project[i], c.user[i], c.usrc[i], c.ref[i] = x.Project, x.User, x.UtilSource, x.HolderRef
 		c.util[i] = nil
 		if x.UtilKnown {
 			c.utilVals[i] = x.Util
@@ -220,12 +222,12 @@ func (c *rawCols) fill(samples []schemas.Sample) {
 // columns are the columns in the order of rawColumns.
 func (c *rawCols) columns() []any {
 	return []any{c.ts, c.startMS, c.intervalMS, c.node, c.gpuUUID, c.model, c.inst, c.profile,
-		c.project, c.user, c.util, c.memUsed, c.memTotal, c.procs, c.usrc, c.ingested}
+		c.project, c.user, c.util, c.memUsed, c.memTotal, c.procs, c.usrc, c.ref, c.ingested}
 }
 
 // release drops the references to the batch's strings and pools c.
 func (c *rawCols) release() {
-	for _, col := range [][]string{c.node, c.gpuUUID, c.model, c.inst, c.profile, c.project, c.user, c.usrc} {
+	for _, col := range [][]string{c.node, c.gpuUUID, c.model, c.inst, c.profile, c.project, c.user, c.usrc, c.ref} {
 		clear(col)
 	}
 	rawPool.Put(c)

@@ -157,6 +157,17 @@ func TestDeadLetters(t *testing.T) {
 	for _, err := range res.Errors {
 		require.NoError(t, err)
 	}
+	// The broker applies a config change after AlterConfigs returns (KRaft
+	// goes through its metadata log): wait until it reports the new limit,
+	// or the worker reads the old one and its parts are refused.
+	require.Eventually(t, func() bool {
+		d, err := e.client.DescribeConfigs(context.Background(), &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
+			ResourceType: kafka.ResourceTypeTopic, ResourceName: e.dlq, ConfigNames: []string{"max.message.bytes"}}}})
+		if err != nil || len(d.Resources) != 1 || len(d.Resources[0].ConfigEntries) != 1 {
+			return false
+		}
+		return d.Resources[0].ConfigEntries[0].ConfigValue == strconv.Itoa(64<<10)
+	}, 20*time.Second, 50*time.Millisecond, "the dead-letter topic's max.message.bytes never reads 64 KiB")
 	cfg.MaxClockSkew = 5 * time.Minute
 	cfg.Now = func() time.Time { return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC) } // after the trace
 	stop := start(t, cfg)

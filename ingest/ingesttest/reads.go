@@ -74,6 +74,18 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 		func(int) (float64, bool) { return 0, false }, 2)
 	quiet := minutes("mig-d", "n1", a100, "1g.10gb", "", "", utc("2026-11-02T06:20:00Z"), 1,
 		func(int) (float64, bool) { return 0, true }, 0)
+	// Holder references: alice's Slurm job (also in the replays below), bob's
+	// pod, and carol's process, which changes half way (a new process of the
+	// same holder: the occupancy goes on, the latest sample's reference counts).
+	setRef := func(ss []schemas.Sample, ref string) {
+		for i := range ss {
+			ss[i].HolderRef = ref
+		}
+	}
+	setRef(alice, "slurm:812345")
+	setRef(bob, "k8s:ai101/nb-bob")
+	setRef(carol[:5], "pid:4242")
+	setRef(carol[5:], "pid:4343")
 	// Written like the ingest worker does (samples with their runs); alice's
 	// first hour is replayed by a restarted worker (a new compactor).
 	ver, ok := st.(billing.DataVersioner)
@@ -164,9 +176,10 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 	require.NoError(t, err)
 	require.Equal(t, []billing.Held{
 		{InstanceID: "mig-b", Node: "n2", Project: "ai101", User: "bob", SKU: "h100-1g.10gb", GPUModel: h100, Profile: "1g.10gb",
-			Since: utc("2026-11-02T06:00:00Z"), LastSample: utc("2026-11-02T06:29:00Z"), Idle: true, IdleSince: utc("2026-11-02T06:00:00Z")},
+			Since: utc("2026-11-02T06:00:00Z"), LastSample: utc("2026-11-02T06:29:00Z"), Idle: true, IdleSince: utc("2026-11-02T06:00:00Z"),
+			HolderRef: "k8s:ai101/nb-bob"},
 		{InstanceID: "x-1", Node: "n3", Project: "nlp-lab", User: "carol", GPUModel: "Unknown GPU", Profile: "full",
-			Since: utc("2026-11-02T06:20:00Z"), LastSample: utc("2026-11-02T06:29:00Z")},
+			Since: utc("2026-11-02T06:20:00Z"), LastSample: utc("2026-11-02T06:29:00Z"), HolderRef: "pid:4343"},
 	}, held)
 	held, err = billing.HeldNow(ctx, st, cat, utc("2026-11-02T05:45:00Z"))
 	require.NoError(t, err)
@@ -174,6 +187,24 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 	require.Equal(t, "mig-a", held[0].InstanceID)
 	require.Equal(t, utc("2026-11-02T04:00:00Z"), held[0].Since)
 	require.False(t, held[0].Idle)
+	require.Equal(t, "slurm:812345", held[0].HolderRef)
+	// Held samples carry the reference as written, replayed ones too.
+	refs := map[string]map[int64]string{}
+	require.NoError(t, st.HeldSamples(ctx, utc("2026-11-02T04:00:00Z").UnixMilli(), utc("2026-11-02T07:00:00Z").UnixMilli(),
+		func(s *schemas.Sample) error {
+			if refs[s.InstanceID] == nil {
+				refs[s.InstanceID] = map[int64]string{}
+			}
+			refs[s.InstanceID][s.StartMS] = s.HolderRef
+			return nil
+		}))
+	require.Len(t, refs["mig-a"], 120)
+	for _, ref := range refs["mig-a"] {
+		require.Equal(t, "slurm:812345", ref)
+	}
+	require.Len(t, refs["x-1"], 10)
+	require.Equal(t, "pid:4242", refs["x-1"][utc("2026-11-02T06:24:00Z").UnixMilli()])
+	require.Equal(t, "pid:4343", refs["x-1"][utc("2026-11-02T06:25:00Z").UnixMilli()])
 
 	p, err := billing.ParsePeriod("2026-11", cat.Location)
 	require.NoError(t, err)

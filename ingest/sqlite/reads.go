@@ -37,7 +37,7 @@ func (s *Store) UsageRows(ctx context.Context, q billing.UsageRowQuery, fn func(
 // HeldSamples implements billing.HeldRows.
 func (s *Store) HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(*schemas.Sample) error) error {
 	rows, err := s.db.QueryContext(ctx, `SELECT instance_id, start_ms, project, user, interval_ms, node, gpu_uuid, gpu_model, profile,
-		util, processes FROM raw_samples WHERE start_ms >= ? AND start_ms < ? AND project != ''`, fromMS, toMS)
+		util, processes, holder_ref FROM raw_samples WHERE start_ms >= ? AND start_ms < ? AND project != ''`, fromMS, toMS)
 	if err != nil {
 		return fmt.Errorf("cannot read held samples: %w", err)
 	}
@@ -46,7 +46,7 @@ func (s *Store) HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(*sc
 		var x schemas.Sample
 		var util sql.NullFloat64
 		if err := rows.Scan(&x.InstanceID, &x.StartMS, &x.Project, &x.User, &x.IntervalMS, &x.Node, &x.GPUUUID, &x.GPUModel,
-			&x.Profile, &util, &x.Processes); err != nil {
+			&x.Profile, &util, &x.Processes, &x.HolderRef); err != nil {
 			return fmt.Errorf("cannot read held sample: %w", err)
 		}
 		x.Util, x.UtilKnown = util.Float64, util.Valid

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -92,6 +93,8 @@ var migrations = []string{
 	// usage reports (billing.UsageCache) know from it whether data changed.
 	`CREATE TABLE IF NOT EXISTS data_version (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)`,
 	`INSERT OR IGNORE INTO data_version (id, version) VALUES (1, 0)`,
+	// The sample's holder_ref (see the ClickHouse migration 0007); older rows read ''.
+	`ALTER TABLE raw_samples ADD COLUMN holder_ref TEXT NOT NULL DEFAULT ''`,
 }
 
 // SchemaVersion is the schema version this build writes and reads (PRAGMA
@@ -250,14 +253,37 @@ func (s *Store) Migrate(ctx context.Context) (from, to int, err error) {
 		return v, v, err
 	}
 	for i := v; i < len(migrations); i++ {
-		if _, err := s.db.ExecContext(ctx, migrations[i]); err != nil {
-			return v, i, classify(fmt.Errorf("SQLite migration %d of %s failed: %w", i+1, s.cfg.Path, err))
+		present, err := s.columnPresent(ctx, migrations[i])
+		if err != nil {
+			return v, i, classify(fmt.Errorf("SQLite migration %d of %s: %w", i+1, s.cfg.Path, err))
+		}
+		// An ADD COLUMN already applied is skipped (SQLite has no ADD COLUMN IF NOT EXISTS).
+		if !present {
+			if _, err := s.db.ExecContext(ctx, migrations[i]); err != nil {
+				return v, i, classify(fmt.Errorf("SQLite migration %d of %s failed: %w", i+1, s.cfg.Path, err))
+			}
 		}
 		if _, err := s.db.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", i+1)); err != nil {
 			return v, i, classify(fmt.Errorf("cannot record SQLite migration %d of %s: %w", i+1, s.cfg.Path, err))
 		}
 	}
 	return v, len(migrations), nil
+}
+
+var addColumn = regexp.MustCompile(`^ALTER TABLE (\w+) ADD COLUMN (\w+) `)
+
+// columnPresent reports whether the migration adds a column the table
+// already has, so that a migration applied again is harmless.
+func (s *Store) columnPresent(ctx context.Context, migration string) (bool, error) {
+	m := addColumn.FindStringSubmatch(migration)
+	if m == nil {
+		return false, nil
+	}
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info(?) WHERE name = ?`, m[1], m[2]).Scan(&n); err != nil {
+		return false, fmt.Errorf("cannot read the columns of %s: %w", m[1], err)
+	}
+	return n > 0, nil
 }
 
 func (s *Store) migrate(ctx context.Context) (err error) {
@@ -358,8 +384,8 @@ func (s *Store) DataVersion(ctx context.Context) (string, error) {
 
 func writeBatch(ctx context.Context, tx *sql.Tx, b *ingest.Batch) error {
 	raw, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO raw_samples (instance_id, start_ms, project, user,
-		interval_ms, node, gpu_uuid, gpu_model, profile, util, mem_used_bytes, mem_total_bytes, processes, util_source)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		interval_ms, node, gpu_uuid, gpu_model, profile, util, mem_used_bytes, mem_total_bytes, processes, util_source, holder_ref)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return fmt.Errorf("cannot prepare raw insert: %w", err)
 	}
@@ -371,7 +397,7 @@ func writeBatch(ctx context.Context, tx *sql.Tx, b *ingest.Batch) error {
 			util = x.Util
 		}
 		if _, err = raw.ExecContext(ctx, x.InstanceID, x.StartMS, x.Project, x.User, x.IntervalMS, x.Node, x.GPUUUID,
-			x.GPUModel, x.Profile, util, x.MemUsed, x.MemTotal, x.Processes, x.UtilSource); err != nil {
+			x.GPUModel, x.Profile, util, x.MemUsed, x.MemTotal, x.Processes, x.UtilSource, x.HolderRef); err != nil {
 			return fmt.Errorf("cannot insert raw sample: %w", err)
 		}
 	}
