@@ -246,7 +246,7 @@ func TestChartExample(t *testing.T) {
 	// Release RBAC: a Role per listed namespace, get and delete on pods only,
 	// bound to serve's ServiceAccount; no ClusterRole for it.
 	require.Len(t, o.roles, 2)
-	for _, ns := range []string{"ai101", "cv-lab"} {
+	for _, ns := range []string{"ai101-2026", "vision"} {
 		r := o.roles[ns+"/"+fullname+"-release"]
 		require.NotNil(t, r, ns)
 		require.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "delete"}}}, r.Rules)
@@ -333,4 +333,24 @@ func TestPlainManifestsMatchChart(t *testing.T) {
 		require.True(t, strings.HasPrefix(line, "#"), "header line %q is not a comment", line)
 	}
 	require.Equal(t, string(out), got[i+1:], "deployments/kubernetes/cardhour.yaml is stale: run make manifests")
+}
+
+// Components switched off render nothing of theirs; without a host NVML
+// library and runtime class the collector mounts neither.
+func TestChartToggles(t *testing.T) {
+	o := renderDecode(t, "--set", "collector.nvml.hostLibrary=", "--set", "collector.runtimeClassName=",
+		"--set", "serve.enabled=false", "--set", "ingest.enabled=false", "--set", "release.namespaces={a,b}")
+	require.Empty(t, o.deployments)
+	require.Empty(t, o.roles, "no serve, no release permission")
+	require.NotContains(t, o.serviceAccounts, fullname+"-serve")
+	spec := o.daemonSets[fullname+"-collector"].Spec.Template.Spec
+	require.Nil(t, spec.RuntimeClassName)
+	require.Nil(t, mount(spec.Containers[0], "nvml"))
+	require.Nil(t, volume(spec, "nvml"))
+	require.NotNil(t, mount(spec.Containers[0], "pod-resources"))
+
+	o = renderDecode(t, "--set", "collector.enabled=false")
+	require.Empty(t, o.daemonSets)
+	require.Empty(t, o.clusterRoles)
+	require.Empty(t, o.clusterBindings)
 }
