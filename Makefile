@@ -71,6 +71,9 @@ run: build
 test: tidy-check
 	$(GO) vet ./...
 	$(GO) vet -tags $(COLLECTOR_TAGS) ./cmd/cardhour
+	@# the chart tests' helm CLI, built once (minutes) outside the tests' timeout;
+	@# without it they skip, or fail under CI=true
+	GO=$(GO) deployments/testenv/helm.sh >/dev/null || [ "$$CI" != true ]
 	deployments/testenv/with-services.sh $(GO) test -count=1 ./...
 	$(GO) test -count=1 -tags $(COLLECTOR_TAGS) ./cmd/cardhour
 	$(MAKE) fuzz-short
