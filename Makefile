@@ -5,6 +5,7 @@
 #   make build-collector   build ./bin/cardhour-collector: the node agent alone (collect,
 #                      simulate, version), for the GPU-node DaemonSet
 #   make images        the container images of deployments/kubernetes (Docker)
+#   make manifests     deployments/kubernetes/cardhour.yaml from the Helm chart
 #   make test          go.mod tidy check, vet, unit tests + integration tests against real
 #                      ClickHouse, Kafka, PostgreSQL and an SMTP sink
 #                      (started on loopback by deployments/testenv/services.sh unless
@@ -28,7 +29,7 @@ FUZZ_TIMESTAMP ?= 300000x
 FUZZ_CATALOG   ?= 250000x
 GOLANGCI_VERSION ?= v2.5.0
 
-.PHONY: all run build build-collector images test tidy-check unit-test fuzz-short api-fuzz bench bench-go lint fmt services-up services-down clean
+.PHONY: all run build build-collector images manifests test tidy-check unit-test fuzz-short api-fuzz bench bench-go lint fmt services-up services-down clean
 
 all: build
 
@@ -50,6 +51,19 @@ images:
 	docker build -f deployments/docker/Dockerfile --target cardhour -t cardhour/cardhour:$(IMAGE_TAG) .
 	docker build -f deployments/docker/Dockerfile --target cardhour-collector -t cardhour/cardhour-collector:$(IMAGE_TAG) .
 
+# The plain manifests are the chart rendered with deployments/kubernetes/values.yaml
+# (helm built once by deployments/testenv/helm.sh; deployments/deploytest checks
+# the file is current).
+manifests:
+	@helm=$$(GO=$(GO) deployments/testenv/helm.sh) && { \
+	  printf '%s\n' '# cardhour on Kubernetes: the Helm chart deployments/helm/cardhour rendered with' \
+	    '# deployments/kubernetes/values.yaml by `make manifests` (do not edit; docs/deploy.md).' \
+	    '#   kubectl create namespace cardhour' \
+	    '#   kubectl -n cardhour create secret generic cardhour-credentials --from-literal=store-dsn=... --from-literal=state-dsn=...' \
+	    '#   kubectl apply -f deployments/kubernetes/cardhour.yaml'; \
+	  "$$helm" template cardhour deployments/helm/cardhour --namespace cardhour -f deployments/kubernetes/values.yaml; \
+	} > deployments/kubernetes/cardhour.yaml.tmp && mv deployments/kubernetes/cardhour.yaml.tmp deployments/kubernetes/cardhour.yaml
+
 run: build
 	$(BIN)/cardhour bill --catalog schemas/examples/catalog.yaml --samples schemas/examples/samples.jsonl \
 		--period 2026-11 --format table
@@ -57,6 +71,9 @@ run: build
 test: tidy-check
 	$(GO) vet ./...
 	$(GO) vet -tags $(COLLECTOR_TAGS) ./cmd/cardhour
+	@# the chart tests' helm CLI, built once (minutes) outside the tests' timeout;
+	@# without it they skip, or fail under CI=true
+	GO=$(GO) deployments/testenv/helm.sh >/dev/null || [ "$$CI" != true ]
 	deployments/testenv/with-services.sh $(GO) test -count=1 ./...
 	$(GO) test -count=1 -tags $(COLLECTOR_TAGS) ./cmd/cardhour
 	$(MAKE) fuzz-short
