@@ -243,7 +243,9 @@ func (a *adviser) groups(results []*billing.Result) []*group {
 			out = append(out, g)
 		}
 	}
-	slices.SortFunc(out, func(x, y *group) int { return cmp.Or(cmp.Compare(x.project, y.project), cmp.Compare(x.sku.ID, y.sku.ID)) })
+	slices.SortFunc(out, func(x, y *group) int {
+		return cmp.Or(cmp.Compare(x.project, y.project), cmp.Compare(x.sku.ID, y.sku.ID))
+	})
 	return out
 }
 

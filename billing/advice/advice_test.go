@@ -45,7 +45,9 @@ func exampleCatalog(t *testing.T) *schemas.Catalog {
 
 var shanghai, _ = time.LoadLocation("Asia/Shanghai")
 
-func at(y int, m time.Month, d int) int64 { return time.Date(y, m, d, 0, 0, 0, 0, shanghai).UnixMilli() }
+func at(y int, m time.Month, d int) int64 {
+	return time.Date(y, m, d, 0, 0, 0, 0, shanghai).UnixMilli()
+}
 
 func key(project, inst, model, profile string) billing.Key {
 	return billing.Key{Project: project, User: "u1", InstanceID: inst, GPUModel: model, Profile: profile}

@@ -104,9 +104,9 @@ type SKUAdvice struct {
 // Underused is an active reservation that covered less than the minimum share
 // of its hours.
 type Underused struct {
-	Project  string `json:"project"`
-	SKU      string `json:"sku"`
-	Index    int    `json:"index" doc:"position of the reservation in the project's catalog entry"`
+	Project string `json:"project"`
+	SKU     string `json:"sku"`
+	Index   int    `json:"index" doc:"position of the reservation in the project's catalog entry"`
 	Reserved
 	ReservedSeconds int64  `json:"reserved_seconds" doc:"reserved instance-seconds inside the window"`
 	CoveredSeconds  int64  `json:"covered_seconds"`
@@ -143,7 +143,9 @@ func share(num, den decimal.Decimal) decimal.Decimal {
 
 func pct(d decimal.Decimal) string { return d.Shift(2).StringFixed(1) + " %" }
 
-func monthOf(r schemas.Reservation) string { return fmt.Sprintf("%04d-%02d", r.StartYear, int(r.StartMonth)) }
+func monthOf(r schemas.Reservation) string {
+	return fmt.Sprintf("%04d-%02d", r.StartYear, int(r.StartMonth))
+}
 
 // advise prices one project and SKU.
 func (a *adviser) advise(g *group) (SKUAdvice, error) {
