@@ -59,12 +59,12 @@ func reservedText(rs []Reserved) string {
 func WriteTable(w io.Writer, r *Report) error {
 	fmt.Fprintf(w, "Advice %s to %s (%d months, %s days, %s)\n%s\n%s\n\n", r.From, r.To, r.Months, r.Days, r.Currency, r.Assumption.En, r.Assumption.Zh)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "project\tsku\tpeak\tcurrent\tadvised mix\tbilled\tadvised\tsaving\tif use halves\t")
+	fmt.Fprintln(tw, "project\tsku\tpeak\tcurrent\tadvised mix\tbilled\tadvised\tsaving\tif use halves")
 	for _, a := range r.Advice {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", a.Project, a.SKU, a.Peak, reservedText(a.Current), mixText(a.Mix, r.From),
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Project, a.SKU, a.Peak, reservedText(a.Current), mixText(a.Mix, r.From),
 			a.BilledBase, a.Advised, a.Saving, a.IfHalved.Advised)
 	}
-	fmt.Fprintf(tw, "total\t\t\t\t\t%s\t%s\t%s\t\t\n", r.BilledBasis, r.Advised, r.Saving)
+	fmt.Fprintf(tw, "total\t\t\t\t\t%s\t%s\t%s\t\n", r.BilledBasis, r.Advised, r.Saving)
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -15,4 +15,5 @@ func addCommands(cmds map[string]command) {
 	cmds["serve"] = command{"serve the HTTP API (/api/v1, OpenAPI at /api/v1/openapi.json) over the usage and state stores", runServe}
 	cmds["token"] = command{"create, list or revoke API tokens (create prints the secret once)", runToken}
 	cmds["idle"] = command{"list the idle warnings and releases the catalog's policies call for", runIdle}
+	cmds["advise"] = command{"advise each project which reservations would have cost least, and which covered little", runAdvise}
 }
