@@ -88,7 +88,9 @@ func runAdvise(args []string, stdout, stderr io.Writer) int {
 	ctx := context.Background()
 	start := time.Now()
 	opt := advice.Options{Months: *months, Now: now, Project: *project, MinCoverage: cov, Workers: *workers,
-		Progress: func(msg string) { fmt.Fprintf(stderr, "cardhour advise: %s (%.1f s)\n", msg, time.Since(start).Seconds()) }}
+		Progress: func(msg string) {
+			fmt.Fprintf(stderr, "cardhour advise: %s (%.1f s)\n", msg, time.Since(start).Seconds())
+		}}
 	periods := advice.Window(cat, now, *months)
 	fmt.Fprintf(stderr, "cardhour advise: %s to %s\n", periods[0], periods[len(periods)-1])
 	var bill advice.Biller
