@@ -21,6 +21,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -54,9 +55,10 @@ type Options struct {
 	MinCoverage decimal.Decimal
 	// ExhaustiveUpTo: where a project held at most this many instances of a
 	// SKU at once, every reserved quantity from 0 to the peak is priced; above
-	// it the search narrows the quantity down assuming the cost falls and then
-	// rises with the quantity (true for per-second rounding), then prices the
-	// neighbours of the best one. 0: DefaultExhaustiveUpTo.
+	// it the search starts from a guess made from the concurrency profile and
+	// follows the engine's prices downhill (exact when the cost falls and then
+	// rises with the quantity, as with per-second rounding).
+	// 0: DefaultExhaustiveUpTo.
 	ExhaustiveUpTo int
 	// Workers prices that many (project, SKU) pairs at once; 0: one per CPU.
 	Workers int
@@ -106,15 +108,30 @@ func Advise(ctx context.Context, cat *schemas.Catalog, bill Biller, opt Options)
 	}
 	periods := Window(cat, opt.Now, opt.Months)
 	a := &adviser{cat: cat, opt: opt, periods: periods}
+	// The months are billed at once (a store answers each on its own).
 	results := make([]*billing.Result, len(periods))
+	berrs := make([]error, len(periods))
+	var bw sync.WaitGroup
+	sem := make(chan struct{}, opt.Workers)
 	for i, p := range periods {
-		t0 := time.Now()
-		res, err := bill(ctx, p)
-		if err != nil {
-			return nil, fmt.Errorf("cannot bill %s: %w", p, err)
-		}
-		results[i] = res
-		opt.progress("billed %s (%d invoices) in %v", p, len(res.Invoices), time.Since(t0).Round(time.Millisecond))
+		bw.Add(1)
+		go func() {
+			defer bw.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			t0 := time.Now()
+			res, err := bill(ctx, p)
+			if err != nil {
+				berrs[i] = fmt.Errorf("cannot bill %s: %w", p, err)
+				return
+			}
+			results[i] = res
+			opt.progress("billed %s (%d invoices) in %v", p, len(res.Invoices), time.Since(t0).Round(time.Millisecond))
+		}()
+	}
+	bw.Wait()
+	if err := errors.Join(berrs...); err != nil {
+		return nil, err
 	}
 	groups := a.groups(results)
 	opt.progress("pricing %d project and SKU pairs with the billing engine", len(groups))
@@ -144,7 +161,7 @@ func Advise(ctx context.Context, cat *schemas.Catalog, bill Biller, opt Options)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	opt.progress("priced %d pairs in %v", len(groups), time.Since(t0).Round(time.Millisecond))
+	opt.progress("priced %d pairs in %v (%d bills of one month by the engine)", len(groups), time.Since(t0).Round(time.Millisecond), a.bills.Load())
 	return a.report(out), nil
 }
 
@@ -180,6 +197,7 @@ type adviser struct {
 	cat     *schemas.Catalog
 	opt     Options
 	periods []billing.Period
+	bills   atomic.Int64 // engine bills made, for the progress line
 }
 
 // groups collects the sessions and billed amounts of every (project, SKU)

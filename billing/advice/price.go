@@ -28,6 +28,7 @@ func (a *adviser) price(g *group, i int, sessions []billing.Session, rs []schema
 		acc.AddOccupancy(s.Key, s.Start, s.End, false)
 	}
 	res := acc.Invoices()
+	a.bills.Add(1)
 	out := priced{Usage: decimal.Zero, Reserved: decimal.Zero}
 	for _, inv := range res.Invoices {
 		if inv.Project != g.project {

@@ -103,10 +103,13 @@ func (a *adviser) search(g *group, curves []*usageCurve) (Mix, decimal.Decimal) 
 	// monthBest(i, L): the month-term quantity of month i on top of L.
 	exact := peak <= x
 	rstar := make([]int64, n)
+	var lts [][]int64
 	if !exact {
+		lts = make([][]int64, n)
 		for i, c := range curves {
+			lts[i] = sessionLevels(c.sessions)
 			f := func(r int64) decimal.Decimal { return c.at(r).Add(a.resCost(g.sku, schemas.TermMonth, r)) }
-			rstar[i] = argmin(0, c.peak, f)
+			rstar[i] = descend(0, c.peak, a.guessMonth(g.sku, lts[i]), f)
 		}
 	}
 	monthBest := func(i int, l int64) (decimal.Decimal, int64) {
@@ -140,7 +143,7 @@ func (a *adviser) search(g *group, curves []*usageCurve) (Mix, decimal.Decimal) 
 			}
 		}
 	} else {
-		bestL = argmin(0, peak, total)
+		bestL = descend(0, peak, a.guessLong(g.sku, lts, rstar), total)
 	}
 	t, y, q := long(bestL)
 	mix.Year, mix.Quarter = y, q
@@ -171,4 +174,106 @@ func argmin(lo, hi int64, f func(int64) decimal.Decimal) int64 {
 		}
 	}
 	return bx
+}
+
+// descend is the smallest minimiser of f over [lo, hi] near x when f falls
+// and then rises: from x it gallops downhill (steps 1, 2, 4, …), then narrows
+// the last bracket down with argmin. With a good first guess it prices a
+// handful of points.
+func descend(lo, hi, x int64, f func(int64) decimal.Decimal) int64 {
+	x = min(max(x, lo), hi)
+	fx := f(x)
+	var dir int64
+	switch {
+	case x < hi && f(x+1).LessThan(fx):
+		dir = 1
+	case x > lo && f(x-1).LessThan(fx):
+		dir = -1
+	default:
+		// x is a local minimum; an equal value to the left is preferred.
+		for x > lo && !fx.LessThan(f(x-1)) {
+			x--
+		}
+		return x
+	}
+	prev, step := x, int64(1)
+	var stop int64
+	for {
+		nx := min(max(x+dir*step, lo), hi)
+		if nx == x {
+			stop = x
+			break
+		}
+		if fn := f(nx); fn.LessThan(fx) {
+			prev, x, fx = x, nx, fn
+			step *= 2
+			continue
+		}
+		stop = nx
+		break
+	}
+	return argminIn(min(prev, stop), max(prev, stop), f)
+}
+
+// argminIn is argmin kept inside [lo, hi].
+func argminIn(lo, hi int64, f func(int64) decimal.Decimal) int64 {
+	for hi-lo > 4 {
+		m1, m2 := lo+(hi-lo)/3, hi-(hi-lo)/3
+		if f(m1).LessThanOrEqual(f(m2)) {
+			hi = m2
+		} else {
+			lo = m1
+		}
+	}
+	best, bx := f(lo), lo
+	for r := lo + 1; r <= hi; r++ {
+		if v := f(r); v.LessThan(best) {
+			best, bx = v, r
+		}
+	}
+	return bx
+}
+
+// guessMonth is where the search for a month's quantity starts: the number of
+// reserved instances whose covered time (the k-th covers the time with at
+// least k sessions open, lt[k-1] ms) is worth more at the hourly price than a
+// month reservation. Only a starting point: the engine's prices decide.
+func (a *adviser) guessMonth(sku *schemas.SKU, lt []int64) int64 {
+	c := a.resCost(sku, schemas.TermMonth, 1).Mul(decimal.NewFromInt(3_600_000))
+	var k int64
+	for k < int64(len(lt)) && sku.HourlyPrice.Mul(decimal.NewFromInt(lt[k])).GreaterThan(c) {
+		k++
+	}
+	return k
+}
+
+// guessLong is where the search for the long-term quantity starts: the k-th
+// instance is worth a year (or quarter) term when what it saves over the
+// window, each month the lesser of its hourly worth and a month reservation,
+// exceeds the term's monthly shares.
+func (a *adviser) guessLong(sku *schemas.SKU, lts [][]int64, rstar []int64) int64 {
+	n := decimal.NewFromInt(int64(len(lts)))
+	long := decimal.Min(a.resCost(sku, schemas.TermYear, 1), a.resCost(sku, schemas.TermQuarter, 1)).Mul(n)
+	month := a.resCost(sku, schemas.TermMonth, 1)
+	h := sku.HourlyPrice.Div(decimal.NewFromInt(3_600_000))
+	var peak int64
+	for _, r := range rstar {
+		peak = max(peak, r)
+	}
+	for _, lt := range lts {
+		peak = max(peak, int64(len(lt)))
+	}
+	var k int64
+	for ; k < peak; k++ {
+		worth := decimal.Zero
+		for _, lt := range lts {
+			if k < int64(len(lt)) {
+				worth = worth.Add(decimal.Min(h.Mul(decimal.NewFromInt(lt[k])), month))
+			}
+		}
+		if !worth.GreaterThan(long) {
+			break
+		}
+	}
+	return k
 }

@@ -65,6 +65,17 @@ func TestAdviseWorkedExample(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	golden(t, "advise-t4.txt", out)
 
+	// The same from a store written by ingest: the same advice, byte for byte.
+	store := "sqlite://" + filepath.Join(t.TempDir(), "usage.db")
+	code, out, errOut = runCLI(t, "", "ingest", "--store", store, "--from-file", samples, "--listen", "")
+	require.Zero(t, code, out+errOut)
+	code, fromStore, errOut := runCLI(t, "", "advise", "--catalog", exampleCatalog, "--store", store, "--now", "2026-12-01T09:00:00+08:00")
+	require.Equal(t, 0, code, errOut)
+	code, fromFile, errOut := runCLI(t, "", "advise", "--catalog", exampleCatalog, "--samples", samples, "--now", "2026-12-01T09:00:00+08:00")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, fromFile, fromStore)
+	require.Contains(t, fromStore, "nlp-lab / a100-80g-1g.10gb #0 (2×year from 2026-09): coverage 0.0 %")
+
 	code, out, errOut = runCLI(t, "", "advise", "--catalog", exampleCatalog, "--samples", samples, "--now", "2026-12", "--format", "csv", "--months", "1")
 	require.Equal(t, 0, code, errOut)
 	require.True(t, strings.HasPrefix(out, "kind,project,sku,peak,"), out)
