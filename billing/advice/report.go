@@ -194,8 +194,14 @@ func (a *adviser) advise(g *group) (SKUAdvice, error) {
 		out.Current = append(out.Current, a.reserved(g.sku, r))
 	}
 	out.Current = nonNil(out.Current)
-	out.basis = a.priceWindow(g, g.sessions, monthlyEquivalent(current)).total()
 	out.billed = sum(g.billedUsage).Add(sum(g.billedReserved))
+	out.basis = out.billed // the invoices are the monthly-equivalent bill unless a term was paid upfront
+	for _, r := range current {
+		if r.Billing != schemas.BillingMonthly {
+			out.basis = a.priceWindow(g, g.sessions, monthlyEquivalent(current)).total()
+			break
+		}
+	}
 	out.Billed, out.BilledBase, out.Advised = billing.FormatMoney(out.billed), billing.FormatMoney(out.basis), billing.FormatMoney(out.advised)
 	out.Saving = billing.FormatMoney(out.basis.Sub(out.advised))
 
@@ -207,10 +213,12 @@ func (a *adviser) advise(g *group) (SKUAdvice, error) {
 			halved[i][j] = s
 		}
 	}
-	out.IfHalved = Halved{
-		Advised:    billing.FormatMoney(a.priceWindow(g, halved, rs).total()),
-		HourlyOnly: billing.FormatMoney(a.priceWindow(g, halved, nil).total()),
+	hourly := a.priceWindow(g, halved, nil).total()
+	withMix := hourly
+	if len(rs) > 0 {
+		withMix = a.priceWindow(g, halved, rs).total()
 	}
+	out.IfHalved = Halved{Advised: billing.FormatMoney(withMix), HourlyOnly: billing.FormatMoney(hourly)}
 	out.underused = a.underused(g, current, idx, out.basis)
 	out.Text = a.adviceText(g, &out, prof)
 	return out, nil
