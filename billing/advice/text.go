@@ -100,7 +100,7 @@ func (a *adviser) adviceText(g *group, s *SKUAdvice, prof []int64) Text {
 			partsEn = append(partsEn, "month reservations ("+strings.Join(monthsEn, ", ")+")")
 			partsZh = append(partsZh, "月付预留（"+strings.Join(monthsZh, "，")+"）")
 		}
-		if l := s.Mix.Year + s.Mix.Quarter; l > 0 && l <= int64(len(prof)) {
+		if l := s.Mix.Year + s.Mix.Quarter; l > 1 && l <= int64(len(prof)) {
 			fmt.Fprintf(&en, " It held at least %d for %s of the %s days.", l, days(prof[l-1]), D)
 			fmt.Fprintf(&zh, "其中至少同时占用 %d 个的时间共 %s 天。", l, days(prof[l-1]))
 		}
