@@ -20,7 +20,7 @@ func WriteJSON(w io.Writer, r *Report) error {
 	return enc.Encode(r)
 }
 
-func mixText(m Mix, from string) string {
+func mixText(m Mix) string {
 	var parts []string
 	if m.Year > 0 {
 		parts = append(parts, fmt.Sprintf("%d×year", m.Year))
@@ -29,12 +29,12 @@ func mixText(m Mix, from string) string {
 		parts = append(parts, fmt.Sprintf("%d×quarter", m.Quarter))
 	}
 	var ms []string
-	any := false
+	monthly := false
 	for _, q := range m.Month {
 		ms = append(ms, strconv.FormatInt(q, 10))
-		any = any || q > 0
+		monthly = monthly || q > 0
 	}
-	if any {
+	if monthly {
 		parts = append(parts, "month "+strings.Join(ms, "/"))
 	}
 	if len(parts) == 0 {
@@ -59,9 +59,9 @@ func reservedText(rs []Reserved) string {
 func WriteTable(w io.Writer, r *Report) error {
 	fmt.Fprintf(w, "Advice %s to %s (%d months, %s days, %s)\n%s\n%s\n\n", r.From, r.To, r.Months, r.Days, r.Currency, r.Assumption.En, r.Assumption.Zh)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "project\tsku\tpeak\tcurrent\tadvised mix\tbilled\tadvised\tsaving\tif use halves")
+	fmt.Fprintln(tw, "project\tsku\tpeak\tcurrent\tadvised mix\tbilled (monthly shares)\tadvised\tsaving\tif use halves")
 	for _, a := range r.Advice {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Project, a.SKU, a.Peak, reservedText(a.Current), mixText(a.Mix, r.From),
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Project, a.SKU, a.Peak, reservedText(a.Current), mixText(a.Mix),
 			a.BilledBase, a.Advised, a.Saving, a.IfHalved.Advised)
 	}
 	fmt.Fprintf(tw, "total\t\t\t\t\t%s\t%s\t%s\t\n", r.BilledBasis, r.Advised, r.Saving)
@@ -97,7 +97,7 @@ func WriteCSV(w io.Writer, r *Report) error {
 	cell := billing.CSVCell
 	for _, a := range r.Advice {
 		row := []string{"advice", billing.CSVText(a.Project), billing.CSVText(a.SKU), strconv.FormatInt(a.Peak, 10),
-			cell(reservedText(a.Current)), cell(mixText(a.Mix, r.From)), a.Billed, a.BilledBase, a.Advised, a.Saving,
+			cell(reservedText(a.Current)), cell(mixText(a.Mix)), a.Billed, a.BilledBase, a.Advised, a.Saving,
 			a.IfHalved.Advised, a.IfHalved.HourlyOnly, "", "", cell(a.Text.En), cell(a.Text.Zh)}
 		if err := cw.Write(row); err != nil {
 			return err
