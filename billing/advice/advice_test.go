@@ -393,3 +393,16 @@ func TestNarrowedSearchMatchesExhaustive(t *testing.T) {
 		require.Equal(t, full.Advice[0].Advised, narrow.Advice[0].Advised, "seed %d: exhaustive %+v, narrowed %+v (peak %d)", seed, full.Advice[0].Mix, narrow.Advice[0].Mix, full.Advice[0].Peak)
 	}
 }
+
+// A SKU's own term discount (H100: year 85 折) is the one priced.
+func TestPerSKUDiscount(t *testing.T) {
+	cat := exampleCatalog(t)
+	usage := []occ{{key("thesis-h100", "MIG-h", "NVIDIA H100 80GB HBM3", "1g.10gb"), at(2026, 9, 1), at(2026, 12, 1)}}
+	a := find(t, advise(t, cat, usage, Options{Project: "thesis-h100"}), "thesis-h100", "h100-1g.10gb")
+	require.Equal(t, "0.15", a.Terms[2].Discount)
+	require.Equal(t, "1785.00", a.Terms[2].Monthly) // 2100 × 0.85
+	require.Equal(t, Mix{Year: 1, Month: []int64{0, 0, 0}}, a.Mix)
+	require.Equal(t, "6552.00", a.Billed) // 2184 h × 3.00
+	require.Equal(t, "5355.00", a.Advised)
+	require.Equal(t, "1197.00", a.Saving)
+}
