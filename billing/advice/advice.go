@@ -98,6 +98,7 @@ type group struct {
 	sessions [][]billing.Session
 	// billed per month: the amounts the actual invoices have for this SKU.
 	billedUsage, billedReserved []decimal.Decimal
+	accs                        map[accKey]*billing.Accumulator // see accumulate
 }
 
 // Advise bills the window's months with bill and advises every project (or

@@ -21,13 +21,10 @@ func (p priced) total() decimal.Decimal { return p.Usage.Add(p.Reserved) }
 // them again under the unchanged catalog gives the same lines; only the
 // reservations differ.
 func (a *adviser) price(g *group, i int, sessions []billing.Session, rs []schemas.Reservation) priced {
-	cat := a.cat.WithReservations(g.project, rs)
-	acc := billing.NewAccumulator(cat, a.periods[i])
-	for j := range sessions {
-		s := &sessions[j]
-		acc.AddOccupancy(s.Key, s.Start, s.End, false)
+	res, err := a.accumulate(g, sessions, i).InvoicesUnder(a.cat.WithReservations(g.project, rs))
+	if err != nil {
+		panic("BUG: advice: " + err.Error()) // the candidate catalog has the catalog's gap tolerance
 	}
-	res := acc.Invoices()
 	a.bills.Add(1)
 	out := priced{Usage: decimal.Zero, Reserved: decimal.Zero}
 	for _, inv := range res.Invoices {
@@ -135,4 +132,35 @@ func (a *adviser) resCost(sku *schemas.SKU, term schemas.Term, q int64) decimal.
 		return decimal.Zero
 	}
 	return billing.ReservationAmount(sku.MonthlyPrice, 1, a.cat.Discount(sku, term), q)
+}
+
+// accumulate feeds sessions (one month's, of the group) to an accumulator of
+// month i under the catalog, once per slice of sessions: the search bills the
+// same sessions many times under different reservations. A group is priced
+// by one goroutine, so its cache needs no lock.
+func (a *adviser) accumulate(g *group, sessions []billing.Session, i int) *billing.Accumulator {
+	k := accKey{i: i, n: len(sessions)}
+	if len(sessions) > 0 {
+		k.first = &sessions[0]
+	}
+	if acc, ok := g.accs[k]; ok {
+		return acc
+	}
+	acc := billing.NewAccumulator(a.cat, a.periods[i])
+	for j := range sessions {
+		s := &sessions[j]
+		acc.AddOccupancy(s.Key, s.Start, s.End, false)
+	}
+	if g.accs == nil {
+		g.accs = map[accKey]*billing.Accumulator{}
+	}
+	g.accs[k] = acc
+	return acc
+}
+
+// accKey names a slice of sessions by its month, first element and length.
+type accKey struct {
+	i     int
+	n     int
+	first *billing.Session
 }

@@ -221,6 +221,7 @@ func (a *adviser) advise(g *group) (SKUAdvice, error) {
 	out.IfHalved = Halved{Advised: billing.FormatMoney(withMix), HourlyOnly: billing.FormatMoney(hourly)}
 	out.underused = a.underused(g, current, idx, out.basis)
 	out.Text = a.adviceText(g, &out, prof)
+	g.accs = nil // priced: let the accumulators go
 	return out, nil
 }
 
