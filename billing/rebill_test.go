@@ -29,7 +29,7 @@ func TestInvoicesUnder(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, bill(t, reserved, nov, ss...), under)
 	require.Equal(t, before, acc.Invoices())
-	require.Equal(t, "8.10", before.Invoices[0].Total.StringFixed(2)) // 4.5 h × 1.80
+	require.Equal(t, "8.10", before.Invoices[0].Total.StringFixed(2))  // 4.5 h × 1.80
 	require.Equal(t, "902.70", under.Invoices[0].Total.StringFixed(2)) // 900 + 1.5 h × 1.80
 
 	other := *reserved
