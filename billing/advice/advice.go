@@ -134,6 +134,7 @@ func Advise(ctx context.Context, cat *schemas.Catalog, bill Biller, opt Options)
 	if err := errors.Join(berrs...); err != nil {
 		return nil, err
 	}
+	warnings := a.warnings(results)
 	groups := a.groups(results)
 	opt.progress("pricing %d project and SKU pairs with the billing engine", len(groups))
 	t0 := time.Now()
@@ -163,7 +164,31 @@ func Advise(ctx context.Context, cat *schemas.Catalog, bill Biller, opt Options)
 		return nil, err
 	}
 	opt.progress("priced %d pairs in %v (%d bills of one month by the engine)", len(groups), time.Since(t0).Round(time.Millisecond), a.bills.Load())
-	return a.report(out), nil
+	rep := a.report(out)
+	rep.Warnings = warnings
+	return rep, nil
+}
+
+// warnings are the bills' warnings (unpriced usage, projects not in the
+// catalog, holder conflicts, months without usage), each once. With a project
+// chosen, only those about that project or about the whole input and naming
+// no user are kept: a lead's advice names no other project's students.
+func (a *adviser) warnings(results []*billing.Result) []string {
+	out := []string{}
+	seen := map[string]bool{}
+	for _, res := range results {
+		for _, msg := range res.Warnings {
+			w := res.WarningFor(msg)
+			if a.opt.Project != "" && w.Project != a.opt.Project && (w.Project != "" || len(w.Users) > 0) {
+				continue
+			}
+			if !seen[msg] {
+				seen[msg] = true
+				out = append(out, msg)
+			}
+		}
+	}
+	return out
 }
 
 func (o *Options) normalize() error {
@@ -239,10 +264,9 @@ func (a *adviser) groups(results []*billing.Result) []*group {
 			}
 		}
 	}
-	// Reservations active in the window without any line (none: the engine
-	// writes a line for each active reservation) are covered by the lines; a
-	// project of the catalog with no invoice at all still has its reservations
-	// priced here.
+	// The engine writes a line for every active reservation, so the
+	// projects' reservations have their groups already; this makes sure of
+	// it whatever the biller did.
 	for _, p := range a.cat.Projects {
 		if a.opt.Project != "" && p.ID != a.opt.Project {
 			continue

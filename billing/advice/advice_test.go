@@ -406,3 +406,28 @@ func TestPerSKUDiscount(t *testing.T) {
 	require.Equal(t, "5355.00", a.Advised)
 	require.Equal(t, "1197.00", a.Saving)
 }
+
+// The bills' warnings are passed on; with a project chosen, only its own and
+// those about the whole input that name nobody.
+func TestWarnings(t *testing.T) {
+	cat := exampleCatalog(t)
+	usage := []occ{
+		{key("ai101", "GPU-l40s", "NVIDIA L40S", "full"), at(2026, 10, 1), at(2026, 10, 2)},
+		{key("guest-lab", "GPU-t4-1", "Tesla T4", "full"), at(2026, 10, 1), at(2026, 10, 2)},
+	}
+	rep := advise(t, cat, usage, Options{})
+	joined := strings.Join(rep.Warnings, "\n")
+	require.Contains(t, joined, `project "guest-lab" is not in the catalog`)
+	require.Contains(t, joined, "NVIDIA L40S / full matches no SKU")
+	require.Contains(t, joined, "no usage in 2026-09")
+	rep = advise(t, cat, usage, Options{Project: "ai101"})
+	joined = strings.Join(rep.Warnings, "\n")
+	require.NotContains(t, joined, "guest-lab")
+	require.Contains(t, joined, "NVIDIA L40S / full matches no SKU")
+	var b strings.Builder
+	require.NoError(t, WriteCSV(&b, rep))
+	require.Contains(t, b.String(), "\nwarning,")
+	b.Reset()
+	require.NoError(t, WriteTable(&b, rep))
+	require.Contains(t, b.String(), "Warnings of the bills:")
+}

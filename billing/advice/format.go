@@ -79,6 +79,12 @@ func WriteTable(w io.Writer, r *Report) error {
 				u.Project, u.SKU, u.Index, u.Quantity, u.Term, u.Start, pctS(u.Coverage), u.Unused, u.Cost, u.Text.En, u.Text.Zh)
 		}
 	}
+	if len(r.Warnings) > 0 {
+		fmt.Fprintln(w, "\nWarnings of the bills:")
+		for _, m := range r.Warnings {
+			fmt.Fprintln(w, "  "+m)
+		}
+	}
 	_, err := fmt.Fprintln(w)
 	return err
 }
@@ -87,8 +93,9 @@ func WriteTable(w io.Writer, r *Report) error {
 var CSVHeader = []string{"kind", "project", "sku", "peak", "current", "advice", "billed", "billed_monthly_equivalent",
 	"advised", "saving", "if_halves_advised", "if_halves_hourly_only", "coverage", "unused", "text_en", "text_zh"}
 
-// WriteCSV writes one row per project and SKU (kind advice) and one per
-// reservation that covered little (kind underused).
+// WriteCSV writes one row per project and SKU (kind advice), one per
+// reservation that covered little (kind underused) and one per warning of the
+// bills (kind warning, its text in text_en).
 func WriteCSV(w io.Writer, r *Report) error {
 	cw := csv.NewWriter(w)
 	if err := cw.Write(CSVHeader); err != nil {
@@ -106,6 +113,13 @@ func WriteCSV(w io.Writer, r *Report) error {
 	for _, u := range r.Underused {
 		row := []string{"underused", billing.CSVText(u.Project), billing.CSVText(u.SKU), "",
 			cell(reservedText([]Reserved{u.Reserved})), "", "", u.WindowCost, "", "", "", "", u.Coverage, u.Unused, cell(u.Text.En), cell(u.Text.Zh)}
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	for _, m := range r.Warnings {
+		row := make([]string, len(CSVHeader))
+		row[0], row[len(row)-2] = "warning", cell(m)
 		if err := cw.Write(row); err != nil {
 			return err
 		}

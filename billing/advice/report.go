@@ -32,6 +32,10 @@ type Report struct {
 	Saving      string      `json:"saving"`
 	Advice      []SKUAdvice `json:"advice"`
 	Underused   []Underused `json:"underused"`
+	// Warnings are those of the months' bills: usage no SKU prices (never
+	// advised on), projects not in the catalog, holder conflicts, months
+	// without usage.
+	Warnings []string `json:"warnings"`
 }
 
 // Text is a sentence in English and Chinese.
@@ -273,7 +277,7 @@ func (a *adviser) report(advice []SKUAdvice) *Report {
 	first, last := a.periods[0], a.periods[len(a.periods)-1]
 	r := &Report{Schema: Schema, Currency: a.cat.Currency, Timezone: a.cat.Timezone, Months: len(a.periods),
 		From: first.String(), To: last.String(), Days: days(last.EndMS() - first.StartMS()),
-		MinCoverage: a.opt.MinCoverage.String(), Advice: nonNil(advice), Underused: []Underused{}}
+		MinCoverage: a.opt.MinCoverage.String(), Advice: nonNil(advice), Underused: []Underused{}, Warnings: []string{}}
 	r.Assumption = Text{
 		En: fmt.Sprintf("Assumes the use of %s to %s repeats: reservations of a quarter or a year are priced by their monthly shares over these %d months; paying a term upfront costs the same in all.", r.From, r.To, r.Months),
 		Zh: fmt.Sprintf("假设 %s 至 %s 的用量今后重复：季付、年付预留按这 %d 个月内每月应摊的金额计价；一次性预付与按月支付总额相同。", r.From, r.To, r.Months),
