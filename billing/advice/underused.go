@@ -60,7 +60,7 @@ func (a *adviser) underused(g *group, all []schemas.Reservation, idx []int, basi
 		if !cov.LessThan(a.opt.MinCoverage) {
 			continue
 		}
-		unused := billing.RoundMoney(cost[j].Mul(decimal.NewFromInt(reserved[j] - covered[j])).Div(decimal.NewFromInt(reserved[j])))
+		unused := billing.ShareAmount(cost[j], reserved[j]-covered[j], reserved[j])
 		u := Underused{Project: g.project, SKU: g.sku.ID, Index: idx[j], Reserved: a.reserved(g.sku, r),
 			ReservedSeconds: reserved[j] / 1000, CoveredSeconds: covered[j] / 1000, Coverage: cov.StringFixed(4),
 			Cost: billing.FormatMoney(cost[j]), Unused: billing.FormatMoney(unused), WindowCost: billing.FormatMoney(basis)}
