@@ -102,6 +102,13 @@ func TestGoldenT4Year(t *testing.T) {
 	require.Equal(t, int64(3), a.Peak)
 	require.Equal(t, []Level{{1, 91 * 86400, "91.0"}, {2, 91 * 86400, "91.0"}, {3, 10 * 86400, "10.0"}}, a.Profile)
 	require.Equal(t, Mix{Year: 2, Month: []int64{0, 0, 0}}, a.Mix)
+	require.Len(t, a.DailyPeak, 91)
+	require.Equal(t, DayPeak{"2026-09-01", 2}, a.DailyPeak[0])
+	require.Equal(t, DayPeak{"2026-10-04", 2}, a.DailyPeak[33])
+	require.Equal(t, DayPeak{"2026-10-05", 3}, a.DailyPeak[34])
+	require.Equal(t, DayPeak{"2026-10-14", 3}, a.DailyPeak[43])
+	require.Equal(t, DayPeak{"2026-10-15", 2}, a.DailyPeak[44])
+	require.Equal(t, DayPeak{"2026-11-30", 2}, a.DailyPeak[90])
 	// Hourly: 2 × (720 + 744 + 720) h × 1.80 + 240 h × 1.80.
 	require.Equal(t, "8294.40", a.Billed)
 	require.Equal(t, "8294.40", a.BilledBase)
@@ -430,4 +437,34 @@ func TestWarnings(t *testing.T) {
 	b.Reset()
 	require.NoError(t, WriteTable(&b, rep))
 	require.Contains(t, b.String(), "Warnings of the bills:")
+}
+
+// dailyPeaks against counting at every instant where the count can change.
+func TestDailyPeaks(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 200 {
+		var ivs []billing.Interval
+		for range r.IntN(8) {
+			s := r.Int64N(100)
+			ivs = append(ivs, billing.Interval{Start: s, End: s + r.Int64N(40)})
+		}
+		bounds := []int64{0}
+		for bounds[len(bounds)-1] < 120 {
+			bounds = append(bounds, bounds[len(bounds)-1]+1+r.Int64N(20))
+		}
+		got := dailyPeaks(ivs, bounds)
+		for d := range got {
+			var want int64
+			for x := bounds[d]; x < bounds[d+1]; x++ {
+				var c int64
+				for _, iv := range ivs {
+					if iv.Start <= x && x < iv.End {
+						c++
+					}
+				}
+				want = max(want, c)
+			}
+			require.Equal(t, want, got[d], "day %d of %v in %v", d, ivs, bounds)
+		}
+	}
 }

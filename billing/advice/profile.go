@@ -57,22 +57,7 @@ func sessionLevels(ss []billing.Session) []int64 {
 
 // instanceLevels is the concurrency profile: the union of the sessions of
 // each instance (whoever held it), then how many instances were held at once.
-func instanceLevels(ss []billing.Session) []int64 {
-	by := map[string]*billing.IntervalSet{}
-	for _, s := range ss {
-		set, ok := by[s.Key.InstanceID]
-		if !ok {
-			set = &billing.IntervalSet{}
-			by[s.Key.InstanceID] = set
-		}
-		set.Add(s.Start, s.End)
-	}
-	var ivs []billing.Interval
-	for _, set := range by {
-		ivs = append(ivs, set.Pieces()...)
-	}
-	return levels(ivs)
-}
+func instanceLevels(ss []billing.Session) []int64 { return levels(instanceIntervals(ss)) }
 
 // addLevels adds b into a (k by k), growing a.
 func addLevels(a, b []int64) []int64 {
@@ -83,4 +68,62 @@ func addLevels(a, b []int64) []int64 {
 		a[k] += v
 	}
 	return a
+}
+
+// dailyPeaks returns, for each day [bounds[d], bounds[d+1]), the most of the
+// intervals open at once during it.
+func dailyPeaks(ivs []billing.Interval, bounds []int64) []int64 {
+	type ev struct {
+		t int64
+		d int
+	}
+	evs := make([]ev, 0, 2*len(ivs))
+	for _, iv := range ivs {
+		if iv.End > iv.Start {
+			evs = append(evs, ev{iv.Start, +1}, ev{iv.End, -1})
+		}
+	}
+	slices.SortFunc(evs, func(x, y ev) int { return cmp.Or(cmp.Compare(x.t, y.t), cmp.Compare(x.d, y.d)) })
+	peaks := make([]int64, max(0, len(bounds)-1))
+	d := 0
+	// mark records level c over [lo, hi): the days it overlaps see at least c.
+	mark := func(lo, hi int64, c int64) {
+		for d > 0 && bounds[d] > lo {
+			d--
+		}
+		for d < len(peaks) && bounds[d+1] <= lo {
+			d++
+		}
+		for k := d; k < len(peaks) && bounds[k] < hi; k++ {
+			peaks[k] = max(peaks[k], c)
+		}
+	}
+	var c int64
+	for j, e := range evs {
+		if j > 0 && c > 0 && e.t > evs[j-1].t {
+			mark(evs[j-1].t, e.t, c)
+		}
+		c += int64(e.d)
+	}
+	return peaks
+}
+
+// instanceIntervals are the sessions united per instance (whoever held it).
+func instanceIntervals(ss []billing.Session) []billing.Interval {
+	by := map[string]*billing.IntervalSet{}
+	var order []string
+	for _, s := range ss {
+		set, ok := by[s.Key.InstanceID]
+		if !ok {
+			set = &billing.IntervalSet{}
+			by[s.Key.InstanceID] = set
+			order = append(order, s.Key.InstanceID)
+		}
+		set.Add(s.Start, s.End)
+	}
+	var ivs []billing.Interval
+	for _, id := range order {
+		ivs = append(ivs, by[id].Pieces()...)
+	}
+	return ivs
 }

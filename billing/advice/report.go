@@ -52,6 +52,12 @@ type Level struct {
 	Days    string `json:"days"`
 }
 
+// DayPeak is the most instances held at once on one local day.
+type DayPeak struct {
+	Day  string `json:"day" doc:"YYYY-MM-DD in the catalog's zone"`
+	Peak int64  `json:"peak"`
+}
+
 // TermPrice is one term the catalog offers for a SKU: the price of one
 // reserved instance and the utilisation above which it costs less than
 // hourly use.
@@ -90,6 +96,7 @@ type SKUAdvice struct {
 	Reservable bool        `json:"reservable" doc:"false when the SKU has no monthly price"`
 	Peak       int64       `json:"peak" doc:"most instances held at once"`
 	Profile    []Level     `json:"profile"`
+	DailyPeak  []DayPeak   `json:"daily_peak" doc:"the most instances held at once on each day of the window"`
 	Terms      []TermPrice `json:"terms"`
 	Current    []Reserved  `json:"current" doc:"the project's reservations of the SKU active in the window"`
 	Mix        Mix         `json:"mix"`
@@ -167,6 +174,7 @@ func (a *adviser) advise(g *group) (SKUAdvice, error) {
 		out.Profile = append(out.Profile, Level{AtLeast: int64(k + 1), Seconds: ms / 1000, Days: days(ms)})
 	}
 	out.Profile = nonNil(out.Profile)
+	out.DailyPeak = a.dailyPeak(g)
 	out.Terms = a.terms(g.sku)
 
 	mix, estimate := a.search(g, curves)
@@ -298,3 +306,22 @@ func (a *adviser) report(advice []SKUAdvice) *Report {
 
 // windowMS is the length of month i of the window.
 func (a *adviser) windowMS(i int) int64 { return a.periods[i].EndMS() - a.periods[i].StartMS() }
+
+// dailyPeak is the most instances of the group held at once on each local day
+// of the window.
+func (a *adviser) dailyPeak(g *group) []DayPeak {
+	out := []DayPeak{}
+	for i, p := range a.periods {
+		var bounds []int64
+		var names []string
+		for d := p.Start; d.Before(p.End); d = d.AddDate(0, 0, 1) {
+			bounds = append(bounds, d.UnixMilli())
+			names = append(names, d.Format("2006-01-02"))
+		}
+		bounds = append(bounds, p.EndMS())
+		for k, pk := range dailyPeaks(instanceIntervals(g.sessions[i]), bounds) {
+			out = append(out, DayPeak{Day: names[k], Peak: pk})
+		}
+	}
+	return out
+}
