@@ -105,7 +105,7 @@ func newFixture(t *testing.T) *fixture {
 		}
 		f.tokens[name] = secret
 	}
-	f.srv, err = api.New(api.Config{Ledger: led, Usage: f.usage, UsagePing: f.usage.ping, Invoicing: f.flow, Clock: func() time.Time { return now },
+	f.srv, err = api.New(api.Config{Ledger: led, Usage: f.usage, UsagePing: f.usage.ping, Invoicing: f.flow, Advice: fakeAdvisor{}, Clock: func() time.Time { return now },
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxBodyBytes: 1 << 20})
 	require.NoError(t, err)
 	f.srv.MarkServing(true)

@@ -164,6 +164,7 @@ func (s *Server) routes() {
 	s.routesAccount()
 	s.routesCatalog()
 	s.routesUsage()
+	s.routesAdvice()
 	s.routesInvoices()
 	s.routesAdmin()
 }

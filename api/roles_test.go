@@ -65,6 +65,7 @@ var routeTable = []routeCase{
 	{"POST", "/api/v1/projects/:project/roster", fixed("/api/v1/projects/ai101/roster"), "student_id,name\ns-dave,Dave\n", "text/csv", want{u401, ok, f403, ok, f403}},
 	{"GET", "/api/v1/usage", fixed("/api/v1/usage?period=2026-11&group_by=project,user"), "", "", want{u401, ok, ok, ok, ok}},
 	{"GET", "/api/v1/held", fixed("/api/v1/held"), "", "", want{u401, ok, ok, ok, ok}},
+	{"GET", "/api/v1/advice", fixed("/api/v1/advice"), "", "", want{u401, ok, ok, ok, f403}},
 	{"POST", "/api/v1/billing-runs", fixed("/api/v1/billing-runs"), `{"period":"2026-11"}`, "application/json", want{u401, ok, ok, f403, f403}},
 	{"GET", "/api/v1/invoices", fixed("/api/v1/invoices?period=2026-11"), "", "", want{u401, ok, ok, ok, f403}},
 	{"GET", "/api/v1/invoices/:id", withID("/api/v1/invoices/%d", "inv-nov-ai101"), "", "", want{u401, ok, ok, ok, f403}},

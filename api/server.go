@@ -50,6 +50,7 @@ type Config struct {
 	Ledger    ledger.Store // required: catalog, invoices, tokens, audit
 	Usage     Usage        // nil: usage routes answer 503 unavailable
 	Invoicing Invoicing    // nil: billing-run, finalize, export routes answer 503
+	Advice    Advisor      // nil: the advice route answers 503
 	// UsagePing reports whether the usage store answers (/readyz); nil:
 	// not configured, and /readyz answers 503.
 	UsagePing func(ctx context.Context) error

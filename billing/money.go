@@ -47,3 +47,9 @@ func FormatPrice(d decimal.Decimal) string {
 	}
 	return d.StringFixed(cent)
 }
+
+// ShareAmount is the part num/den of an amount (the unused share of a
+// reservation's cost, say), computed exactly and rounded once to the cent.
+func ShareAmount(amount decimal.Decimal, num, den int64) decimal.Decimal {
+	return amount.Mul(decimal.NewFromInt(num)).DivRound(decimal.NewFromInt(den), cent)
+}

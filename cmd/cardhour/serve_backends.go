@@ -77,6 +77,7 @@ func serveBackends(ctx context.Context, led ledger.Store, st ingest.Backend, jo 
 		Registry:  reg,
 		Usage:     reads,
 		Invoicing: &flow{svc: svc, led: led, docs: invoicing.ExportDocuments{}},
+		Advice:    adviceReads{st: st},
 		UsagePing: func(ctx context.Context) error {
 			_, err := st.RejectSummary(ctx, 0, 1, 0)
 			return err

@@ -75,6 +75,9 @@ func TestServeAndTokenCreate(t *testing.T) {
 	require.Equal(t, 200, st)
 	require.Contains(t, body, `"actor":"cli`)
 	require.Contains(t, sv.stderr.String(), `"request_id"`)
+	st, body = get("/api/v1/advice?months=2", secret) // the advice over the usage store
+	require.Equal(t, 200, st, body)
+	require.Contains(t, body, `"schema":"cardhour.advice.v1"`)
 	serveServicesChecks(t, sv, secret)
 	sv.stop()
 
