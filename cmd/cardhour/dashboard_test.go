@@ -250,7 +250,7 @@ func ready(name string) chromedp.Action[chromedp.Void] {
 // route changes the dashboard's route in the same document and waits.
 func (t *tab) route(hash, name string) {
 	t.tb.Helper()
-	t.do(chromedp.Evaluate[chromedp.Void](`location.hash = ` + strconv.Quote(hash)), ready(name))
+	t.do(chromedp.Evaluate[chromedp.Void](`location.hash = `+strconv.Quote(hash)), ready(name))
 }
 
 func (t *tab) screenshot(name string) {
