@@ -412,7 +412,10 @@ func dashboardFinance(t *testing.T, ds *dashServer, chromium, shots string) {
 	// A billing run, then its nlp-lab draft.
 	tb.route("#/runs?period=2026-11", "runs")
 	tb.do(chromedp.Click(chromedp.CSS("#run")), chromedp.WaitVisible(chromedp.CSS("#run-drafts")))
-	require.Contains(t, eval[string](tb, `document.getElementById('run-result').innerText`), "Data quality")
+	runText := eval[string](tb, `document.getElementById('run-result').innerText`)
+	require.Contains(t, runText, "Data quality")
+	require.Contains(t, runText, "Silent nodes (7)")
+	require.Contains(t, runText, "Busy usage with no holder (billed to nobody): none")
 	tb.screenshot("04-run")
 	tb.do(chromedp.Click(chromedp.Search(`//table[@id="run-drafts"]//a[text()="nlp-lab"]`)), ready("invoices"),
 		chromedp.WaitVisible(chromedp.CSS("#invoice-lines")))

@@ -359,14 +359,24 @@ function voidControl(ctx, inv) {
 
 // ---------------------------------------------------------------- billing runs
 
-function genericTable(caption, rows) {
+// qualityTable shows one list of the data-quality report; known columns are
+// named and formatted, others shown as they come.
+function qualityTable(caption, rows) {
   const cols = [...new Set(rows.flatMap((r) => Object.keys(r)))];
-  return table(caption, cols.map((c) => ({ label: c, value: (r) => {
-    const v = r[c];
-    if (v === null || v === undefined) return '—';
+  const cell = (c, v) => {
+    if (v === null || v === undefined || v === '') return '—';
+    if (c === 'time_ms') return time(new Date(v).toISOString());
+    if (c === 'seconds') return hours(v);
     if (typeof v === 'string' && /^\d{4}-\d{2}-\d{2}T/.test(v)) return time(v);
     return typeof v === 'object' ? JSON.stringify(v) : String(v);
-  } })), rows);
+  };
+  return table(caption, cols.map((c) => ({ label: label('dq.col.' + c, c), num: c === 'seconds', value: (r) => cell(c, r[c]) })), rows);
+}
+
+// label is the text of key, or fallback when there is none.
+function label(key, fallback) {
+  const s = t(key);
+  return s === key ? fallback : s;
 }
 
 async function runsPage(ctx) {
@@ -440,10 +450,13 @@ function showRun(el, rep, session) {
   const q = rep.data_quality;
   if (q) {
     const section = h('section', { id: 'run-quality' }, h('h3', {}, t('runs.quality')));
-    const scalars = Object.entries(q).filter(([, v]) => v === null || typeof v !== 'object');
-    section.append(dl(scalars.map(([k, v]) => [k, /^\d{4}-\d{2}-\d{2}T/.test(String(v)) ? time(v) : String(v ?? '—')])));
+    const scalars = Object.entries(q).filter(([, v]) => v !== null && typeof v !== 'object');
+    section.append(dl(scalars.map(([k, v]) => [label('dq.' + k, k), /^\d{4}-\d{2}-\d{2}T/.test(String(v)) ? time(v) : String(v)])));
     for (const [k, v] of Object.entries(q)) {
-      if (Array.isArray(v) && v.length) section.append(h('h4', {}, `${k} (${v.length})`), genericTable(k, v));
+      if (v !== null && !Array.isArray(v)) continue; // scalars are above
+      const name = label('dq.' + k, k);
+      if (!v || v.length === 0) section.append(h('p', {}, `${name}: ${t('dq.none')}`));
+      else section.append(h('h4', {}, `${name} (${v.length})`), qualityTable(name, v));
     }
     out.push(section);
   }
