@@ -148,6 +148,7 @@ func etagMatch(header string, tags ...string) bool {
 	return false
 }
 
+// ServeHTTP answers GET and HEAD of the embedded files.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.once.Do(h.load)
 	if h.err != nil {

@@ -353,10 +353,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	ds := startDashboard(t, samples, heldAt, afterNovember, map[string]ledger.NewToken{
 		"finance": {Role: ledger.RoleFinance, Name: "browser test", TTL: time.Hour},
 		"student": {Role: ledger.RoleStudent, Project: "ai101", User: "2026010203", TTL: time.Hour},
+		"lead":    {Role: ledger.RoleLead, Project: "nlp-lab", TTL: time.Hour},
 	})
 	shots := artifactDir(t, "dashboard")
 	t.Run("finance", func(t *testing.T) { dashboardFinance(t, ds, chromium, shots) })
 	t.Run("student", func(t *testing.T) { dashboardStudent(t, ds, chromium, shots, samples) })
+	t.Run("lead", func(t *testing.T) { dashboardLead(t, ds, chromium, shots) })
 }
 
 func dashboardFinance(t *testing.T, ds *dashServer, chromium, shots string) {
@@ -378,7 +380,7 @@ func dashboardFinance(t *testing.T, ds *dashServer, chromium, shots string) {
 
 	// Now: the busy whole GPU on gpu-node-06 and the idle slice on gpu-node-03.
 	held := eval[string](tb, `document.getElementById('page-now').innerText`)
-	require.Contains(t, held, "2 instances held on 2 nodes, 1 idle.")
+	require.Contains(t, held, "Instances held: 2 · nodes: 2 · idle: 1")
 	require.Contains(t, eval[string](tb, `document.getElementById('held-gpu-node-06').innerText`), "2026010204")
 	node3 := eval[string](tb, `document.getElementById('held-gpu-node-03').innerText`)
 	require.Contains(t, node3, "2023110077")
@@ -533,6 +535,43 @@ func dashboardStudent(t *testing.T, ds *dashServer, chromium, shots, samples str
 	for u := range bodies {
 		require.NotRegexp(t, `/api/v1/(invoices|projects|billing-runs|tokens|audit)`, u, "a student's page asked for %s", u)
 		require.NotContains(t, u, "(4", "refused: %s", u)
+	}
+}
+
+func dashboardLead(t *testing.T, ds *dashServer, chromium, shots string) {
+	tb := newTab(t, chromium, 1280, 800, shots)
+	tb.login(ds.base, ds.tokens["lead"])
+	nav := eval[string](tb, `document.getElementById('nav').innerText`)
+	require.Contains(t, nav, "Roster")
+	require.Contains(t, nav, "Invoices")
+	require.NotContains(t, nav, "Billing runs")
+	require.Contains(t, eval[string](tb, `document.getElementById('page-now').innerText`), "Instances held: 1 · nodes: 1 · idle: 1",
+		"only nlp-lab's idle slice, not ai101's GPU")
+
+	// The roster: empty, then imported from a CSV file through the page.
+	tb.route("#/roster", "roster")
+	require.Contains(t, eval[string](tb, `document.getElementById('page-roster').innerText`), "Project: nlp-lab")
+	csv := filepath.Join(t.TempDir(), "roster.csv")
+	require.NoError(t, os.WriteFile(csv, []byte("学号,姓名,邮箱\n2023110042,王小明,wxm@example.edu\n2023110077,李雷,\n2024210015,韩梅梅,\n"), 0o644))
+	tb.do(chromedp.SetUploadFiles(chromedp.CSS("#roster-file"), []string{csv}),
+		chromedp.Click(chromedp.Search(`//form[.//input[@id="roster-file"]]//button[@type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#page-roster[data-ready="true"] #roster`)))
+	roster := eval[string](tb, `document.getElementById('roster').innerText`)
+	require.Contains(t, roster, "王小明")
+	require.Contains(t, roster, "wxm@example.edu")
+	require.Contains(t, eval[string](tb, `document.getElementById('status').innerText`), "3 added")
+	tb.screenshot("21-lead-roster")
+
+	// Invoices: their project's only.
+	tb.route("#/invoices?period=2026-11", "invoices")
+	list := eval[string](tb, `document.getElementById('invoice-list').innerText`)
+	require.Contains(t, list, "nlp-lab")
+	for _, other := range []string{"cv-lab", "ai101", "thesis-h100"} {
+		require.NotContains(t, list, other)
+	}
+	require.Zero(t, eval[int](tb, `document.querySelectorAll('#finalize, #void').length`))
+	for u, body := range tb.bodies() {
+		require.NotContains(t, u, "(4", "the page asked for something it may not read: %s %s", u, body)
 	}
 }
 

@@ -32,7 +32,7 @@ const en = {
   'tz.note': 'Times in {tz}.',
 
   'now.title': 'Held now',
-  'now.summary': '{held} instances held on {nodes} nodes, {idle} idle.',
+  'now.summary': 'Instances held: {held} · nodes: {nodes} · idle: {idle}',
   'now.node': 'Node',
   'now.gpu': 'GPU',
   'now.slice': 'MIG slice',
