@@ -43,7 +43,7 @@ async function nowPage(ctx) {
   const out = [
     sectionHead(t('now.title'), refresh),
     h('p', { id: 'held-summary' }, t('now.summary', { held: items.length, nodes: nodes.length, idle })),
-    tzNote(),
+    h('p', { class: 'muted' }, t('updated', { time: time(new Date().toISOString()) }), ' · ', t('tz.note', { tz: getZone() })),
   ];
   if (items.length === 0) out.push(h('p', {}, t('none')));
   for (const node of nodes) {
@@ -64,7 +64,6 @@ async function nowPage(ctx) {
       ], rows, { id: 'held-' + node })));
   }
   view.replaceChildren(...out);
-  ctx.say(t('updated', { time: time(new Date().toISOString()) }));
 }
 
 function shortID(id) {
@@ -179,7 +178,7 @@ async function usagePage(ctx) {
     legend: { type: 'scroll', top: 0 },
     grid: { left: 8, right: 16, top: 40, bottom: 8, containLabel: true },
     xAxis: { type: 'category', data: days, axisLabel: { formatter: (d) => d.slice(5) } },
-    yAxis: { type: 'value', axisLabel: { formatter: (v) => (measure === 'cost' ? money(String(v), cur) : v) } },
+    yAxis: { type: 'value', axisLabel: { formatter: (v) => (measure === 'cost' ? money(Number(v).toFixed(2), cur) : v) } },
     series: seriesKeys.map((k) => ({ name: k, type: 'bar', stack: 'total', emphasis: { focus: 'series' },
       data: days.map((d) => round(grid[k][d])) })),
   });
@@ -189,7 +188,7 @@ async function usagePage(ctx) {
     animation: false,
     tooltip: { trigger: 'axis', axisPointer: { type: 'shadow' }, valueFormatter: fmt },
     grid: { left: 8, right: 24, top: 8, bottom: 8, containLabel: true },
-    xAxis: { type: 'value' },
+    xAxis: { type: 'value', axisLabel: { formatter: (v) => (measure === 'cost' ? money(Number(v).toFixed(2), cur) : v) } },
     yAxis: { type: 'category', data: sorted.map(keyOf) },
     series: [{ name: mName, type: 'bar', data: sorted.map((r) => round(value(r))) }],
   });
