@@ -5,7 +5,7 @@
 import { ApiError, clearSession, get, request, setToken, setUnauthorizedHook, token } from './api.js';
 import { h, setZone } from './format.js';
 import { getLang, pickLang, setLang, t } from './i18n.js';
-import { pages } from './pages.js';
+import { leave, pages } from './pages.js';
 
 const STAFF = ['admin', 'finance', 'lead'];
 const FINANCE = ['admin', 'finance'];
@@ -134,6 +134,7 @@ export async function render() {
     renderChrome();
   }
   document.title = `${t('nav.' + r.name)} · cardhour`;
+  leave();
   const view = h('div', { class: 'page', id: 'page-' + r.name, 'aria-busy': 'true' }, h('p', {}, t('loading')));
   main.replaceChildren(view);
   try {

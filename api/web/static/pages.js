@@ -519,4 +519,7 @@ function rosterImport(ctx, project) {
   return form;
 }
 
+// leave releases what a page holds (the chart instances) before the next one.
+export function leave() { disposeCharts(); }
+
 export const pages = { now: nowPage, usage: usagePage, invoices: invoicesPage, runs: runsPage, roster: rosterPage };
