@@ -178,7 +178,7 @@ document.getElementById('skip-link').addEventListener('click', (e) => {
 });
 
 setLang(pickLang());
-document.getElementById('lang').addEventListener('change', (e) => { setLang(e.target.value); render(); });
+document.getElementById('lang').addEventListener('change', (e) => { setLang(e.target.value); say(''); render(); });
 document.getElementById('logout').addEventListener('click', () => {
   clearSession();
   history.replaceState(null, '', '#/');

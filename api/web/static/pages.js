@@ -51,15 +51,15 @@ async function nowPage(ctx) {
     out.push(h('section', { class: 'node', 'aria-labelledby': 'node-' + node },
       h('h2', { id: 'node-' + node }, node),
       table(t('now.caption', { node }), [
-        { label: t('now.gpu'), value: (x) => x.gpu_model },
-        { label: t('now.slice'), value: (x) => (!x.profile || x.profile === 'full' ? t('now.full') : x.profile) },
-        { label: t('now.instance'), value: (x) => h('code', { title: x.instance }, shortID(x.instance)) },
         { label: t('now.holder'), value: (x) => [x.user, h('span', { class: 'muted' }, ' · ' + x.project)] },
         { label: t('now.state'), value: (x) => x.idle
           ? [badge('idle', t('now.idle')), h('br'), h('small', {}, t('now.idleSince', { t: time(x.idle_since) }))]
           : badge('busy', t('now.busy')) },
         // How long: up to the last sample (the server's clock, not this browser's).
         { label: t('now.since'), value: (x) => [time(x.since), h('br'), h('small', {}, t('now.for', { d: duration(new Date(x.last_sample) - new Date(x.since)) }))] },
+        { label: t('now.gpu'), value: (x) => x.gpu_model },
+        { label: t('now.slice'), value: (x) => (!x.profile || x.profile === 'full' ? t('now.full') : x.profile) },
+        { label: t('now.instance'), value: (x) => h('code', { title: x.instance }, shortID(x.instance)) },
         { label: t('now.last'), value: (x) => time(x.last_sample) },
       ], rows, { id: 'held-' + node })));
   }
@@ -188,7 +188,7 @@ async function usagePage(ctx) {
     animation: false,
     tooltip: { trigger: 'axis', axisPointer: { type: 'shadow' }, valueFormatter: fmt },
     grid: { left: 8, right: 24, top: 8, bottom: 8, containLabel: true },
-    xAxis: { type: 'value', axisLabel: { formatter: (v) => (measure === 'cost' ? money(Number(v).toFixed(2), cur) : v) } },
+    xAxis: { type: 'value', splitNumber: 3, axisLabel: { formatter: (v) => (measure === 'cost' ? money(Number(v).toFixed(2), cur) : v) } },
     yAxis: { type: 'category', data: sorted.map(keyOf) },
     series: [{ name: mName, type: 'bar', data: sorted.map((r) => round(value(r))) }],
   });
