@@ -570,6 +570,8 @@ func dashboardLead(t *testing.T, ds *dashServer, chromium, shots string) {
 		require.NotContains(t, list, other)
 	}
 	require.Zero(t, eval[int](tb, `document.querySelectorAll('#finalize, #void').length`))
+	tb.route("#/invoices?period=all", "invoices")
+	require.Contains(t, eval[string](tb, `document.getElementById('invoice-list').innerText`), "nlp-lab")
 	for u, body := range tb.bodies() {
 		require.NotContains(t, u, "(4", "the page asked for something it may not read: %s %s", u, body)
 	}

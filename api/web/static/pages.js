@@ -17,14 +17,16 @@ function tzNote() {
 }
 
 // periodForm is a month picker that changes the route's period.
+// With allowAll, an empty month (or the "all months" link) shows every month.
 function periodForm(ctx, name, period, extraParams = {}, allowAll = false) {
-  const input = h('input', { type: 'month', id: 'period', name: 'period', value: period || '', required: !allowAll });
+  const input = h('input', { type: 'month', id: 'period', name: 'period', value: period === 'all' ? '' : period || '', required: !allowAll });
   const form = h('form', { class: 'inline', id: 'period-form' },
     h('label', { for: 'period' }, t('period')), input,
-    h('button', { type: 'submit' }, t('apply')));
+    h('button', { type: 'submit' }, t('apply')),
+    allowAll ? h('a', { href: `#/${name}?period=all`, 'aria-current': period === 'all' ? 'true' : undefined }, t('all.periods')) : null);
   form.addEventListener('submit', (e) => {
     e.preventDefault();
-    ctx.go(name, { ...extraParams, period: input.value || (allowAll ? '' : thisMonth()) });
+    ctx.go(name, { ...extraParams, period: input.value || (allowAll ? 'all' : thisMonth()) });
   });
   return form;
 }
@@ -201,8 +203,8 @@ async function usagePage(ctx) {
 async function invoicesPage(ctx) {
   if (ctx.route.rest[0]) return invoicePage(ctx, ctx.route.rest[0]);
   const { view, session, route } = ctx;
-  const period = route.params.has('period') ? route.params.get('period') : thisMonth();
-  const page = await getAll('/api/v1/invoices', { period }, 200);
+  const period = route.params.get('period') || thisMonth();
+  const page = await getAll('/api/v1/invoices', { period: period === 'all' ? '' : period }, 200);
   if (!ctx.isCurrent()) return;
   const out = [
     sectionHead(t('inv.title')),
@@ -221,7 +223,7 @@ async function invoicesPage(ctx) {
       { label: '', value: (i) => h('a', { href: `#/invoices/${i.id}`, class: 'button-link', 'aria-label': t('inv.openLabel', i) }, t('inv.open')) },
     ], page.items, { id: 'invoice-list' }));
   }
-  if (FINANCE.includes(session.me.role) && period && page.items.some((i) => i.status === 'finalized')) {
+  if (FINANCE.includes(session.me.role) && period !== 'all' && page.items.some((i) => i.status === 'finalized')) {
     out.push(h('p', { class: 'actions' }, t('inv.exportPeriod', { period }), ' ',
       ['csv', 'xlsx'].map((f) => exportButton(ctx, `/api/v1/periods/${period}/export`, f, `export-period-${f}`))));
   }
