@@ -2,7 +2,7 @@
 // projects and students, usage, billing runs, invoices and their exports,
 // tokens, the audit log), its OpenAPI 3.1 document generated from the
 // handlers at /api/v1/openapi.json, and the operational endpoints /healthz,
-// /readyz and /metrics.
+// /readyz and /metrics, and the dashboard (package web) at /ui/.
 //
 // It is built on gin with huma v2 (code-first: the document cannot drift
 // from the handlers). Errors are RFC 9457 problem details; problems.go maps
@@ -32,6 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/cardhour/cardhour/api/web"
 	"github.com/cardhour/cardhour/billing/ledger"
 )
 
@@ -125,6 +126,11 @@ func New(cfg Config) (*Server, error) {
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})))
+	// The dashboard (api/web): embedded files under /ui/, over this API.
+	ui := gin.WrapH(http.StripPrefix("/ui", web.New()))
+	e.GET("/ui/*file", ui)
+	e.HEAD("/ui/*file", ui)
+	e.GET("/", func(c *gin.Context) { c.Redirect(http.StatusFound, "/ui/") })
 	s.engine = e
 
 	hc := huma.DefaultConfig("cardhour API", cfg.Version)

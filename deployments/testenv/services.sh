@@ -600,6 +600,26 @@ ensure_export_tools() {
 	return 0
 }
 
+# ensure_browser: the dashboard's browser test needs headless Chromium (Debian's
+# chromium package). Installed with apt-get when root, like the export tools;
+# otherwise a warning (the test fails under CI=true and skips loudly elsewhere).
+ensure_browser() {
+	local c
+	for c in ${CARDHOUR_CHROMIUM:-} chromium chromium-browser google-chrome google-chrome-stable; do
+		command -v "$c" >/dev/null 2>&1 && return 0
+	done
+	if [[ $(id -u) -ne 0 ]]; then
+		say "WARNING: the dashboard browser test needs Chromium and we are not root; run: sudo apt-get install -y chromium"
+		return 0
+	fi
+	local log="$STATE/logs/apt-chromium.log"
+	say "browser: installing chromium with apt-get (log: $log)"
+	if ! { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; } >"$log" 2>&1; then
+		say "WARNING: apt-get install chromium failed (log: $log); the dashboard browser test will fail under CI=true"
+	fi
+	return 0
+}
+
 # pg_dirs [create]: sets PG_DIR (the cluster's home: data/, log/), PG_DATA, PG_LOG and
 # PG_AS. As root, the server runs as the postgres user, which must be able to
 # reach PG_DIR; when it cannot reach $STATE (e.g. under /root, mode 0700),
@@ -832,6 +852,7 @@ cmd_up() {
 	mkdir -p "$STATE/logs"
 	rm -f "$ENV_FILE"
 	ensure_export_tools
+	ensure_browser
 	local ch_addr="" ch_http="" kafka_addr="" pg_addr="" ch_ext="" kafka_ext="" pg_ext="" failed=()
 	local smtp_addr="" smtp_maildir="" smtp_ext=""
 

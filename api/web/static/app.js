@@ -1,0 +1,190 @@
+// The dashboard's entry: sign-in with an API token, role-aware navigation
+// and a hash router (#/now, #/usage, #/invoices, #/invoices/ID, #/runs,
+// #/roster). Each page reads only what the role may read.
+
+import { ApiError, clearSession, get, request, setToken, setUnauthorizedHook, token } from './api.js';
+import { h, setZone } from './format.js';
+import { getLang, pickLang, setLang, t } from './i18n.js';
+import { leave, pages } from './pages.js';
+
+const STAFF = ['admin', 'finance', 'lead'];
+const FINANCE = ['admin', 'finance'];
+
+// routes: name → the roles that see it (the API's role sets).
+const routes = [
+  { name: 'now', roles: ['admin', 'finance', 'lead', 'student'] },
+  { name: 'usage', roles: ['admin', 'finance', 'lead', 'student'] },
+  { name: 'invoices', roles: STAFF },
+  { name: 'runs', roles: FINANCE },
+  { name: 'roster', roles: STAFF },
+];
+
+const main = document.getElementById('main');
+const statusEl = document.getElementById('status');
+
+export function say(msg) { statusEl.textContent = msg; }
+
+function me() {
+  try { return JSON.parse(sessionStorage.getItem('cardhour.me') || 'null'); } catch { return null; }
+}
+
+function session() {
+  const m = me();
+  return m && token() ? { me: m, currency: sessionStorage.getItem('cardhour.currency') || '', tz: sessionStorage.getItem('cardhour.tz') || '' } : null;
+}
+
+function parseHash() {
+  const raw = location.hash.replace(/^#\/?/, '');
+  const [p, q = ''] = raw.split('?');
+  const parts = p.split('/').filter(Boolean);
+  return { name: parts[0] || 'now', rest: parts.slice(1), params: new URLSearchParams(q) };
+}
+
+// go changes the route (and so renders).
+export function go(name, params, rest = []) {
+  const q = params ? new URLSearchParams(Object.entries(params).filter(([, v]) => v !== undefined && v !== '')).toString() : '';
+  const hash = '#/' + [name, ...rest].join('/') + (q ? '?' + q : '');
+  if (location.hash === hash) render();
+  else location.hash = hash;
+}
+
+function renderChrome() {
+  document.getElementById('skip-link').textContent = t('skip');
+  document.getElementById('lang-label').textContent = t('language');
+  document.getElementById('lang').value = getLang();
+  const logout = document.getElementById('logout');
+  logout.textContent = t('logout');
+  const nav = document.getElementById('nav');
+  const who = document.getElementById('who');
+  const s = session();
+  nav.replaceChildren();
+  who.textContent = '';
+  logout.hidden = !s;
+  if (!s) return;
+  const cur = parseHash().name;
+  const list = h('ul', {}, routes.filter((r) => r.roles.includes(s.me.role)).map((r) =>
+    h('li', {}, h('a', { href: '#/' + r.name, 'aria-current': r.name === cur ? 'page' : undefined }, t('nav.' + r.name)))));
+  nav.append(list);
+  const subject = [s.me.project, s.me.user].filter(Boolean).join(' / ') || s.me.name || '';
+  who.textContent = `${t('role.' + s.me.role)}${subject ? ' · ' + subject : ''}`;
+}
+
+function loginPage(error) {
+  const input = h('input', { id: 'token', name: 'token', type: 'password', autocomplete: 'off', required: true, spellcheck: 'false', size: 48 });
+  const err = h('p', { class: 'error', id: 'login-error', role: 'alert' }, error || '');
+  const form = h('form', { class: 'card login', id: 'login-form', 'aria-describedby': 'login-help' },
+    h('h1', {}, t('login.title')),
+    h('p', { id: 'login-help' }, t('login.help')),
+    h('label', { for: 'token' }, t('login.token')), input,
+    h('button', { type: 'submit', id: 'login-submit' }, t('login.submit')),
+    err);
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const secret = input.value.trim();
+    if (!secret) return;
+    err.textContent = t('loading');
+    try {
+      await signIn(secret);
+      render();
+    } catch (e) {
+      err.textContent = t('login.bad', { detail: e.message });
+      input.focus();
+    }
+  });
+  main.replaceChildren(form);
+  input.focus();
+}
+
+// signIn checks the token (/me) and learns the catalog's time zone and
+// currency from an empty usage report (every role may read its own usage).
+async function signIn(secret) {
+  const who = await request('GET', '/api/v1/me', { tokenOverride: secret });
+  setToken(secret);
+  sessionStorage.setItem('cardhour.me', JSON.stringify(who));
+  const to = new Date();
+  const from = new Date(to.getTime() - 60000);
+  try {
+    const rep = await get('/api/v1/usage', { from: from.toISOString(), to: to.toISOString() });
+    sessionStorage.setItem('cardhour.tz', rep.timezone || '');
+    sessionStorage.setItem('cardhour.currency', rep.currency || '');
+  } catch (e) {
+    if (!(e instanceof ApiError) || e.status === 401) throw e;
+    // No usage store: times in the browser's zone, money without a symbol.
+  }
+}
+
+let renderSeq = 0;
+
+export async function render() {
+  const seq = ++renderSeq;
+  const s = session();
+  renderChrome();
+  if (!s) {
+    document.title = 'cardhour';
+    loginPage();
+    return;
+  }
+  setZone(s.tz);
+  const route = parseHash();
+  let r = routes.find((x) => x.name === route.name && x.roles.includes(s.me.role));
+  if (!r) {
+    r = routes[0];
+    history.replaceState(null, '', '#/now');
+    route.name = 'now';
+    renderChrome();
+  }
+  document.title = `${t('nav.' + r.name)} · cardhour`;
+  leave();
+  const view = h('div', { class: 'page', id: 'page-' + r.name, 'aria-busy': 'true' }, h('p', {}, t('loading')));
+  main.replaceChildren(view);
+  try {
+    await pages[r.name]({ view, session: s, route, go, say, isCurrent: () => seq === renderSeq });
+  } catch (e) {
+    if (seq !== renderSeq) return;
+    const detail = e instanceof ApiError && e.status === 503 ? t('error.unavailable', { detail: e.message }) : t('error', { detail: e.message });
+    view.replaceChildren(h('p', { class: 'error', role: 'alert' }, detail));
+  } finally {
+    view.removeAttribute('aria-busy');
+    if (seq === renderSeq) {
+      // The page's data is drawn: a mark for the browser's performance tools.
+      performance.mark('cardhour:ready', { detail: r.name });
+      view.dataset.ready = 'true';
+    }
+  }
+}
+
+let lastRoute = '';
+
+function onHash() {
+  const name = parseHash().name;
+  render().then(() => {
+    // Move focus to the page on navigation (not on the first load).
+    if (lastRoute && lastRoute !== location.hash) main.focus({ preventScroll: false });
+    lastRoute = location.hash;
+  });
+  return name;
+}
+
+setUnauthorizedHook(() => {
+  clearSession();
+  renderChrome();
+  loginPage(t('login.bad', { detail: 'HTTP 401' }));
+});
+
+// The skip link focuses the content without changing the route.
+document.getElementById('skip-link').addEventListener('click', (e) => {
+  e.preventDefault();
+  main.focus();
+});
+
+setLang(pickLang());
+document.getElementById('lang').addEventListener('change', (e) => { setLang(e.target.value); say(''); render(); });
+document.getElementById('logout').addEventListener('click', () => {
+  clearSession();
+  history.replaceState(null, '', '#/');
+  render();
+  say('');
+});
+window.addEventListener('hashchange', onHash);
+lastRoute = location.hash;
+render();

@@ -1,0 +1,131 @@
+// Formatting and DOM helpers. Money arrives as decimal strings and is shown
+// from those strings (grouped, never through floating point); times are
+// shown in the catalog's time zone.
+
+import { getLang, t } from './i18n.js';
+
+// h builds an element: h('td', {class: 'num'}, 'text', child, …). Strings
+// become text nodes, so data from the API is never parsed as HTML.
+export function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on') && typeof v === 'function') el.addEventListener(k.slice(2), v);
+    else if (k === 'dataset') Object.assign(el.dataset, v);
+    else el.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+const symbols = {};
+
+// currencySymbol is the narrow symbol of an ISO 4217 code (CNY → ¥).
+export function currencySymbol(code) {
+  if (!code) return '';
+  if (!(code in symbols)) {
+    try {
+      const parts = new Intl.NumberFormat('en', { style: 'currency', currency: code, currencyDisplay: 'narrowSymbol' }).formatToParts(0);
+      symbols[code] = parts.find((p) => p.type === 'currency')?.value || code;
+    } catch {
+      symbols[code] = code;
+    }
+  }
+  return symbols[code];
+}
+
+// group inserts thousands separators into a string of digits.
+function group(digits) {
+  return digits.replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+}
+
+// money formats a decimal string like "1234.5" as "¥ 1,234.50".
+export function money(value, currency) {
+  let s = String(value ?? '0').trim();
+  let neg = false;
+  if (s.startsWith('-')) { neg = true; s = s.slice(1); }
+  let [ip, fp = ''] = s.split('.');
+  ip = ip.replace(/^0+(?=\d)/, '') || '0';
+  fp = (fp + '00').slice(0, Math.max(2, fp.length));
+  const sym = currencySymbol(currency);
+  const num = group(ip) + '.' + fp;
+  return (neg ? '-' : '') + (sym ? sym + '\u00a0' : '') + num;
+}
+
+// hours formats seconds as hours with two decimals.
+export function hours(seconds) {
+  return (Number(seconds || 0) / 3600).toLocaleString(getLang(), { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+}
+
+let zone;
+
+export function setZone(tz) {
+  try {
+    new Intl.DateTimeFormat('en', { timeZone: tz });
+    zone = tz;
+  } catch {
+    zone = undefined;
+  }
+}
+
+export function getZone() {
+  return zone || Intl.DateTimeFormat().resolvedOptions().timeZone;
+}
+
+function parts(d) {
+  const f = new Intl.DateTimeFormat('en-GB', { timeZone: getZone(), year: 'numeric', month: '2-digit', day: '2-digit',
+    hour: '2-digit', minute: '2-digit', hourCycle: 'h23' });
+  const o = {};
+  for (const p of f.formatToParts(d)) o[p.type] = p.value;
+  return o;
+}
+
+// time formats an RFC 3339 string as "2026-11-18 16:29" in the zone.
+export function time(v) {
+  if (!v) return '';
+  const d = new Date(v);
+  if (Number.isNaN(d.getTime())) return String(v);
+  const p = parts(d);
+  return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}`;
+}
+
+// thisMonth is the current month YYYY-MM in the zone.
+export function thisMonth() {
+  const p = parts(new Date());
+  return `${p.year}-${p.month}`;
+}
+
+// duration formats milliseconds as "2 d 3 h", "3 h 4 min" or "5 min".
+export function duration(ms) {
+  const m = Math.max(0, Math.floor(ms / 60000));
+  const d = Math.floor(m / 1440), hh = Math.floor((m % 1440) / 60), mm = m % 60;
+  const zh = getLang() === 'zh-CN';
+  const u = zh ? { d: ' 天', h: ' 小时', m: ' 分钟' } : { d: ' d', h: ' h', m: ' min' };
+  if (d > 0) return `${d}${u.d} ${hh}${u.h}`;
+  if (hh > 0) return `${hh}${u.h} ${mm}${u.m}`;
+  return `${mm}${u.m}`;
+}
+
+// table builds an accessible table: caption, column headers with scope.
+export function table(caption, columns, rows, opts = {}) {
+  const head = h('tr', {}, columns.map((c) => h('th', { scope: 'col', class: c.num ? 'num' : undefined }, c.label)));
+  const body = rows.map((r) => h('tr', {}, columns.map((c, i) => {
+    const v = c.value(r);
+    const attrs = { class: c.num ? 'num' : undefined };
+    return i === 0 && opts.rowHeader ? h('th', { scope: 'row', ...attrs }, v) : h('td', attrs, v);
+  })));
+  return h('div', { class: 'table-wrap', tabindex: '0', role: 'region', 'aria-label': caption },
+    h('table', { id: opts.id }, h('caption', { class: opts.showCaption ? undefined : 'vh' }, caption),
+      h('thead', {}, head), h('tbody', {}, body)));
+}
+
+export function badge(kind, text) {
+  return h('span', { class: 'badge badge-' + kind }, text);
+}
+
+export function statusText(s) {
+  return t('status.' + s);
+}

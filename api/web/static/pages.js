@@ -1,0 +1,527 @@
+// The pages. Each reads the API routes its role may read, and nothing else:
+// the API scopes the data (a student's usage and held instances are their
+// own), and the navigation offers a page only to the roles its routes allow.
+
+import { ApiError, download, get, getAll, post, request } from './api.js';
+import { badge, duration, getZone, h, hours, money, statusText, table, thisMonth, time } from './format.js';
+import { t } from './i18n.js';
+
+const FINANCE = ['admin', 'finance'];
+
+function sectionHead(title, ...extra) {
+  return h('div', { class: 'page-head' }, h('h1', {}, title), ...extra);
+}
+
+function tzNote() {
+  return h('p', { class: 'muted' }, t('tz.note', { tz: getZone() }));
+}
+
+// periodForm is a month picker that changes the route's period.
+// With allowAll, an empty month (or the "all months" link) shows every month.
+function periodForm(ctx, name, period, extraParams = {}, allowAll = false) {
+  const input = h('input', { type: 'month', id: 'period', name: 'period', value: period === 'all' ? '' : period || '', required: !allowAll });
+  const form = h('form', { class: 'inline', id: 'period-form' },
+    h('label', { for: 'period' }, t('period')), input,
+    h('button', { type: 'submit' }, t('apply')),
+    allowAll ? h('a', { href: `#/${name}?period=all`, 'aria-current': period === 'all' ? 'true' : undefined }, t('all.periods')) : null);
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    ctx.go(name, { ...extraParams, period: input.value || (allowAll ? 'all' : thisMonth()) });
+  });
+  return form;
+}
+
+// ---------------------------------------------------------------- now
+
+async function nowPage(ctx) {
+  const { view } = ctx;
+  const page = await get('/api/v1/held');
+  if (!ctx.isCurrent()) return;
+  const items = page.items;
+  const nodes = [...new Set(items.map((x) => x.node))].sort();
+  const idle = items.filter((x) => x.idle).length;
+  const refresh = h('button', { type: 'button', class: 'secondary', id: 'refresh' }, t('refresh'));
+  refresh.addEventListener('click', () => ctx.go('now'));
+  const out = [
+    sectionHead(t('now.title'), refresh),
+    h('p', { id: 'held-summary' }, t('now.summary', { held: items.length, nodes: nodes.length, idle })),
+    h('p', { class: 'muted' }, t('updated', { time: time(new Date().toISOString()) }), ' · ', t('tz.note', { tz: getZone() })),
+  ];
+  if (items.length === 0) out.push(h('p', {}, t('none')));
+  for (const node of nodes) {
+    const rows = items.filter((x) => x.node === node).sort((a, b) => a.instance.localeCompare(b.instance));
+    out.push(h('section', { class: 'node', 'aria-labelledby': 'node-' + node },
+      h('h2', { id: 'node-' + node }, node),
+      table(t('now.caption', { node }), [
+        { label: t('now.holder'), value: (x) => [x.user, h('span', { class: 'muted' }, ' · ' + x.project)] },
+        { label: t('now.state'), value: (x) => x.idle
+          ? [badge('idle', t('now.idle')), h('br'), h('small', {}, t('now.idleSince', { t: time(x.idle_since) }))]
+          : badge('busy', t('now.busy')) },
+        // How long: up to the last sample (the server's clock, not this browser's).
+        { label: t('now.since'), value: (x) => [time(x.since), h('br'), h('small', {}, t('now.for', { d: duration(new Date(x.last_sample) - new Date(x.since)) }))] },
+        { label: t('now.gpu'), value: (x) => x.gpu_model },
+        { label: t('now.slice'), value: (x) => (!x.profile || x.profile === 'full' ? t('now.full') : x.profile) },
+        { label: t('now.instance'), value: (x) => h('code', { title: x.instance }, shortID(x.instance)) },
+        { label: t('now.last'), value: (x) => time(x.last_sample) },
+      ], rows, { id: 'held-' + node })));
+  }
+  view.replaceChildren(...out);
+}
+
+function shortID(id) {
+  return id.length > 20 ? id.slice(0, 12) + '…' + id.slice(-4) : id;
+}
+
+// ---------------------------------------------------------------- usage
+
+let echartsLoading;
+
+// loadECharts adds the vendored library on first use (only this page needs it).
+function loadECharts() {
+  if (window.echarts) return Promise.resolve(window.echarts);
+  echartsLoading ??= new Promise((resolve, reject) => {
+    const s = document.createElement('script');
+    s.src = 'vendor/echarts-5.6.0.min.js';
+    s.onload = () => resolve(window.echarts);
+    s.onerror = () => { echartsLoading = undefined; reject(new Error(s.src)); };
+    document.head.append(s);
+  });
+  return echartsLoading;
+}
+
+const charts = new Set();
+window.addEventListener('resize', () => { for (const c of charts) c.resize(); });
+
+function disposeCharts() {
+  for (const c of charts) c.dispose();
+  charts.clear();
+}
+
+const TOP = 8;
+
+async function usagePage(ctx) {
+  const { view, session, route } = ctx;
+  disposeCharts();
+  const role = session.me.role;
+  const period = route.params.get('period') || thisMonth();
+  const dims = role === 'student' ? ['sku', 'project'] : ['project', 'user', 'sku'];
+  const dim = dims.includes(route.params.get('by')) ? route.params.get('by') : dims[0];
+  const measure = route.params.get('measure') === 'hours' ? 'hours' : 'cost';
+  const [daily, split] = await Promise.all([
+    getAll('/api/v1/usage', { period, group_by: ['day', dim] }),
+    getAll('/api/v1/usage', { period, group_by: [dim] }),
+    loadECharts().catch((e) => e),
+  ]);
+  if (!ctx.isCurrent()) return;
+  const cur = daily.currency || session.currency;
+  const value = (r) => (measure === 'cost' ? Number(r.cost) : r.held_seconds / 3600);
+
+  // Controls: period, dimension, measure (links keep the state in the URL).
+  const byNav = h('div', { class: 'seg', role: 'group', 'aria-label': t('usage.by') },
+    h('span', { class: 'seg-label' }, t('usage.by')),
+    dims.map((d) => h('a', { href: `#/usage?period=${period}&by=${d}&measure=${measure}`, 'aria-current': d === dim ? 'true' : undefined, class: 'seg-btn' }, t('dim.' + d))));
+  const mNav = h('div', { class: 'seg', role: 'group', 'aria-label': t('usage.measure') },
+    h('span', { class: 'seg-label' }, t('usage.measure')),
+    ['cost', 'hours'].map((m) => h('a', { href: `#/usage?period=${period}&by=${dim}&measure=${m}`, 'aria-current': m === measure ? 'true' : undefined, class: 'seg-btn' }, t('usage.' + m))));
+
+  // Series: the TOP groups by the month's measure, the rest as "others".
+  const keyOf = (r) => r[dim] || '—';
+  const order = [...split.rows].sort((a, b) => value(b) - value(a)).map(keyOf);
+  const top = order.slice(0, TOP);
+  const days = [];
+  {
+    const start = new Date(daily.from), end = new Date(daily.to);
+    // Days of the period in the zone: step by 24 h from noon of the first day.
+    for (let d = new Date(start.getTime() + 12 * 3600e3); d < end; d = new Date(d.getTime() + 24 * 3600e3)) {
+      const day = time(d.toISOString()).slice(0, 10);
+      if (!days.includes(day)) days.push(day);
+    }
+  }
+  const seriesKeys = order.length > TOP ? [...top, t('usage.others')] : top;
+  const grid = Object.fromEntries(seriesKeys.map((k) => [k, Object.fromEntries(days.map((d) => [d, 0]))]));
+  for (const r of daily.rows) {
+    const k = top.includes(keyOf(r)) ? keyOf(r) : t('usage.others');
+    if (grid[k] && r.day in grid[k]) grid[k][r.day] += value(r);
+  }
+  const round = (x) => Math.round(x * 100) / 100;
+  const dimName = t('dim.' + dim);
+  const mName = t('usage.' + measure);
+
+  const chartDaily = h('div', { class: 'chart', id: 'chart-daily', role: 'img', 'aria-label': t('usage.chartLabel', { dim: dimName, measure: mName }) });
+  const chartSplit = h('div', { class: 'chart chart-small', id: 'chart-split', role: 'img', 'aria-label': t('usage.chartLabel', { dim: dimName, measure: mName }) });
+  const total = daily.total || {};
+  const out = [
+    sectionHead(t('usage.title')),
+    h('div', { class: 'controls' }, periodForm(ctx, 'usage', period, { by: dim, measure }), byNav, mNav),
+    h('p', { id: 'usage-total' }, t('usage.total', { cost: money(total.cost, cur), hours: hours(total.held_seconds), idle: hours(total.idle_seconds) })),
+    daily.unpriced_seconds ? h('p', { class: 'warn' }, t('usage.unpriced', { hours: hours(daily.unpriced_seconds) })) : null,
+    tzNote(),
+    h('div', { class: 'charts' },
+      h('figure', {}, h('figcaption', {}, t('usage.daily', { dim: dimName })), chartDaily),
+      h('figure', {}, h('figcaption', {}, t('usage.split', { dim: dimName })), chartSplit)),
+    table(t('usage.tableCaption', { dim: dimName, period }), [
+      { label: dimName, value: (r) => keyOf(r) },
+      { label: t('col.heldHours'), num: true, value: (r) => hours(r.held_seconds) },
+      { label: t('col.idleHours'), num: true, value: (r) => hours(r.idle_seconds) },
+      { label: t('col.cost'), num: true, value: (r) => money(r.cost, cur) },
+    ], [...split.rows].sort((a, b) => value(b) - value(a)), { id: 'usage-table', rowHeader: true, showCaption: true }),
+  ];
+  view.replaceChildren(...out.filter(Boolean));
+  const echarts = window.echarts;
+  if (!echarts) {
+    chartDaily.replaceWith(h('p', { class: 'error' }, t('usage.chartFailed', { detail: 'vendor/echarts-5.6.0.min.js' })));
+    return;
+  }
+  const fmt = (v) => (measure === 'cost' ? money(v.toFixed(2), cur) : `${v.toFixed(2)} h`);
+  const c1 = echarts.init(chartDaily, null, { renderer: 'canvas' });
+  c1.setOption({
+    animation: false,
+    tooltip: { trigger: 'axis', valueFormatter: fmt },
+    legend: { type: 'scroll', top: 0 },
+    grid: { left: 8, right: 16, top: 40, bottom: 8, containLabel: true },
+    xAxis: { type: 'category', data: days, axisLabel: { formatter: (d) => d.slice(5) } },
+    yAxis: { type: 'value', axisLabel: { formatter: (v) => (measure === 'cost' ? money(Number(v).toFixed(2), cur) : v) } },
+    series: seriesKeys.map((k) => ({ name: k, type: 'bar', stack: 'total', emphasis: { focus: 'series' },
+      data: days.map((d) => round(grid[k][d])) })),
+  });
+  const sorted = [...split.rows].sort((a, b) => value(a) - value(b));
+  const c2 = echarts.init(chartSplit, null, { renderer: 'canvas' });
+  c2.setOption({
+    animation: false,
+    tooltip: { trigger: 'axis', axisPointer: { type: 'shadow' }, valueFormatter: fmt },
+    grid: { left: 8, right: 24, top: 8, bottom: 8, containLabel: true },
+    xAxis: { type: 'value', splitNumber: 3, axisLabel: { formatter: (v) => (measure === 'cost' ? money(Number(v).toFixed(2), cur) : v) } },
+    yAxis: { type: 'category', data: sorted.map(keyOf) },
+    series: [{ name: mName, type: 'bar', data: sorted.map((r) => round(value(r))) }],
+  });
+  charts.add(c1);
+  charts.add(c2);
+}
+
+// ---------------------------------------------------------------- invoices
+
+async function invoicesPage(ctx) {
+  if (ctx.route.rest[0]) return invoicePage(ctx, ctx.route.rest[0]);
+  const { view, session, route } = ctx;
+  const period = route.params.get('period') || thisMonth();
+  const page = await getAll('/api/v1/invoices', { period: period === 'all' ? '' : period }, 200);
+  if (!ctx.isCurrent()) return;
+  const out = [
+    sectionHead(t('inv.title')),
+    h('div', { class: 'controls' }, periodForm(ctx, 'invoices', period, {}, true)),
+    tzNote(),
+  ];
+  if (page.items.length === 0) out.push(h('p', {}, t('none')));
+  else {
+    out.push(table(t('inv.caption'), [
+      { label: t('inv.project'), value: (i) => i.project },
+      { label: t('inv.period'), value: (i) => i.period },
+      { label: t('inv.revision'), num: true, value: (i) => i.revision },
+      { label: t('inv.status'), value: (i) => badge(i.status, statusText(i.status)) },
+      { label: t('inv.number'), value: (i) => i.number || '—' },
+      { label: t('inv.updated'), value: (i) => time(i.updated_at) },
+      { label: '', value: (i) => h('a', { href: `#/invoices/${i.id}`, class: 'button-link', 'aria-label': t('inv.openLabel', i) }, t('inv.open')) },
+    ], page.items, { id: 'invoice-list' }));
+  }
+  if (FINANCE.includes(session.me.role) && period !== 'all' && page.items.some((i) => i.status === 'finalized')) {
+    out.push(h('p', { class: 'actions' }, t('inv.exportPeriod', { period }), ' ',
+      ['csv', 'xlsx'].map((f) => exportButton(ctx, `/api/v1/periods/${period}/export`, f, `export-period-${f}`))));
+  }
+  view.replaceChildren(...out);
+}
+
+function exportButton(ctx, path, format, id) {
+  const b = h('button', { type: 'button', class: 'secondary', id }, format.toUpperCase());
+  b.addEventListener('click', async () => {
+    b.disabled = true;
+    try {
+      const name = await download(path, { format });
+      ctx.say(t('inv.downloaded', { file: name }));
+    } catch (e) {
+      ctx.say(t('error', { detail: e.message }));
+    } finally {
+      b.disabled = false;
+    }
+  });
+  return b;
+}
+
+function dl(pairs) {
+  return h('dl', { class: 'facts' }, pairs.filter(([, v]) => v !== undefined && v !== '' && v !== null)
+    .map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
+}
+
+async function invoicePage(ctx, id) {
+  const { view, session } = ctx;
+  const inv = await get(`/api/v1/invoices/${encodeURIComponent(id)}`);
+  if (!ctx.isCurrent()) return;
+  const doc = inv.document || {};
+  const cur = doc.currency || session.currency;
+  const isFinance = FINANCE.includes(session.me.role);
+  const actions = h('div', { class: 'actions', id: 'invoice-actions' },
+    h('span', {}, t('inv.export')),
+    ['csv', 'xlsx', 'pdf'].map((f) => exportButton(ctx, `/api/v1/invoices/${inv.id}/export`, f, `export-${f}`)));
+  if (isFinance && inv.status === 'draft') {
+    const b = h('button', { type: 'button', id: 'finalize' }, t('inv.finalize'));
+    b.addEventListener('click', async () => {
+      if (!confirm(t('inv.finalizeConfirm', { project: inv.project, period: inv.period, total: money(doc.total, cur) }))) return;
+      b.disabled = true;
+      try {
+        const done = await post(`/api/v1/invoices/${inv.id}/finalize`, { if_sha256: inv.sha256 });
+        ctx.say(t('inv.finalizedOk', { number: done.number }));
+        ctx.go('invoices', null, [String(done.id)]);
+      } catch (e) {
+        ctx.say(t('error', { detail: e.message }));
+        b.disabled = false;
+      }
+    });
+    actions.append(b);
+  }
+  if (isFinance && inv.status === 'finalized') {
+    actions.append(...voidControl(ctx, inv));
+  }
+  const hoursOf = (ms) => hours(Number(ms || 0) / 1000);
+  const out = [
+    h('p', {}, h('a', { href: `#/invoices?period=${inv.period}` }, t('inv.back'))),
+    sectionHead(t('inv.heading', inv), badge(inv.status, statusText(inv.status))),
+    dl([
+      [t('inv.number'), inv.number],
+      [t('inv.total'), h('strong', { id: 'invoice-total' }, money(doc.total, cur))],
+      [t('inv.cutoff'), time(inv.data_cutoff)],
+      [t('inv.catalog'), String(inv.catalog_version)],
+      [t('inv.created'), `${time(inv.created_at)} · ${inv.created_by}`],
+      [t('inv.finalized'), inv.finalized_at ? `${time(inv.finalized_at)} · ${inv.finalized_by}` : ''],
+      [t('inv.voided'), inv.voided_at ? `${time(inv.voided_at)} · ${inv.voided_by}` : ''],
+      [t('inv.reason'), inv.void_reason],
+      [t('inv.sha'), h('code', { class: 'wrap' }, inv.sha256)],
+    ]),
+    actions,
+    tzNote(),
+    h('h2', {}, t('inv.lines')),
+    table(t('inv.lines'), [
+      { label: t('inv.kind'), value: (l) => t('kind.' + l.kind) },
+      { label: t('inv.user'), value: (l) => l.user },
+      { label: t('inv.sku'), value: (l) => l.sku },
+      { label: t('inv.sessions'), num: true, value: (l) => l.sessions },
+      { label: t('inv.billed'), num: true, value: (l) => hours(l.billed_seconds) },
+      { label: t('inv.unit'), num: true, value: (l) => money(l.unit_price, cur) },
+      { label: t('inv.amount'), num: true, value: (l) => money(l.amount, cur) },
+    ], doc.lines || [], { id: 'invoice-lines' }),
+  ];
+  if ((doc.students || []).length) {
+    out.push(h('h2', {}, t('inv.students')), table(t('inv.students'), [
+      { label: t('inv.user'), value: (s) => s.user },
+      { label: t('inv.name'), value: (s) => s.name || '' },
+      { label: t('inv.sessions'), num: true, value: (s) => s.sessions },
+      { label: t('inv.total'), num: true, value: (s) => money(s.total, cur) },
+    ], doc.students, { id: 'invoice-students' }));
+  }
+  if ((doc.unpriced || []).length) {
+    out.push(h('h2', {}, t('inv.unpricedT')), table(t('inv.unpricedT'), [
+      { label: t('inv.user'), value: (u) => u.user },
+      { label: t('inv.model'), value: (u) => u.gpu_model },
+      { label: t('inv.profile'), value: (u) => u.profile },
+      { label: t('inv.usedHours'), num: true, value: (u) => hoursOf(u.used_ms) },
+    ], doc.unpriced));
+  }
+  if ((doc.warnings || []).length) {
+    out.push(h('h2', {}, t('inv.warnings')), h('ul', { class: 'warnings' }, doc.warnings.map((w) => h('li', {}, h('code', {}, w.code), ' ', w.message))));
+  }
+  view.replaceChildren(...out);
+}
+
+function voidControl(ctx, inv) {
+  const open = h('button', { type: 'button', id: 'void', class: 'danger' }, t('inv.void'));
+  const reason = h('textarea', { id: 'void-reason', required: true, rows: 3, maxlength: 2000 });
+  const err = h('p', { class: 'error', role: 'alert' });
+  const cancel = h('button', { type: 'button', class: 'secondary' }, t('inv.cancel'));
+  const form = h('form', { method: 'dialog' },
+    h('h2', { id: 'void-title' }, t('inv.voidTitle', { number: inv.number })),
+    h('p', {}, t('inv.voidHelp')),
+    h('label', { for: 'void-reason' }, t('inv.voidReason')), reason, err,
+    h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'danger', id: 'void-confirm' }, t('inv.void')), cancel));
+  const dialog = h('dialog', { 'aria-labelledby': 'void-title' }, form);
+  open.addEventListener('click', () => { dialog.showModal(); reason.focus(); });
+  cancel.addEventListener('click', () => dialog.close());
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    if (!reason.value.trim()) { reason.focus(); return; }
+    try {
+      const v = await post(`/api/v1/invoices/${inv.id}/void`, { reason: reason.value.trim() });
+      dialog.close();
+      ctx.say(t('inv.voidOk', { credit: v.credit_note.number, revision: v.draft.revision }));
+      ctx.go('invoices', null, [String(v.draft.id)]);
+    } catch (ex) {
+      err.textContent = t('error', { detail: ex.message });
+    }
+  });
+  return [open, dialog];
+}
+
+// ---------------------------------------------------------------- billing runs
+
+// qualityTable shows one list of the data-quality report; known columns are
+// named and formatted, others shown as they come.
+function qualityTable(caption, rows) {
+  const cols = [...new Set(rows.flatMap((r) => Object.keys(r)))];
+  const cell = (c, v) => {
+    if (v === null || v === undefined || v === '') return '—';
+    if (c === 'time_ms') return time(new Date(v).toISOString());
+    if (c === 'seconds') return hours(v);
+    if (typeof v === 'string' && /^\d{4}-\d{2}-\d{2}T/.test(v)) return time(v);
+    return typeof v === 'object' ? JSON.stringify(v) : String(v);
+  };
+  return table(caption, cols.map((c) => ({ label: label('dq.col.' + c, c), num: c === 'seconds', value: (r) => cell(c, r[c]) })), rows);
+}
+
+// label is the text of key, or fallback when there is none.
+function label(key, fallback) {
+  const s = t(key);
+  return s === key ? fallback : s;
+}
+
+async function runsPage(ctx) {
+  const { view, session, route } = ctx;
+  const period = route.params.get('period') || thisMonth();
+  const input = h('input', { type: 'month', id: 'run-period', required: true, value: period });
+  const button = h('button', { type: 'submit', id: 'run' }, t('runs.run'));
+  const result = h('div', { id: 'run-result' });
+  const form = h('form', { class: 'inline' }, h('label', { for: 'run-period' }, t('period')), input, button);
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    button.disabled = true;
+    result.replaceChildren(h('p', {}, t('loading')));
+    try {
+      const rep = await post('/api/v1/billing-runs', { period: input.value });
+      sessionStorage.setItem('cardhour.lastRun', JSON.stringify(rep));
+      showRun(result, rep, session);
+    } catch (ex) {
+      result.replaceChildren(h('p', { class: 'error', role: 'alert' }, t('error', { detail: ex.message })));
+    } finally {
+      button.disabled = false;
+    }
+  });
+  view.replaceChildren(sectionHead(t('runs.title')), h('p', {}, t('runs.help')), form, tzNote(), result);
+  const last = sessionStorage.getItem('cardhour.lastRun');
+  if (last) {
+    showRun(result, JSON.parse(last), session);
+    result.prepend(h('p', { class: 'muted' }, t('runs.last')));
+  }
+}
+
+function showRun(el, rep, session) {
+  const cur = session.currency;
+  const out = [h('h2', {}, t('runs.result', { id: rep.id, period: rep.period, cutoff: time(rep.data_cutoff) }),
+    rep.month_to_date ? [' ', badge('draft', t('runs.mtd'))] : null)];
+  out.push(h('h3', {}, t('runs.drafts')), table(t('runs.drafts'), [
+    { label: t('inv.project'), value: (d) => h('a', { href: `#/invoices/${d.invoice_id}` }, d.project) },
+    { label: t('inv.revision'), num: true, value: (d) => d.revision },
+    { label: t('inv.total'), num: true, value: (d) => money(d.total, cur) },
+    { label: t('inv.sha'), value: (d) => h('code', {}, d.sha256.slice(0, 12) + '…') },
+  ], rep.drafts || [], { id: 'run-drafts' }));
+  if ((rep.kept || []).length) {
+    out.push(h('h3', {}, t('runs.kept')), table(t('runs.kept'), [
+      { label: t('inv.project'), value: (d) => h('a', { href: `#/invoices/${d.invoice_id}` }, d.project) },
+      { label: t('inv.number'), value: (d) => d.number },
+      { label: t('inv.revision'), num: true, value: (d) => d.revision },
+    ], rep.kept));
+  }
+  if ((rep.diffs || []).length) {
+    out.push(h('h3', {}, t('runs.diffs')), table(t('runs.diffs'), [
+      { label: t('inv.project'), value: (d) => d.project },
+      { label: t('inv.number'), value: (d) => d.number },
+      { label: t('runs.old'), num: true, value: (d) => money(d.old_total, cur) },
+      { label: t('runs.new'), num: true, value: (d) => money(d.new_total, cur) },
+      { label: t('runs.delta'), num: true, value: (d) => money(d.delta, cur) },
+      { label: t('runs.action'), value: (d) => d.action },
+    ], rep.diffs));
+  }
+  if ((rep.unpriced || []).length) {
+    out.push(h('h3', {}, t('runs.unpriced')), table(t('runs.unpriced'), [
+      { label: t('inv.project'), value: (u) => u.project },
+      { label: t('inv.user'), value: (u) => u.user },
+      { label: t('inv.model'), value: (u) => u.gpu_model },
+      { label: t('inv.profile'), value: (u) => u.profile },
+      { label: t('inv.usedHours'), num: true, value: (u) => hours(u.used_seconds) },
+    ], rep.unpriced));
+  }
+  if ((rep.warnings || []).length) {
+    out.push(h('h3', {}, t('runs.warnings')), h('ul', { class: 'warnings' }, rep.warnings.map((w) => h('li', {}, w))));
+  }
+  const q = rep.data_quality;
+  if (q) {
+    const section = h('section', { id: 'run-quality' }, h('h3', {}, t('runs.quality')));
+    const scalars = Object.entries(q).filter(([, v]) => v !== null && typeof v !== 'object');
+    section.append(dl(scalars.map(([k, v]) => [label('dq.' + k, k), /^\d{4}-\d{2}-\d{2}T/.test(String(v)) ? time(v) : String(v)])));
+    for (const [k, v] of Object.entries(q)) {
+      if (v !== null && !Array.isArray(v)) continue; // scalars are above
+      const name = label('dq.' + k, k);
+      if (!v || v.length === 0) section.append(h('p', {}, `${name}: ${t('dq.none')}`));
+      else section.append(h('h4', {}, `${name} (${v.length})`), qualityTable(name, v));
+    }
+    out.push(section);
+  }
+  el.replaceChildren(...out);
+}
+
+// ---------------------------------------------------------------- roster
+
+async function rosterPage(ctx) {
+  const { view, session, route } = ctx;
+  const role = session.me.role;
+  let project = session.me.project || route.params.get('project') || '';
+  const out = [sectionHead(t('roster.title'))];
+  if (!session.me.project) {
+    const projects = (await get('/api/v1/projects')).items;
+    if (!ctx.isCurrent()) return;
+    project ||= projects[0]?.id || '';
+    const sel = h('select', { id: 'roster-project' }, projects.map((p) => h('option', { value: p.id, selected: p.id === project }, p.name ? `${p.id} — ${p.name}` : p.id)));
+    const form = h('form', { class: 'inline' }, h('label', { for: 'roster-project' }, t('roster.project')), sel, h('button', { type: 'submit' }, t('apply')));
+    form.addEventListener('submit', (e) => { e.preventDefault(); ctx.go('roster', { project: sel.value }); });
+    out.push(form);
+  } else {
+    out.push(h('p', {}, `${t('roster.project')}: ${project}`));
+  }
+  if (!project) {
+    view.replaceChildren(...out, h('p', {}, t('none')));
+    return;
+  }
+  const rows = (await getAll(`/api/v1/projects/${encodeURIComponent(project)}/students`)).items;
+  if (!ctx.isCurrent()) return;
+  out.push(rows.length === 0 ? h('p', {}, t('none')) : table(t('roster.title') + ' ' + project, [
+    { label: t('roster.user'), value: (s) => s.user },
+    { label: t('roster.name'), value: (s) => s.name },
+    { label: t('roster.email'), value: (s) => s.email || '' },
+    { label: t('roster.im'), value: (s) => s.im || '' },
+  ], rows, { id: 'roster', rowHeader: true }));
+  if (role === 'admin' || role === 'lead') out.push(rosterImport(ctx, project));
+  view.replaceChildren(...out);
+}
+
+function rosterImport(ctx, project) {
+  const file = h('input', { type: 'file', id: 'roster-file', accept: '.csv,text/csv', required: true });
+  const res = h('div', { role: 'status' });
+  const form = h('form', { class: 'card' },
+    h('h2', {}, t('roster.import')), h('p', { class: 'muted' }, t('roster.importHelp')),
+    h('label', { for: 'roster-file' }, 'CSV'), file, h('button', { type: 'submit' }, t('roster.upload')), res);
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const f = file.files[0];
+    if (!f) return;
+    try {
+      const r = await request('POST', `/api/v1/projects/${encodeURIComponent(project)}/roster`, { body: await f.text(), contentType: 'text/csv' });
+      ctx.say(t('roster.imported', r));
+      ctx.go('roster', { project, imported: Date.now() });
+    } catch (ex) {
+      const errs = ex instanceof ApiError ? ex.problem?.errors || [] : [];
+      res.replaceChildren(h('p', { class: 'error', role: 'alert' }, t('roster.problems'), ' ', ex.message),
+        errs.length ? h('ul', {}, errs.map((p) => h('li', {}, [p.line ? `line ${p.line}` : '', p.field, p.message].filter(Boolean).join(': ')))) : null);
+    }
+  });
+  return form;
+}
+
+// leave releases what a page holds (the chart instances) before the next one.
+export function leave() { disposeCharts(); }
+
+export const pages = { now: nowPage, usage: usagePage, invoices: invoicesPage, runs: runsPage, roster: rosterPage };
