@@ -237,6 +237,7 @@ func (w *Watcher) Run(ctx context.Context, holder string, every time.Duration, c
 		clock = time.Now
 	}
 	defer func() {
+		w.m.leader.Set(0)
 		w.wg.Wait()
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
