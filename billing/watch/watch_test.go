@@ -123,8 +123,10 @@ func (n *fakeNotifier) Send(ctx context.Context, e Envelope) error {
 
 var errPermanent = errors.New("550 no such mailbox")
 
-func (n *fakeNotifier) Permanent(err error) bool        { return errors.Is(err, errPermanent) }
-func (n *fakeNotifier) Backoff(attempt int) time.Duration { return time.Duration(attempt) * time.Minute }
+func (n *fakeNotifier) Permanent(err error) bool { return errors.Is(err, errPermanent) }
+func (n *fakeNotifier) Backoff(attempt int) time.Duration {
+	return time.Duration(attempt) * time.Minute
+}
 
 func (n *fakeNotifier) sentKinds(to string) []string {
 	n.mu.Lock()
