@@ -46,6 +46,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	webhook := fs.String("webhook", "", "POST every finalized period's files to this finance URL, once per edition (HMAC-SHA256 signed)")
 	webhookSecret := fs.String("webhook-secret-file", "", "file holding the webhook's signing secret (at least 16 bytes)")
 	jobsEvery := fs.Duration("jobs-every", 5*time.Minute, "how often the automatic finalization and the export job look for work")
+	watchFile := fs.String("watch", "", "watch configuration (YAML: watch:, notify:, release:): run the idle and budget watcher (one replica at a time)")
+	watchEvery := fs.Duration("watch-every", 30*time.Second, "how often the watcher runs a cycle (watch.interval in the file wins)")
 	maxBody := fs.Int64("max-body-bytes", api.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
 	drain := fs.Duration("shutdown-timeout", api.DefaultShutdownTimeout, "on SIGTERM or SIGINT, how long in-flight requests may finish")
 	fs.Usage = func() {
@@ -71,6 +73,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if *jobsEvery <= 0 {
 		problems = append(problems, "--jobs-every must be positive")
 	}
+	if *watchEvery <= 0 {
+		problems = append(problems, "--watch-every must be positive")
+	}
 	if *maxBody <= 0 {
 		problems = append(problems, "--max-body-bytes must be positive")
 	}
@@ -82,6 +87,13 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "cardhour serve: "+strings.Join(problems, "; "))
 		fs.Usage()
 		return 2
+	}
+	wo := watchOptions{}
+	if *watchFile != "" {
+		if wo, err = loadWatch(*watchFile, *watchEvery); err != nil {
+			fmt.Fprintln(stderr, "cardhour serve:", err)
+			return 1
+		}
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -105,7 +117,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer usageStore.Close() //nolint:errcheck // read-only
-	jo := jobOptions{Grace: *grace, AutoFinalize: *autoFinalize, ExportDir: *exportDir, Every: *jobsEvery, Webhook: invoicing.Webhook{URL: *webhook}}
+	jo := jobOptions{Grace: *grace, AutoFinalize: *autoFinalize, ExportDir: *exportDir, Every: *jobsEvery, Webhook: invoicing.Webhook{URL: *webhook},
+		Watch: wo}
 	if *webhookSecret != "" {
 		secret, err := os.ReadFile(*webhookSecret)
 		if err != nil {

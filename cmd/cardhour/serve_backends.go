@@ -30,6 +30,7 @@ type jobOptions struct {
 	ExportDir    string
 	Webhook      invoicing.Webhook
 	Every        time.Duration
+	Watch        watchOptions // File "": no watcher
 }
 
 // serveBackends builds what the API reads and does besides the state store:
@@ -57,6 +58,11 @@ func serveBackends(ctx context.Context, led ledger.Store, st ingest.Backend, jo 
 	}
 	if jo.ExportDir != "" || jo.Webhook.URL != "" {
 		loop("export", svc.ExportLoop)
+	}
+	if jo.Watch.File != "" {
+		if err := startWatch(ctx, led, st, cats, jo.Watch, log); err != nil {
+			return api.Config{}, err
+		}
 	}
 	return api.Config{
 		Usage:     &usageReads{cats: cats, st: st, now: time.Now},
