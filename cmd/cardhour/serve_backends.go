@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/cardhour/cardhour/api"
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/billing/invoicing"
@@ -59,12 +61,16 @@ func serveBackends(ctx context.Context, led ledger.Store, st ingest.Backend, jo 
 	if jo.ExportDir != "" || jo.Webhook.URL != "" {
 		loop("export", svc.ExportLoop)
 	}
+	var reg *prometheus.Registry // nil: the API's own
 	if jo.Watch.File != "" {
-		if err := startWatch(ctx, led, st, cats, jo.Watch, log); err != nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		if err := startWatch(ctx, led, st, cats, jo.Watch, reg, log); err != nil {
 			return api.Config{}, err
 		}
 	}
 	return api.Config{
+		Registry:  reg,
 		Usage:     &usageReads{cats: cats, st: st, now: time.Now},
 		Invoicing: &flow{svc: svc, led: led, docs: invoicing.ExportDocuments{}},
 		UsagePing: func(ctx context.Context) error {

@@ -71,10 +71,11 @@ func loadWatch(path string, every time.Duration) (watchOptions, error) {
 
 // startWatch starts the watcher on this replica; it runs while it holds the
 // watch lease, until ctx ends.
-func startWatch(ctx context.Context, led ledger.Store, st ingest.Backend, cats *catalogs, wo watchOptions, log *slog.Logger) error {
+// Its metrics go to reg (served at /metrics).
+func startWatch(ctx context.Context, led ledger.Store, st ingest.Backend, cats *catalogs, wo watchOptions, reg prometheus.Registerer, log *slog.Logger) error {
 	cfg, every := wo.Config, wo.Every
 	cfg.Ledger, cfg.Usage, cfg.Catalog, cfg.Logger = led, st, cats.current, log
-	cfg.Registerer = prometheus.DefaultRegisterer
+	cfg.Registerer = reg
 	w, err := watch.New(cfg)
 	if err != nil {
 		return err

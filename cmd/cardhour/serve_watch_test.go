@@ -40,5 +40,8 @@ func TestServeWatch(t *testing.T) {
 	ok := file("watch.yaml", "watch:\n  interval: 1s\n  admins:\n    - {name: Ops, email: ops@example.edu}\n")
 	sv := startServe(t, "--store", store, "--catalog", exampleCatalog, "--addr", "127.0.0.1:0", "--watch", ok)
 	require.Eventually(t, func() bool { return strings.Contains(sv.stderr.String(), `"watcher started"`) }, 10*time.Second, 10*time.Millisecond)
+	st, body := sv.get("/metrics", "")
+	require.Equal(t, 200, st)
+	require.Contains(t, body, "cardhour_watch_leader")
 	sv.stop()
 }
