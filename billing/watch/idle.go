@@ -66,10 +66,7 @@ func (w *Watcher) idle(ctx context.Context, cat *schemas.Catalog, st *state, h *
 		rep.Deferred++
 		return nil
 	}
-	f, err := w.facts(ctx, cat, h, start, now)
-	if err != nil {
-		return err
-	}
+	f := w.facts(cat, h, start, now)
 	// What happens next, only when it will: a dry run releases nothing.
 	switch {
 	case kind == KindIdleWarning && p.RemindAfter > 0:
@@ -100,7 +97,7 @@ func (w *Watcher) releaseIdle(ctx context.Context, cat *schemas.Catalog, st *sta
 			return nil // the outcome was decided and told
 		}
 	}
-	ev, evJSON, err := w.evidence(ctx, cat, h, start, now, p)
+	ev, evJSON, err := w.evidence(ctx, cat, st, h, start, now, p)
 	if err != nil {
 		return err
 	}
@@ -117,10 +114,7 @@ func (w *Watcher) releaseIdle(ctx context.Context, cat *schemas.Catalog, st *sta
 	case ledger.ReleaseDryRun:
 		kind = KindIdleReleaseDryRun
 	}
-	f, err := w.facts(ctx, cat, h, start, now)
-	if err != nil {
-		return err
-	}
+	f := w.facts(cat, h, start, now)
 	f.Outcome = outcomeText(rel)
 	var deferTo time.Time
 	if quiet {
@@ -204,7 +198,7 @@ func releaseBackoff(attempts int) time.Duration {
 
 // evidence is why an instance is released: its streak and the idle samples
 // in it, read from the usage store.
-func (w *Watcher) evidence(ctx context.Context, cat *schemas.Catalog, h *billing.Held, start, now time.Time, p schemas.IdlePolicy) (Evidence, json.RawMessage, error) {
+func (w *Watcher) evidence(ctx context.Context, cat *schemas.Catalog, st *state, h *billing.Held, start, now time.Time, p schemas.IdlePolicy) (Evidence, json.RawMessage, error) {
 	type point struct {
 		TS        time.Time `json:"ts"`
 		IntervalS float64   `json:"interval_s"`
@@ -214,9 +208,13 @@ func (w *Watcher) evidence(ctx context.Context, cat *schemas.Catalog, h *billing
 	const maxPoints = 200
 	var pts []point
 	n := 0
-	err := w.cfg.Usage.HeldSamples(ctx, start.UnixMilli(), now.UnixMilli()+1, func(s *schemas.Sample) error {
-		if s.InstanceID != h.InstanceID || s.Project != h.Project || s.User != h.User || !billing.IsIdleSample(cat, s) {
-			return nil
+	idle, err := st.idleSamples(ctx, w.cfg.Usage, cat)
+	if err != nil {
+		return Evidence{}, nil, fmt.Errorf("watch: evidence of %s: %w", h.InstanceID, err)
+	}
+	for _, s := range idle[h.InstanceID] {
+		if s.StartMS < start.UnixMilli() || s.StartMS > now.UnixMilli() || s.Project != h.Project || s.User != h.User {
+			continue
 		}
 		n++
 		if len(pts) < maxPoints {
@@ -227,10 +225,6 @@ func (w *Watcher) evidence(ctx context.Context, cat *schemas.Catalog, h *billing
 			}
 			pts = append(pts, pt)
 		}
-		return nil
-	})
-	if err != nil {
-		return Evidence{}, nil, fmt.Errorf("watch: evidence of %s: %w", h.InstanceID, err)
 	}
 	ev := Evidence{StreakStart: start, StreakEnd: now, IdleSamples: n, Threshold: p.Threshold}
 	b := mustJSON(struct {
@@ -247,26 +241,18 @@ func (w *Watcher) evidence(ctx context.Context, cat *schemas.Catalog, h *billing
 	return ev, b, nil
 }
 
-// facts describes a held instance for a message; its cost is the list
-// price of its current occupancy, from the billing engine (billing.Usage).
-func (w *Watcher) facts(ctx context.Context, cat *schemas.Catalog, h *billing.Held, idleSince, now time.Time) (Facts, error) {
+// facts describes a held instance for a message. Its cost is the list
+// price of its current occupancy (held time since HeldNow's Since, gaps
+// within the tolerance billed as held) as the billing engine prices it
+// (billing.UsageAmount with the SKU's hourly price); zero when unpriced.
+func (w *Watcher) facts(cat *schemas.Catalog, h *billing.Held, idleSince, now time.Time) Facts {
 	f := Facts{Project: h.Project, User: h.User, Node: h.Node, GPUUUID: heldUUID(h), GPUModel: h.GPUModel, Profile: h.Profile,
 		InstanceID: h.InstanceID, HeldSince: h.Since, IdleSince: idleSince, At: now, Currency: cat.Currency, TZ: cat.Location,
 		ExemptionHint: w.cfg.ExemptionHint, Cost: decimal.Zero}
-	if !h.Since.Before(now) {
-		return f, nil
+	if sku, ok := cat.SKUByID(h.SKU); ok && h.Since.Before(now) {
+		f.Cost = billing.UsageAmount(int64(now.Sub(h.Since)/time.Second), sku.HourlyPrice)
 	}
-	rep, err := billing.Usage(ctx, w.cfg.Usage, cat, billing.UsageQuery{From: h.Since, To: now, GroupBy: []string{billing.ByInstance},
-		Projects: []string{h.Project}, Users: []string{h.User}})
-	if err != nil {
-		return f, fmt.Errorf("watch: cost of %s: %w", h.InstanceID, err)
-	}
-	for _, r := range rep.Rows {
-		if r.InstanceID == h.InstanceID {
-			f.Cost = r.Cost
-		}
-	}
-	return f, nil
+	return f
 }
 
 // people are those an alert about project and user may reach: the holder

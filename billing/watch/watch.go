@@ -180,20 +180,50 @@ func (w *Watcher) Cycle(ctx context.Context, now time.Time) (CycleReport, error)
 	return rep, errors.Join(errs...)
 }
 
-// state is what a cycle reads from the ledger once.
+// state is what a cycle reads once.
 type state struct {
 	alerts     map[string]bool // natural keys of alerts recorded
 	exemptions []ledger.Exemption
+	// The idle samples of the idle instances since the oldest streak, by
+	// instance: read on the first release's evidence, once a cycle.
+	idleFrom, idleTo time.Time
+	idle             map[string][]schemas.Sample
+}
+
+// idleSamples returns the idle held samples in [idleFrom, idleTo] by
+// instance, reading them on first use.
+func (st *state) idleSamples(ctx context.Context, src billing.HeldRows, cat *schemas.Catalog) (map[string][]schemas.Sample, error) {
+	if st.idle != nil {
+		return st.idle, nil
+	}
+	idle := map[string][]schemas.Sample{}
+	type at struct {
+		inst  string
+		start int64
+	}
+	seen := map[at]bool{} // a replayed sample counts once
+	err := src.HeldSamples(ctx, st.idleFrom.UnixMilli(), st.idleTo.UnixMilli()+1, func(s *schemas.Sample) error {
+		if k := (at{s.InstanceID, s.StartMS}); billing.IsIdleSample(cat, s) && !seen[k] {
+			seen[k] = true
+			idle[s.InstanceID] = append(idle[s.InstanceID], *s)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.idle = idle
+	return idle, nil
 }
 
 func (w *Watcher) loadState(ctx context.Context, held []billing.Held, now time.Time) (*state, error) {
-	st := &state{alerts: map[string]bool{}}
 	oldest := now
 	for _, h := range held {
 		if h.Idle && h.IdleSince.Before(oldest) {
 			oldest = h.IdleSince
 		}
 	}
+	st := &state{alerts: map[string]bool{}, idleFrom: oldest, idleTo: now}
 	// Alerts of the streaks under way were recorded after their start.
 	cursor := ""
 	for {
