@@ -27,7 +27,7 @@ func BenchmarkCycle(b *testing.B) {
 	for _, c := range []struct {
 		store              string
 		instances, budgets int
-	}{{"mem", 1000, 500}, {"mem", 7000, 5000}, {"sqlite", 7000, 5000}} {
+	}{{"mem", 1000, 500}, {"mem", 7000, 5000}, {"sqlite", 7000, 0}, {"sqlite", 7000, 5000}} {
 		b.Run(fmt.Sprintf("%s/held=%d/budgets=%d", c.store, c.instances, c.budgets), func(b *testing.B) {
 			benchCycle(b, c.store, c.instances, c.budgets)
 		})
