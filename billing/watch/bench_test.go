@@ -86,7 +86,7 @@ func benchCycle(b *testing.B, store string, instances, budgets int) {
 		}
 	}
 	w, err := New(Config{Ledger: led, Usage: usage, Catalog: func(context.Context) (*schemas.Catalog, error) { return cat, nil },
-		Notifier: &fakeNotifier{}, Releaser: &fakeReleaser{}, Admins: []Person{{Email: "ops@example.edu"}}})
+		Notifier: &fakeNotifier{}, Releaser: &fakeReleaser{}, Admins: []Person{{Email: "ops@example.edu"}}, MaxReleasesPerCycle: instances})
 	if err != nil {
 		b.Fatal(err)
 	}

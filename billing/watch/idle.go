@@ -145,6 +145,10 @@ func outcomeText(r ledger.Release) string {
 // something, dry_run for a dry run, failed otherwise (retried with backoff
 // unless the error is permanent or the attempts are spent).
 func (w *Watcher) release(ctx context.Context, h *billing.Held, nr ledger.NewRelease, ev Evidence, now time.Time, rep *CycleReport) (ledger.Release, error) {
+	if rep.Releases >= w.cfg.MaxReleasesPerCycle {
+		rep.Postponed++
+		return ledger.Release{NewRelease: nr, Status: ledger.ReleasePending}, nil // next cycle
+	}
 	rel, started, err := w.cfg.Ledger.BeginRelease(ctx, Actor, nr)
 	if err != nil || !started {
 		return rel, err

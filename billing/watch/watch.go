@@ -20,6 +20,7 @@ import (
 	"math/rand"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,10 +63,14 @@ type Config struct {
 	// BudgetEvery is how often budgets are checked (their cost is a
 	// billing run): 0 checks them every cycle.
 	BudgetEvery time.Duration
-	// ReleaseTimeout bounds one release attempt (default 30 s);
+	// ReleaseTimeout bounds one release attempt (default 10 s);
 	// SendTimeout one delivery attempt (default 20 s).
 	ReleaseTimeout time.Duration
 	SendTimeout    time.Duration
+	// MaxReleasesPerCycle bounds the release attempts of one cycle
+	// (default 20), so that a hanging releaser delays detection by at
+	// most that many timeouts; the others wait for the next cycle.
+	MaxReleasesPerCycle int
 	// MaxReleaseAttempts and MaxDeliveryAttempts: after this many failed
 	// attempts the release or delivery fails for good (defaults 5 and 8).
 	MaxReleaseAttempts  int
@@ -105,10 +110,13 @@ func New(cfg Config) (*Watcher, error) {
 		return nil, err
 	}
 	if cfg.ReleaseTimeout <= 0 {
-		cfg.ReleaseTimeout = 30 * time.Second
+		cfg.ReleaseTimeout = 10 * time.Second
 	}
 	if cfg.SendTimeout <= 0 {
 		cfg.SendTimeout = 20 * time.Second
+	}
+	if cfg.MaxReleasesPerCycle <= 0 {
+		cfg.MaxReleasesPerCycle = 20
 	}
 	if cfg.MaxReleaseAttempts <= 0 {
 		cfg.MaxReleaseAttempts = 5
@@ -134,6 +142,7 @@ type CycleReport struct {
 	Exempt     int // idle and exempt
 	Alerts     int // alerts recorded
 	Releases   int // release attempts made (dry runs included)
+	Postponed  int // releases left for the next cycle (MaxReleasesPerCycle)
 	Budgets    int // budgets checked
 	Deferred   int // warnings or reminders held back by quiet hours
 	BudgetsRun bool
@@ -273,13 +282,34 @@ func (w *Watcher) Run(ctx context.Context, holder string, every time.Duration, c
 		defer cancel()
 		_ = w.cfg.Ledger.ReleaseLease(rctx, LeaseName, holder)
 	}()
+	// Deliveries run on their own ticker while this replica leads: a
+	// long cycle (a slow releaser) does not hold messages back.
+	var leading atomic.Bool
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		dt := time.NewTicker(every)
+		defer dt.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-dt.C:
+				if leading.Load() {
+					w.startDeliveries(ctx, clock())
+				}
+			}
+		}
+	}()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		lead, err := w.cfg.Ledger.AcquireLease(ctx, LeaseName, holder, 3*every)
+		leading.Store(err == nil && lead)
 		switch {
 		case err != nil:
 			w.log.Warn("cannot acquire the watch lease", "holder", holder, "err", err)
+			w.m.leader.Set(0)
 		case lead:
 			w.m.leader.Set(1)
 			now := clock()

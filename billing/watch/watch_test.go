@@ -777,3 +777,24 @@ func TestBudgetJumpAndTerm(t *testing.T) {
 		t.Fatalf("facts %s", as[0].Facts)
 	}
 }
+
+// A cycle makes at most MaxReleasesPerCycle release attempts; the rest
+// wait for the next cycle (a hanging releaser cannot hold detection up
+// for long).
+func TestReleasesPerCycleAreBounded(t *testing.T) {
+	f := newFixture(t,
+		span{"nlp", "s1", "gpu-a", at("10:00"), at("12:00"), 0.0},
+		span{"nlp", "s1", "gpu-b", at("10:00"), at("12:00"), 0.0},
+		span{"nlp", "s1", "gpu-c", at("10:00"), at("12:00"), 0.0})
+	w := f.watcher(f.ledger)
+	w.cfg.MaxReleasesPerCycle = 2
+	if rep := f.cycle(w, at("11:01")); rep.Releases != 2 || rep.Postponed != 1 {
+		t.Fatalf("first cycle: %+v", rep)
+	}
+	if rep := f.cycle(w, at("11:02")); rep.Releases != 1 || rep.Postponed != 0 {
+		t.Fatalf("second cycle: %+v", rep)
+	}
+	if got := f.rel.keys(); len(got) != 3 {
+		t.Fatalf("releases %v", got)
+	}
+}
