@@ -54,9 +54,9 @@ func newAlert(kind string, at int64, s IdleStreak, loc *time.Location) Alert {
 			a.Chinese += "空闲时间同样计费，如不再使用请及时释放。"
 		}
 	default:
-		a.English = fmt.Sprintf("GPU instance %s held by %s was idle for more than %d min since %s (%s) and is being released.",
+		a.English = fmt.Sprintf("GPU instance %s held by %s was idle for more than %d min since %s (%s) and is due for release under its project's policy.",
 			what, holder, mins(s.Policy.ReleaseAfter), since, loc)
-		a.Chinese = fmt.Sprintf("%s 占用的 GPU 实例 %s自 %s（%s）起空闲超过 %d 分钟，现已自动释放。",
+		a.Chinese = fmt.Sprintf("%s 占用的 GPU 实例 %s自 %s（%s）起空闲超过 %d 分钟，已达到自动释放条件。",
 			holder, whatZH, since, loc, mins(s.Policy.ReleaseAfter))
 	}
 	return a

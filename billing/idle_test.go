@@ -67,8 +67,9 @@ func TestIdleStreaksAndAlerts(t *testing.T) {
 	for _, a := range alerts {
 		if a.Kind == "idle_release" {
 			require.Equal(t, t0+20*min, a.At)
-			require.Contains(t, a.English, "is being released")
-			require.Contains(t, a.Chinese, "现已自动释放")
+			require.Contains(t, a.English, "is due for release")
+			require.NotContains(t, a.English, "released.")
+			require.Contains(t, a.Chinese, "已达到自动释放条件")
 		}
 		if a.Streak.Key.InstanceID == "i1" && a.Kind == "idle_warning" {
 			require.Equal(t, t0+10*min, a.At)

@@ -43,6 +43,9 @@ const (
 	WarnConflict     = "holder_conflict"
 	WarnNoUsage      = "no_usage"
 	WarnInput        = "input"
+	// WarnReleaseFailed: an instance idle past its project's release_after
+	// that could not be released; the time it stayed held is billed.
+	WarnReleaseFailed = "release_failed"
 )
 
 // Warning is one warning and what it is about.
@@ -57,6 +60,12 @@ type Warning struct {
 // statement keeps it.
 func (r *Result) AddWarning(code, message string) {
 	r.warn(Warning{Code: code, Message: message})
+}
+
+// AddScopedWarning adds a warning about w.Project and the users its text
+// names (w.Users): a statement keeps it only as InStatement says.
+func (r *Result) AddScopedWarning(w Warning) {
+	r.warn(w)
 }
 
 // warn adds a warning with what it is about.

@@ -64,6 +64,7 @@ type Catalog struct {
 	Discounts map[Term]decimal.Decimal // month, quarter, year: fraction off
 	SKUs      []SKU
 	Projects  []Project
+	Terms     []AcademicTerm // for budgets per term; sorted by start, never overlapping
 
 	skuByID    map[string]int
 	skuByModel map[[2]string]int
@@ -82,12 +83,81 @@ type Defaults struct {
 type IdlePolicy struct {
 	Threshold    float64       // util below this is idle
 	WarnAfter    time.Duration // idle streak longer than this raises a warning
+	RemindAfter  time.Duration // idle streak longer than this raises a reminder (0: none); between warn_after and release_after
 	ReleaseAfter time.Duration // idle streak longer than this triggers release
-	AutoRelease  bool          // whether release is enabled at all
+	AutoRelease  bool          // whether release is carried out: Release == ReleaseOn
+	Release      ReleaseMode   // off | dry-run | on
+	QuietHours   *QuietHours   // no warning or reminder is sent inside them (nil: none)
+}
+
+// ReleaseMode says what happens to a held instance idle past release_after.
+type ReleaseMode string
+
+// Release modes: off (warn only), dry-run (record what would have been
+// done, release nothing) and on (release).
+const (
+	ReleaseOff    ReleaseMode = "off"
+	ReleaseDryRun ReleaseMode = "dry-run"
+	ReleaseOn     ReleaseMode = "on"
+)
+
+// QuietHours is a daily window of the catalog's time zone in which no idle
+// warning or reminder is sent; those falling due inside it are sent at its
+// end. Releases are not deferred. The window may wrap midnight
+// (22:00-08:00). Minutes after midnight; Start != End.
+type QuietHours struct {
+	Start, End int
+}
+
+// String formats q as in the catalog ("22:00-08:00").
+func (q QuietHours) String() string {
+	return fmt.Sprintf("%02d:%02d-%02d:%02d", q.Start/60, q.Start%60, q.End/60, q.End%60)
+}
+
+// Contains reports whether t falls inside the window, read in loc.
+func (q QuietHours) Contains(t time.Time, loc *time.Location) bool {
+	lt := t.In(loc)
+	m := lt.Hour()*60 + lt.Minute()
+	if q.Start < q.End {
+		return m >= q.Start && m < q.End
+	}
+	return m >= q.Start || m < q.End
+}
+
+// NextEnd returns the first end of the window at or after t, in loc (on a
+// day whose clock skips that minute, the first instant after it).
+func (q QuietHours) NextEnd(t time.Time, loc *time.Location) time.Time {
+	lt := t.In(loc)
+	for d := 0; d < 3; d++ {
+		y, mo, day := lt.Date()
+		e := time.Date(y, mo, day+d, q.End/60, q.End%60, 0, 0, loc)
+		if !e.Before(t) {
+			return e
+		}
+	}
+	return t
+}
+
+// AcademicTerm is a named stretch of calendar days (a semester) for budgets
+// counted per term: [Start, End) in the catalog's time zone, End exclusive
+// (the day after the last day).
+type AcademicTerm struct {
+	ID         string
+	Start, End time.Time
+}
+
+// TermAt returns the term that contains t, if any.
+func (c *Catalog) TermAt(t time.Time) (AcademicTerm, bool) {
+	for _, tm := range c.Terms {
+		if !t.Before(tm.Start) && t.Before(tm.End) {
+			return tm, true
+		}
+	}
+	return AcademicTerm{}, false
 }
 
 // DefaultIdlePolicy is the policy of billing-semantics §6.
-var DefaultIdlePolicy = IdlePolicy{Threshold: 0.05, WarnAfter: 30 * time.Minute, ReleaseAfter: 60 * time.Minute}
+var DefaultIdlePolicy = IdlePolicy{Threshold: 0.05, WarnAfter: 30 * time.Minute, ReleaseAfter: 60 * time.Minute, Release: ReleaseOff}
 
 // SKU is one priced kind of GPU instance.
 type SKU struct {
@@ -256,6 +326,13 @@ type rawCatalog struct {
 	Discounts yaml.Node   `yaml:"discounts"`
 	SKUs      []yaml.Node `yaml:"skus"`
 	Projects  []yaml.Node `yaml:"projects"`
+	Terms     []yaml.Node `yaml:"terms"`
+}
+
+type rawTerm struct {
+	ID    scalar `yaml:"id"`
+	Start scalar `yaml:"start"`
+	End   scalar `yaml:"end"`
 }
 
 type rawDefaults struct {
@@ -274,8 +351,11 @@ type rawDiscounts struct {
 type rawIdle struct {
 	Threshold    scalar `yaml:"threshold"`
 	WarnAfter    scalar `yaml:"warn_after"`
+	RemindAfter  scalar `yaml:"remind_after"`
 	ReleaseAfter scalar `yaml:"release_after"`
 	AutoRelease  scalar `yaml:"auto_release"`
+	Release      scalar `yaml:"release"`
+	QuietHours   scalar `yaml:"quiet_hours"`
 }
 
 type rawSKU struct {
@@ -569,18 +649,87 @@ func (v *catalogValidator) idle(n *yaml.Node, path string, base IdlePolicy) *Idl
 		}
 	}
 	p.WarnAfter = v.duration(r.WarnAfter, path+".warn_after", base.WarnAfter)
+	p.RemindAfter = v.duration(r.RemindAfter, path+".remind_after", base.RemindAfter)
 	p.ReleaseAfter = v.duration(r.ReleaseAfter, path+".release_after", base.ReleaseAfter)
 	if r.AutoRelease.Set {
 		b, err := strconv.ParseBool(r.AutoRelease.Value)
 		if err != nil {
 			v.errf(r.AutoRelease.Line, path+".auto_release", "%q must be true or false", r.AutoRelease.Value)
 		}
-		p.AutoRelease = b
+		p.Release = ReleaseOff
+		if b {
+			p.Release = ReleaseOn
+		}
+	}
+	if r.Release.Set {
+		switch m := ReleaseMode(r.Release.Value); m {
+		case ReleaseOff, ReleaseDryRun, ReleaseOn:
+			if r.AutoRelease.Set && p.Release != m {
+				v.errf(r.Release.Line, path+".release", "%q contradicts auto_release: %s at line %d (give one of them; auto_release: true is release: on)",
+					r.Release.Value, r.AutoRelease.Value, r.AutoRelease.Line)
+			}
+			p.Release = m
+		default:
+			v.errf(r.Release.Line, path+".release", "%q is not a release mode (off | dry-run | on)", r.Release.Value)
+		}
+	}
+	if p.Release == "" {
+		p.Release = ReleaseOff
+	}
+	p.AutoRelease = p.Release == ReleaseOn
+	if r.QuietHours.Set {
+		switch q, msg := parseQuietHours(r.QuietHours.Value); {
+		case r.QuietHours.Kind != yaml.ScalarNode:
+			v.errf(r.QuietHours.Line, path+".quiet_hours", "must be a single value like \"22:00-08:00\" (or none)")
+		case msg != "":
+			v.errf(r.QuietHours.Line, path+".quiet_hours", "%q %s", r.QuietHours.Value, msg)
+		default:
+			p.QuietHours = q
+		}
 	}
 	if p.ReleaseAfter > 0 && p.WarnAfter > p.ReleaseAfter {
 		v.errf(n.Line, path, "warn_after (%s) must not be longer than release_after (%s)", p.WarnAfter, p.ReleaseAfter)
 	}
+	if p.RemindAfter > 0 {
+		line := r.RemindAfter.Line
+		if line == 0 {
+			line = n.Line
+		}
+		if p.RemindAfter < p.WarnAfter {
+			v.errf(line, path+".remind_after", "%s must not be shorter than warn_after (%s)", p.RemindAfter, p.WarnAfter)
+		}
+		if p.ReleaseAfter > 0 && p.RemindAfter > p.ReleaseAfter {
+			v.errf(line, path+".remind_after", "%s must not be longer than release_after (%s)", p.RemindAfter, p.ReleaseAfter)
+		}
+	}
 	return &p
+}
+
+var quietPattern = regexp.MustCompile(`^(\d{2}):(\d{2})-(\d{2}):(\d{2})$`)
+
+// parseQuietHours reads "HH:MM-HH:MM" (or "none": no quiet hours); msg is
+// "" on success.
+func parseQuietHours(s string) (*QuietHours, string) {
+	s = strings.TrimSpace(s)
+	if s == "none" || s == "" {
+		return nil, ""
+	}
+	m := quietPattern.FindStringSubmatch(s)
+	if m == nil {
+		return nil, "is not a daily window HH:MM-HH:MM (e.g. \"22:00-08:00\"; none for no quiet hours)"
+	}
+	var n [4]int
+	for i := range n {
+		n[i], _ = strconv.Atoi(m[i+1])
+	}
+	if n[0] > 23 || n[2] > 23 || n[1] > 59 || n[3] > 59 {
+		return nil, "is not a daily window HH:MM-HH:MM (hours 00-23, minutes 00-59)"
+	}
+	q := &QuietHours{Start: n[0]*60 + n[1], End: n[2]*60 + n[3]}
+	if q.Start == q.End {
+		return nil, "starts and ends at the same time (a window of no time or of the whole day); give two different times or none"
+	}
+	return q, ""
 }
 
 var (
@@ -738,7 +887,64 @@ func (v *catalogValidator) build(doc *yaml.Node, raw *rawCatalog) *Catalog {
 		c.projByID[p.ID] = len(c.Projects)
 		c.Projects = append(c.Projects, p)
 	}
+	v.terms(raw.Terms, c)
 	return c
+}
+
+// terms reads the academic terms: id, start and end as calendar days
+// (YYYY-MM-DD, end inclusive) in the catalog's zone, never overlapping.
+func (v *catalogValidator) terms(nodes []yaml.Node, c *Catalog) {
+	loc := c.Location
+	if loc == nil {
+		loc = time.UTC // the zone's own error is reported already
+	}
+	lines := map[string]int{}
+	day := func(s scalar, path string, line int) (time.Time, bool) {
+		if !s.Set {
+			v.missing(line, path)
+			return time.Time{}, false
+		}
+		d, err := time.ParseInLocation("2006-01-02", strings.TrimSpace(s.Value), loc)
+		if err != nil || s.Kind != yaml.ScalarNode {
+			v.errf(s.Line, path, "%q is not a day (YYYY-MM-DD)", s.Value)
+			return time.Time{}, false
+		}
+		return d, true
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		path := fmt.Sprintf("terms[%d]", i)
+		var r rawTerm
+		if !v.strict(n, path, &r) {
+			continue
+		}
+		t := AcademicTerm{ID: v.str(r.ID, path+".id", true)}
+		if r.ID.Set && t.ID != "" && !idPattern.MatchString(t.ID) {
+			v.errf(r.ID.Line, path+".id", "%q: use letters, digits and . _ - : / @ +", t.ID)
+		}
+		if first, dup := lines[t.ID]; dup && t.ID != "" {
+			v.errf(n.Line, path+".id", "duplicate term id %q (first at line %d)", t.ID, first)
+		}
+		lines[t.ID] = n.Line
+		start, ok1 := day(r.Start, path+".start", n.Line)
+		last, ok2 := day(r.End, path+".end", n.Line)
+		if !ok1 || !ok2 {
+			continue
+		}
+		if last.Before(start) {
+			v.errf(r.End.Line, path+".end", "%s is before start %s", r.End.Value, r.Start.Value)
+			continue
+		}
+		y, m, d := last.Date()
+		t.Start, t.End = start, time.Date(y, m, d+1, 0, 0, 0, 0, loc)
+		for _, o := range c.Terms {
+			if t.Start.Before(o.End) && o.Start.Before(t.End) {
+				v.errf(n.Line, path, "term %q overlaps term %q", t.ID, o.ID)
+			}
+		}
+		c.Terms = append(c.Terms, t)
+	}
+	slices.SortFunc(c.Terms, func(a, b AcademicTerm) int { return a.Start.Compare(b.Start) })
 }
 
 func (v *catalogValidator) discounts(n *yaml.Node, path string, into map[Term]decimal.Decimal) {

@@ -281,6 +281,9 @@ func (s *Service) Run(ctx context.Context, actor, periodStr string) (*Run, error
 	if err != nil {
 		return nil, fmt.Errorf("billing %s: %w", p, err)
 	}
+	if err := s.releaseWarnings(ctx, res, cat, p); err != nil {
+		return nil, err
+	}
 	cutoff := now
 	if cutoff.After(p.End) {
 		cutoff = p.End
@@ -489,4 +492,42 @@ func compare(a, b string) int {
 		return 1
 	}
 	return 0
+}
+
+// releaseWarnings warns, on the invoice of its project, about every
+// instance whose idle release failed during p: the usage store says it
+// stayed held, so its idle time is billed (the bill follows the samples,
+// never the intent), and the warning names the instance and the failure.
+func (s *Service) releaseWarnings(ctx context.Context, res *billing.Result, cat *schemas.Catalog, p billing.Period) error {
+	cursor := ""
+	for {
+		page, next, err := s.cfg.Ledger.Releases(ctx, ledger.ReleaseFilter{Status: ledger.ReleaseFailed, Cursor: cursor, Limit: ledger.MaxLimit})
+		if err != nil {
+			return fmt.Errorf("failed releases of %s: %w", p, err)
+		}
+		for _, r := range page {
+			if !r.StreakStart.Before(p.End) || r.UpdatedAt.Before(p.Start) {
+				continue
+			}
+			holder := r.Project
+			if r.User != "" {
+				holder += "/" + r.User
+			}
+			res.AddScopedWarning(billing.Warning{Code: billing.WarnReleaseFailed, Project: r.Project, Users: nonEmptyUser(r.User),
+				Message: fmt.Sprintf("instance %s on %s held by %s was idle from %s and due for release, but the release failed (%s): "+
+					"it stayed held, and its idle time is billed (自动释放失败，空闲时间照常计费)",
+					r.InstanceID, r.Node, holder, r.StreakStart.In(cat.Location).Format("2006-01-02 15:04 -07:00"), r.LastError)})
+		}
+		if next == "" {
+			return nil
+		}
+		cursor = next
+	}
+}
+
+func nonEmptyUser(u string) []string {
+	if u == "" {
+		return nil
+	}
+	return []string{u}
 }

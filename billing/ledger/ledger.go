@@ -148,6 +148,9 @@ type Store interface {
 	// so the next leader need not wait for the expiry).
 	ReleaseLease(ctx context.Context, name, holder string) error
 
+	// WatchStore: alerts, deliveries, releases, exemptions and budgets.
+	WatchStore
+
 	Close() error
 }
 

@@ -46,6 +46,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	webhook := fs.String("webhook", "", "POST every finalized period's files to this finance URL, once per edition (HMAC-SHA256 signed)")
 	webhookSecret := fs.String("webhook-secret-file", "", "file holding the webhook's signing secret (at least 16 bytes)")
 	jobsEvery := fs.Duration("jobs-every", 5*time.Minute, "how often the automatic finalization and the export job look for work")
+	watchFile := fs.String("watch", "", "watch configuration (YAML: watch:, notify:, release:): run the idle and budget watcher (one replica at a time)")
+	watchEvery := fs.Duration("watch-every", 30*time.Second, "how often the watcher runs a cycle (watch.interval in the file wins)")
 	maxBody := fs.Int64("max-body-bytes", api.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
 	usageCache := fs.Bool("usage-cache", true, "answer usage reads from reports already computed while the usage store's data version is unchanged")
 	usageStale := fs.Duration("usage-max-stale", 10*time.Second, "with --usage-cache, how long after it was computed a report a write superseded may still be served while a fresh one is computed (negative: never)")
@@ -73,6 +75,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if *jobsEvery <= 0 {
 		problems = append(problems, "--jobs-every must be positive")
 	}
+	if *watchEvery <= 0 {
+		problems = append(problems, "--watch-every must be positive")
+	}
 	if *maxBody <= 0 {
 		problems = append(problems, "--max-body-bytes must be positive")
 	}
@@ -84,6 +89,13 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "cardhour serve: "+strings.Join(problems, "; "))
 		fs.Usage()
 		return 2
+	}
+	wo := watchOptions{}
+	if *watchFile != "" {
+		if wo, err = loadWatch(*watchFile, *watchEvery); err != nil {
+			fmt.Fprintln(stderr, "cardhour serve:", err)
+			return 1
+		}
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -108,7 +120,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	defer usageStore.Close() //nolint:errcheck // read-only
 	jo := jobOptions{Grace: *grace, AutoFinalize: *autoFinalize, ExportDir: *exportDir, Every: *jobsEvery, Webhook: invoicing.Webhook{URL: *webhook},
-		UsageCache: *usageCache, UsageMaxStale: *usageStale}
+		UsageCache: *usageCache, UsageMaxStale: *usageStale, Watch: wo}
 	if *webhookSecret != "" {
 		secret, err := os.ReadFile(*webhookSecret)
 		if err != nil {

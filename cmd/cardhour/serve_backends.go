@@ -36,6 +36,7 @@ type jobOptions struct {
 	// usage store tells its data version; UsageMaxStale is its MaxStale.
 	UsageCache    bool
 	UsageMaxStale time.Duration
+	Watch         watchOptions // File "": no watcher
 }
 
 // serveBackends builds what the API reads and does besides the state store:
@@ -71,6 +72,11 @@ func serveBackends(ctx context.Context, led ledger.Store, st ingest.Backend, jo 
 		if rows, ok := st.(billing.UsageRows); ok {
 			reads.cache = billing.NewUsageCache(rows, ver, billing.UsageCacheConfig{MaxStale: jo.UsageMaxStale})
 			registerUsageCacheMetrics(reg, reads.cache)
+		}
+	}
+	if jo.Watch.File != "" {
+		if err := startWatch(ctx, led, st, cats, jo.Watch, reg, log); err != nil {
+			return api.Config{}, err
 		}
 	}
 	return api.Config{

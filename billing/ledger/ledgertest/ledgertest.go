@@ -84,6 +84,13 @@ func Run(t *testing.T, backend Backend) {
 		{"BillingRuns", testBillingRuns},
 		{"ExportRunsAreAnOutbox", testExportRuns},
 		{"ConcurrentExportBeginsOnce", testConcurrentExportBegin},
+		{"AlertsOncePerKey", testAlertsOnce},
+		{"ConcurrentAlertsRecordOnce", testConcurrentAlerts},
+		{"DeliveriesAreAnOutbox", testDeliveries},
+		{"Releases", testReleases},
+		{"ConcurrentReleaseBegins", testConcurrentReleases},
+		{"Exemptions", testExemptions},
+		{"Budgets", testBudgets},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, backend(t)) })

@@ -1,0 +1,84 @@
+package watch
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+const sampleFile = `# watch configuration
+watch:
+  interval: 30s
+  budget_every: 5m
+  exemption_hint: ask your lead
+  admins:
+    - {name: Ops, email: ops@example.edu, im: ops-robot, lang: en}
+  leads:
+    nlp:
+      - name: Prof. Li
+        email: li@example.edu
+        lang: zh-CN
+notify:
+  # channels
+  channels:
+    mail: {type: smtp, host: 127.0.0.1}
+  routes: [a, b]
+release: {kubernetes: {allowed_namespaces: [ml]}}
+`
+
+func TestLoadFile(t *testing.T) {
+	f, err := LoadFile([]byte(sampleFile), "watch.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Interval != 30*time.Second || f.BudgetEvery != 5*time.Minute || f.ExemptionHint != "ask your lead" {
+		t.Fatalf("%+v", f)
+	}
+	if len(f.Admins) != 1 || f.Admins[0].IM != "ops-robot" || len(f.Leads["nlp"]) != 1 || f.Leads["nlp"][0].Lang != "zh-CN" {
+		t.Fatalf("people %+v %+v", f.Admins, f.Leads)
+	}
+	// The notify section keeps its lines: "channels:" is on line 15 of the file.
+	var n yaml.Node
+	if err := yaml.Unmarshal(f.Notify, &n); err != nil {
+		t.Fatal(err)
+	}
+	m := n.Content[0]
+	if m.Content[0].Value != "channels" || m.Content[0].Line != 15 || m.Content[2].Value != "routes" || m.Content[2].Line != 17 {
+		t.Fatalf("notify section:\n%s", f.Notify)
+	}
+	if err := yaml.Unmarshal(f.Release, &n); err != nil || !strings.Contains(string(f.Release), "allowed_namespaces") {
+		t.Fatalf("release section %q: %v", f.Release, err)
+	}
+}
+
+func TestLoadFileErrors(t *testing.T) {
+	bad := `watch:
+  interval: soon
+  admins:
+    - {name: Ops}
+    - {email: not-an-address, lang: fr}
+  colour: blue
+notfy: {}
+`
+	_, err := LoadFile([]byte(bad), "w.yaml")
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		`w.yaml:2: watch.interval: "soon" is not a positive duration`,
+		`w.yaml:4: watch.admins[0]: needs an email or an im handle`,
+		`w.yaml:5: watch.admins[1].email: "not-an-address" is not an email address`,
+		`w.yaml:5: watch.admins[1].lang: "fr": want en or zh-CN`,
+		`w.yaml:6: watch.colour: unknown field`,
+		`w.yaml:7: notfy: unknown section`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if _, err := LoadFile(nil, "e.yaml"); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Fatalf("empty: %v", err)
+	}
+}

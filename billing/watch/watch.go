@@ -1,0 +1,364 @@
+// Package watch is the reconciler of cardhour serve: every interval, the
+// replica that holds the watch lease reads the held instances and their
+// idle streaks from the usage store (billing.HeldNow), applies each
+// project's idle policy (warn, remind, release off | dry-run | on, quiet
+// hours, exemptions) and the budgets (month- or term-to-date cost and
+// card-hours from the billing engine), and records every decision in the
+// ledger under its natural key before acting on it. Messages are planned
+// into deliveries written with their alert (an outbox) and sent by a
+// delivery loop with backoff, apart from detection, so that a slow channel
+// never stalls a cycle, and a restart or a second replica never sends an
+// alert twice or releases an instance twice.
+package watch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/billing/ledger"
+	"github.com/cardhour/cardhour/schemas"
+)
+
+// Usage is what the watcher reads from the usage store: held samples (for
+// HeldNow), the compact rows BillFrom bills from, and the sums Usage
+// groups. ingest.MemStore, ingest/sqlite and ingest/clickhouse are one.
+type Usage interface {
+	billing.HeldRows
+	billing.UsageSource
+	billing.UsageRows
+}
+
+// Actor is what the watcher's changes are recorded as in the audit log.
+const Actor = "watch"
+
+// LeaseName is the ledger lease of the leader.
+const LeaseName = "watch"
+
+// Config configures a Watcher.
+type Config struct {
+	Ledger  ledger.Store                                    // required
+	Usage   Usage                                           // required
+	Catalog func(context.Context) (*schemas.Catalog, error) // required: the catalog in force
+	// Notifier plans and sends messages; nil: alerts are recorded with no
+	// deliveries.
+	Notifier Notifier
+	// Releaser carries releases out; nil: a release in mode on fails (and
+	// says so), a dry run records that nothing is configured.
+	Releaser Releaser
+	Admins   []Person            // reached by every alert the notifier routes to admins
+	Leads    map[string][]Person // by project
+	// ExemptionHint tells a holder how to ask for an exemption.
+	ExemptionHint string
+	// BudgetEvery is how often budgets are checked (their cost is a
+	// billing run): 0 checks them every cycle.
+	BudgetEvery time.Duration
+	// ReleaseTimeout bounds one release attempt (default 10 s);
+	// SendTimeout one delivery attempt (default 20 s).
+	ReleaseTimeout time.Duration
+	SendTimeout    time.Duration
+	// MaxReleasesPerCycle bounds the release attempts of one cycle
+	// (default 20), so that a hanging releaser delays detection by at
+	// most that many timeouts; the others wait for the next cycle.
+	MaxReleasesPerCycle int
+	// MaxReleaseAttempts and MaxDeliveryAttempts: after this many failed
+	// attempts the release or delivery fails for good (defaults 5 and 8).
+	MaxReleaseAttempts  int
+	MaxDeliveryAttempts int
+	// Registerer receives the metrics; nil registers nowhere.
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+}
+
+// Watcher is the reconciler. Cycle and Deliver may be called from tests
+// with a frozen clock; Run drives both while holding the lease.
+type Watcher struct {
+	cfg Config
+	log *slog.Logger
+	m   *metrics
+
+	mu         sync.Mutex
+	lastBudget time.Time
+	inFlight   map[string]bool // channels with a delivery under way
+	wg         sync.WaitGroup
+	rnd        *rand.Rand
+}
+
+// New checks cfg and returns a Watcher.
+func New(cfg Config) (*Watcher, error) {
+	var errs []error
+	if cfg.Ledger == nil {
+		errs = append(errs, errors.New("watch: a ledger is required"))
+	}
+	if cfg.Usage == nil {
+		errs = append(errs, errors.New("watch: a usage store is required"))
+	}
+	if cfg.Catalog == nil {
+		errs = append(errs, errors.New("watch: a catalog source is required"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if cfg.ReleaseTimeout <= 0 {
+		cfg.ReleaseTimeout = 10 * time.Second
+	}
+	if cfg.SendTimeout <= 0 {
+		cfg.SendTimeout = 20 * time.Second
+	}
+	if cfg.MaxReleasesPerCycle <= 0 {
+		cfg.MaxReleasesPerCycle = 20
+	}
+	if cfg.MaxReleaseAttempts <= 0 {
+		cfg.MaxReleaseAttempts = 5
+	}
+	if cfg.MaxDeliveryAttempts <= 0 {
+		cfg.MaxDeliveryAttempts = 8
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Watcher{cfg: cfg, log: log, m: m, inFlight: map[string]bool{}, rnd: rand.New(rand.NewSource(time.Now().UnixNano()))}, nil
+}
+
+// CycleReport counts what one cycle did.
+type CycleReport struct {
+	Held       int // instances held
+	Idle       int // of them idle
+	Exempt     int // idle and exempt
+	Alerts     int // alerts recorded
+	Releases   int // release attempts made (dry runs included)
+	Postponed  int // releases left for the next cycle (MaxReleasesPerCycle)
+	Budgets    int // budgets checked
+	Deferred   int // warnings or reminders held back by quiet hours
+	BudgetsRun bool
+}
+
+// Cycle reads, decides and acts once, as of now. Every decision is
+// recorded before it is acted on; calling Cycle again with the same state
+// (a restart, a second replica) does nothing new.
+func (w *Watcher) Cycle(ctx context.Context, now time.Time) (CycleReport, error) {
+	start := time.Now()
+	defer func() { w.m.cycle.Observe(time.Since(start).Seconds()) }()
+	var rep CycleReport
+	cat, err := w.cfg.Catalog(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("watch: catalog: %w", err)
+	}
+	held, err := billing.HeldNow(ctx, w.cfg.Usage, cat, now)
+	if err != nil {
+		return rep, fmt.Errorf("watch: %w", err)
+	}
+	rep.Held = len(held)
+	st, err := w.loadState(ctx, held, now)
+	if err != nil {
+		return rep, err
+	}
+	var errs []error
+	for i := range held {
+		if err := w.idle(ctx, cat, st, &held[i], now, &rep); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	w.mu.Lock()
+	runBudgets := w.cfg.BudgetEvery <= 0 || w.lastBudget.IsZero() || !now.Before(w.lastBudget.Add(w.cfg.BudgetEvery))
+	if runBudgets {
+		w.lastBudget = now
+	}
+	w.mu.Unlock()
+	if runBudgets {
+		rep.BudgetsRun = true
+		if err := w.budgets(ctx, cat, held, now, &rep); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+// state is what a cycle reads once.
+type state struct {
+	alerts     map[string]bool // natural keys of alerts recorded
+	exemptions []ledger.Exemption
+	// The idle samples of the idle instances since the oldest streak, by
+	// instance: read on the first release's evidence, once a cycle.
+	idleFrom, idleTo time.Time
+	idle             map[string][]schemas.Sample
+}
+
+// idleSamples returns the idle held samples in [idleFrom, idleTo] by
+// instance, reading them on first use.
+func (st *state) idleSamples(ctx context.Context, src billing.HeldRows, cat *schemas.Catalog) (map[string][]schemas.Sample, error) {
+	if st.idle != nil {
+		return st.idle, nil
+	}
+	idle := map[string][]schemas.Sample{}
+	type at struct {
+		inst  string
+		start int64
+	}
+	seen := map[at]bool{} // a replayed sample counts once
+	err := src.HeldSamples(ctx, st.idleFrom.UnixMilli(), st.idleTo.UnixMilli()+1, func(s *schemas.Sample) error {
+		if k := (at{s.InstanceID, s.StartMS}); billing.IsIdleSample(cat, s) && !seen[k] {
+			seen[k] = true
+			idle[s.InstanceID] = append(idle[s.InstanceID], *s)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.idle = idle
+	return idle, nil
+}
+
+func (w *Watcher) loadState(ctx context.Context, held []billing.Held, now time.Time) (*state, error) {
+	oldest := now
+	for _, h := range held {
+		if h.Idle && h.IdleSince.Before(oldest) {
+			oldest = h.IdleSince
+		}
+	}
+	st := &state{alerts: map[string]bool{}, idleFrom: oldest, idleTo: now}
+	// Alerts of the streaks under way were recorded after their start.
+	cursor := ""
+	for {
+		page, next, err := w.cfg.Ledger.Alerts(ctx, ledger.AlertFilter{Since: oldest, Cursor: cursor, Limit: ledger.MaxLimit})
+		if err != nil {
+			return nil, fmt.Errorf("watch: alerts: %w", err)
+		}
+		for _, a := range page {
+			st.alerts[a.Key] = true
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	// Exemptions in force now, or that ended during a streak under way.
+	cursor = ""
+	for {
+		page, next, err := w.cfg.Ledger.Exemptions(ctx, ledger.ExemptionFilter{EndsAfter: oldest, Cursor: cursor, Limit: ledger.MaxLimit})
+		if err != nil {
+			return nil, fmt.Errorf("watch: exemptions: %w", err)
+		}
+		st.exemptions = append(st.exemptions, page...)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	return st, nil
+}
+
+// Run drives the watcher until ctx ends: every interval, while holder
+// holds the lease, a cycle, and deliveries of what is due (which run
+// apart: a slow channel never delays the next cycle). On return the lease
+// is given up.
+func (w *Watcher) Run(ctx context.Context, holder string, every time.Duration, clock func() time.Time) error {
+	if every <= 0 {
+		return fmt.Errorf("watch: interval %s: want a positive duration", every)
+	}
+	if clock == nil {
+		clock = time.Now
+	}
+	defer func() {
+		w.m.leader.Set(0)
+		w.wg.Wait()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = w.cfg.Ledger.ReleaseLease(rctx, LeaseName, holder)
+	}()
+	// Deliveries run on their own ticker while this replica leads: a
+	// long cycle (a slow releaser) does not hold messages back.
+	var leading atomic.Bool
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		dt := time.NewTicker(every)
+		defer dt.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-dt.C:
+				if leading.Load() {
+					w.startDeliveries(ctx, clock())
+				}
+			}
+		}
+	}()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		lead, err := w.cfg.Ledger.AcquireLease(ctx, LeaseName, holder, 3*every)
+		leading.Store(err == nil && lead)
+		switch {
+		case err != nil:
+			w.log.Warn("cannot acquire the watch lease", "holder", holder, "err", err)
+			w.m.leader.Set(0)
+		case lead:
+			w.m.leader.Set(1)
+			now := clock()
+			if rep, err := w.Cycle(ctx, now); err != nil && ctx.Err() == nil {
+				w.log.Error("watch cycle failed", "err", err, "held", rep.Held, "alerts", rep.Alerts)
+			}
+			w.startDeliveries(ctx, clock())
+		default:
+			w.m.leader.Set(0)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Leader reports whether holder holds the watch lease now (renewing it
+// for ttl when it does).
+func (w *Watcher) Leader(ctx context.Context, holder string, ttl time.Duration) (bool, error) {
+	return w.cfg.Ledger.AcquireLease(ctx, LeaseName, holder, ttl)
+}
+
+// heldRef is the holder reference of h: how a releaser reaches the
+// holding workload (billing.Held.HolderRef, "k8s:ns/pod", "slurm:42").
+// Read by name so that the watcher builds with usage stores that do not
+// keep it yet; "" when there is none.
+func heldRef(h *billing.Held) string {
+	f := reflect.ValueOf(h).Elem().FieldByName("HolderRef")
+	if f.IsValid() && f.Kind() == reflect.String {
+		return f.String()
+	}
+	return ""
+}
+
+// heldUUID is h's GPU UUID where billing.Held carries it ("" otherwise).
+func heldUUID(h *billing.Held) string {
+	f := reflect.ValueOf(h).Elem().FieldByName("GPUUUID")
+	if f.IsValid() && f.Kind() == reflect.String {
+		return f.String()
+	}
+	return ""
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // plain structs of strings, numbers, times and decimals
+	}
+	return b
+}

@@ -1,0 +1,92 @@
+//go:build !collector
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cardhour/cardhour/billing/ledger"
+	"github.com/cardhour/cardhour/billing/watch"
+	"github.com/cardhour/cardhour/ingest"
+)
+
+// The notify: and release: sections of the watch file are read by their
+// own packages; these turn a section's YAML into the watcher's notifier
+// and releaser. A build whose hooks are unset refuses a file that has the
+// section rather than ignoring it.
+var (
+	watchNotifier func(section []byte) (watch.Notifier, error)
+	watchReleaser func(section []byte) (watch.Releaser, error)
+)
+
+// watchOptions are serve's --watch flags, read.
+type watchOptions struct {
+	File   string
+	Every  time.Duration
+	Config watch.Config // from the file; the stores are added by startWatch
+}
+
+// loadWatch reads the watch file and builds the watcher's configuration
+// (its notifier and releaser from their sections).
+func loadWatch(path string, every time.Duration) (watchOptions, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return watchOptions{}, fmt.Errorf("watch configuration: %w", err)
+	}
+	f, err := watch.LoadFile(data, path)
+	if err != nil {
+		return watchOptions{}, err
+	}
+	cfg := watch.Config{Admins: f.Admins, Leads: f.Leads, ExemptionHint: f.ExemptionHint, BudgetEvery: f.BudgetEvery}
+	if cfg.BudgetEvery == 0 {
+		cfg.BudgetEvery = 5 * time.Minute
+	}
+	var errs []error
+	if f.Notify != nil {
+		if watchNotifier == nil {
+			errs = append(errs, fmt.Errorf("%s: notify: this build has no notification channels", path))
+		} else if cfg.Notifier, err = watchNotifier(f.Notify); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if f.Release != nil {
+		if watchReleaser == nil {
+			errs = append(errs, fmt.Errorf("%s: release: this build has no releasers", path))
+		} else if cfg.Releaser, err = watchReleaser(f.Release); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if f.Interval > 0 {
+		every = f.Interval
+	}
+	return watchOptions{File: path, Every: every, Config: cfg}, errors.Join(errs...)
+}
+
+// startWatch starts the watcher on this replica; it runs while it holds the
+// watch lease, until ctx ends.
+// Its metrics go to reg (served at /metrics).
+func startWatch(ctx context.Context, led ledger.Store, st ingest.Backend, cats *catalogs, wo watchOptions, reg prometheus.Registerer, log *slog.Logger) error {
+	cfg, every := wo.Config, wo.Every
+	cfg.Ledger, cfg.Usage, cfg.Catalog, cfg.Logger = led, st, cats.current, log
+	cfg.Registerer = reg
+	w, err := watch.New(cfg)
+	if err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	holder := fmt.Sprintf("serve:%s:%d", host, os.Getpid())
+	go func() {
+		if err := w.Run(ctx, holder, every, time.Now); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("watcher stopped", "err", err)
+		}
+	}()
+	log.Info("watcher started", "file", wo.File, "every", every.String())
+	return nil
+}
