@@ -76,6 +76,9 @@ func startWatch(ctx context.Context, led ledger.Store, st ingest.Backend, cats *
 	cfg, every := wo.Config, wo.Every
 	cfg.Ledger, cfg.Usage, cfg.Catalog, cfg.Logger = led, st, cats.current, log
 	cfg.Registerer = reg
+	if c, ok := cfg.Notifier.(interface{ Collectors() []prometheus.Collector }); ok && reg != nil {
+		reg.MustRegister(c.Collectors()...)
+	}
 	w, err := watch.New(cfg)
 	if err != nil {
 		return err
