@@ -53,14 +53,14 @@ func loadWatch(path string, every time.Duration) (watchOptions, error) {
 		if watchNotifier == nil {
 			errs = append(errs, fmt.Errorf("%s: notify: this build has no notification channels", path))
 		} else if cfg.Notifier, err = watchNotifier(f.Notify); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("%s: %w", path, err))
 		}
 	}
 	if f.Release != nil {
 		if watchReleaser == nil {
 			errs = append(errs, fmt.Errorf("%s: release: this build has no releasers", path))
 		} else if cfg.Releaser, err = watchReleaser(f.Release); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("%s: %w", path, err))
 		}
 	}
 	if f.Interval > 0 {

@@ -27,11 +27,18 @@ func TestServeWatch(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, bad+`:2: watch.interval: "soon" is not a positive duration`)
 
-	// A section this build cannot read is refused, not ignored.
-	noHook := file("notify.yaml", "notify:\n  channels: {}\n")
-	code, _, errOut = runCLI(t, "", "serve", "--store", store, "--catalog", exampleCatalog, "--addr", "127.0.0.1:0", "--watch", noHook)
+	// The notify: and release: sections are read by their own packages,
+	// whose errors name the file, the line and the field.
+	badNotify := file("notify.yaml", "notify:\n  channels: {}\n")
+	code, _, errOut = runCLI(t, "", "serve", "--store", store, "--catalog", exampleCatalog, "--addr", "127.0.0.1:0", "--watch", badNotify)
 	require.Equal(t, 1, code)
-	require.Contains(t, errOut, "notify: this build has no notification channels")
+	require.Contains(t, errOut, badNotify+": notify config:2: channels: must be a list")
+	badRelease := file("release.yaml", "watch:\n  interval: 1s\nrelease:\n  default: [nowhere]\n")
+	code, _, errOut = runCLI(t, "", "serve", "--store", store, "--catalog", exampleCatalog, "--addr", "127.0.0.1:0", "--watch", badRelease)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, badRelease+":")
+	require.Contains(t, errOut, "line 4")
+	require.Contains(t, errOut, "nowhere")
 
 	code, _, errOut = runCLI(t, "", "serve", "--store", store, "--watch-every", "0s")
 	require.Equal(t, 2, code)
