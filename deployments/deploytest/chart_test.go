@@ -354,3 +354,38 @@ func TestChartToggles(t *testing.T) {
 	require.Empty(t, o.clusterRoles)
 	require.Empty(t, o.clusterBindings)
 }
+
+// The watcher's file goes into a Secret, mounted read-only, and --watch
+// points at it; an existing Secret may be named instead, never both.
+func TestChartWatchFile(t *testing.T) {
+	watchFile := filepath.Join(t.TempDir(), "watch.yaml")
+	content := "watch:\n  interval: 30s\nnotify:\n  channels:\n    - {name: ops, type: webhook, url: https://ops.example.edu/hook, secret: 0123456789abcdef}\n"
+	require.NoError(t, os.WriteFile(watchFile, []byte(content), 0o600))
+	o := renderDecode(t, "--set-file", "serve.watch="+watchFile)
+	sv := o.deployments[fullname+"-serve"]
+	sc := sv.Spec.Template.Spec.Containers[0]
+	path, ok := arg(sc, "--watch=")
+	require.True(t, ok, "serve gets --watch")
+	m := mount(sc, "watch")
+	require.True(t, m.ReadOnly)
+	require.Equal(t, m.MountPath+"/watch.yaml", path)
+	v := volume(sv.Spec.Template.Spec, "watch")
+	require.Equal(t, fullname+"-watch", v.Secret.SecretName)
+	sec := o.secrets[fullname+"-watch"]
+	require.NotNil(t, sec, "the file is kept in a Secret, not a ConfigMap")
+	require.Equal(t, strings.TrimSpace(content), strings.TrimSpace(sec.StringData["watch.yaml"]))
+	require.NotEmpty(t, sv.Spec.Template.Annotations["checksum/watch"], "a changed file rolls the pods")
+
+	o = renderDecode(t, "--set", "serve.watchSecret=site-watch")
+	sv = o.deployments[fullname+"-serve"]
+	require.Equal(t, "site-watch", volume(sv.Spec.Template.Spec, "watch").Secret.SecretName)
+	require.Nil(t, o.secrets[fullname+"-watch"])
+
+	_, err := render(t, "--set-file", "serve.watch="+watchFile, "--set", "serve.watchSecret=site-watch")
+	require.ErrorContains(t, err, "serve.watch and serve.watchSecret")
+
+	// Without either, no watcher.
+	o = renderDecode(t)
+	_, ok = arg(o.deployments[fullname+"-serve"].Spec.Template.Spec.Containers[0], "--watch=")
+	require.False(t, ok)
+}
