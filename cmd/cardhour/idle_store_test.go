@@ -3,19 +3,45 @@
 package main
 
 import (
+	"context"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/cardhour/cardhour/ingest/clickhouse"
+	"github.com/cardhour/cardhour/internal/testenv"
 )
 
 // `cardhour idle --store` gives what `cardhour idle --samples` gives for the
 // same samples, in both formats: the same detector over the stored held
 // samples. A window that holds none of them lists nothing.
 func TestIdleFromStoreMatchesTheFile(t *testing.T) {
-	store := "sqlite://" + filepath.Join(t.TempDir(), "cardhour.db")
-	code, _, errOut := runCLI(t, "", "ingest", "--store", store, "--from-file", exampleSamples, "--listen", "")
+	idleFromStoreMatchesTheFile(t, "sqlite://"+filepath.Join(t.TempDir(), "cardhour.db"))
+}
+
+// The same from ClickHouse, the store of a site on Kafka.
+func TestIdleFromClickHouseMatchesTheFile(t *testing.T) {
+	addr := testenv.ClickHouseAddr(t)
+	db := testenv.UniqueName(t, "idle")
+	t.Cleanup(func() {
+		ctx := context.Background()
+		st, err := clickhouse.Open(ctx, clickhouse.Config{Addr: addr, Database: db, Logger: slog.New(slog.DiscardHandler), Migrate: true})
+		if err == nil {
+			_ = st.Conn().Exec(ctx, "DROP DATABASE IF EXISTS `"+db+"`")
+			_ = st.Close()
+		}
+	})
+	idleFromStoreMatchesTheFile(t, "clickhouse://"+addr+"/"+db)
+}
+
+func idleFromStoreMatchesTheFile(t *testing.T, store string) {
+	t.Helper()
+	code, _, errOut := runCLI(t, "", "migrate", "--store", store)
+	require.Equal(t, 0, code, errOut)
+	code, _, errOut = runCLI(t, "", "ingest", "--store", store, "--from-file", exampleSamples, "--listen", "")
 	require.Equal(t, 0, code, errOut)
 	// The example ingested twice: a replay changes nothing.
 	code, _, errOut = runCLI(t, "", "ingest", "--store", store, "--from-file", exampleSamples, "--listen", "")
