@@ -508,7 +508,7 @@ func (s *Service) releaseWarnings(ctx context.Context, res *billing.Result, cat 
 	for _, status := range []ledger.ReleaseStatus{ledger.ReleaseDone, ledger.ReleaseFailed} {
 		cursor := ""
 		for {
-			page, next, err := s.cfg.Ledger.Releases(ctx, ledger.ReleaseFilter{Status: status, Cursor: cursor, Limit: ledger.MaxLimit})
+			page, next, err := s.cfg.Ledger.Releases(ctx, ledger.ReleaseFilter{Status: status, UpdatedSince: p.Start, Cursor: cursor, Limit: ledger.MaxLimit})
 			if err != nil {
 				return fmt.Errorf("%s releases of %s: %w", status, p, err)
 			}

@@ -322,8 +322,11 @@ type ReleaseFilter struct {
 	User       string
 	InstanceID string
 	Status     ReleaseStatus
-	Cursor     string
-	Limit      int
+	// UpdatedSince: only releases last changed (begun or finished) at or
+	// after this time.
+	UpdatedSince time.Time
+	Cursor       string
+	Limit        int
 }
 
 // CheckNewRelease reports every problem with r at once.

@@ -259,6 +259,13 @@ func testReleases(t *testing.T, open Opener) {
 	if got, _ := get2(s.Releases(ctx, ledger.ReleaseFilter{Project: "nlp"}))(t); len(got) != 3 {
 		t.Fatalf("releases of nlp: %d", len(got))
 	}
+	// The three were last changed an hour ago (the clock moved since).
+	if got, _ := get2(s.Releases(ctx, ledger.ReleaseFilter{UpdatedSince: clock.Now().Add(-time.Hour)}))(t); len(got) != 3 {
+		t.Fatalf("releases updated in the last hour: %d", len(got))
+	}
+	if got, _ := get2(s.Releases(ctx, ledger.ReleaseFilter{UpdatedSince: clock.Now().Add(-time.Hour + time.Millisecond)}))(t); len(got) != 0 {
+		t.Fatalf("releases updated since: %+v", got)
+	}
 	got := auditActions(t, s, ledger.AuditFilter{Object: fmt.Sprintf("release/%d", r.ID)})
 	want := []string{"release.done", "release.retry", "release.failed", "release.retry", "release.begin"}
 	if !slices.Equal(got, want) {

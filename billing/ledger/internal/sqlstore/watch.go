@@ -476,6 +476,9 @@ func (s *Store) Releases(ctx context.Context, f ledger.ReleaseFilter) ([]ledger.
 			pq.add(c.cond, c.v)
 		}
 	}
+	if !f.UpdatedSince.IsZero() {
+		pq.add("updated_ms >= ?", f.UpdatedSince.UnixMilli())
+	}
 	if after > 0 {
 		pq.add("id < ?", after)
 	}
