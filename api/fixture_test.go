@@ -105,12 +105,59 @@ func newFixture(t *testing.T) *fixture {
 		}
 		f.tokens[name] = secret
 	}
+	f.seedWatch(ctx)
 	f.srv, err = api.New(api.Config{Ledger: led, Usage: f.usage, UsagePing: f.usage.ping, Invoicing: f.flow, Advice: fakeAdvisor{}, Clock: func() time.Time { return now },
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxBodyBytes: 1 << 20})
 	require.NoError(t, err)
 	f.srv.MarkServing(true)
 	f.h = f.srv.Handler()
 	return f
+}
+
+// seedWatch records what a watcher would have: idle alerts of s-alice and
+// s-bob (ai101) and s-carol (nlp-lab), each with deliveries (s-alice's
+// email failed for good), a release of s-bob's instance, an exemption of
+// ai101 and a project and a student budget.
+func (f *fixture) seedWatch(ctx context.Context) {
+	t, led := f.t, f.led
+	streak := now.Add(-3 * time.Hour)
+	for _, a := range []struct{ name, project, user, instance string }{
+		{"alert-alice", "ai101", "s-alice", "MIG-1"},
+		{"alert-bob", "ai101", "s-bob", "MIG-2"},
+		{"alert-carol", "nlp-lab", "s-carol", "GPU-3"},
+	} {
+		al, created, err := led.RecordAlert(ctx, "watch", ledger.NewAlert{Key: ledger.IdleAlertKey(ledger.AlertIdleWarning, a.instance, streak),
+			Kind: ledger.AlertIdleWarning, Project: a.project, User: a.user, InstanceID: a.instance, StreakStart: streak,
+			Facts: json.RawMessage(`{"node":"gpu-node-01","instance":"` + a.instance + `"}`)},
+			[]ledger.NewDelivery{{Channel: "email", Recipient: a.user + "@example.edu", Payload: json.RawMessage(`{}`)},
+				{Channel: "webhook", Recipient: "lead", Payload: json.RawMessage(`{}`)}})
+		require.NoError(t, err)
+		require.True(t, created)
+		f.ids[a.name] = al.ID
+	}
+	ds, _, err := led.Deliveries(ctx, ledger.DeliveryFilter{AlertID: f.ids["alert-alice"], Channel: "email"})
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	_, err = led.FinishDelivery(ctx, "watch", ds[0].ID, "550 mailbox unavailable", time.Time{})
+	require.NoError(t, err)
+	rel, started, err := led.BeginRelease(ctx, "watch", ledger.NewRelease{Key: ledger.ReleaseKey("MIG-2", streak), InstanceID: "MIG-2",
+		Node: "gpu-node-02", Project: "ai101", User: "s-bob", StreakStart: streak, Evidence: json.RawMessage(`{"idle_samples":12}`)})
+	require.NoError(t, err)
+	require.True(t, started)
+	_, err = led.FinishRelease(ctx, "watch", rel.ID, ledger.ReleaseResult{Status: ledger.ReleaseDone, Action: "deleted pod ml/nb-0"})
+	require.NoError(t, err)
+	ex, err := led.GrantExemption(ctx, "cli:test", ledger.NewExemption{Project: "ai101", User: "s-alice", Until: now.Add(48 * time.Hour), Reason: "thesis run"})
+	require.NoError(t, err)
+	f.ids["exemption-alice"] = ex.ID
+	ex, err = led.GrantExemption(ctx, "cli:test", ledger.NewExemption{Project: "nlp-lab", Until: now.Add(48 * time.Hour), Reason: "course demo"})
+	require.NoError(t, err)
+	f.ids["exemption-nlp"] = ex.ID
+	b, err := led.PutBudget(ctx, "cli:test", ledger.Budget{Scope: ledger.BudgetProject, Project: "ai101", Period: ledger.BudgetMonth, Unit: ledger.BudgetMoney, Limit: "500"})
+	require.NoError(t, err)
+	f.ids["budget-ai101"] = b.ID
+	b, err = led.PutBudget(ctx, "cli:test", ledger.Budget{Scope: ledger.BudgetStudent, Project: "ai101", User: "s-bob", Period: ledger.BudgetMonth, Unit: ledger.BudgetCardHours, Limit: "40"})
+	require.NoError(t, err)
+	f.ids["budget-bob"] = b.ID
 }
 
 type response struct {

@@ -166,6 +166,7 @@ func (s *Server) routes() {
 	s.routesUsage()
 	s.routesAdvice()
 	s.routesInvoices()
+	s.routesWatch()
 	s.routesAdmin()
 }
 

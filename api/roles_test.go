@@ -82,6 +82,16 @@ var routeTable = []routeCase{
 	{"POST", "/api/v1/tokens", fixed("/api/v1/tokens"), `{"role":"lead","project":"ai101","ttl":"24h"}`, "application/json", want{u401, made, f403, f403, f403}},
 	{"GET", "/api/v1/tokens", fixed("/api/v1/tokens"), "", "", want{u401, ok, f403, f403, f403}},
 	{"DELETE", "/api/v1/tokens/:id", withID("/api/v1/tokens/%d", "spare-token"), "", "", want{u401, ok, f403, f403, f403}},
+	{"GET", "/api/v1/alerts", fixed("/api/v1/alerts"), "", "", want{u401, ok, ok, ok, ok}},
+	{"POST", "/api/v1/alerts/:id/ack", withID("/api/v1/alerts/%d/ack", "alert-alice"), "", "", want{u401, ok, ok, ok, ok}},
+	{"GET", "/api/v1/alerts/:id/deliveries", withID("/api/v1/alerts/%d/deliveries", "alert-alice"), "", "", want{u401, ok, ok, ok, f403}},
+	{"GET", "/api/v1/releases", fixed("/api/v1/releases"), "", "", want{u401, ok, ok, ok, ok}},
+	{"GET", "/api/v1/exemptions", fixed("/api/v1/exemptions"), "", "", want{u401, ok, ok, ok, ok}},
+	{"POST", "/api/v1/exemptions", fixed("/api/v1/exemptions"), `{"project":"ai101","user":"s-bob","until":"2026-12-12T00:00:00Z","reason":"thesis run"}`, "application/json", want{u401, made, made, made, f403}},
+	{"DELETE", "/api/v1/exemptions/:id", withID("/api/v1/exemptions/%d", "exemption-alice"), "", "", want{u401, ok, ok, ok, f403}},
+	{"GET", "/api/v1/budgets", fixed("/api/v1/budgets"), "", "", want{u401, ok, ok, ok, ok}},
+	{"PUT", "/api/v1/budgets", fixed("/api/v1/budgets"), `{"scope":"student","project":"ai101","user":"s-alice","period":"month","unit":"money","limit":"120.50"}`, "application/json", want{u401, ok, ok, ok, f403}},
+	{"DELETE", "/api/v1/budgets/:id", withID("/api/v1/budgets/%d", "budget-bob"), "", "", want{u401, ok, ok, ok, f403}},
 	{"GET", "/api/v1/audit", fixed("/api/v1/audit"), "", "", want{u401, ok, f403, f403, f403}},
 }
 

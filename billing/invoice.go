@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/shopspring/decimal"
 
@@ -113,6 +114,25 @@ type Invoice struct {
 	Lines     []Line
 	Unpriced  []UnpricedLine
 	Sessions  []Session // every billed session, for statements and audits
+	// Releases are the idle releases the watcher recorded whose idle streak
+	// overlaps the period (filled by the invoicing service from the state
+	// store; the engine leaves it empty). They explain the bill and change
+	// no amount: the bill follows the samples.
+	Releases []Release
+}
+
+// Release is an idle release of one of the project's instances: done
+// (something was released, said by Action) or failed (the instance stayed
+// held and its idle time is billed; Failure says why).
+type Release struct {
+	InstanceID string
+	Node       string
+	User       string
+	IdleSince  time.Time // start of the idle streak that called for it
+	At         time.Time // when it was done, or when it failed
+	Status     string    // "done" or "failed"
+	Action     string
+	Failure    string
 }
 
 // Line is one invoice line: usage of one (user, SKU), or one reservation.

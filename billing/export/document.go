@@ -59,6 +59,30 @@ type Document struct {
 	Total          decimal.Decimal `json:"total"`
 	Warnings       []Warning       `json:"warnings"`
 	DataQuality    *DataQuality    `json:"data_quality,omitempty"`
+	// Releases are the idle releases whose idle streak overlaps the period
+	// (absent when there were none, and in documents made before they were
+	// recorded). They change no amount: the lines bill what was held.
+	Releases []Release `json:"releases,omitempty"`
+}
+
+// Release statuses on a document.
+const (
+	ReleaseDone   = "done"
+	ReleaseFailed = "failed"
+)
+
+// Release is an idle release of one of the project's instances: "done"
+// (Action says what was done; the usage stopped there) or "failed" (the
+// instance stayed held and its idle time is billed; Failure says why).
+type Release struct {
+	InstanceID string    `json:"instance_id"`
+	Node       string    `json:"node,omitempty"`
+	User       string    `json:"user,omitempty"`
+	IdleSince  time.Time `json:"idle_since"`
+	At         time.Time `json:"at"`
+	Status     string    `json:"status"`
+	Action     string    `json:"action,omitempty"`
+	Failure    string    `json:"failure,omitempty"`
 }
 
 // Line is one invoice line: the usage of one (user, SKU), or one reservation.
@@ -188,6 +212,10 @@ func Build(res *billing.Result, m Meta) []Document {
 			users[s.Key.User] = true
 		}
 		d.Students = studentTotals(d.Lines, d.Unpriced)
+		for _, r := range inv.Releases {
+			d.Releases = append(d.Releases, Release{InstanceID: r.InstanceID, Node: r.Node, User: r.User,
+				IdleSince: r.IdleSince.In(loc), At: r.At.In(loc), Status: r.Status, Action: r.Action, Failure: r.Failure})
+		}
 		for _, msg := range res.Warnings {
 			w := res.WarningFor(msg)
 			keep := false
@@ -339,6 +367,12 @@ func (d *Document) Statement(user string) *Document {
 			s.Students = append(s.Students, st)
 		}
 	}
+	s.Releases = nil
+	for _, r := range d.Releases {
+		if r.User == user {
+			s.Releases = append(s.Releases, r)
+		}
+	}
 	has := len(s.Lines) > 0 || len(s.Unpriced) > 0
 	for _, w := range d.Warnings {
 		bw := billing.Warning{Code: w.Code, Project: w.Project, Users: w.Users, Message: w.Message}
@@ -398,6 +432,12 @@ func (d *Document) normalize() {
 		return cmp.Or(cmp.Compare(x.User, y.User), cmp.Compare(x.GPUModel, y.GPUModel), cmp.Compare(x.Profile, y.Profile))
 	})
 	slices.SortStableFunc(d.Students, func(x, y StudentTotal) int { return cmp.Compare(x.User, y.User) })
+	if len(d.Releases) == 0 {
+		d.Releases = nil
+	}
+	slices.SortStableFunc(d.Releases, func(x, y Release) int {
+		return cmp.Or(x.At.Compare(y.At), cmp.Compare(x.InstanceID, y.InstanceID), x.IdleSince.Compare(y.IdleSince))
+	})
 	for i := range d.Warnings {
 		slices.Sort(d.Warnings[i].Users)
 	}
@@ -480,6 +520,7 @@ func (d *Document) clone() *Document {
 	c.Lines = slices.Clone(d.Lines)
 	c.Unpriced = slices.Clone(d.Unpriced)
 	c.Students = slices.Clone(d.Students)
+	c.Releases = slices.Clone(d.Releases)
 	c.Warnings = make([]Warning, len(d.Warnings))
 	for i, w := range d.Warnings {
 		c.Warnings[i] = cloneWarning(w)
@@ -530,6 +571,14 @@ func Parse(b []byte) (*Document, error) {
 		if l.Kind != billing.KindUsage && l.Kind != billing.KindReservation {
 			return nil, fmt.Errorf("invoice document: lines[%d].kind: %q is neither %q nor %q",
 				i, l.Kind, billing.KindUsage, billing.KindReservation)
+		}
+	}
+	for i, r := range d.Releases {
+		if r.Status != ReleaseDone && r.Status != ReleaseFailed {
+			return nil, fmt.Errorf("invoice document: releases[%d].status: %q is neither %q nor %q", i, r.Status, ReleaseDone, ReleaseFailed)
+		}
+		if r.InstanceID == "" {
+			return nil, fmt.Errorf("invoice document: releases[%d].instance_id: missing", i)
 		}
 	}
 	d.normalize()

@@ -310,3 +310,32 @@ func TestDocumentsMatchJSONSchema(t *testing.T) {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// Releases of the period are on the project's document; a statement keeps
+// only the student's own, and a document without releases has no field.
+func TestReleasesOnDocumentsAndStatements(t *testing.T) {
+	docs := fixtureDocs(t)
+	lab := docByProject(t, docs, "lab")
+	require.Len(t, lab.Releases, 2)
+	require.Equal(t, "MIG-1", lab.Releases[0].InstanceID, "sorted by time")
+	alice := lab.Statement("alice")
+	require.Len(t, alice.Releases, 1)
+	require.Equal(t, ReleaseFailed, alice.Releases[0].Status)
+	require.Equal(t, "no handle: the holder reference is empty", alice.Releases[0].Failure)
+	b, err := lab.Statement("carol").Marshal()
+	require.NoError(t, err)
+	require.NotContains(t, string(b), `"releases"`)
+	other, err := docByProject(t, docs, "other").Marshal()
+	require.NoError(t, err)
+	require.NotContains(t, string(other), `"releases"`)
+
+	full, err := lab.Marshal()
+	require.NoError(t, err)
+	back, err := Parse(full)
+	require.NoError(t, err)
+	again, err := back.Marshal()
+	require.NoError(t, err)
+	require.Equal(t, full, again)
+	_, err = Parse(bytes.Replace(full, []byte(`"status": "done"`), []byte(`"status": "maybe"`), 1))
+	require.ErrorContains(t, err, `releases[1].status: "maybe"`)
+}

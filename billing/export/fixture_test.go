@@ -87,6 +87,18 @@ func fixtureResult(t testing.TB) *billing.Result {
 		acc.Add(&s)
 	}
 	res := acc.Invoices()
+	// The watcher released bob's idle MIG-2 and failed to release alice's
+	// MIG-1 (the invoicing service adds these from the state store).
+	for i := range res.Invoices {
+		if res.Invoices[i].Project == "lab" {
+			res.Invoices[i].Releases = []billing.Release{
+				{InstanceID: "MIG-2", Node: "n", User: "bob", IdleSince: time.UnixMilli(t0 + 3_600_000), At: time.UnixMilli(t0 + 5_400_000),
+					Status: "done", Action: "deleted pod ml/nb-bob"},
+				{InstanceID: "MIG-1", Node: "n", User: "alice", IdleSince: time.UnixMilli(t0 + 1_800_000), At: time.UnixMilli(t0 + 3_000_000),
+					Status: "failed", Failure: "no handle: the holder reference is empty"},
+			}
+		}
+	}
 	res.SkippedLines = 3
 	res.AddWarning(billing.WarnInput, "3 of 11 sample line(s) were invalid and skipped")
 	return res

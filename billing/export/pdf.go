@@ -162,21 +162,21 @@ func (r *pdfDoc) render() {
 	}
 
 	r.section("Lines 明细")
-	cols := []pdfCol{{"User 学号", 24, "L"}, {"Name 姓名", 36, "L"}, {"SKU 规格", 20, "L"}, {"Sessions 会话数", 22, "R"},
-		{"Billed h 计费小时", 20, "R"}, {"Unit price 单价", 30, "R"}, {"Amount 金额", 28, "R"}}
+	cols := []pdfCol{{"User 学号", 22, "L"}, {"Name 姓名", 26, "L"}, {"SKU 规格", 16, "L"}, {"Sessions 会话数", 22, "R"},
+		{"Billed h 计费小时", 20, "R"}, {"Idle h 空闲小时", 16, "R"}, {"Unit price 单价", 30, "R"}, {"Amount 金额", 28, "R"}}
 	r.header(cols)
 	names := d.studentNames()
 	for _, l := range d.Lines {
 		if l.Kind == billing.KindUsage {
 			r.row(cols, l.User, names[l.User], l.SKU, strconv.Itoa(l.Sessions),
-				hoursOf(l.BilledSeconds), billing.FormatPrice(l.UnitPrice)+"/h", billing.FormatMoney(l.Amount))
+				hoursOf(l.BilledSeconds), hoursOf(l.IdleMS/1000), billing.FormatPrice(l.UnitPrice)+"/h", billing.FormatMoney(l.Amount))
 		} else {
-			r.row(cols, "(预留)", l.Term+"/"+l.Billing, l.SKU, "×"+strconv.FormatInt(l.Quantity, 10), "",
+			r.row(cols, "(预留)", l.Term+"/"+l.Billing, l.SKU, "×"+strconv.FormatInt(l.Quantity, 10), "", "",
 				billing.FormatPrice(l.UnitPrice)+"/mo", billing.FormatMoney(l.Amount))
 		}
 	}
 	if len(d.Lines) == 0 {
-		r.row(cols, "none 无", "", "", "", "", "", "")
+		r.row(cols, "none 无", "", "", "", "", "", "", "")
 	}
 
 	if len(d.Students) > 0 {
@@ -202,6 +202,28 @@ func (r *pdfDoc) render() {
 	p.CellFormat(pdfWidth-50, 8, "Total 合计 ("+d.Currency+")", "T", 0, "L", false, 0, "")
 	p.CellFormat(50, 8, billing.FormatMoney(d.Total), "T", 1, "R", false, 0, "")
 	p.SetFont(pdfFont, "", 10)
+
+	if len(d.Releases) > 0 {
+		r.section("Idle releases 空闲释放")
+		p.SetFont(pdfFont, "", 8.5)
+		for _, rl := range d.Releases {
+			who := rl.InstanceID
+			if rl.Node != "" {
+				who += " on " + rl.Node
+			}
+			if rl.User != "" {
+				who = rl.User + ": " + who
+			}
+			since, at := rl.IdleSince.Format("2006-01-02 15:04"), rl.At.Format("2006-01-02 15:04")
+			line := fmt.Sprintf("• %s, idle since %s, released %s: %s (已释放)", who, since, at, rl.Action)
+			if rl.Status == ReleaseFailed {
+				line = fmt.Sprintf("• %s, idle since %s, release failed %s: %s; it stayed held and its idle time is billed (释放失败，空闲时间照常计费)",
+					who, since, at, rl.Failure)
+			}
+			p.MultiCell(pdfWidth, 4.5, line, "", "L", false)
+		}
+		p.SetFont(pdfFont, "", 10)
+	}
 
 	if len(d.Warnings) > 0 {
 		r.section("Warnings 警告")

@@ -494,35 +494,55 @@ func compare(a, b string) int {
 	return 0
 }
 
-// releaseWarnings warns, on the invoice of its project, about every
-// instance whose idle release failed during p: the usage store says it
-// stayed held, so its idle time is billed (the bill follows the samples,
-// never the intent), and the warning names the instance and the failure.
+// releaseWarnings puts on each project's invoice the idle releases whose
+// idle streak overlaps p (done or failed; pending and dry-run releases
+// released nothing and are left out), and warns about every instance whose
+// release failed: the usage store says it stayed held, so its idle time is
+// billed (the bill follows the samples, never the intent), and the warning
+// names the instance and the failure. Neither changes an amount.
 func (s *Service) releaseWarnings(ctx context.Context, res *billing.Result, cat *schemas.Catalog, p billing.Period) error {
-	cursor := ""
-	for {
-		page, next, err := s.cfg.Ledger.Releases(ctx, ledger.ReleaseFilter{Status: ledger.ReleaseFailed, Cursor: cursor, Limit: ledger.MaxLimit})
-		if err != nil {
-			return fmt.Errorf("failed releases of %s: %w", p, err)
-		}
-		for _, r := range page {
-			if !r.StreakStart.Before(p.End) || r.UpdatedAt.Before(p.Start) {
-				continue
-			}
-			holder := r.Project
-			if r.User != "" {
-				holder += "/" + r.User
-			}
-			res.AddScopedWarning(billing.Warning{Code: billing.WarnReleaseFailed, Project: r.Project, Users: nonEmptyUser(r.User),
-				Message: fmt.Sprintf("instance %s on %s held by %s was idle from %s and due for release, but the release failed (%s): "+
-					"it stayed held, and its idle time is billed (自动释放失败，空闲时间照常计费)",
-					r.InstanceID, r.Node, holder, r.StreakStart.In(cat.Location).Format("2006-01-02 15:04 -07:00"), r.LastError)})
-		}
-		if next == "" {
-			return nil
-		}
-		cursor = next
+	invoices := map[string]*billing.Invoice{}
+	for i := range res.Invoices {
+		invoices[res.Invoices[i].Project] = &res.Invoices[i]
 	}
+	for _, status := range []ledger.ReleaseStatus{ledger.ReleaseDone, ledger.ReleaseFailed} {
+		cursor := ""
+		for {
+			page, next, err := s.cfg.Ledger.Releases(ctx, ledger.ReleaseFilter{Status: status, UpdatedSince: p.Start, Cursor: cursor, Limit: ledger.MaxLimit})
+			if err != nil {
+				return fmt.Errorf("%s releases of %s: %w", status, p, err)
+			}
+			for _, r := range page {
+				if !r.StreakStart.Before(p.End) || r.UpdatedAt.Before(p.Start) {
+					continue
+				}
+				if inv := invoices[r.Project]; inv != nil {
+					rel := billing.Release{InstanceID: r.InstanceID, Node: r.Node, User: r.User, IdleSince: r.StreakStart,
+						At: r.UpdatedAt, Status: string(r.Status), Action: r.Action}
+					if r.Status == ledger.ReleaseFailed {
+						rel.Action, rel.Failure = "", r.LastError
+					}
+					inv.Releases = append(inv.Releases, rel)
+				}
+				if r.Status != ledger.ReleaseFailed {
+					continue
+				}
+				holder := r.Project
+				if r.User != "" {
+					holder += "/" + r.User
+				}
+				res.AddScopedWarning(billing.Warning{Code: billing.WarnReleaseFailed, Project: r.Project, Users: nonEmptyUser(r.User),
+					Message: fmt.Sprintf("instance %s on %s held by %s was idle from %s and due for release, but the release failed (%s): "+
+						"it stayed held, and its idle time is billed (自动释放失败，空闲时间照常计费)",
+						r.InstanceID, r.Node, holder, r.StreakStart.In(cat.Location).Format("2006-01-02 15:04 -07:00"), r.LastError)})
+			}
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+	}
+	return nil
 }
 
 func nonEmptyUser(u string) []string {

@@ -65,6 +65,8 @@ type WatchStore interface {
 	// Releases lists releases, newest first, filtered and paginated.
 	Releases(ctx context.Context, f ReleaseFilter) (page []Release, next string, err error)
 
+	// Exemption returns one exemption.
+	Exemption(ctx context.Context, id int64) (Exemption, error)
 	// GrantExemption stores an exemption granted by actor.
 	GrantExemption(ctx context.Context, actor string, e NewExemption) (Exemption, error)
 	// RevokeExemption ends an exemption now; revoking twice is
@@ -148,6 +150,7 @@ type AlertFilter struct {
 	Kind       string
 	Since      time.Time // created at or after
 	Unacked    bool      // only alerts nobody acknowledged
+	Acked      bool      // only acknowledged alerts
 	Cursor     string
 	Limit      int
 }
@@ -319,8 +322,11 @@ type ReleaseFilter struct {
 	User       string
 	InstanceID string
 	Status     ReleaseStatus
-	Cursor     string
-	Limit      int
+	// UpdatedSince: only releases last changed (begun or finished) at or
+	// after this time.
+	UpdatedSince time.Time
+	Cursor       string
+	Limit        int
 }
 
 // CheckNewRelease reports every problem with r at once.

@@ -355,10 +355,28 @@ func TestDashboardInBrowser(t *testing.T) {
 		"student": {Role: ledger.RoleStudent, Project: "ai101", User: "2026010203", TTL: time.Hour},
 		"lead":    {Role: ledger.RoleLead, Project: "nlp-lab", TTL: time.Hour},
 	})
+	seedAlert(t, ds.led)
 	shots := artifactDir(t, "dashboard")
 	t.Run("finance", func(t *testing.T) { dashboardFinance(t, ds, chromium, shots) })
 	t.Run("student", func(t *testing.T) { dashboardStudent(t, ds, chromium, shots, samples) })
 	t.Run("lead", func(t *testing.T) { dashboardLead(t, ds, chromium, shots) })
+}
+
+// seedAlert records what the watcher would have: an idle warning to the
+// holder of the idle slice, whose email failed for good.
+func seedAlert(tb testing.TB, led ledger.Store) {
+	tb.Helper()
+	ctx := context.Background()
+	start := time.Date(2026, 11, 18, 15, 59, 0, 0, shanghai)
+	a, _, err := led.RecordAlert(ctx, "watch", ledger.NewAlert{Key: ledger.IdleAlertKey(ledger.AlertIdleWarning, "MIG-idle", start),
+		Kind: ledger.AlertIdleWarning, Project: "nlp-lab", User: "2023110077", InstanceID: "MIG-idle", StreakStart: start,
+		Facts: json.RawMessage(`{"node":"gpu-node-03","gpu_model":"A100","profile":"1g.10gb"}`)},
+		[]ledger.NewDelivery{{Channel: "email", Recipient: "2023110077@example.edu", Payload: json.RawMessage(`{}`)}})
+	require.NoError(tb, err)
+	ds, _, err := led.Deliveries(ctx, ledger.DeliveryFilter{AlertID: a.ID})
+	require.NoError(tb, err)
+	_, err = led.FinishDelivery(ctx, "watch", ds[0].ID, "550 mailbox unavailable", time.Time{})
+	require.NoError(tb, err)
 }
 
 func dashboardFinance(t *testing.T, ds *dashServer, chromium, shots string) {
@@ -483,6 +501,32 @@ func dashboardFinance(t *testing.T, ds *dashServer, chromium, shots string) {
 	require.Contains(t, list, "draft")
 	require.Zero(t, eval[int](tb, `document.querySelectorAll('#export-period-xlsx').length`), "no finalized invoice left to export")
 
+	// Alerts: the idle warning, its failed delivery, acknowledged.
+	tb.route("#/alerts", "alerts")
+	alerts := eval[string](tb, `document.getElementById('alerts').innerText`)
+	require.Contains(t, alerts, "2023110077")
+	require.Contains(t, alerts, "idle warning")
+	require.Contains(t, alerts, "gpu-node-03")
+	tb.do(chromedp.Click(chromedp.CSS("[data-deliveries]")), chromedp.WaitVisible(chromedp.CSS("#deliveries-table")))
+	require.Contains(t, eval[string](tb, `document.getElementById('deliveries-table').innerText`), "550 mailbox unavailable")
+	tb.do(chromedp.Click(chromedp.CSS("[data-ack]")), chromedp.WaitVisible(chromedp.CSS(`#page-alerts[data-ready="true"] #alerts .badge-finalized`)))
+	require.Contains(t, eval[string](tb, `document.getElementById('alerts').innerText`), "acknowledged")
+	require.NotContains(t, eval[string](tb, `document.getElementById('page-alerts').innerText`), "null")
+	tb.screenshot("06b-alerts")
+	tb.route("#/releases", "releases")
+	tb.route("#/exemptions", "exemptions")
+	tb.screenshot("06c-exemptions")
+	// A budget set through the form is listed.
+	tb.route("#/budgets", "budgets")
+	tb.do(chromedp.SetValue(chromedp.CSS("#bud-project"), "nlp-lab"), chromedp.SetValue(chromedp.CSS("#bud-limit"), "1200.50"),
+		chromedp.Click(chromedp.CSS("#set-budget")), chromedp.WaitVisible(chromedp.CSS(`#page-budgets[data-ready="true"] #budgets`)))
+	budgets := eval[string](tb, `document.getElementById('budgets').innerText`)
+	require.Contains(t, budgets, "nlp-lab")
+	require.Contains(t, budgets, "1200.5 CNY")
+	require.Contains(t, budgets, "50 %, 80 %, 100 %")
+	tb.screenshot("06d-budgets")
+	tb.route("#/invoices?period=2026-11", "invoices")
+
 	// Chinese, and the phone width: nothing wider than the screen.
 	tb.do(chromedp.SetValue(chromedp.CSS("#lang"), "zh-CN"),
 		chromedp.Evaluate[chromedp.Void](`document.getElementById('lang').dispatchEvent(new Event('change'))`), ready("invoices"))
@@ -518,6 +562,12 @@ func dashboardStudent(t *testing.T, ds *dashServer, chromium, shots, samples str
 	tb.route("#/usage?period=2026-11", "usage")
 	require.NotZero(t, eval[int](tb, `echarts.getInstanceByDom(document.getElementById('chart-daily')).getOption().series.length`))
 	tb.screenshot("12-student-usage")
+	// The watcher's pages: nothing about another student, no writing forms.
+	tb.route("#/alerts", "alerts")
+	require.Contains(t, eval[string](tb, `document.getElementById('page-alerts').innerText`), "Nothing to show.")
+	tb.route("#/exemptions", "exemptions")
+	tb.route("#/budgets", "budgets")
+	require.Zero(t, eval[int](tb, `document.querySelectorAll('#budget-form, #grant-form, [data-deliveries]').length`))
 	// A page the role may not read falls back to "now" without asking.
 	tb.do(chromedp.Evaluate[chromedp.Void](`location.hash = '#/invoices?period=2026-11'`), ready("now"))
 

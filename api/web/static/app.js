@@ -1,11 +1,12 @@
 // The dashboard's entry: sign-in with an API token, role-aware navigation
 // and a hash router (#/now, #/usage, #/invoices, #/invoices/ID, #/runs,
-// #/roster). Each page reads only what the role may read.
+// #/roster, #/alerts, #/releases, #/exemptions, #/budgets). Each page reads only what the role may read.
 
 import { ApiError, clearSession, get, request, setToken, setUnauthorizedHook, token } from './api.js';
 import { h, setZone } from './format.js';
 import { getLang, pickLang, setLang, t } from './i18n.js';
 import { leave, pages } from './pages.js';
+import { watchPages } from './watch.js';
 
 const STAFF = ['admin', 'finance', 'lead'];
 const FINANCE = ['admin', 'finance'];
@@ -17,7 +18,12 @@ const routes = [
   { name: 'invoices', roles: STAFF },
   { name: 'runs', roles: FINANCE },
   { name: 'roster', roles: STAFF },
+  { name: 'alerts', roles: ['admin', 'finance', 'lead', 'student'] },
+  { name: 'releases', roles: ['admin', 'finance', 'lead', 'student'] },
+  { name: 'exemptions', roles: ['admin', 'finance', 'lead', 'student'] },
+  { name: 'budgets', roles: ['admin', 'finance', 'lead', 'student'] },
 ];
+const allPages = { ...pages, ...watchPages };
 
 const main = document.getElementById('main');
 const statusEl = document.getElementById('status');
@@ -138,7 +144,7 @@ export async function render() {
   const view = h('div', { class: 'page', id: 'page-' + r.name, 'aria-busy': 'true' }, h('p', {}, t('loading')));
   main.replaceChildren(view);
   try {
-    await pages[r.name]({ view, session: s, route, go, say, isCurrent: () => seq === renderSeq });
+    await allPages[r.name]({ view, session: s, route, go, say, isCurrent: () => seq === renderSeq });
   } catch (e) {
     if (seq !== renderSeq) return;
     const detail = e instanceof ApiError && e.status === 503 ? t('error.unavailable', { detail: e.message }) : t('error', { detail: e.message });

@@ -304,6 +304,7 @@ async function invoicePage(ctx, id) {
       { label: t('inv.sku'), value: (l) => l.sku },
       { label: t('inv.sessions'), num: true, value: (l) => l.sessions },
       { label: t('inv.billed'), num: true, value: (l) => hours(l.billed_seconds) },
+      { label: t('inv.idle'), num: true, value: (l) => (l.kind === 'usage' ? hoursOf(l.idle_ms) : '') },
       { label: t('inv.unit'), num: true, value: (l) => money(l.unit_price, cur) },
       { label: t('inv.amount'), num: true, value: (l) => money(l.amount, cur) },
     ], doc.lines || [], { id: 'invoice-lines' }),
@@ -323,6 +324,11 @@ async function invoicePage(ctx, id) {
       { label: t('inv.profile'), value: (u) => u.profile },
       { label: t('inv.usedHours'), num: true, value: (u) => hoursOf(u.used_ms) },
     ], doc.unpriced));
+  }
+  if ((doc.releases || []).length) {
+    out.push(h('h2', {}, t('inv.releases')), h('ul', { id: 'invoice-releases' }, doc.releases.map((r) => h('li', {},
+      t(r.status === 'failed' ? 'inv.relFailed' : 'inv.relDone', { user: r.user || '—', instance: r.instance_id, since: time(r.idle_since),
+        at: time(r.at), action: r.action || '', failure: r.failure || '' })))));
   }
   if ((doc.warnings || []).length) {
     out.push(h('h2', {}, t('inv.warnings')), h('ul', { class: 'warnings' }, doc.warnings.map((w) => h('li', {}, h('code', {}, w.code), ' ', w.message))));

@@ -85,6 +85,9 @@ func testAlertsOnce(t *testing.T, open Opener) {
 	if got, _ := get2(s.Alerts(ctx, ledger.AlertFilter{Unacked: true}))(t); len(got) != 2 {
 		t.Fatalf("unacked: %d, want 2", len(got))
 	}
+	if got, _ := get2(s.Alerts(ctx, ledger.AlertFilter{Acked: true}))(t); len(got) != 1 || got[0].ID != a.ID {
+		t.Fatalf("acked: %+v, want alert %d only", got, a.ID)
+	}
 	// Bad input.
 	_, _, err = s.RecordAlert(ctx, "watch", ledger.NewAlert{Key: "k", Kind: "shout"}, nil)
 	wantErr(t, err, ledger.ErrInvalidArgument, "unknown kind")
@@ -256,6 +259,13 @@ func testReleases(t *testing.T, open Opener) {
 	if got, _ := get2(s.Releases(ctx, ledger.ReleaseFilter{Project: "nlp"}))(t); len(got) != 3 {
 		t.Fatalf("releases of nlp: %d", len(got))
 	}
+	// The three were last changed an hour ago (the clock moved since).
+	if got, _ := get2(s.Releases(ctx, ledger.ReleaseFilter{UpdatedSince: clock.Now().Add(-time.Hour)}))(t); len(got) != 3 {
+		t.Fatalf("releases updated in the last hour: %d", len(got))
+	}
+	if got, _ := get2(s.Releases(ctx, ledger.ReleaseFilter{UpdatedSince: clock.Now().Add(-time.Hour + time.Millisecond)}))(t); len(got) != 0 {
+		t.Fatalf("releases updated since: %+v", got)
+	}
 	got := auditActions(t, s, ledger.AuditFilter{Object: fmt.Sprintf("release/%d", r.ID)})
 	want := []string{"release.done", "release.retry", "release.failed", "release.retry", "release.begin"}
 	if !slices.Equal(got, want) {
@@ -340,6 +350,11 @@ func testExemptions(t *testing.T, open Opener) {
 	}
 	_, err := s.RevokeExemption(ctx, "admin", inst.ID)
 	wantErr(t, err, ledger.ErrInvalidTransition, "revoking twice")
+	if one := get(s.Exemption(ctx, inst.ID))(t); one.InstanceID != "gpu-9" || one.RevokedBy != "admin" || one.Reason != "benchmark" {
+		t.Fatalf("one exemption: %+v", one)
+	}
+	_, err = s.Exemption(ctx, 999)
+	wantErr(t, err, ledger.ErrNotFound, "no such exemption")
 	if n := active(t0.Add(11*time.Minute), ledger.ExemptionFilter{Project: "nlp"}); n != 1 {
 		t.Fatalf("active after the revocation: %d", n)
 	}

@@ -138,6 +138,9 @@ func (s *Store) Alerts(ctx context.Context, f ledger.AlertFilter) ([]ledger.Aler
 	if f.Unacked {
 		pq.add("acked_ms = ?", 0)
 	}
+	if f.Acked {
+		pq.add("acked_ms > ?", 0)
+	}
 	if after > 0 {
 		pq.add("id < ?", after)
 	}
@@ -473,6 +476,9 @@ func (s *Store) Releases(ctx context.Context, f ledger.ReleaseFilter) ([]ledger.
 			pq.add(c.cond, c.v)
 		}
 	}
+	if !f.UpdatedSince.IsZero() {
+		pq.add("updated_ms >= ?", f.UpdatedSince.UnixMilli())
+	}
 	if after > 0 {
 		pq.add("id < ?", after)
 	}
@@ -533,6 +539,19 @@ func (s *Store) GrantExemption(ctx context.Context, actor string, ne ledger.NewE
 		return ledger.Exemption{}, err
 	}
 	return out, nil
+}
+
+// Exemption implements ledger.Store.
+func (s *Store) Exemption(ctx context.Context, id int64) (ledger.Exemption, error) {
+	what := "exemption " + strconv.FormatInt(id, 10)
+	e, err := scanExemption(s.db.QueryRowContext(ctx, s.d.Rebind(`SELECT `+exemptionCols+` FROM ledger_exemptions WHERE id = ?`), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return ledger.Exemption{}, fmt.Errorf("%w: %s", ledger.ErrNotFound, what)
+	}
+	if err != nil {
+		return ledger.Exemption{}, fmt.Errorf("%s ledger: cannot read %s: %w", s.d.Name, what, err)
+	}
+	return e, nil
 }
 
 // RevokeExemption implements ledger.Store.
