@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"math/rand"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -226,13 +227,17 @@ func (st *state) idleSamples(ctx context.Context, src billing.HeldRows, cat *sch
 }
 
 func (w *Watcher) loadState(ctx context.Context, held []billing.Held, now time.Time) (*state, error) {
+	st := &state{alerts: map[string]bool{}, idleTo: now}
+	if err := w.streakStarts(ctx, st, held); err != nil {
+		return nil, err
+	}
 	oldest := now
 	for _, h := range held {
 		if h.Idle && h.IdleSince.Before(oldest) {
 			oldest = h.IdleSince
 		}
 	}
-	st := &state{alerts: map[string]bool{}, idleFrom: oldest, idleTo: now}
+	st.idleFrom = oldest
 	// Alerts of the streaks under way were recorded after their start.
 	cursor := ""
 	for {
@@ -262,6 +267,42 @@ func (w *Watcher) loadState(ctx context.Context, held []billing.Held, now time.T
 		cursor = next
 	}
 	return st, nil
+}
+
+// idleKinds are the alerts that name an idle streak.
+var idleKinds = []string{KindIdleWarning, KindIdleReminder, KindIdleRelease, KindIdleReleaseDryRun, KindIdleReleaseFailed}
+
+// streakStarts gives back their start to the streaks longer than
+// billing.HeldLookback, whose IdleSince HeldNow reports as the lookback's
+// start (it moves with every cycle, and every decision is keyed by the
+// streak's start): the start is the one the latest idle alert of the
+// instance and holder recorded at or before that point. Any streak that
+// began after it would have been warned about (or released) under its own
+// start while inside the lookback. An instance with no such alert keeps
+// the lookback's start. The alerts read are added to st.alerts.
+func (w *Watcher) streakStarts(ctx context.Context, st *state, held []billing.Held) error {
+	for i := range held {
+		h := &held[i]
+		if !h.Idle || !h.IdleSinceClipped {
+			continue
+		}
+		page, _, err := w.cfg.Ledger.Alerts(ctx, ledger.AlertFilter{InstanceID: h.InstanceID, Limit: 50})
+		if err != nil {
+			return fmt.Errorf("watch: alerts of %s: %w", h.InstanceID, err)
+		}
+		var start time.Time
+		for _, a := range page { // newest first
+			st.alerts[a.Key] = true
+			if start.IsZero() && slices.Contains(idleKinds, a.Kind) && a.Project == h.Project && a.User == h.User &&
+				!a.StreakStart.IsZero() && !a.StreakStart.After(h.IdleSince) {
+				start = a.StreakStart
+			}
+		}
+		if !start.IsZero() {
+			h.IdleSince = start
+		}
+	}
+	return nil
 }
 
 // Run drives the watcher until ctx ends: every interval, while holder

@@ -798,3 +798,37 @@ func TestReleasesPerCycleAreBounded(t *testing.T) {
 		t.Fatalf("releases %v", got)
 	}
 }
+
+// A streak longer than billing.HeldLookback (24 h): HeldNow sees its start
+// only as the lookback's start, which moves with every cycle. The streak
+// keeps the start its alerts recorded: warned once, reminded once, and a
+// release that failed for good is neither tried nor told again.
+func TestStreakLongerThanLookback(t *testing.T) {
+	f := newFixture(t,
+		span{"off", "s1", "gpu-long", at("08:00"), at("09:00"), 0.9}, span{"off", "s1", "gpu-long", at("09:00"), at("+1 14:00"), 0.0},
+		span{"nlp", "s2", "gpu-stuck", at("08:00"), at("09:00"), 0.9}, span{"nlp", "s2", "gpu-stuck", at("09:00"), at("+1 14:00"), 0.0},
+	)
+	f.rel.out = func(r ReleaseRequest) (Outcome, error) { return Outcome{}, errNoHandle }
+	w := f.watcher(f.ledger)
+	times := []time.Time{at("09:31"), at("09:46"), at("10:01")}
+	for h := 1; h <= 27; h++ {
+		times = append(times, at("10:01").Add(time.Duration(h)*time.Hour))
+	}
+	for _, t := range times {
+		f.cycle(w, t)
+	}
+	if got, want := f.alertKinds("gpu-long"), []string{"idle_warning@09:00", "idle_reminder@09:00"}; !slices.Equal(got, want) {
+		t.Fatalf("alerts of gpu-long: %v, want %v", got, want)
+	}
+	if got, want := f.alertKinds("gpu-stuck"), []string{"idle_warning@09:00", "idle_reminder@09:00", "idle_release_failed@09:00"}; !slices.Equal(got, want) {
+		t.Fatalf("alerts of gpu-stuck: %v, want %v", got, want)
+	}
+	if got := f.rel.keys(); !slices.Equal(got, []string{"gpu-stuck dry=false"}) {
+		t.Fatalf("releases %v, want one", got)
+	}
+	// A restarted watcher (nothing in memory) finds the same start.
+	w2 := f.watcher(f.open())
+	if rep := f.cycle(w2, at("+1 13:50")); rep.Alerts != 0 || rep.Releases != 0 {
+		t.Fatalf("a restarted watcher decided anew: %+v", rep)
+	}
+}
