@@ -832,3 +832,21 @@ func TestStreakLongerThanLookback(t *testing.T) {
 		t.Fatalf("a restarted watcher decided anew: %+v", rep)
 	}
 }
+
+// A budget release of a holding older than billing.HeldLookback that
+// failed for good is not tried again when the lookback's start moves.
+func TestBudgetReleaseOfALongHolding(t *testing.T) {
+	f := newFixture(t, span{"nlp", "s1", "gpu-1", at("08:00"), at("+1 14:00"), 0.9})
+	f.rel.out = func(r ReleaseRequest) (Outcome, error) { return Outcome{}, errNoHandle }
+	if _, err := f.ledger.PutBudget(context.Background(), "lead:nlp", ledger.Budget{Scope: ledger.BudgetStudent, Project: "nlp",
+		User: "s1", Period: ledger.BudgetMonth, Unit: ledger.BudgetMoney, Limit: "2.00", Action: ledger.BudgetRelease}); err != nil {
+		t.Fatal(err)
+	}
+	w := f.watcher(f.ledger)
+	for h := 0; h <= 28; h++ {
+		f.cycle(w, at("09:30").Add(time.Duration(h)*time.Hour))
+	}
+	if got := f.rel.keys(); !slices.Equal(got, []string{"gpu-1 dry=false"}) {
+		t.Fatalf("releases %v, want one", got)
+	}
+}
