@@ -90,7 +90,9 @@ type Watcher struct {
 
 	mu         sync.Mutex
 	lastBudget time.Time
-	inFlight   map[string]bool // channels with a delivery under way
+	inFlight   map[string]bool   // channels with a delivery under way
+	roundSeq   uint64            // counts the delivery rounds that ended
+	roundEnd   map[string]uint64 // by channel: roundSeq when its latest round ended
 	wg         sync.WaitGroup
 	rnd        *rand.Rand
 }
@@ -133,7 +135,7 @@ func New(cfg Config) (*Watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Watcher{cfg: cfg, log: log, m: m, inFlight: map[string]bool{}, rnd: rand.New(rand.NewSource(time.Now().UnixNano()))}, nil
+	return &Watcher{cfg: cfg, log: log, m: m, inFlight: map[string]bool{}, roundEnd: map[string]uint64{}, rnd: rand.New(rand.NewSource(time.Now().UnixNano()))}, nil
 }
 
 // CycleReport counts what one cycle did.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -848,5 +849,53 @@ func TestBudgetReleaseOfALongHolding(t *testing.T) {
 	}
 	if got := f.rel.keys(); !slices.Equal(got, []string{"gpu-1 dry=false"}) {
 		t.Fatalf("releases %v, want one", got)
+	}
+}
+
+// pausingLedger lets a test hold a DueDeliveries caller after its read.
+type pausingLedger struct {
+	ledger.Store
+	read    chan struct{} // closed once the paused caller has read
+	proceed chan struct{} // it returns when this is closed
+	pause   atomic.Bool
+}
+
+func (p *pausingLedger) DueDeliveries(ctx context.Context, now time.Time, limit int) ([]ledger.Delivery, error) {
+	ds, err := p.Store.DueDeliveries(ctx, now, limit)
+	if p.pause.CompareAndSwap(true, false) {
+		close(p.read)
+		<-p.proceed
+	}
+	return ds, err
+}
+
+// A round of deliveries that read what was due while an earlier round of
+// the same channel was still sending does not send it again after that
+// round finished (the cycle's round and the delivery ticker race so).
+func TestDeliveryRoundsDoNotOverlap(t *testing.T) {
+	f := newFixture(t, span{"nlp", "s1", "gpu-1", at("10:00"), at("12:00"), 0.0})
+	f.notify.block = map[string]chan struct{}{"im": make(chan struct{})}
+	pl := &pausingLedger{Store: f.ledger, read: make(chan struct{}), proceed: make(chan struct{})}
+	w := f.watcher(pl)
+	ctx := context.Background()
+	f.feed(at("10:32"))
+	f.clock.Set(at("10:31"))
+	if _, err := w.Cycle(ctx, at("10:31")); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.startDeliveries(ctx, at("10:31")); n != 2 { // the email goes, the IM message hangs
+		t.Fatalf("started %d deliveries", n)
+	}
+	pl.pause.Store(true)
+	second := make(chan int)
+	go func() { second <- w.startDeliveries(ctx, at("10:31")) }()
+	<-pl.read // the second round has read the IM delivery as due
+	close(f.notify.block["im"])
+	w.wg.Wait() // the first round has sent and recorded it
+	close(pl.proceed)
+	<-second
+	w.wg.Wait()
+	if got := f.notify.sentKinds("ops-im"); !slices.Equal(got, []string{"idle_warning gpu-1"}) {
+		t.Fatalf("IM sent %v, want the warning once", got)
 	}
 }
