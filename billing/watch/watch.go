@@ -302,6 +302,11 @@ func (w *Watcher) streakStarts(ctx context.Context, st *state, held []billing.He
 		}
 		if !start.IsZero() {
 			h.IdleSince = start
+			// Held at least since the streak began (Since was clipped too):
+			// a message never says idle since before held since.
+			if start.Before(h.Since) {
+				h.Since = start
+			}
 		}
 	}
 	return nil

@@ -827,6 +827,15 @@ func TestStreakLongerThanLookback(t *testing.T) {
 	if got := f.rel.keys(); !slices.Equal(got, []string{"gpu-stuck dry=false"}) {
 		t.Fatalf("releases %v, want one", got)
 	}
+	// The release notice says when the streak began, and held since no later.
+	a, err := f.ledger.AlertByKey(context.Background(), ledger.IdleAlertKey(KindIdleReleaseFailed, "gpu-stuck", at("09:00")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var facts Facts
+	if err := json.Unmarshal(a.Facts, &facts); err != nil || !facts.IdleSince.Equal(at("09:00")) || facts.HeldSince.After(facts.IdleSince) {
+		t.Fatalf("facts %s: %v", a.Facts, err)
+	}
 	// A restarted watcher (nothing in memory) finds the same start.
 	w2 := f.watcher(f.open())
 	if rep := f.cycle(w2, at("+1 13:50")); rep.Alerts != 0 || rep.Releases != 0 {

@@ -350,6 +350,13 @@ channels:
 		seen = append(seen, a.Kind+"@"+a.CreatedAt.In(loc).Format("Mon 15:04"))
 	}
 	require.Equal(t, []string{"idle_warning@Sat 00:00", "idle_reminder@Sat 08:00", "idle_release@Sat 20:00"}, seen)
+	// The release notice (decided on a streak longer than the lookback)
+	// says idle since Friday 18:00, and held since no later.
+	var facts watch.Facts
+	require.NoError(t, json.Unmarshal(as[0].Facts, &facts))
+	require.Equal(t, watch.KindIdleRelease, as[0].Kind)
+	require.True(t, facts.IdleSince.Equal(idleFrom), "idle since %s", facts.IdleSince)
+	require.False(t, facts.HeldSince.After(facts.IdleSince), "held since %s", facts.HeldSince)
 	for _, inst := range []string{steadyInt} {
 		as, _, err := led.Alerts(ctx, ledger.AlertFilter{InstanceID: inst, Limit: 10})
 		require.NoError(t, err)
