@@ -27,9 +27,18 @@ func TestServeWatch(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, bad+`:2: watch.interval: "soon" is not a positive duration`)
 
-	// A section this build cannot read is refused, not ignored.
-	noHook := file("notify.yaml", "notify:\n  channels: {}\n")
-	code, _, errOut = runCLI(t, "", "serve", "--store", store, "--catalog", exampleCatalog, "--addr", "127.0.0.1:0", "--watch", noHook)
+	// The notify: section is read by the notifier, its errors on the file's lines.
+	badNotify := file("notify.yaml", "watch:\n  interval: 1s\nnotify:\n  channels: {}\n")
+	code, _, errOut = runCLI(t, "", "serve", "--store", store, "--catalog", exampleCatalog, "--addr", "127.0.0.1:0", "--watch", badNotify)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "notify config:4: channels: must be a list")
+
+	// A section a build cannot read is refused, not ignored.
+	hook := watchNotifier
+	watchNotifier = nil
+	t.Cleanup(func() { watchNotifier = hook })
+	code, _, errOut = runCLI(t, "", "serve", "--store", store, "--catalog", exampleCatalog, "--addr", "127.0.0.1:0", "--watch", badNotify)
+	watchNotifier = hook
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "notify: this build has no notification channels")
 
