@@ -288,14 +288,14 @@ func (w *Watcher) streakStarts(ctx context.Context, st *state, held []billing.He
 		if !h.Idle || !h.IdleSinceClipped {
 			continue
 		}
-		page, _, err := w.cfg.Ledger.Alerts(ctx, ledger.AlertFilter{InstanceID: h.InstanceID, Limit: 50})
+		page, _, err := w.cfg.Ledger.Alerts(ctx, ledger.AlertFilter{Project: h.Project, User: h.User, InstanceID: h.InstanceID, Limit: 50})
 		if err != nil {
 			return fmt.Errorf("watch: alerts of %s: %w", h.InstanceID, err)
 		}
 		var start time.Time
 		for _, a := range page { // newest first
 			st.alerts[a.Key] = true
-			if start.IsZero() && slices.Contains(idleKinds, a.Kind) && a.Project == h.Project && a.User == h.User &&
+			if start.IsZero() && slices.Contains(idleKinds, a.Kind) && a.User == h.User && // "" in the filter is any user
 				!a.StreakStart.IsZero() && !a.StreakStart.After(h.IdleSince) {
 				start = a.StreakStart
 			}
