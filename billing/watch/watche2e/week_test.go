@@ -80,6 +80,9 @@ const (
 // replicas cycling side by side, each alert reaches the signed webhook
 // once per recipient.
 func TestWatchWeek(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a simulated week through Kafka, ClickHouse and PostgreSQL (about 40 s)")
+	}
 	ctx := context.Background()
 	cat, err := schemas.ParseCatalog([]byte(catalogYAML), "catalog")
 	require.NoError(t, err)
