@@ -12,6 +12,7 @@
 package watch
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -200,6 +201,51 @@ type state struct {
 	// instance: read on the first release's evidence, once a cycle.
 	idleFrom, idleTo time.Time
 	idle             map[string][]schemas.Sample
+	// The occupancy runs of the last holdingLookback by key: read on the
+	// first message about a holding older than billing.HeldLookback.
+	runs map[schemas.Key][]schemas.Run
+}
+
+// holdingLookback is how far back the start of a holding older than
+// billing.HeldLookback is looked for, in the occupancy runs.
+const holdingLookback = 31 * 24 * time.Hour
+
+// heldSince is when h's holding began, for messages (held since, cost so
+// far). HeldNow reports a holding older than its lookback as beginning at
+// the lookback's start; its start is then read from the occupancy runs
+// (once a cycle), the runs of its key joined while their gaps are within
+// the tolerance, as HeldNow joins samples. It is never after the streak's
+// start.
+func (w *Watcher) heldSince(ctx context.Context, cat *schemas.Catalog, st *state, h *billing.Held, idleSince, now time.Time) (time.Time, error) {
+	since := h.Since
+	if h.SinceClipped {
+		if st.runs == nil {
+			st.runs = map[schemas.Key][]schemas.Run{}
+			err := w.cfg.Usage.Occupancy(ctx, now.Add(-holdingLookback).UnixMilli(), now.UnixMilli(), func(rs []schemas.Run) error {
+				for _, r := range rs {
+					st.runs[r.Key] = append(st.runs[r.Key], r)
+				}
+				return nil
+			})
+			if err != nil {
+				st.runs = nil
+				return time.Time{}, fmt.Errorf("watch: occupancy of %s: %w", h.InstanceID, err)
+			}
+		}
+		rs := slices.Clone(st.runs[schemas.Key{Project: h.Project, User: h.User, InstanceID: h.InstanceID, GPUModel: h.GPUModel, Profile: h.Profile}])
+		slices.SortFunc(rs, func(a, b schemas.Run) int { return cmp.Compare(b.EndMS, a.EndMS) })
+		cur, tol := since.UnixMilli(), cat.Defaults.GapToleranceMS
+		for _, r := range rs { // latest end first: cur only moves back
+			if r.EndMS+tol >= cur && r.StartMS < cur {
+				cur = r.StartMS
+			}
+		}
+		since = time.UnixMilli(cur).UTC()
+	}
+	if !idleSince.IsZero() && idleSince.Before(since) {
+		since = idleSince
+	}
+	return since, nil
 }
 
 // idleSamples returns the idle held samples in [idleFrom, idleTo] by
@@ -302,11 +348,6 @@ func (w *Watcher) streakStarts(ctx context.Context, st *state, held []billing.He
 		}
 		if !start.IsZero() {
 			h.IdleSince = start
-			// Held at least since the streak began (Since was clipped too):
-			// a message never says idle since before held since.
-			if start.Before(h.Since) {
-				h.Since = start
-			}
 		}
 	}
 	return nil

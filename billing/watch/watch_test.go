@@ -808,6 +808,8 @@ func TestStreakLongerThanLookback(t *testing.T) {
 	f := newFixture(t,
 		span{"off", "s1", "gpu-long", at("08:00"), at("09:00"), 0.9}, span{"off", "s1", "gpu-long", at("09:00"), at("+1 14:00"), 0.0},
 		span{"nlp", "s2", "gpu-stuck", at("08:00"), at("09:00"), 0.9}, span{"nlp", "s2", "gpu-stuck", at("09:00"), at("+1 14:00"), 0.0},
+		// Held for a day and more before it idles: its notice says since when.
+		span{"nlp", "s1", "gpu-busy", at("08:00"), at("+1 10:00"), 0.9}, span{"nlp", "s1", "gpu-busy", at("+1 10:00"), at("+1 14:00"), 0.0},
 	)
 	f.rel.out = func(r ReleaseRequest) (Outcome, error) { return Outcome{}, errNoHandle }
 	w := f.watcher(f.ledger)
@@ -824,11 +826,21 @@ func TestStreakLongerThanLookback(t *testing.T) {
 	if got, want := f.alertKinds("gpu-stuck"), []string{"idle_warning@09:00", "idle_reminder@09:00", "idle_release_failed@09:00"}; !slices.Equal(got, want) {
 		t.Fatalf("alerts of gpu-stuck: %v, want %v", got, want)
 	}
-	if got := f.rel.keys(); !slices.Equal(got, []string{"gpu-stuck dry=false"}) {
-		t.Fatalf("releases %v, want one", got)
+	if got := f.rel.keys(); !slices.Equal(got, []string{"gpu-stuck dry=false", "gpu-busy dry=false"}) {
+		t.Fatalf("releases %v, want one each", got)
+	}
+	// A holding older than the lookback is told with its start and its cost
+	// since then (27 h 1 min at 1.00 an hour).
+	a, err := f.ledger.AlertByKey(context.Background(), ledger.IdleAlertKey(KindIdleReleaseFailed, "gpu-busy", at("+1 10:00")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var busy Facts
+	if err := json.Unmarshal(a.Facts, &busy); err != nil || !busy.HeldSince.Equal(at("08:00")) || busy.Cost.String() != "27.02" {
+		t.Fatalf("facts %s: %v", a.Facts, err)
 	}
 	// The release notice says when the streak began, and held since no later.
-	a, err := f.ledger.AlertByKey(context.Background(), ledger.IdleAlertKey(KindIdleReleaseFailed, "gpu-stuck", at("09:00")))
+	a, err = f.ledger.AlertByKey(context.Background(), ledger.IdleAlertKey(KindIdleReleaseFailed, "gpu-stuck", at("09:00")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -353,13 +353,15 @@ channels:
 		seen = append(seen, a.Kind+"@"+a.CreatedAt.In(loc).Format("Mon 15:04"))
 	}
 	require.Equal(t, []string{"idle_warning@Sat 00:00", "idle_reminder@Sat 08:00", "idle_release@Sat 20:00"}, seen)
-	// The release notice (decided on a streak longer than the lookback)
-	// says idle since Friday 18:00, and held since no later.
+	// The release notice (decided on a streak and a holding longer than the
+	// lookback) says idle since Friday 18:00, held since Monday 09:00, and
+	// the cost of the 131 h held at 1.80 an hour.
 	var facts watch.Facts
 	require.NoError(t, json.Unmarshal(as[0].Facts, &facts))
 	require.Equal(t, watch.KindIdleRelease, as[0].Kind)
 	require.True(t, facts.IdleSince.Equal(idleFrom), "idle since %s", facts.IdleSince)
-	require.False(t, facts.HeldSince.After(facts.IdleSince), "held since %s", facts.HeldSince)
+	require.True(t, facts.HeldSince.Equal(weekStart.Add(9*time.Hour)), "held since %s", facts.HeldSince.In(loc))
+	require.Equal(t, "235.8", facts.Cost.String())
 	for _, inst := range []string{steadyInt} {
 		as, _, err := led.Alerts(ctx, ledger.AlertFilter{InstanceID: inst, Limit: 10})
 		require.NoError(t, err)
