@@ -383,6 +383,7 @@ channels:
 	require.Equal(t, 26*12, rreq.Evidence.IdleSamples, "26 h of samples every 5 min")
 	relAt := at(5, "20:00")
 	require.True(t, releasedAt[forgot].Equal(relAt), "released at %s", releasedAt[forgot])
+	require.True(t, releasesGot[0].at.Equal(relAt), "the release request came in the cycle of Saturday 20:00")
 
 	// Every alert reached the webhook once per recipient; only the release
 	// notice says "released".
@@ -401,6 +402,14 @@ channels:
 		require.Equal(t, 1, n, "delivery %s sent %d times", k, n)
 	}
 	for _, a := range as {
+		n := 0
+		for _, g := range alertsGot { // delivered in the cycle that recorded it (a leader was there)
+			if strings.HasPrefix(g.key, a.Key+"|") {
+				n++
+				require.True(t, g.at.Equal(a.CreatedAt), "%s recorded at %s, delivered at %s", a.Key, a.CreatedAt, g.at)
+			}
+		}
+		require.Equal(t, 3, n, "%s: one delivery per recipient", a.Key)
 		got := kinds[a.Key]
 		slices.Sort(got)
 		require.Equal(t, []string{"admin:ops@example.edu", "holder:forgetful@example.edu", "lead:li@example.edu"}, got, a.Key)
