@@ -28,6 +28,10 @@ type Held struct {
 	LastSample    time.Time // start of the latest sample
 	Idle          bool      // the latest sample is idle under the project's threshold
 	IdleSince     time.Time // start of the current idle streak (zero when busy)
+	// IdleSinceClipped: the idle streak began before HeldLookback (every
+	// sample read is idle): IdleSince is the lookback's start, not the
+	// streak's, and moves with now.
+	IdleSinceClipped bool
 	// HolderRef is how to reach the holding workload, from the latest sample
 	// (schemas.Sample.HolderRef; empty when the collector knew none).
 	HolderRef string
@@ -95,6 +99,7 @@ func HeldNow(ctx context.Context, src HeldRows, cat *schemas.Catalog, now time.T
 		}
 		if clipped && since <= from+tol {
 			h.SinceClipped = true
+			h.IdleSinceClipped = idle && idleOpen
 		}
 		h.Since = time.UnixMilli(since).UTC()
 		h.Idle = idle

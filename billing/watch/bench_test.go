@@ -5,14 +5,18 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/billing/ledger"
 	"github.com/cardhour/cardhour/billing/ledger/ledgertest"
 	"github.com/cardhour/cardhour/billing/ledger/sqlite"
 	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/ingest/clickhouse"
 	ingestsqlite "github.com/cardhour/cardhour/ingest/sqlite"
+	"github.com/cardhour/cardhour/internal/testenv"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -27,7 +31,7 @@ func BenchmarkCycle(b *testing.B) {
 	for _, c := range []struct {
 		store              string
 		instances, budgets int
-	}{{"mem", 1000, 500}, {"mem", 7000, 5000}, {"sqlite", 7000, 0}, {"sqlite", 7000, 5000}} {
+	}{{"mem", 1000, 500}, {"mem", 7000, 5000}, {"sqlite", 7000, 0}, {"sqlite", 7000, 5000}, {"clickhouse", 7000, 0}, {"clickhouse", 7000, 5000}} {
 		b.Run(fmt.Sprintf("%s/held=%d/budgets=%d", c.store, c.instances, c.budgets), func(b *testing.B) {
 			benchCycle(b, c.store, c.instances, c.budgets)
 		})
@@ -62,6 +66,21 @@ func benchCycle(b *testing.B, store string, instances, budgets int) {
 			b.Fatal(err)
 		}
 		usage = m
+	case "clickhouse":
+		db := testenv.UniqueName(b, "watchbench")
+		st, err := clickhouse.Open(ctx, clickhouse.Config{Addr: testenv.ClickHouseAddr(b), Database: db, Migrate: true,
+			Logger: slog.New(slog.DiscardHandler), ReadTimeout: time.Minute})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() {
+			_ = st.Conn().Exec(context.Background(), "DROP DATABASE IF EXISTS `"+db+"`")
+			_ = st.Close()
+		})
+		if err := st.Write(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+		usage = st
 	default:
 		st, err := ingestsqlite.Open(ctx, ingestsqlite.Config{Path: filepath.Join(b.TempDir(), "usage.db"), Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
@@ -85,7 +104,8 @@ func benchCycle(b *testing.B, store string, instances, budgets int) {
 			b.Fatal(err)
 		}
 	}
-	w, err := New(Config{Ledger: led, Usage: usage, Catalog: func(context.Context) (*schemas.Catalog, error) { return cat, nil },
+	timed := &timedUsage{u: usage}
+	w, err := New(Config{Ledger: led, Usage: timed, Catalog: func(context.Context) (*schemas.Catalog, error) { return cat, nil },
 		Notifier: &fakeNotifier{}, Releaser: &fakeReleaser{}, Admins: []Person{{Email: "ops@example.edu"}}, MaxReleasesPerCycle: instances})
 	if err != nil {
 		b.Fatal(err)
@@ -96,6 +116,7 @@ func benchCycle(b *testing.B, store string, instances, budgets int) {
 		b.Fatal(err)
 	}
 	first := time.Since(start)
+	timed.reset()
 	b.ResetTimer()
 	for range b.N {
 		if rep, err = w.Cycle(ctx, now); err != nil {
@@ -105,7 +126,90 @@ func benchCycle(b *testing.B, store string, instances, budgets int) {
 			b.Fatalf("a steady cycle decided something new: %+v", rep)
 		}
 	}
+	b.StopTimer()
+	b.ReportMetric(timed.store().Seconds()/float64(b.N), "store_s/op")
+	timed.mu.Lock()
+	b.ReportMetric(timed.held.Seconds()/float64(b.N), "held_store_s/op")
+	timed.mu.Unlock()
 	b.ReportMetric(first.Seconds(), "first_cycle_s")
 	b.ReportMetric(float64(rep.Held), "held")
 	b.ReportMetric(float64(rep.Budgets), "budgets")
+}
+
+// timedUsage measures the time spent inside the usage store: each call's
+// duration less the time its callbacks (the caller's Go code) took.
+type timedUsage struct {
+	u            Usage
+	mu           sync.Mutex
+	total, inner time.Duration
+	held         time.Duration // of which HeldSamples (billing.HeldNow, the evidence)
+}
+
+func (t *timedUsage) reset() {
+	t.mu.Lock()
+	t.total, t.inner, t.held = 0, 0, 0
+	t.mu.Unlock()
+}
+
+// store is the time spent in the store since the last reset.
+func (t *timedUsage) store() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.total - t.inner
+}
+
+func timedCall[T any](t *timedUsage, held bool, fn func(T) error, call func(func(T) error) error) error {
+	start := time.Now()
+	var inner time.Duration
+	err := call(func(v T) error {
+		s := time.Now()
+		err := fn(v)
+		inner += time.Since(s)
+		return err
+	})
+	d := time.Since(start)
+	t.mu.Lock()
+	t.total += d
+	t.inner += inner
+	if held {
+		t.held += d - inner
+	}
+	t.mu.Unlock()
+	return err
+}
+
+func (t *timedUsage) HeldSamples(ctx context.Context, from, to int64, fn func(*schemas.Sample) error) error {
+	return timedCall(t, true, fn, func(f func(*schemas.Sample) error) error { return t.u.HeldSamples(ctx, from, to, f) })
+}
+
+func (t *timedUsage) Occupancy(ctx context.Context, lo, hi int64, fn func([]billing.Run) error) error {
+	return timedCall(t, false, fn, func(f func([]billing.Run) error) error { return t.u.Occupancy(ctx, lo, hi, f) })
+}
+
+func (t *timedUsage) IdleRuns(ctx context.Context, from, to int64, maxUtil float64, fn func([]billing.IdleRun) error) error {
+	return timedCall(t, false, fn, func(f func([]billing.IdleRun) error) error { return t.u.IdleRuns(ctx, from, to, maxUtil, f) })
+}
+
+func (t *timedUsage) RawIdle(ctx context.Context, instances []string, from, to int64, utilBelow float64, fn func([]billing.RawPoint) error) error {
+	return timedCall(t, false, fn, func(f func([]billing.RawPoint) error) error {
+		return t.u.RawIdle(ctx, instances, from, to, utilBelow, f)
+	})
+}
+
+func (t *timedUsage) UsageRows(ctx context.Context, q billing.UsageRowQuery, fn func(billing.UsageRow) error) error {
+	return timedCall(t, false, fn, func(f func(billing.UsageRow) error) error { return t.u.UsageRows(ctx, q, f) })
+}
+
+func (t *timedUsage) CompactUsageRows(ctx context.Context, q billing.UsageRowQuery, fn func(billing.UsageRow) error) (bool, error) {
+	cu, ok := t.u.(billing.CompactUsage)
+	if !ok {
+		return false, nil
+	}
+	var handled bool
+	err := timedCall(t, false, fn, func(f func(billing.UsageRow) error) error {
+		var err error
+		handled, err = cu.CompactUsageRows(ctx, q, f)
+		return err
+	})
+	return handled, err
 }

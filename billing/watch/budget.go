@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -195,11 +196,15 @@ func (w *Watcher) budget(ctx context.Context, cat *schemas.Catalog, st *state, b
 			if h.Project != b.Project || b.Scope == ledger.BudgetStudent && h.User != b.User {
 				continue
 			}
-			nr := ledger.NewRelease{Key: ledger.ReleaseKey(h.InstanceID, h.Since), InstanceID: h.InstanceID, Node: h.Node,
-				Project: h.Project, User: h.User, StreakStart: h.Since,
+			since, err := w.holdingStart(ctx, h)
+			if err != nil {
+				return err
+			}
+			nr := ledger.NewRelease{Key: ledger.ReleaseKey(h.InstanceID, since), InstanceID: h.InstanceID, Node: h.Node,
+				Project: h.Project, User: h.User, StreakStart: since,
 				Evidence: mustJSON(map[string]any{"budget_id": b.ID, "scope": b.Scope, "period": period, "unit": b.Unit,
-					"limit": b.Limit, "used_money": used.money, "used_card_ms": used.ms, "held_since": h.Since})}
-			rel, err := w.release(ctx, h, nr, Evidence{StreakStart: h.Since, StreakEnd: now}, now, rep)
+					"limit": b.Limit, "used_money": used.money, "used_card_ms": used.ms, "held_since": since})}
+			rel, err := w.release(ctx, h, nr, Evidence{StreakStart: since, StreakEnd: now}, now, rep)
 			if err != nil {
 				return err
 			}
@@ -242,4 +247,25 @@ func (w *Watcher) budget(ctx context.Context, cat *schemas.Catalog, st *state, b
 		rep.Alerts++
 	}
 	return nil
+}
+
+// holdingStart is when h's holding began, which names its budget release.
+// A holding older than billing.HeldLookback is reported as beginning at
+// the lookback's start, which moves with every cycle: its start is then
+// the one the latest budget release of the instance and holder recorded at
+// or before that point (a holding released once is not released again).
+func (w *Watcher) holdingStart(ctx context.Context, h *billing.Held) (time.Time, error) {
+	if !h.SinceClipped {
+		return h.Since, nil
+	}
+	rels, _, err := w.cfg.Ledger.Releases(ctx, ledger.ReleaseFilter{InstanceID: h.InstanceID, Project: h.Project, User: h.User, Limit: 50})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("watch: releases of %s: %w", h.InstanceID, err)
+	}
+	for _, r := range rels { // newest first
+		if !r.StreakStart.After(h.Since) && bytes.Contains(r.Evidence, []byte(`"budget_id"`)) {
+			return r.StreakStart, nil
+		}
+	}
+	return h.Since, nil
 }

@@ -25,6 +25,11 @@ func (w *Watcher) startDeliveries(ctx context.Context, now time.Time) int {
 	if w.cfg.Notifier == nil {
 		return 0
 	}
+	// A channel whose earlier round ends after this read is skipped too:
+	// what this read found due, that round may have sent meanwhile.
+	w.mu.Lock()
+	readAt := w.roundSeq
+	w.mu.Unlock()
 	due, err := w.cfg.Ledger.DueDeliveries(ctx, now, ledger.MaxLimit)
 	if err != nil {
 		w.log.Error("cannot read due deliveries", "err", err)
@@ -42,7 +47,7 @@ func (w *Watcher) startDeliveries(ctx context.Context, now time.Time) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, ch := range order {
-		if w.inFlight[ch] {
+		if w.inFlight[ch] || w.roundEnd[ch] > readAt {
 			continue
 		}
 		w.inFlight[ch] = true
@@ -54,6 +59,8 @@ func (w *Watcher) startDeliveries(ctx context.Context, now time.Time) int {
 			defer func() {
 				w.mu.Lock()
 				delete(w.inFlight, ch)
+				w.roundSeq++
+				w.roundEnd[ch] = w.roundSeq
 				w.mu.Unlock()
 			}()
 			for _, d := range ds {

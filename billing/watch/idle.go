@@ -66,7 +66,11 @@ func (w *Watcher) idle(ctx context.Context, cat *schemas.Catalog, st *state, h *
 		rep.Deferred++
 		return nil
 	}
-	f := w.facts(cat, h, start, now)
+	since, err := w.heldSince(ctx, cat, st, h, start, now)
+	if err != nil {
+		return err
+	}
+	f := w.facts(cat, h, since, start, now)
 	// What happens next, only when it will: a dry run releases nothing.
 	switch {
 	case kind == KindIdleWarning && p.RemindAfter > 0:
@@ -114,7 +118,11 @@ func (w *Watcher) releaseIdle(ctx context.Context, cat *schemas.Catalog, st *sta
 	case ledger.ReleaseDryRun:
 		kind = KindIdleReleaseDryRun
 	}
-	f := w.facts(cat, h, start, now)
+	since, err := w.heldSince(ctx, cat, st, h, start, now)
+	if err != nil {
+		return err
+	}
+	f := w.facts(cat, h, since, start, now)
 	f.Outcome = outcomeText(rel)
 	var deferTo time.Time
 	if quiet {
@@ -246,15 +254,15 @@ func (w *Watcher) evidence(ctx context.Context, cat *schemas.Catalog, st *state,
 }
 
 // facts describes a held instance for a message. Its cost is the list
-// price of its current occupancy (held time since HeldNow's Since, gaps
-// within the tolerance billed as held) as the billing engine prices it
+// price of its current occupancy (held time since heldSince, gaps within
+// the tolerance billed as held) as the billing engine prices it
 // (billing.UsageAmount with the SKU's hourly price); zero when unpriced.
-func (w *Watcher) facts(cat *schemas.Catalog, h *billing.Held, idleSince, now time.Time) Facts {
+func (w *Watcher) facts(cat *schemas.Catalog, h *billing.Held, heldSince, idleSince, now time.Time) Facts {
 	f := Facts{Project: h.Project, User: h.User, Node: h.Node, GPUUUID: heldUUID(h), GPUModel: h.GPUModel, Profile: h.Profile,
-		InstanceID: h.InstanceID, HeldSince: h.Since, IdleSince: idleSince, At: now, Currency: cat.Currency, TZ: cat.Location,
+		InstanceID: h.InstanceID, HeldSince: heldSince, IdleSince: idleSince, At: now, Currency: cat.Currency, TZ: cat.Location,
 		ExemptionHint: w.cfg.ExemptionHint, Cost: decimal.Zero}
-	if sku, ok := cat.SKUByID(h.SKU); ok && h.Since.Before(now) {
-		f.Cost = billing.UsageAmount(int64(now.Sub(h.Since)/time.Second), sku.HourlyPrice)
+	if sku, ok := cat.SKUByID(h.SKU); ok && heldSince.Before(now) {
+		f.Cost = billing.UsageAmount(int64(now.Sub(heldSince)/time.Second), sku.HourlyPrice)
 	}
 	return f
 }

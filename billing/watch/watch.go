@@ -12,6 +12,7 @@
 package watch
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"log/slog"
 	"math/rand"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,7 +91,9 @@ type Watcher struct {
 
 	mu         sync.Mutex
 	lastBudget time.Time
-	inFlight   map[string]bool // channels with a delivery under way
+	inFlight   map[string]bool   // channels with a delivery under way
+	roundSeq   uint64            // counts the delivery rounds that ended
+	roundEnd   map[string]uint64 // by channel: roundSeq when its latest round ended
 	wg         sync.WaitGroup
 	rnd        *rand.Rand
 }
@@ -132,7 +136,7 @@ func New(cfg Config) (*Watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Watcher{cfg: cfg, log: log, m: m, inFlight: map[string]bool{}, rnd: rand.New(rand.NewSource(time.Now().UnixNano()))}, nil
+	return &Watcher{cfg: cfg, log: log, m: m, inFlight: map[string]bool{}, roundEnd: map[string]uint64{}, rnd: rand.New(rand.NewSource(time.Now().UnixNano()))}, nil
 }
 
 // CycleReport counts what one cycle did.
@@ -197,6 +201,51 @@ type state struct {
 	// instance: read on the first release's evidence, once a cycle.
 	idleFrom, idleTo time.Time
 	idle             map[string][]schemas.Sample
+	// The occupancy runs of the last holdingLookback by key: read on the
+	// first message about a holding older than billing.HeldLookback.
+	runs map[schemas.Key][]schemas.Run
+}
+
+// holdingLookback is how far back the start of a holding older than
+// billing.HeldLookback is looked for, in the occupancy runs.
+const holdingLookback = 31 * 24 * time.Hour
+
+// heldSince is when h's holding began, for messages (held since, cost so
+// far). HeldNow reports a holding older than its lookback as beginning at
+// the lookback's start; its start is then read from the occupancy runs
+// (once a cycle), the runs of its key joined while their gaps are within
+// the tolerance, as HeldNow joins samples. It is never after the streak's
+// start.
+func (w *Watcher) heldSince(ctx context.Context, cat *schemas.Catalog, st *state, h *billing.Held, idleSince, now time.Time) (time.Time, error) {
+	since := h.Since
+	if h.SinceClipped {
+		if st.runs == nil {
+			st.runs = map[schemas.Key][]schemas.Run{}
+			err := w.cfg.Usage.Occupancy(ctx, now.Add(-holdingLookback).UnixMilli(), now.UnixMilli(), func(rs []schemas.Run) error {
+				for _, r := range rs {
+					st.runs[r.Key] = append(st.runs[r.Key], r)
+				}
+				return nil
+			})
+			if err != nil {
+				st.runs = nil
+				return time.Time{}, fmt.Errorf("watch: occupancy of %s: %w", h.InstanceID, err)
+			}
+		}
+		rs := slices.Clone(st.runs[schemas.Key{Project: h.Project, User: h.User, InstanceID: h.InstanceID, GPUModel: h.GPUModel, Profile: h.Profile}])
+		slices.SortFunc(rs, func(a, b schemas.Run) int { return cmp.Compare(b.EndMS, a.EndMS) })
+		cur, tol := since.UnixMilli(), cat.Defaults.GapToleranceMS
+		for _, r := range rs { // latest end first: cur only moves back
+			if r.EndMS+tol >= cur && r.StartMS < cur {
+				cur = r.StartMS
+			}
+		}
+		since = time.UnixMilli(cur).UTC()
+	}
+	if !idleSince.IsZero() && idleSince.Before(since) {
+		since = idleSince
+	}
+	return since, nil
 }
 
 // idleSamples returns the idle held samples in [idleFrom, idleTo] by
@@ -226,13 +275,17 @@ func (st *state) idleSamples(ctx context.Context, src billing.HeldRows, cat *sch
 }
 
 func (w *Watcher) loadState(ctx context.Context, held []billing.Held, now time.Time) (*state, error) {
+	st := &state{alerts: map[string]bool{}, idleTo: now}
+	if err := w.streakStarts(ctx, st, held); err != nil {
+		return nil, err
+	}
 	oldest := now
 	for _, h := range held {
 		if h.Idle && h.IdleSince.Before(oldest) {
 			oldest = h.IdleSince
 		}
 	}
-	st := &state{alerts: map[string]bool{}, idleFrom: oldest, idleTo: now}
+	st.idleFrom = oldest
 	// Alerts of the streaks under way were recorded after their start.
 	cursor := ""
 	for {
@@ -262,6 +315,42 @@ func (w *Watcher) loadState(ctx context.Context, held []billing.Held, now time.T
 		cursor = next
 	}
 	return st, nil
+}
+
+// idleKinds are the alerts that name an idle streak.
+var idleKinds = []string{KindIdleWarning, KindIdleReminder, KindIdleRelease, KindIdleReleaseDryRun, KindIdleReleaseFailed}
+
+// streakStarts gives back their start to the streaks longer than
+// billing.HeldLookback, whose IdleSince HeldNow reports as the lookback's
+// start (it moves with every cycle, and every decision is keyed by the
+// streak's start): the start is the one the latest idle alert of the
+// instance and holder recorded at or before that point. Any streak that
+// began after it would have been warned about (or released) under its own
+// start while inside the lookback. An instance with no such alert keeps
+// the lookback's start. The alerts read are added to st.alerts.
+func (w *Watcher) streakStarts(ctx context.Context, st *state, held []billing.Held) error {
+	for i := range held {
+		h := &held[i]
+		if !h.Idle || !h.IdleSinceClipped {
+			continue
+		}
+		page, _, err := w.cfg.Ledger.Alerts(ctx, ledger.AlertFilter{Project: h.Project, User: h.User, InstanceID: h.InstanceID, Limit: 50})
+		if err != nil {
+			return fmt.Errorf("watch: alerts of %s: %w", h.InstanceID, err)
+		}
+		var start time.Time
+		for _, a := range page { // newest first
+			st.alerts[a.Key] = true
+			if start.IsZero() && slices.Contains(idleKinds, a.Kind) && a.User == h.User && // "" in the filter is any user
+				!a.StreakStart.IsZero() && !a.StreakStart.After(h.IdleSince) {
+				start = a.StreakStart
+			}
+		}
+		if !start.IsZero() {
+			h.IdleSince = start
+		}
+	}
+	return nil
 }
 
 // Run drives the watcher until ctx ends: every interval, while holder

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -796,5 +797,126 @@ func TestReleasesPerCycleAreBounded(t *testing.T) {
 	}
 	if got := f.rel.keys(); len(got) != 3 {
 		t.Fatalf("releases %v", got)
+	}
+}
+
+// A streak longer than billing.HeldLookback (24 h): HeldNow sees its start
+// only as the lookback's start, which moves with every cycle. The streak
+// keeps the start its alerts recorded: warned once, reminded once, and a
+// release that failed for good is neither tried nor told again.
+func TestStreakLongerThanLookback(t *testing.T) {
+	f := newFixture(t,
+		span{"off", "s1", "gpu-long", at("08:00"), at("09:00"), 0.9}, span{"off", "s1", "gpu-long", at("09:00"), at("+1 14:00"), 0.0},
+		span{"nlp", "s2", "gpu-stuck", at("08:00"), at("09:00"), 0.9}, span{"nlp", "s2", "gpu-stuck", at("09:00"), at("+1 14:00"), 0.0},
+		// Held for a day and more before it idles: its notice says since when.
+		span{"nlp", "s1", "gpu-busy", at("08:00"), at("+1 10:00"), 0.9}, span{"nlp", "s1", "gpu-busy", at("+1 10:00"), at("+1 14:00"), 0.0},
+	)
+	f.rel.out = func(r ReleaseRequest) (Outcome, error) { return Outcome{}, errNoHandle }
+	w := f.watcher(f.ledger)
+	times := []time.Time{at("09:31"), at("09:46"), at("10:01")}
+	for h := 1; h <= 27; h++ {
+		times = append(times, at("10:01").Add(time.Duration(h)*time.Hour))
+	}
+	for _, t := range times {
+		f.cycle(w, t)
+	}
+	if got, want := f.alertKinds("gpu-long"), []string{"idle_warning@09:00", "idle_reminder@09:00"}; !slices.Equal(got, want) {
+		t.Fatalf("alerts of gpu-long: %v, want %v", got, want)
+	}
+	if got, want := f.alertKinds("gpu-stuck"), []string{"idle_warning@09:00", "idle_reminder@09:00", "idle_release_failed@09:00"}; !slices.Equal(got, want) {
+		t.Fatalf("alerts of gpu-stuck: %v, want %v", got, want)
+	}
+	if got := f.rel.keys(); !slices.Equal(got, []string{"gpu-stuck dry=false", "gpu-busy dry=false"}) {
+		t.Fatalf("releases %v, want one each", got)
+	}
+	// A holding older than the lookback is told with its start and its cost
+	// since then (27 h 1 min at 1.00 an hour).
+	a, err := f.ledger.AlertByKey(context.Background(), ledger.IdleAlertKey(KindIdleReleaseFailed, "gpu-busy", at("+1 10:00")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var busy Facts
+	if err := json.Unmarshal(a.Facts, &busy); err != nil || !busy.HeldSince.Equal(at("08:00")) || busy.Cost.String() != "27.02" {
+		t.Fatalf("facts %s: %v", a.Facts, err)
+	}
+	// The release notice says when the streak began, and held since no later.
+	a, err = f.ledger.AlertByKey(context.Background(), ledger.IdleAlertKey(KindIdleReleaseFailed, "gpu-stuck", at("09:00")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var facts Facts
+	if err := json.Unmarshal(a.Facts, &facts); err != nil || !facts.IdleSince.Equal(at("09:00")) || facts.HeldSince.After(facts.IdleSince) {
+		t.Fatalf("facts %s: %v", a.Facts, err)
+	}
+	// A restarted watcher (nothing in memory) finds the same start.
+	w2 := f.watcher(f.open())
+	if rep := f.cycle(w2, at("+1 13:50")); rep.Alerts != 0 || rep.Releases != 0 {
+		t.Fatalf("a restarted watcher decided anew: %+v", rep)
+	}
+}
+
+// A budget release of a holding older than billing.HeldLookback that
+// failed for good is not tried again when the lookback's start moves.
+func TestBudgetReleaseOfALongHolding(t *testing.T) {
+	f := newFixture(t, span{"nlp", "s1", "gpu-1", at("08:00"), at("+1 14:00"), 0.9})
+	f.rel.out = func(r ReleaseRequest) (Outcome, error) { return Outcome{}, errNoHandle }
+	if _, err := f.ledger.PutBudget(context.Background(), "lead:nlp", ledger.Budget{Scope: ledger.BudgetStudent, Project: "nlp",
+		User: "s1", Period: ledger.BudgetMonth, Unit: ledger.BudgetMoney, Limit: "2.00", Action: ledger.BudgetRelease}); err != nil {
+		t.Fatal(err)
+	}
+	w := f.watcher(f.ledger)
+	for h := 0; h <= 28; h++ {
+		f.cycle(w, at("09:30").Add(time.Duration(h)*time.Hour))
+	}
+	if got := f.rel.keys(); !slices.Equal(got, []string{"gpu-1 dry=false"}) {
+		t.Fatalf("releases %v, want one", got)
+	}
+}
+
+// pausingLedger lets a test hold a DueDeliveries caller after its read.
+type pausingLedger struct {
+	ledger.Store
+	read    chan struct{} // closed once the paused caller has read
+	proceed chan struct{} // it returns when this is closed
+	pause   atomic.Bool
+}
+
+func (p *pausingLedger) DueDeliveries(ctx context.Context, now time.Time, limit int) ([]ledger.Delivery, error) {
+	ds, err := p.Store.DueDeliveries(ctx, now, limit)
+	if p.pause.CompareAndSwap(true, false) {
+		close(p.read)
+		<-p.proceed
+	}
+	return ds, err
+}
+
+// A round of deliveries that read what was due while an earlier round of
+// the same channel was still sending does not send it again after that
+// round finished (the cycle's round and the delivery ticker race so).
+func TestDeliveryRoundsDoNotOverlap(t *testing.T) {
+	f := newFixture(t, span{"nlp", "s1", "gpu-1", at("10:00"), at("12:00"), 0.0})
+	f.notify.block = map[string]chan struct{}{"im": make(chan struct{})}
+	pl := &pausingLedger{Store: f.ledger, read: make(chan struct{}), proceed: make(chan struct{})}
+	w := f.watcher(pl)
+	ctx := context.Background()
+	f.feed(at("10:32"))
+	f.clock.Set(at("10:31"))
+	if _, err := w.Cycle(ctx, at("10:31")); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.startDeliveries(ctx, at("10:31")); n != 2 { // the email goes, the IM message hangs
+		t.Fatalf("started %d deliveries", n)
+	}
+	pl.pause.Store(true)
+	second := make(chan int)
+	go func() { second <- w.startDeliveries(ctx, at("10:31")) }()
+	<-pl.read // the second round has read the IM delivery as due
+	close(f.notify.block["im"])
+	w.wg.Wait() // the first round has sent and recorded it
+	close(pl.proceed)
+	<-second
+	w.wg.Wait()
+	if got := f.notify.sentKinds("ops-im"); !slices.Equal(got, []string{"idle_warning gpu-1"}) {
+		t.Fatalf("IM sent %v, want the warning once", got)
 	}
 }

@@ -28,11 +28,21 @@ func TestServeWatch(t *testing.T) {
 	require.Contains(t, errOut, bad+`:2: watch.interval: "soon" is not a positive duration`)
 
 	// The notify: and release: sections are read by their own packages,
-	// whose errors name the file, the line and the field.
-	badNotify := file("notify.yaml", "notify:\n  channels: {}\n")
+	// whose errors name the file, the line (the file's) and the field.
+	badNotify := file("notify.yaml", "watch:\n  interval: 1s\nnotify:\n  channels: {}\n")
 	code, _, errOut = runCLI(t, "", "serve", "--store", store, "--catalog", exampleCatalog, "--addr", "127.0.0.1:0", "--watch", badNotify)
 	require.Equal(t, 1, code)
-	require.Contains(t, errOut, badNotify+": notify config:2: channels: must be a list")
+	require.Contains(t, errOut, badNotify+": notify config:4: channels: must be a list")
+
+	// A section a build cannot read is refused, not ignored.
+	hook := watchNotifier
+	watchNotifier = nil
+	t.Cleanup(func() { watchNotifier = hook })
+	code, _, errOut = runCLI(t, "", "serve", "--store", store, "--catalog", exampleCatalog, "--addr", "127.0.0.1:0", "--watch", badNotify)
+	watchNotifier = hook
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "notify: this build has no notification channels")
+
 	badRelease := file("release.yaml", "watch:\n  interval: 1s\nrelease:\n  default: [nowhere]\n")
 	code, _, errOut = runCLI(t, "", "serve", "--store", store, "--catalog", exampleCatalog, "--addr", "127.0.0.1:0", "--watch", badRelease)
 	require.Equal(t, 1, code)

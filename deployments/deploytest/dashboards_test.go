@@ -373,7 +373,8 @@ func TestDashboardMetricsExist(t *testing.T) {
 	}
 	sort.Strings(used)
 	for _, m := range []string{"cardhour_ingest_consumer_lag_messages", "cardhour_ingest_dlq_messages_total",
-		"cardhour_collector_spool_bytes", "cardhour_collector_spool_dropped_records_total"} {
+		"cardhour_collector_spool_bytes", "cardhour_collector_spool_dropped_records_total",
+		"cardhour_watch_leader", "cardhour_watch_releases_total", "cardhour_notify_failed_total"} {
 		require.Contains(t, used, m, "the pipeline dashboard shows %s", m)
 	}
 }
