@@ -13,7 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cardhour/cardhour/billing/watch/edges"
 	"github.com/cardhour/cardhour/billing/watch/notify"
+	"github.com/cardhour/cardhour/billing/watch/release"
 )
 
 // The example watch file of docs/watch.md is read by serve's own parsers
@@ -52,14 +54,14 @@ func TestWatchDocExample(t *testing.T) {
 	require.Len(t, wo.Config.Admins, 1)
 	require.Len(t, wo.Config.Leads["nlp-lab"], 1)
 
-	na, ok := wo.Config.Notifier.(notifyAdapter)
+	na, ok := wo.Config.Notifier.(edges.Notifier)
 	require.True(t, ok, "the notify: section gives the notifier")
 	people := []notify.Person{
 		{Role: "holder", Project: "nlp-lab", User: "alice", Name: "Alice", Email: "alice@example.edu"},
 		{Role: "lead", Project: "nlp-lab", Name: "Prof. Li", Email: "li@example.edu", IM: "dingtalk:0412", Lang: "zh-CN"},
 		{Role: "admin", Name: "Ops", Email: "ops@example.edu", IM: "slack:U024BE7LH", Lang: "en"},
 	}
-	es, err := na.n.Plan(notify.Message{Kind: notify.IdleWarning, Key: "idle_warning|MIG-1|1",
+	es, err := na.N.Plan(notify.Message{Kind: notify.IdleWarning, Key: "idle_warning|MIG-1|1",
 		Facts: notify.Facts{Project: "nlp-lab", User: "alice", InstanceID: "MIG-1", Node: "gpu-01", At: time.Now(),
 			HeldSince: time.Now().Add(-time.Hour), IdleSince: time.Now().Add(-time.Hour), TZ: time.UTC, Currency: "CNY"}}, people)
 	require.NoError(t, err)
@@ -73,10 +75,10 @@ func TestWatchDocExample(t *testing.T) {
 	require.Equal(t, map[string][]string{"holder": {"mail"}, "lead": {"mail", "nlp-group"},
 		"admin": {"mail", "nlp-group", "ops", "ticketing"}}, routes)
 
-	ra, ok := wo.Config.Releaser.(releaseAdapter)
+	ra, ok := wo.Config.Releaser.(edges.Releaser)
 	require.True(t, ok, "the release: section gives the releasers")
-	require.Equal(t, []string{"scancel"}, ra.s.For("hpc-lab"))
-	require.Equal(t, []string{"k8s", "site-hook"}, ra.s.For("vision"))
-	require.Empty(t, ra.s.For("thesis-archive"))
-	require.Equal(t, []string{"k8s"}, ra.s.For("nlp-lab"))
+	require.Equal(t, []string{"scancel"}, ra.R.(*release.Set).For("hpc-lab"))
+	require.Equal(t, []string{"k8s", "site-hook"}, ra.R.(*release.Set).For("vision"))
+	require.Empty(t, ra.R.(*release.Set).For("thesis-archive"))
+	require.Equal(t, []string{"k8s"}, ra.R.(*release.Set).For("nlp-lab"))
 }

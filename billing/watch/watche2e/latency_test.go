@@ -18,6 +18,7 @@ import (
 
 	"github.com/cardhour/cardhour/billing/ledger/sqlite"
 	"github.com/cardhour/cardhour/billing/watch"
+	"github.com/cardhour/cardhour/billing/watch/edges"
 	"github.com/cardhour/cardhour/billing/watch/notify"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/clickhouse"
@@ -112,7 +113,7 @@ func BenchmarkAlertLatency(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = led.Close() })
-	w, err := watch.New(watch.Config{Ledger: led, Usage: store, Notifier: notifierAdapter{notifier},
+	w, err := watch.New(watch.Config{Ledger: led, Usage: store, Notifier: edges.Notifier{N: notifier},
 		Catalog: func(context.Context) (*schemas.Catalog, error) { return cat, nil },
 		Admins:  []watch.Person{{Name: "Ops", Email: "ops@example.edu"}}, Logger: quiet()})
 	if err != nil {

@@ -28,6 +28,7 @@ import (
 	"github.com/cardhour/cardhour/billing/ledger/ledgertest"
 	"github.com/cardhour/cardhour/billing/ledger/postgres"
 	"github.com/cardhour/cardhour/billing/watch"
+	"github.com/cardhour/cardhour/billing/watch/edges"
 	"github.com/cardhour/cardhour/billing/watch/notify"
 	"github.com/cardhour/cardhour/billing/watch/release"
 	"github.com/cardhour/cardhour/ingest"
@@ -263,7 +264,7 @@ channels:
 	newReplica := func(name string) *replica {
 		w, err := watch.New(watch.Config{Ledger: open(), Usage: store,
 			Catalog:  func(context.Context) (*schemas.Catalog, error) { return cat, nil },
-			Notifier: notifierAdapter{notifier}, Releaser: releaserAdapter{releaser},
+			Notifier: edges.Notifier{N: notifier}, Releaser: edges.Releaser{R: releaser},
 			Admins: []watch.Person{{Name: "Ops", Email: "ops@example.edu", Lang: "en"}},
 			Leads: map[string][]watch.Person{"nlp": {{Name: "Prof. Li", Email: "li@example.edu", Lang: "zh-CN"}},
 				"vision": {{Name: "Prof. Wang", Email: "wang@example.edu", Lang: "en"}}},
@@ -514,54 +515,3 @@ func waitIngested(t *testing.T, c *kafka.Client, topic string, timeout time.Dura
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-
-// notifierAdapter and releaserAdapter connect the watcher to the real
-// notify and release packages field by field, as cardhour serve does.
-type notifierAdapter struct{ n *notify.Notifier }
-
-func (a notifierAdapter) Plan(m watch.Message, people []watch.Person) ([]watch.Envelope, error) {
-	ps := make([]notify.Person, len(people))
-	for i, p := range people {
-		ps[i] = notify.Person(p)
-	}
-	es, err := a.n.Plan(toNotify(m), ps)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]watch.Envelope, len(es))
-	for i, e := range es {
-		out[i] = watch.Envelope{Channel: e.Channel, To: watch.Person(e.To), Lang: e.Lang, Subject: e.Subject, Body: e.Body, Message: m}
-	}
-	return out, nil
-}
-
-func (a notifierAdapter) Send(ctx context.Context, e watch.Envelope) error {
-	return a.n.Send(ctx, notify.Envelope{Channel: e.Channel, To: notify.Person(e.To), Lang: e.Lang, Subject: e.Subject,
-		Body: e.Body, Message: toNotify(e.Message)})
-}
-
-func (a notifierAdapter) Permanent(err error) bool          { return a.n.Permanent(err) }
-func (a notifierAdapter) Backoff(attempt int) time.Duration { return a.n.Backoff(attempt) }
-
-func toNotify(m watch.Message) notify.Message {
-	f := m.Facts
-	nf := notify.Facts{Project: f.Project, User: f.User, Node: f.Node, GPUUUID: f.GPUUUID, GPUModel: f.GPUModel,
-		Profile: f.Profile, InstanceID: f.InstanceID, HeldSince: f.HeldSince, IdleSince: f.IdleSince, At: f.At,
-		NextAction: f.NextAction, NextAt: f.NextAt, Cost: f.Cost, Currency: f.Currency, TZ: f.TZ,
-		ExemptionHint: f.ExemptionHint, Outcome: f.Outcome}
-	if f.Budget != nil {
-		b := notify.BudgetFacts(*f.Budget)
-		nf.Budget = &b
-	}
-	return notify.Message{Kind: notify.Kind(m.Kind), Key: m.Key, Facts: nf}
-}
-
-type releaserAdapter struct{ r release.Releaser }
-
-func (a releaserAdapter) Release(ctx context.Context, r watch.ReleaseRequest) (watch.Outcome, error) {
-	o, err := a.r.Release(ctx, release.Request{Key: r.Key, Target: release.Target(r.Target),
-		Evidence: release.Evidence(r.Evidence), DryRun: r.DryRun})
-	return watch.Outcome(o), err
-}
-
-func (a releaserAdapter) Permanent(err error) bool { return release.Permanent(err) }
