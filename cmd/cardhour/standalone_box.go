@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -88,6 +89,9 @@ func (b *box) open(ctx context.Context) error {
 	var err error
 	for _, p := range []*string{&b.UsagePath, &b.StatePath} {
 		if *p, err = filepath.Abs(*p); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(*p), 0o750); err != nil {
 			return err
 		}
 	}
