@@ -156,3 +156,16 @@ collector:
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "nlp-lab")
 }
+
+// The example configuration next to the systemd unit is valid.
+func TestStandaloneExampleConfig(t *testing.T) {
+	path := "../../deployments/systemd/cardhour-standalone.yaml"
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	c, err := parseStandalone(data, path)
+	require.NoError(t, err)
+	require.Equal(t, "/var/lib/cardhour/usage.db", c.Store)
+	require.Equal(t, "/var/lib/cardhour/state.db", c.State)
+	require.Equal(t, []string{"unix"}, c.Resolvers)
+	require.Equal(t, 10*time.Second, c.Interval)
+}
