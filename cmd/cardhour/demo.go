@@ -163,6 +163,10 @@ func lastMonday8(t time.Time) time.Time {
 	return d
 }
 
+// demoWatchEvery is how often the watcher runs a cycle, in simulated time
+// (and at least every 100 ms of wall time): idle policies count in minutes.
+const demoWatchEvery = 2 * time.Minute
+
 type demoOptions struct {
 	Addr     string
 	Speed    float64
@@ -252,7 +256,7 @@ func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) (err err
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		every := max(time.Duration(float64(time.Minute)/o.Speed), 100*time.Millisecond)
+		every := max(time.Duration(float64(demoWatchEvery)/o.Speed), 100*time.Millisecond)
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
