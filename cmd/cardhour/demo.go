@@ -184,8 +184,15 @@ func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) (err err
 			return err
 		}
 		defer os.RemoveAll(dir) //nolint:errcheck // a temporary directory
-	} else if err := os.MkdirAll(dir, 0o750); err != nil {
-		return err
+	} else {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return err
+		}
+		// A simulation starts at --start with an empty store: an earlier
+		// run's samples would overlap this one's.
+		if _, err := os.Stat(filepath.Join(dir, "usage.db")); err == nil {
+			return fmt.Errorf("--state %s already holds an earlier run's stores: remove it or choose another directory", dir)
+		}
 	}
 	if dir, err = filepath.Abs(dir); err != nil {
 		return err

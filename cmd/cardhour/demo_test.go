@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -203,4 +204,23 @@ func checkDemoWeek(t *testing.T, d demoRun) {
 		require.True(t, want[p].IsPositive(), "project %s billed %s", p, want[p])
 	}
 	t.Logf("invoices %s", strings.Join(names, ", "))
+}
+
+func TestDemoFlags(t *testing.T) {
+	code, _, stderr := runCLI(t, "", "demo", "--speed", "0", "--start", "yesterday", "--interval", "2h")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--speed 0: want 1..1000000")
+	require.Contains(t, stderr, `--start "yesterday": want RFC 3339`)
+	require.Contains(t, stderr, "--interval: want 1s..1h")
+
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "usage.db"), nil, 0o600))
+	code, _, stderr = runCLI(t, "", "demo", "--addr", "127.0.0.1:0", "--state", dir, "--for", "1h")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "already holds an earlier run's stores")
+
+	mon := lastMonday8(time.Date(2026, 12, 1, 12, 30, 0, 0, time.FixedZone("CST", 8*3600)))
+	require.Equal(t, "2026-11-30T08:00:00+08:00", mon.Format(time.RFC3339))
+	mon = lastMonday8(time.Date(2026, 11, 30, 7, 59, 0, 0, time.FixedZone("CST", 8*3600)))
+	require.Equal(t, "2026-11-23T08:00:00+08:00", mon.Format(time.RFC3339))
 }
