@@ -1,6 +1,8 @@
 # cardhour — build, test, benchmark, lint.
 #
-#   make run           build, then bill the example usage with the example catalog
+#   make run           build, then start `cardhour demo`: a simulated lab through the whole
+#                      product, with the dashboard on http://127.0.0.1:8080/ui/ (it prints the
+#                      URL and an admin token; Ctrl-C stops; DEMO_ADDR, DEMO_SPEED, DEMO_STATE)
 #   make build         build ./bin/cardhour
 #   make build-collector   build ./bin/cardhour-collector: the node agent alone (collect,
 #                      simulate, version), for the GPU-node DaemonSet
@@ -64,9 +66,13 @@ manifests:
 	  "$$helm" template cardhour deployments/helm/cardhour --namespace cardhour -f deployments/kubernetes/values.yaml; \
 	} > deployments/kubernetes/cardhour.yaml.tmp && mv deployments/kubernetes/cardhour.yaml.tmp deployments/kubernetes/cardhour.yaml
 
+# The demo: simulated time runs DEMO_SPEED times faster (60: an hour a minute);
+# DEMO_STATE keeps its stores in a directory (default: a temporary one).
+DEMO_ADDR  ?= 127.0.0.1:8080
+DEMO_SPEED ?= 60
+DEMO_STATE ?=
 run: build
-	$(BIN)/cardhour bill --catalog schemas/examples/catalog.yaml --samples schemas/examples/samples.jsonl \
-		--period 2026-11 --format table
+	$(BIN)/cardhour demo --addr $(DEMO_ADDR) --speed $(DEMO_SPEED) $(if $(DEMO_STATE),--state $(DEMO_STATE))
 
 test: tidy-check
 	$(GO) vet ./...

@@ -16,5 +16,7 @@ func addCommands(cmds map[string]command) {
 	cmds["token"] = command{"create, list or revoke API tokens (create prints the secret once)", runToken}
 	cmds["idle"] = command{"list the idle warnings and releases the catalog's policies call for", runIdle}
 	cmds["probe"] = command{"GET a health URL; exit 0 on 2xx (container health checks)", runProbe}
+	cmds["demo"] = command{"run a simulated fleet through the whole product (collector, ingest, watcher, API, dashboard) in one process", runDemo}
+	cmds["standalone"] = command{"run the whole product on one GPU server: NVML collector, SQLite, watcher, API and dashboard in one process", runStandalone}
 	cmds["advise"] = command{"advise each project which reservations would have cost least, and which covered little", runAdvise}
 }

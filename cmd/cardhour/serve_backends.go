@@ -37,6 +37,9 @@ type jobOptions struct {
 	UsageCache    bool
 	UsageMaxStale time.Duration
 	Watch         watchOptions // File "": no watcher
+	// Clock is the time of the usage reads (what is held now) and of the
+	// invoice flow; nil: time.Now (cardhour demo runs a simulated clock).
+	Clock func() time.Time
 }
 
 // serveBackends builds what the API reads and does besides the state store:
@@ -45,8 +48,12 @@ type jobOptions struct {
 // starts the background jobs, which stop with ctx.
 func serveBackends(ctx context.Context, led ledger.Store, st ingest.Backend, jo jobOptions, log *slog.Logger) (api.Config, error) {
 	cats := &catalogs{led: led, parsed: map[int64]*schemas.Catalog{}}
+	now := time.Now
+	if jo.Clock != nil {
+		now = jo.Clock
+	}
 	svc, err := invoicing.New(invoicing.Config{Ledger: led, Usage: st, Grace: jo.Grace,
-		ExportDir: jo.ExportDir, Webhook: jo.Webhook, Logger: log})
+		ExportDir: jo.ExportDir, Webhook: jo.Webhook, Logger: log, Clock: now})
 	if err != nil {
 		return api.Config{}, err
 	}
@@ -67,7 +74,7 @@ func serveBackends(ctx context.Context, led ledger.Store, st ingest.Backend, jo 
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
-	reads := &usageReads{cats: cats, st: st, now: time.Now}
+	reads := &usageReads{cats: cats, st: st, now: now}
 	if ver, ok := st.(billing.DataVersioner); ok && jo.UsageCache {
 		if rows, ok := st.(billing.UsageRows); ok {
 			reads.cache = billing.NewUsageCache(rows, ver, billing.UsageCacheConfig{MaxStale: jo.UsageMaxStale})

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"sync"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -26,6 +27,9 @@ type Fleet struct {
 	Nodes    []*Node
 	clock    collector.Clock
 	start    time.Time
+
+	mu       sync.RWMutex
+	released map[*HolderSpec]map[time.Duration]bool // holder → starts of its windows released
 }
 
 // Node is one simulated server.
@@ -54,7 +58,8 @@ func (f *Fleet) ModelNames() map[string]string {
 // Build creates the mock servers. Holder scripts are evaluated at clock.Now(),
 // relative to start.
 func Build(spec *Spec, clock collector.Clock, start time.Time) (*Fleet, error) {
-	f := &Fleet{Spec: spec, Interval: time.Duration(spec.Interval), clock: clock, start: start}
+	f := &Fleet{Spec: spec, Interval: time.Duration(spec.Interval), clock: clock, start: start,
+		released: map[*HolderSpec]map[time.Duration]bool{}}
 	if f.Interval == 0 {
 		f.Interval = time.Minute
 	}
@@ -120,6 +125,9 @@ func (f *Fleet) active(n *Node, in *nvmlmock.Instance) (*HolderSpec, int, time.D
 		if h.Duration != 0 && w >= time.Duration(h.Duration) {
 			continue
 		}
+		if f.isReleased(h, rel-w) {
+			continue // freed for the rest of this window
+		}
 		if h.Behaviour == Jobs {
 			if w%h.jobEvery >= h.jobLn {
 				continue // between jobs nobody holds the instance
@@ -129,6 +137,43 @@ func (f *Fleet) active(n *Node, in *nvmlmock.Instance) (*HolderSpec, int, time.D
 		return h, idx, w, rel
 	}
 	return nil, 0, 0, rel
+}
+
+func (f *Fleet) isReleased(h *HolderSpec, windowStart time.Duration) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.released[h][windowStart]
+}
+
+// Release frees the instance instanceID (a MIG or GPU UUID) from the holder
+// that holds it now, as a scheduler that deletes the holder's job or pod
+// would: nobody holds it, and nothing runs on it, for the rest of the
+// holder's current window (a later window of a repeating holder holds it
+// again). It returns the holder's name, or false when nobody holds the
+// instance now.
+func (f *Fleet) Release(instanceID string) (holder string, ok bool) {
+	for _, n := range f.Nodes {
+		in := n.inst[instanceID]
+		if in == nil {
+			continue
+		}
+		h, _, _, rel := f.active(n, in)
+		if h == nil {
+			return "", false
+		}
+		w := rel - time.Duration(h.Start)
+		if h.Every > 0 {
+			w %= time.Duration(h.Every)
+		}
+		f.mu.Lock()
+		if f.released[h] == nil {
+			f.released[h] = map[time.Duration]bool{}
+		}
+		f.released[h][rel-w] = true
+		f.mu.Unlock()
+		return h.Name, true
+	}
+	return "", false
 }
 
 // noise returns a deterministic value in [0,1) for (holder, time).

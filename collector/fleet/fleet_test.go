@@ -91,3 +91,34 @@ func TestSimulateExampleFleet(t *testing.T) {
 	require.Zero(t, abandoned)
 	require.Positive(t, idleNotebook, "the thesis notebook is left idle and GPM sees it")
 }
+
+func TestRelease(t *testing.T) {
+	spec, err := fleet.Load(example)
+	require.NoError(t, err)
+	from := time.Date(2026, 11, 2, 0, 0, 0, 0, time.FixedZone("CST", 8*3600))
+	clock := collector.NewFastForwardClock(from)
+	f, err := fleet.Build(spec, clock, from)
+	require.NoError(t, err)
+	node := f.Nodes[0] // gpu-a100-01
+	notebook := node.Sim.GPUs[1].Instances[1].UUID
+	holderOf := func() string {
+		t.Helper()
+		got, err := f.Resolver(node).Resolve(context.Background(), []collector.Instance{{InstanceID: notebook}})
+		require.NoError(t, err)
+		return got[notebook].User
+	}
+	_, ok := f.Release(notebook)
+	require.False(t, ok, "nobody holds the notebook's slice before 09:00")
+	clock.Set(from.Add(12 * time.Hour)) // inside the first window (09:00-19:00)
+	require.Equal(t, "2022110315", holderOf())
+	name, ok := f.Release(notebook)
+	require.True(t, ok)
+	require.Equal(t, "cv-notebook", name)
+	require.Empty(t, holderOf(), "released for the rest of the window")
+	clock.Set(from.Add(18 * time.Hour))
+	require.Empty(t, holderOf())
+	clock.Set(from.Add(34 * time.Hour)) // the next day's window
+	require.Equal(t, "2022110315", holderOf(), "the next window holds it again")
+	_, ok = f.Release("MIG-not-here")
+	require.False(t, ok)
+}

@@ -58,7 +58,7 @@ func TestCommandLinesUseRealFlags(t *testing.T) {
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	known := map[string]map[string]bool{}
-	for _, c := range []string{"collect", "ingest", "serve", "migrate", "probe"} {
+	for _, c := range []string{"collect", "ingest", "serve", "migrate", "probe", "standalone"} {
 		known[c] = flagsOf(t, bin, c)
 	}
 

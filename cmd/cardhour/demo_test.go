@@ -1,0 +1,226 @@
+//go:build !collector
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+)
+
+// TestDemoWeek runs `cardhour demo` for a simulated week at high speed (about
+// 30 s) and reads through the API what the week left: held instances, idle
+// alerts, releases carried out by the simulated fleet, budget alerts, and a
+// billing run whose invoices equal `cardhour bill` over the samples the demo
+// ingested.
+func TestDemoWeek(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a simulated week takes about 30 s")
+	}
+	dir := t.TempDir()
+	checked := false
+	demoAfterRun = func(ctx context.Context, d demoRun) error {
+		defer func() { checked = true }()
+		checkDemoWeek(t, d)
+		return nil
+	}
+	defer func() { demoAfterRun = nil }()
+	var out, errOut bytes.Buffer
+	code := run([]string{"demo", "--addr", "127.0.0.1:0", "--speed", "20000", "--for", "168h",
+		"--start", "2026-11-23T08:00:00+08:00", "--interval", "15m", "--state", dir}, &out, &errOut)
+	require.Equal(t, 0, code, "stderr: %s", tail(errOut.String(), 4000))
+	require.True(t, checked, "the run reached its stop time")
+	require.Contains(t, out.String(), "admin token cht_")
+	require.Contains(t, out.String(), "/ui/")
+	require.Contains(t, errOut.String(), "alert received by the demo's webhook sink", "alerts go to the log")
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+func checkDemoWeek(t *testing.T, d demoRun) {
+	t.Helper()
+	call := func(method, path, token string, body any, into any) int {
+		t.Helper()
+		var rd io.Reader
+		if body != nil {
+			b, err := json.Marshal(body)
+			require.NoError(t, err)
+			rd = bytes.NewReader(b)
+		}
+		req, err := http.NewRequest(method, d.URL+path, rd)
+		require.NoError(t, err)
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close() //nolint:errcheck // test
+		raw, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		if into != nil && resp.StatusCode < 300 {
+			require.NoError(t, json.Unmarshal(raw, into), "%s %s: %s", method, path, raw)
+		}
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusOK, call("GET", "/healthz", "", nil, nil))
+	require.Equal(t, 2026, d.To.Year())
+	require.Equal(t, 168*time.Hour, d.To.Sub(d.From))
+
+	// Held now (at the end of the week): the NLP Lab's reserved slice trains all month.
+	var held struct {
+		Items []struct {
+			Instance, Project, User, SKU string
+		} `json:"items"`
+	}
+	require.Equal(t, http.StatusOK, call("GET", "/api/v1/held", d.Token, nil, &held))
+	require.NotEmpty(t, held.Items)
+	users := map[string]bool{}
+	for _, h := range held.Items {
+		users[h.User] = true
+		require.NotEmpty(t, h.SKU, "every held instance is priced: %+v", h)
+	}
+	require.True(t, users["2023110042"], "bert-pretrain holds its slice: %+v", held.Items)
+
+	// What the webhook sink received, admin only.
+	require.Equal(t, http.StatusUnauthorized, call("GET", "/demo/api/webhooks", "", nil, nil))
+	var sink struct {
+		Notifications []struct {
+			Kind    string `json:"kind"`
+			Subject string `json:"subject"`
+			Facts   struct {
+				Project, User, Outcome string
+				InstanceID             string `json:"instance_id"`
+				Budget                 *struct {
+					Scope   string `json:"scope"`
+					Percent int    `json:"percent"`
+				} `json:"budget"`
+			} `json:"facts"`
+		} `json:"notifications"`
+		Releases []demoRelease `json:"releases"`
+	}
+	require.Equal(t, http.StatusOK, call("GET", "/demo/api/webhooks", d.Token, nil, &sink))
+	kinds := map[string]int{}
+	released := map[string]bool{} // instances the fleet freed
+	for _, r := range sink.Releases {
+		if r.Released {
+			released[r.Request.Target.InstanceID] = true
+			require.Contains(t, r.Detail, "the simulated fleet freed")
+		}
+	}
+	budgetAt := map[int]bool{}
+	for _, n := range sink.Notifications {
+		kinds[n.Kind]++
+		switch n.Kind {
+		case "idle_release":
+			require.True(t, released[n.Facts.InstanceID], "an idle_release message only for an instance the fleet freed: %s", n.Subject)
+			require.Contains(t, n.Facts.Outcome, "released")
+		case "budget_threshold":
+			require.NotNil(t, n.Facts.Budget)
+			if n.Facts.Budget.Scope == "student" && n.Facts.User == "2022150001" {
+				budgetAt[n.Facts.Budget.Percent] = true
+			}
+		}
+	}
+	require.Positive(t, kinds["idle_warning"], "idle warnings: %v", kinds)
+	require.Positive(t, kinds["idle_release"], "releases told: %v", kinds)
+	require.True(t, budgetAt[100], "the thesis student passed the budget: %v", budgetAt)
+	var projects []string
+	for _, r := range sink.Releases {
+		if r.Released {
+			projects = append(projects, r.Request.Target.Project)
+		}
+	}
+	// Which instances are released depends on the watcher's cycles, which at
+	// this speed fall every half hour of simulated time or so; some are.
+	require.NotEmpty(t, projects, "releases carried out by the simulated fleet")
+	t.Logf("released in projects %v; messages %v", projects, kinds)
+
+	// The month's invoices from the API equal `cardhour bill` over the
+	// samples the demo ingested, project by project, to the cent.
+	require.Equal(t, http.StatusOK, call("POST", "/api/v1/billing-runs", d.Token, map[string]string{"period": "2026-11"}, nil))
+	var invs struct {
+		Items []struct {
+			ID      int64  `json:"id"`
+			Project string `json:"project"`
+		} `json:"items"`
+	}
+	require.Equal(t, http.StatusOK, call("GET", "/api/v1/invoices?period=2026-11&limit=100", d.Token, nil, &invs))
+	api := map[string]decimal.Decimal{}
+	for _, inv := range invs.Items {
+		var one struct {
+			Document json.RawMessage `json:"document"`
+		}
+		require.Equal(t, http.StatusOK, call("GET", "/api/v1/invoices/"+strconv.FormatInt(inv.ID, 10), d.Token, nil, &one))
+		doc := one.Document
+		var body struct {
+			Total decimal.Decimal `json:"total"`
+		}
+		require.NoError(t, json.Unmarshal(doc, &body), "invoice of %s: %s", inv.Project, doc)
+		api[inv.Project] = body.Total
+	}
+	code, stdout, stderr := runCLI(t, "", "bill", "--catalog", filepath.Join(d.Dir, "catalog.yaml"),
+		"--samples", filepath.Join(d.Dir, "samples.jsonl"), "--period", "2026-11", "--format", "json")
+	require.Equal(t, 0, code, stderr)
+	var bill struct {
+		Invoices []struct {
+			Project string          `json:"project"`
+			Total   decimal.Decimal `json:"total"`
+		} `json:"invoices"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &bill))
+	want := map[string]decimal.Decimal{}
+	for _, inv := range bill.Invoices {
+		want[inv.Project] = inv.Total
+	}
+	require.Len(t, api, len(want), "API %v, bill %v", api, want)
+	var names []string
+	for p, tot := range want {
+		names = append(names, p)
+		require.True(t, tot.Equal(api[p]), "project %s: API %s, bill %s", p, api[p], tot)
+	}
+	slices.Sort(names)
+	for _, p := range []string{"bio-lab", "dl-course", "robotics-lab", "thesis-h100", "nlp-lab"} {
+		require.Contains(t, names, p)
+		require.True(t, want[p].IsPositive(), "project %s billed %s", p, want[p])
+	}
+	t.Logf("invoices %s", strings.Join(names, ", "))
+}
+
+func TestDemoFlags(t *testing.T) {
+	code, _, stderr := runCLI(t, "", "demo", "--speed", "0", "--start", "yesterday", "--interval", "2h")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--speed 0: want 1..1000000")
+	require.Contains(t, stderr, `--start "yesterday": want RFC 3339`)
+	require.Contains(t, stderr, "--interval: want 1s..1h")
+
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "usage.db"), nil, 0o600))
+	code, _, stderr = runCLI(t, "", "demo", "--addr", "127.0.0.1:0", "--state", dir, "--for", "1h")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "already holds an earlier run's stores")
+
+	mon := lastMonday8(time.Date(2026, 12, 1, 12, 30, 0, 0, time.FixedZone("CST", 8*3600)))
+	require.Equal(t, "2026-11-30T08:00:00+08:00", mon.Format(time.RFC3339))
+	mon = lastMonday8(time.Date(2026, 11, 30, 7, 59, 0, 0, time.FixedZone("CST", 8*3600)))
+	require.Equal(t, "2026-11-23T08:00:00+08:00", mon.Format(time.RFC3339))
+}
