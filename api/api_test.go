@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -31,6 +32,8 @@ func TestStudentSeesNoOtherStudent(t *testing.T) {
 		fmt.Sprintf("/api/v1/invoices/%d/statements/s-alice", nov),
 		fmt.Sprintf("/api/v1/invoices/%d/statements/s-alice/export?format=json", oct),
 		fmt.Sprintf("/api/v1/invoices/%d/statements/s-alice/export?format=csv", nov),
+		"/api/v1/statements",
+		"/api/v1/statements?user=s-alice&period=2026-10",
 	}
 	for _, u := range allowed {
 		r := f.do("student", "GET", u, "", "")
@@ -48,6 +51,8 @@ func TestStudentSeesNoOtherStudent(t *testing.T) {
 		fmt.Sprintf("/api/v1/invoices/%d/statements/s-bob", oct),
 		fmt.Sprintf("/api/v1/invoices/%d/statements/s-bob/export?format=csv", oct),
 		fmt.Sprintf("/api/v1/invoices/%d/statements/s-carol", f.ids["inv-nov-nlp"]),
+		"/api/v1/statements?user=s-bob",
+		"/api/v1/statements?project=nlp-lab",
 		fmt.Sprintf("/api/v1/invoices/%d", oct),
 		fmt.Sprintf("/api/v1/invoices/%d/export?format=json", oct),
 		"/api/v1/invoices",
@@ -256,4 +261,48 @@ func TestFinanceFlow(t *testing.T) {
 	require.Equal(t, e1.Body, e2.Body)
 	a := f.do("admin", "GET", "/api/v1/audit?action=invoice.finalize", "", "")
 	require.Contains(t, string(a.Body), `"actor":"token:`)
+}
+
+// The statements list: a student's own invoices with lines, with the
+// student's total, which is the total of the statement itself; staff name
+// the student.
+func TestStatementsList(t *testing.T) {
+	f := newFixture(t)
+	r := f.do("student", "GET", "/api/v1/statements", "", "")
+	require.Equal(t, http.StatusOK, r.Status, string(r.Body))
+	var page struct {
+		Items []struct {
+			InvoiceID int64  `json:"invoice_id"`
+			Project   string `json:"project"`
+			Period    string `json:"period"`
+			User      string `json:"user"`
+			Total     string `json:"total"`
+		} `json:"items"`
+	}
+	require.NoError(t, json.Unmarshal(r.Body, &page))
+	require.NotEmpty(t, page.Items)
+	ids := map[int64]bool{}
+	for _, it := range page.Items {
+		require.Equal(t, "ai101", it.Project)
+		require.Equal(t, "s-alice", it.User)
+		ids[it.InvoiceID] = true
+		one := f.do("student", "GET", fmt.Sprintf("/api/v1/invoices/%d/statements/s-alice", it.InvoiceID), "", "")
+		require.Equal(t, http.StatusOK, one.Status)
+		var st struct {
+			Document struct {
+				Total string `json:"total"`
+			} `json:"document"`
+		}
+		require.NoError(t, json.Unmarshal(one.Body, &st))
+		require.Equal(t, st.Document.Total, it.Total, "the list's total is the statement's")
+	}
+	require.True(t, ids[f.ids["inv-oct-ai101"]], "October's invoice has alice's lines")
+
+	r = f.do("finance", "GET", "/api/v1/statements", "", "")
+	require.Equal(t, http.StatusUnprocessableEntity, r.Status, "staff must name the student: %s", r.Body)
+	r = f.do("finance", "GET", "/api/v1/statements?user=s-alice", "", "")
+	require.Equal(t, http.StatusOK, r.Status)
+	r = f.do("finance", "GET", "/api/v1/statements?user=nobody", "", "")
+	require.Equal(t, http.StatusOK, r.Status)
+	require.JSONEq(t, `{"items":[],"next_cursor":""}`, string(r.Body), "a user with no lines has no statements")
 }

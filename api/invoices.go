@@ -124,6 +124,18 @@ func (s *Server) statement(ctx context.Context, in *StatementRef) (ledger.Invoic
 	return inv, doc, err
 }
 
+// StatementItem is one statement in a list: the invoice it comes from and
+// the user's total on it.
+type StatementItem struct {
+	InvoiceID int64  `json:"invoice_id"`
+	Project   string `json:"project"`
+	Period    string `json:"period"`
+	Status    string `json:"status"`
+	Number    string `json:"number,omitempty"`
+	User      string `json:"user"`
+	Total     string `json:"total" doc:"the user's total on the invoice, decimal string"`
+}
+
 // StatementBody is a student's statement on one invoice.
 type StatementBody struct {
 	InvoiceID int64           `json:"invoice_id"`
@@ -241,6 +253,62 @@ func (s *Server) routesInvoices() {
 				return nil, err
 			}
 			return &body[StatementBody]{StatementBody{InvoiceID: inv.ID, Project: inv.Project, Period: inv.Period, Status: string(inv.Status), User: in.User, Document: doc}}, nil
+		})
+	register(s, huma.Operation{OperationID: "list-statements", Method: http.MethodGet, Path: "/api/v1/statements", Summary: "list a student's statements",
+		Description: "The statements of one user: every draft or finalized invoice of the user's project (a student token: its own; staff name the user) on which the user has lines, newest first, with the user's total. Read one with get-statement.",
+		Tags:        []string{"invoices"}},
+		rolesAll, func(ctx context.Context, in *struct {
+			User    string `query:"user" doc:"the student (a student token: itself, the default)"`
+			Project string `query:"project"`
+			Period  string `query:"period" pattern:"^[0-9]{4}-(0[1-9]|1[0-2])$"`
+			PageParams
+		}) (*body[Page[StatementItem]], error) {
+			var asked []string
+			if in.User != "" {
+				asked = []string{in.User}
+			}
+			users, err := usersScope(ctx, asked)
+			if err != nil {
+				return nil, err
+			}
+			if len(users) != 1 || users[0] == "" {
+				return nil, fmt.Errorf("%w: user: name the student whose statements to list", ledger.ErrInvalidArgument)
+			}
+			project, err := projectScope(ctx, in.Project)
+			if err != nil {
+				return nil, err
+			}
+			fl, err := s.invoicing()
+			if err != nil {
+				return nil, err
+			}
+			page, next, err := s.cfg.Ledger.Invoices(ctx, ledger.InvoiceFilter{Project: project, Period: in.Period, Cursor: in.Cursor, Limit: in.Limit})
+			if err != nil {
+				return nil, err
+			}
+			out := Page[StatementItem]{Items: []StatementItem{}, NextCursor: next}
+			for _, inv := range page {
+				if inv.Status == ledger.StatusVoid {
+					continue
+				}
+				doc, err := fl.Statement(ctx, inv.ID, users[0])
+				if err != nil {
+					return nil, err
+				}
+				var st struct {
+					Lines []json.RawMessage `json:"lines"`
+					Total string            `json:"total"`
+				}
+				if err := json.Unmarshal(doc, &st); err != nil {
+					return nil, fmt.Errorf("statement of invoice %d: %w", inv.ID, err)
+				}
+				if len(st.Lines) == 0 {
+					continue // the user had no usage on this invoice
+				}
+				out.Items = append(out.Items, StatementItem{InvoiceID: inv.ID, Project: inv.Project, Period: inv.Period,
+					Status: string(inv.Status), Number: inv.Number, User: users[0], Total: st.Total})
+			}
+			return &body[Page[StatementItem]]{out}, nil
 		})
 	register(s, huma.Operation{OperationID: "export-statement", Method: http.MethodGet, Path: "/api/v1/invoices/{id}/statements/{user}/export", Summary: "export a student's statement",
 		Tags: []string{"invoices"}, Responses: fileResponses(FormatCSV, FormatXLSX, FormatPDF, FormatJSON)},

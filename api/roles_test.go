@@ -78,6 +78,7 @@ var routeTable = []routeCase{
 	{"GET", "/api/v1/invoices/:id/export", withID("/api/v1/invoices/%d/export?format=csv", "inv-oct-ai101"), "", "", want{u401, ok, ok, ok, f403}},
 	{"GET", "/api/v1/invoices/:id/statements/:user", withID("/api/v1/invoices/%d/statements/s-alice", "inv-oct-ai101"), "", "", want{u401, ok, ok, ok, ok}},
 	{"GET", "/api/v1/invoices/:id/statements/:user/export", withID("/api/v1/invoices/%d/statements/s-alice/export?format=pdf", "inv-oct-ai101"), "", "", want{u401, ok, ok, ok, ok}},
+	{"GET", "/api/v1/statements", fixed("/api/v1/statements?user=s-alice"), "", "", want{u401, ok, ok, ok, ok}},
 	{"GET", "/api/v1/periods/:period/export", fixed("/api/v1/periods/2026-10/export?format=xlsx"), "", "", want{u401, ok, ok, f403, f403}},
 	{"POST", "/api/v1/tokens", fixed("/api/v1/tokens"), `{"role":"lead","project":"ai101","ttl":"24h"}`, "application/json", want{u401, made, f403, f403, f403}},
 	{"GET", "/api/v1/tokens", fixed("/api/v1/tokens"), "", "", want{u401, ok, f403, f403, f403}},

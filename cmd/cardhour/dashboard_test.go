@@ -568,6 +568,14 @@ func dashboardStudent(t *testing.T, ds *dashServer, chromium, shots, samples str
 	tb.route("#/exemptions", "exemptions")
 	tb.route("#/budgets", "budgets")
 	require.Zero(t, eval[int](tb, `document.querySelectorAll('#budget-form, #grant-form, [data-deliveries]').length`))
+	// Their statements: the project's invoices with their lines, and one
+	// opened with its total and lines.
+	tb.route("#/statements", "statements")
+	require.NotZero(t, eval[int](tb, `document.querySelectorAll('#statement-list tbody tr').length`), "the billing run's drafts carry the student's lines")
+	tb.do(chromedp.Evaluate[chromedp.Void](`document.querySelector('#statement-list tbody a').click()`), chromedp.WaitVisible(chromedp.CSS(`#statement-total`)))
+	require.Contains(t, eval[string](tb, `document.getElementById('statement-total').innerText`), "¥")
+	require.NotZero(t, eval[int](tb, `document.querySelectorAll('#statement-lines tbody tr').length`))
+	tb.screenshot("13-student-statement")
 	// A page the role may not read falls back to "now" without asking.
 	tb.do(chromedp.Evaluate[chromedp.Void](`location.hash = '#/invoices?period=2026-11'`), ready("now"))
 
@@ -583,7 +591,9 @@ func dashboardStudent(t *testing.T, ds *dashServer, chromium, shots, samples str
 		}
 	}
 	for u := range bodies {
-		require.NotRegexp(t, `/api/v1/(invoices|projects|billing-runs|tokens|audit)`, u, "a student's page asked for %s", u)
+		if !strings.Contains(u, "/statements/"+me) {
+			require.NotRegexp(t, `/api/v1/(invoices|projects|billing-runs|tokens|audit)`, u, "a student's page asked for %s", u)
+		}
 		require.NotContains(t, u, "(4", "refused: %s", u)
 	}
 }

@@ -1,5 +1,5 @@
 // The dashboard's entry: sign-in with an API token, role-aware navigation
-// and a hash router (#/now, #/usage, #/invoices, #/invoices/ID, #/runs,
+// and a hash router (#/now, #/usage, #/invoices, #/invoices/ID, #/statements, #/statements/ID, #/runs,
 // #/roster, #/alerts, #/releases, #/exemptions, #/budgets). Each page reads only what the role may read.
 
 import { ApiError, clearSession, get, request, setToken, setUnauthorizedHook, token } from './api.js';
@@ -16,6 +16,7 @@ const routes = [
   { name: 'now', roles: ['admin', 'finance', 'lead', 'student'] },
   { name: 'usage', roles: ['admin', 'finance', 'lead', 'student'] },
   { name: 'invoices', roles: STAFF },
+  { name: 'statements', roles: ['student'] },
   { name: 'runs', roles: FINANCE },
   { name: 'roster', roles: STAFF },
   { name: 'alerts', roles: ['admin', 'finance', 'lead', 'student'] },

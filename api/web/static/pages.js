@@ -528,6 +528,64 @@ function rosterImport(ctx, project) {
 }
 
 // leave releases what a page holds (the chart instances) before the next one.
+// ---------------------------------------------------------------- statements
+
+// A student's statements: the invoices of their project on which they have
+// lines (GET /api/v1/statements), each opened as the statement itself.
+async function statementsPage(ctx) {
+  if (ctx.route.rest[0]) return statementPage(ctx, ctx.route.rest[0]);
+  const { view, session, route } = ctx;
+  const period = route.params.get('period') || 'all';
+  const page = await getAll('/api/v1/statements', { period: period === 'all' ? '' : period }, 200);
+  if (!ctx.isCurrent()) return;
+  const out = [
+    sectionHead(t('st.title')),
+    h('div', { class: 'controls' }, periodForm(ctx, 'statements', period, {}, true)),
+    h('p', { class: 'muted' }, t('st.help')),
+  ];
+  if (page.items.length === 0) out.push(h('p', {}, t('none')));
+  else {
+    out.push(table(t('st.caption'), [
+      { label: t('inv.period'), value: (i) => i.period },
+      { label: t('inv.status'), value: (i) => badge(i.status, statusText(i.status)) },
+      { label: t('inv.number'), value: (i) => i.number || '—' },
+      { label: t('inv.total'), num: true, value: (i) => money(i.total, session.currency) },
+      { label: '', value: (i) => h('a', { href: `#/statements/${i.invoice_id}`, class: 'button-link', 'aria-label': t('st.openLabel', i) }, t('inv.open')) },
+    ], page.items, { id: 'statement-list' }));
+  }
+  view.replaceChildren(...out);
+}
+
+async function statementPage(ctx, id) {
+  const { view, session } = ctx;
+  const user = session.me.user;
+  const st = await get(`/api/v1/invoices/${encodeURIComponent(id)}/statements/${encodeURIComponent(user)}`);
+  if (!ctx.isCurrent()) return;
+  const doc = st.document || {};
+  const cur = doc.currency || session.currency;
+  const base = `/api/v1/invoices/${st.invoice_id}/statements/${encodeURIComponent(user)}/export`;
+  view.replaceChildren(
+    h('p', {}, h('a', { href: '#/statements' }, t('st.back'))),
+    sectionHead(t('st.heading', st), badge(st.status, statusText(st.status))),
+    dl([
+      [t('inv.number'), doc.number],
+      [t('inv.total'), h('strong', { id: 'statement-total' }, money(doc.total, cur))],
+    ]),
+    h('div', { class: 'actions', id: 'statement-actions' }, h('span', {}, t('inv.export')),
+      ['csv', 'xlsx', 'pdf'].map((f) => exportButton(ctx, base, f, `statement-export-${f}`))),
+    tzNote(),
+    table(t('inv.lines'), [
+      { label: t('inv.kind'), value: (l) => t('kind.' + l.kind) },
+      { label: t('inv.sku'), value: (l) => l.sku },
+      { label: t('inv.sessions'), num: true, value: (l) => l.sessions },
+      { label: t('inv.billed'), num: true, value: (l) => hours(l.billed_seconds) },
+      { label: t('inv.idle'), num: true, value: (l) => (l.kind === 'usage' ? hours(Number(l.idle_ms || 0) / 1000) : '') },
+      { label: t('inv.unit'), num: true, value: (l) => money(l.unit_price, cur) },
+      { label: t('inv.amount'), num: true, value: (l) => money(l.amount, cur) },
+    ], doc.lines || [], { id: 'statement-lines' }),
+  );
+}
+
 export function leave() { disposeCharts(); }
 
-export const pages = { now: nowPage, usage: usagePage, invoices: invoicesPage, runs: runsPage, roster: rosterPage };
+export const pages = { now: nowPage, usage: usagePage, invoices: invoicesPage, statements: statementsPage, runs: runsPage, roster: rosterPage };
