@@ -9,7 +9,7 @@
 #
 #   scripts/bench-demo.sh [DURATION] [SPEED] [WARMUP]
 #
-# Budget (issue 13): under 300 MB RSS, under 25 % of one core at --speed 60.
+# Targets: under 300 MB RSS, under 25 % of one core at --speed 60.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-60}
