@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -45,9 +46,20 @@ func benchCycle(b *testing.B, store string, instances, budgets int) {
 		b.Fatal(err)
 	}
 	now := at("12:00")
+	// The history held instances have in the store (default 2 h; a site
+	// in steady state has at least billing.HeldLookback, which HeldNow
+	// reads: CARDHOUR_WATCH_BENCH_HISTORY=24h measures that).
+	history := 2 * time.Hour
+	if v := os.Getenv("CARDHOUR_WATCH_BENCH_HISTORY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 2*time.Hour {
+			b.Fatalf("CARDHOUR_WATCH_BENCH_HISTORY=%q: want a duration of at least 2h", v)
+		}
+		history = d
+	}
 	var ss []schemas.Sample
 	for i := range instances {
-		for t := now.Add(-2 * time.Hour); t.Before(now); t = t.Add(5 * time.Minute) {
+		for t := now.Add(-history); t.Before(now); t = t.Add(5 * time.Minute) {
 			util := 0.8
 			if i%2 == 0 && !t.Before(now.Add(-70*time.Minute)) {
 				util = 0
