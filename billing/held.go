@@ -24,11 +24,11 @@ type Held struct {
 	GPUModel      string
 	Profile       string
 	Since         time.Time // start of the current occupancy, gaps up to the tolerance bridged
-	SinceClipped  bool      // the occupancy began before HeldLookback: Since is the lookback's start
+	SinceClipped  bool      // the occupancy began before the lookback (HeldLookback for HeldNow): Since is the lookback's start
 	LastSample    time.Time // start of the latest sample
 	Idle          bool      // the latest sample is idle under the project's threshold
 	IdleSince     time.Time // start of the current idle streak (zero when busy)
-	// IdleSinceClipped: the idle streak began before HeldLookback (every
+	// IdleSinceClipped: the idle streak began before the lookback (every
 	// sample read is idle): IdleSince is the lookback's start, not the
 	// streak's, and moves with now.
 	IdleSinceClipped bool
@@ -54,9 +54,22 @@ func IsIdleSample(cat *schemas.Catalog, s *schemas.Sample) bool {
 // within the catalog's gap tolerance of now, with their holder, since when,
 // and whether they idle. Sorted by node, then instance.
 func HeldNow(ctx context.Context, src HeldRows, cat *schemas.Catalog, now time.Time) ([]Held, error) {
+	return HeldNowWithin(ctx, src, cat, now, HeldLookback)
+}
+
+// HeldNowWithin is HeldNow reading samples lookback back instead of
+// HeldLookback: a holding or an idle streak that began earlier is reported
+// as beginning at the lookback's start, with SinceClipped or
+// IdleSinceClipped set. A reader that needs only the recent past (the
+// watcher, whose decisions fall within its policies' durations) reads
+// that much, not a day of samples.
+func HeldNowWithin(ctx context.Context, src HeldRows, cat *schemas.Catalog, now time.Time, lookback time.Duration) ([]Held, error) {
+	if lookback <= 0 {
+		return nil, fmt.Errorf("held now: lookback %s: want a positive duration", lookback)
+	}
 	tol := cat.Defaults.GapToleranceMS
 	nowMS := now.UnixMilli()
-	from := now.Add(-HeldLookback).UnixMilli()
+	from := now.Add(-lookback).UnixMilli()
 	by := map[string][]schemas.Sample{}
 	err := src.HeldSamples(ctx, from, nowMS+1, func(s *schemas.Sample) error {
 		by[s.InstanceID] = append(by[s.InstanceID], *s)

@@ -163,7 +163,7 @@ func (w *Watcher) Cycle(ctx context.Context, now time.Time) (CycleReport, error)
 	if err != nil {
 		return rep, fmt.Errorf("watch: catalog: %w", err)
 	}
-	held, err := billing.HeldNow(ctx, w.cfg.Usage, cat, now)
+	held, err := billing.HeldNowWithin(ctx, w.cfg.Usage, cat, now, heldLookback(cat))
 	if err != nil {
 		return rep, fmt.Errorf("watch: %w", err)
 	}
@@ -191,6 +191,35 @@ func (w *Watcher) Cycle(ctx context.Context, now time.Time) (CycleReport, error)
 		}
 	}
 	return rep, errors.Join(errs...)
+}
+
+// heldLookback is how far back a cycle reads held samples: the longest
+// idle policy (warn, remind or release after, plus its quiet hours, during
+// which no warning is recorded) with room for gaps and an hour to spare,
+// at least 2 h and at most billing.HeldLookback. Every decision falls
+// within it: a streak longer than it was warned about (and so recorded
+// with its start, which streakStarts gives back) before it left the
+// window, and a holding older than it takes its start from the occupancy
+// runs (heldSince) or its recorded release (holdingStart). Reading a day
+// of samples every cycle would cost the store a day of samples of every
+// held instance.
+func heldLookback(cat *schemas.Catalog) time.Duration {
+	var longest time.Duration
+	consider := func(p schemas.IdlePolicy) {
+		d := max(p.WarnAfter, p.RemindAfter, p.ReleaseAfter)
+		if q := p.QuietHours; q != nil {
+			d += time.Duration((q.End-q.Start+24*60)%(24*60)) * time.Minute
+		}
+		longest = max(longest, d)
+	}
+	consider(cat.Defaults.Idle)
+	for _, p := range cat.Projects {
+		if p.Idle != nil {
+			consider(*p.Idle)
+		}
+	}
+	lb := longest + 2*time.Duration(cat.Defaults.GapToleranceMS)*time.Millisecond + time.Hour
+	return min(max(lb, 2*time.Hour), billing.HeldLookback)
 }
 
 // state is what a cycle reads once.
