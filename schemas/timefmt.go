@@ -6,7 +6,10 @@ import (
 	"unicode/utf8"
 )
 
-const badRune = utf8.RuneError
+// badRune is what decodeRune returns for bytes that are not UTF-8. It is
+// not utf8.RuneError: U+FFFD itself, properly encoded, is a valid character
+// (and what a lone surrogate escape decodes to).
+const badRune = -1
 
 func decodeRune(b []byte) (rune, int) {
 	r, size := utf8.DecodeRune(b)
