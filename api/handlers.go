@@ -119,6 +119,15 @@ type Page[T any] struct {
 	NextCursor string `json:"next_cursor" doc:"opaque; pass as cursor for the next page, empty on the last"`
 }
 
+// pageBody is a store's page as the API's, each item converted by conv.
+func pageBody[T, U any](items []T, next string, conv func(T) U) *body[Page[U]] {
+	out := Page[U]{Items: make([]U, 0, len(items)), NextCursor: next}
+	for _, it := range items {
+		out.Items = append(out.Items, conv(it))
+	}
+	return &body[Page[U]]{out}
+}
+
 // PageParams are the cursor and page size of a list.
 type PageParams struct {
 	Cursor string `query:"cursor" doc:"next_cursor of the previous page"`

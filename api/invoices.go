@@ -176,11 +176,7 @@ func (s *Server) routesInvoices() {
 			if err != nil {
 				return nil, err
 			}
-			out := Page[InvoiceBody]{Items: []InvoiceBody{}, NextCursor: next}
-			for _, i := range page {
-				out.Items = append(out.Items, invoiceBody(i))
-			}
-			return &body[Page[InvoiceBody]]{out}, nil
+			return pageBody(page, next, invoiceBody), nil
 		})
 	register(s, huma.Operation{OperationID: "get-invoice", Method: http.MethodGet, Path: "/api/v1/invoices/{id}", Summary: "read an invoice with its document", Tags: []string{"invoices"}},
 		rolesStaff, func(ctx context.Context, in *InvoiceRef) (*body[InvoiceBody], error) {

@@ -259,11 +259,7 @@ func (s *Server) routesWatch() {
 			if err != nil {
 				return nil, err
 			}
-			out := Page[AlertBody]{Items: []AlertBody{}, NextCursor: next}
-			for _, a := range page {
-				out.Items = append(out.Items, alertBody(a))
-			}
-			return &body[Page[AlertBody]]{out}, nil
+			return pageBody(page, next, alertBody), nil
 		})
 	register(s, huma.Operation{OperationID: "ack-alert", Method: http.MethodPost, Path: "/api/v1/alerts/{id}/ack", Summary: "acknowledge an alert",
 		Description: "Marks the alert as seen (audited). Acknowledging twice is 409 invalid-transition. It changes nothing the watcher does.", Tags: []string{"watch"}},
@@ -299,11 +295,7 @@ func (s *Server) routesWatch() {
 			if err != nil {
 				return nil, err
 			}
-			out := Page[DeliveryBody]{Items: []DeliveryBody{}, NextCursor: next}
-			for _, d := range page {
-				out.Items = append(out.Items, deliveryBody(d))
-			}
-			return &body[Page[DeliveryBody]]{out}, nil
+			return pageBody(page, next, deliveryBody), nil
 		})
 	register(s, huma.Operation{OperationID: "list-releases", Method: http.MethodGet, Path: "/api/v1/releases", Summary: "list releases",
 		Description: "Releases of idle instances the watcher recorded, with their evidence, newest first. done means something was released; dry_run what would have been done.",
@@ -328,11 +320,7 @@ func (s *Server) routesWatch() {
 			if err != nil {
 				return nil, err
 			}
-			out := Page[ReleaseBody]{Items: []ReleaseBody{}, NextCursor: next}
-			for _, r := range page {
-				out.Items = append(out.Items, releaseBody(r))
-			}
-			return &body[Page[ReleaseBody]]{out}, nil
+			return pageBody(page, next, releaseBody), nil
 		})
 	s.routesExemptions()
 	s.routesBudgets()
@@ -365,11 +353,7 @@ func (s *Server) routesExemptions() {
 			if err != nil {
 				return nil, err
 			}
-			out := Page[ExemptionBody]{Items: []ExemptionBody{}, NextCursor: next}
-			for _, e := range page {
-				out.Items = append(out.Items, s.exemptionBody(e))
-			}
-			return &body[Page[ExemptionBody]]{out}, nil
+			return pageBody(page, next, s.exemptionBody), nil
 		})
 	register(s, huma.Operation{OperationID: "grant-exemption", Method: http.MethodPost, Path: "/api/v1/exemptions", Summary: "grant an exemption",
 		Description: "Suspends the idle policy (warnings, reminders, releases) for a project, one student or one instance until a time. " +
@@ -451,11 +435,7 @@ func (s *Server) routesBudgets() {
 			if err != nil {
 				return nil, err
 			}
-			out := Page[BudgetBody]{Items: []BudgetBody{}, NextCursor: next}
-			for _, b := range page {
-				out.Items = append(out.Items, budgetBody(b))
-			}
-			return &body[Page[BudgetBody]]{out}, nil
+			return pageBody(page, next, budgetBody), nil
 		})
 	register(s, huma.Operation{OperationID: "put-budget", Method: http.MethodPut, Path: "/api/v1/budgets", Summary: "set a budget",
 		Description: "Creates the budget of its scope, project, user, period and unit, or replaces its limit, thresholds and action (setting what is set changes nothing). " +
