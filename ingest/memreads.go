@@ -115,10 +115,11 @@ func (m *MemStore) HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(
 // Rejects implements schemas.QualityRows.
 func (m *MemStore) Rejects(ctx context.Context, fromMS, toMS int64, first int) (int64, []schemas.RejectRow, error) {
 	sum, err := m.RejectSummary(ctx, fromMS, toMS, first)
-	return sum.Count, rejectRows(sum.First), err
+	return sum.Count, RejectRows(sum.First), err
 }
 
-func rejectRows(rs []Reject) []schemas.RejectRow {
+// RejectRows are rejects as billing's data-quality reads take them.
+func RejectRows(rs []Reject) []schemas.RejectRow {
 	out := make([]schemas.RejectRow, len(rs))
 	for i, r := range rs {
 		out[i] = schemas.RejectRow{TimeMS: r.TimeMS, Source: r.Source, Reason: r.Reason, Error: r.Error}

@@ -65,11 +65,7 @@ func (s *Store) HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(*sc
 // Rejects implements billing.QualityRows.
 func (s *Store) Rejects(ctx context.Context, fromMS, toMS int64, first int) (int64, []billing.RejectRow, error) {
 	sum, err := s.RejectSummary(ctx, fromMS, toMS, first)
-	out := make([]billing.RejectRow, len(sum.First))
-	for i, r := range sum.First {
-		out[i] = billing.RejectRow{TimeMS: r.TimeMS, Source: r.Source, Reason: r.Reason, Error: r.Error}
-	}
-	return sum.Count, out, err
+	return sum.Count, ingest.RejectRows(sum.First), err
 }
 
 // NodeBuckets implements billing.QualityRows (no FINAL: a replay adds no bucket).
