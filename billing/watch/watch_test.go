@@ -628,11 +628,17 @@ func TestDeliveries(t *testing.T) {
 	if n := w.startDeliveries(ctx, at("10:31")); n != 2 {
 		t.Fatalf("started %d deliveries", n)
 	}
-	// The email attempt finishes while the IM one hangs.
+	// The email attempt finishes (recorded, and its round over) while the
+	// IM one hangs.
+	emailRoundOver := func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return !w.inFlight["email"]
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		ds, _, _ := f.ledger.Deliveries(ctx, ledger.DeliveryFilter{Channel: "email"})
-		if len(ds) == 1 && ds[0].Attempts == 1 {
+		if len(ds) == 1 && ds[0].Attempts == 1 && emailRoundOver() {
 			if ds[0].Status != ledger.DeliveryPending || !ds[0].NextAttemptAt.Equal(at("10:32")) || ds[0].LastError != "421 try again" {
 				t.Fatalf("email after one attempt: %+v", ds[0])
 			}
