@@ -404,10 +404,15 @@ channels:
 	}
 	for _, a := range as {
 		n := 0
-		for _, g := range alertsGot { // delivered in the cycle that recorded it (a leader was there)
+		// Delivered in the cycle that recorded it, or in the next one: a
+		// delivery round skips a channel whose previous round ended after
+		// it read what is due, and on a loaded machine the replicas' rounds
+		// can overlap (within two poll intervals, as promised).
+		for _, g := range alertsGot {
 			if strings.HasPrefix(g.key, a.Key+"|") {
 				n++
-				require.True(t, g.at.Equal(a.CreatedAt), "%s recorded at %s, delivered at %s", a.Key, a.CreatedAt, g.at)
+				require.True(t, g.at.Equal(a.CreatedAt) || g.at.Equal(a.CreatedAt.Add(step)),
+					"%s recorded at %s, delivered at %s", a.Key, a.CreatedAt, g.at)
 			}
 		}
 		require.Equal(t, 3, n, "%s: one delivery per recipient", a.Key)
