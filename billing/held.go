@@ -52,9 +52,20 @@ func IsIdleSample(cat *schemas.Catalog, s *schemas.Sample) bool {
 
 // HeldNow returns the instances held at now: those whose latest sample ends
 // within the catalog's gap tolerance of now, with their holder, since when,
-// and whether they idle. Sorted by node, then instance.
+// and whether they idle. Sorted by node, then instance. It is HeldAt with
+// HeldLookback.
 func HeldNow(ctx context.Context, src HeldRows, cat *schemas.Catalog, now time.Time) ([]Held, error) {
-	return HeldNowWithin(ctx, src, cat, now, HeldLookback)
+	return HeldAt(ctx, src, cat, now, HeldLookback)
+}
+
+// HeldAt is HeldNow looking lookback back: from the store's compact rows
+// (HeldNowFrom) when it keeps them, else from its raw samples
+// (HeldNowWithin).
+func HeldAt(ctx context.Context, src HeldRows, cat *schemas.Catalog, now time.Time, lookback time.Duration) ([]Held, error) {
+	if c, ok := src.(CompactHeld); ok {
+		return HeldNowFrom(ctx, c, cat, now, lookback)
+	}
+	return HeldNowWithin(ctx, src, cat, now, lookback)
 }
 
 // HeldNowWithin is HeldNow reading samples lookback back instead of

@@ -104,6 +104,9 @@ func benchCycle(b *testing.B, store string, instances, budgets int) {
 		if err := st.Write(ctx, batch); err != nil {
 			b.Fatal(err)
 		}
+		if v := os.Getenv("CARDHOUR_WATCH_BENCH_PAD"); v != "" {
+			padHistory(b, st, db, instances, now.Add(-history), v)
+		}
 		usage = st
 	default:
 		st, err := ingestsqlite.Open(ctx, ingestsqlite.Config{Path: filepath.Join(b.TempDir(), "usage.db"), Logger: slog.New(slog.DiscardHandler)})
@@ -128,8 +131,14 @@ func benchCycle(b *testing.B, store string, instances, budgets int) {
 			b.Fatal(err)
 		}
 	}
+	// CARDHOUR_WATCH_BENCH_RAW=1 hides the store's latest samples: the cycle
+	// reads what is held from a window of raw samples (billing.HeldNowWithin).
 	timed := &timedUsage{u: usage}
-	w, err := New(Config{Ledger: led, Usage: timed, Catalog: func(context.Context) (*schemas.Catalog, error) { return cat, nil },
+	var measured Usage = timed
+	if lr, ok := usage.(billing.LatestRows); ok && os.Getenv("CARDHOUR_WATCH_BENCH_RAW") == "" {
+		measured = timedCompact{timed, lr}
+	}
+	w, err := New(Config{Ledger: led, Usage: measured, Catalog: func(context.Context) (*schemas.Catalog, error) { return cat, nil },
 		Notifier: &fakeNotifier{}, Releaser: &fakeReleaser{}, Admins: []Person{{Email: "ops@example.edu"}}, MaxReleasesPerCycle: instances})
 	if err != nil {
 		b.Fatal(err)
@@ -236,4 +245,58 @@ func (t *timedUsage) CompactUsageRows(ctx context.Context, q billing.UsageRowQue
 		return err
 	})
 	return handled, err
+}
+
+// timedCompact is timedUsage over a store that keeps the latest samples:
+// the watcher reads what is held from compact rows (billing.HeldNowFrom).
+type timedCompact struct {
+	*timedUsage
+	lr billing.LatestRows
+}
+
+func (t timedCompact) LatestSamples(ctx context.Context, from int64, fn func(*schemas.Sample) error) error {
+	return timedCall(t.timedUsage, true, fn, func(f func(*schemas.Sample) error) error { return t.lr.LatestSamples(ctx, from, f) })
+}
+
+// padHistory gives the ClickHouse store pad more of the same history
+// before from (CARDHOUR_WATCH_BENCH_PAD=29d, say: "d" is 24 h), written
+// by the server itself (INSERT … SELECT FROM numbers): busy samples every
+// 5 minutes and the occupancy and idle rows ingest would have made of
+// them, so that the store holds what a site holds late in a month
+// without the benchmark building it in memory. The pad must stay in the
+// UTC month of from, since runs are cut at month boundaries.
+func padHistory(b *testing.B, st *clickhouse.Store, db string, instances int, from time.Time, pad string) {
+	ctx := context.Background()
+	days, ok := strings.CutSuffix(pad, "d")
+	d, err := time.ParseDuration(pad)
+	if ok {
+		var n int
+		_, err = fmt.Sscanf(days, "%d", &n)
+		d = time.Duration(n) * 24 * time.Hour
+	}
+	if err != nil || d <= 0 || d%(5*time.Minute) != 0 {
+		b.Fatalf("CARDHOUR_WATCH_BENCH_PAD=%q: want a positive duration in whole 5 minutes (29d, 72h)", pad)
+	}
+	start := from.Add(-d).UTC()
+	if start.Month() != from.UTC().Month() {
+		b.Fatalf("CARDHOUR_WATCH_BENCH_PAD=%q: the pad from %s crosses a month boundary before %s", pad, start, from.UTC())
+	}
+	n, k, h, p := int64(instances), int64(d/(5*time.Minute)), from.UnixMilli(), start.UnixMilli()
+	key := "concat('p', toString(i % 50)), concat('s', toString(i % 5000)), concat('mig-', toString(i)), 'A100', '1g.10gb'"
+	for _, q := range []string{
+		"INSERT INTO `" + db + "`.raw_samples (ts, start_ms, interval_ms, node, gpu_uuid, gpu_model, instance_id, profile, project, user, util, " +
+			"mem_used_bytes, mem_total_bytes, processes, util_source, holder_ref, ingested_at) " +
+			"SELECT toDateTime(intDiv(s, 1000)), s, 300000, concat('node-', toString(intDiv(i, 8))), concat('GPU-', toString(intDiv(i, 8))), 'A100', " +
+			"concat('mig-', toString(i)), '1g.10gb', concat('p', toString(i % 50)), concat('s', toString(i % 5000)), 0.8, 0, 0, 1, '', '', now() " +
+			fmt.Sprintf("FROM (SELECT number %% %d AS i, %d - (intDiv(number, %d) + 1) * 300000 AS s FROM numbers(%d))", n, h, n, n*k),
+		"INSERT INTO `" + db + "`.occupancy (start, project, user, instance_id, gpu_model, profile, start_ms, end_ms) " +
+			fmt.Sprintf("SELECT toDateTime(%d), %s, %d, %d FROM (SELECT number AS i FROM numbers(%d))", p/1000, key, p, h, n),
+		"INSERT INTO `" + db + "`.idle_spans (start, project, user, instance_id, gpu_model, profile, class, min_util, max_util, start_ms, end_ms) " +
+			fmt.Sprintf("SELECT toDateTime(%d), %s, 5, 0.8, 0.8, %d, %d FROM (SELECT number AS i FROM numbers(%d))", p/1000, key, p, h, n),
+	} {
+		if err := st.Conn().Exec(ctx, q); err != nil {
+			b.Fatalf("padding the history: %v", err)
+		}
+	}
+	b.Logf("padded %d instances with %s of samples every 5 min before %s (%d rows)", instances, d, from.UTC(), n*k)
 }

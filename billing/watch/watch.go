@@ -163,12 +163,12 @@ func (w *Watcher) Cycle(ctx context.Context, now time.Time) (CycleReport, error)
 	if err != nil {
 		return rep, fmt.Errorf("watch: catalog: %w", err)
 	}
-	held, err := billing.HeldNowWithin(ctx, w.cfg.Usage, cat, now, heldLookback(cat))
+	held, err := billing.HeldAt(ctx, w.cfg.Usage, cat, now, heldLookback(cat))
 	if err != nil {
 		return rep, fmt.Errorf("watch: %w", err)
 	}
 	rep.Held = len(held)
-	st, err := w.loadState(ctx, held, now)
+	st, err := w.loadState(ctx, cat, held, now)
 	if err != nil {
 		return rep, err
 	}
@@ -226,9 +226,11 @@ func heldLookback(cat *schemas.Catalog) time.Duration {
 type state struct {
 	alerts     map[string]bool // natural keys of alerts recorded
 	exemptions []ledger.Exemption
-	// The idle samples of the idle instances since the oldest streak, by
-	// instance: read on the first release's evidence, once a cycle.
+	// The idle samples of the instances idle past their release_after
+	// (idleInsts) since the oldest of their streaks, by instance: read on
+	// the first release's evidence, once a cycle.
 	idleFrom, idleTo time.Time
+	idleInsts        []string
 	idle             map[string][]schemas.Sample
 	// The occupancy runs of the last holdingLookback by key: read on the
 	// first message about a holding older than billing.HeldLookback.
@@ -277,11 +279,20 @@ func (w *Watcher) heldSince(ctx context.Context, cat *schemas.Catalog, st *state
 	return since, nil
 }
 
-// idleSamples returns the idle held samples in [idleFrom, idleTo] by
-// instance, reading them on first use.
+// idleSamples returns the idle held samples of idleInsts in [idleFrom,
+// idleTo] by instance, reading them on first use: by instance where the
+// store can (billing.InstanceRows), else the window of every instance.
 func (st *state) idleSamples(ctx context.Context, src billing.HeldRows, cat *schemas.Catalog) (map[string][]schemas.Sample, error) {
 	if st.idle != nil {
 		return st.idle, nil
+	}
+	read := func(fn func(*schemas.Sample) error) error {
+		return src.HeldSamples(ctx, st.idleFrom.UnixMilli(), st.idleTo.UnixMilli()+1, fn)
+	}
+	if ir, ok := src.(billing.InstanceRows); ok {
+		read = func(fn func(*schemas.Sample) error) error {
+			return ir.InstanceSamples(ctx, st.idleInsts, st.idleFrom.UnixMilli(), st.idleTo.UnixMilli()+1, fn)
+		}
 	}
 	idle := map[string][]schemas.Sample{}
 	type at struct {
@@ -289,7 +300,7 @@ func (st *state) idleSamples(ctx context.Context, src billing.HeldRows, cat *sch
 		start int64
 	}
 	seen := map[at]bool{} // a replayed sample counts once
-	err := src.HeldSamples(ctx, st.idleFrom.UnixMilli(), st.idleTo.UnixMilli()+1, func(s *schemas.Sample) error {
+	err := read(func(s *schemas.Sample) error {
 		if k := (at{s.InstanceID, s.StartMS}); billing.IsIdleSample(cat, s) && !seen[k] {
 			seen[k] = true
 			idle[s.InstanceID] = append(idle[s.InstanceID], *s)
@@ -303,18 +314,28 @@ func (st *state) idleSamples(ctx context.Context, src billing.HeldRows, cat *sch
 	return idle, nil
 }
 
-func (w *Watcher) loadState(ctx context.Context, held []billing.Held, now time.Time) (*state, error) {
-	st := &state{alerts: map[string]bool{}, idleTo: now}
+func (w *Watcher) loadState(ctx context.Context, cat *schemas.Catalog, held []billing.Held, now time.Time) (*state, error) {
+	st := &state{alerts: map[string]bool{}, idleTo: now, idleFrom: now}
 	if err := w.streakStarts(ctx, st, held); err != nil {
 		return nil, err
 	}
 	oldest := now
 	for _, h := range held {
-		if h.Idle && h.IdleSince.Before(oldest) {
+		if !h.Idle {
+			continue
+		}
+		if h.IdleSince.Before(oldest) {
 			oldest = h.IdleSince
 		}
+		// Idle past release_after (an exemption can only make the streak
+		// shorter): its release may want the evidence.
+		if p := cat.IdlePolicyFor(h.Project); p.Release != schemas.ReleaseOff && p.ReleaseAfter > 0 && now.Sub(h.IdleSince) > p.ReleaseAfter {
+			st.idleInsts = append(st.idleInsts, h.InstanceID)
+			if h.IdleSince.Before(st.idleFrom) {
+				st.idleFrom = h.IdleSince
+			}
+		}
 	}
-	st.idleFrom = oldest
 	// Alerts of the streaks under way were recorded after their start.
 	cursor := ""
 	for {
