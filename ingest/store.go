@@ -30,10 +30,15 @@ type Batch struct {
 	Samples   []schemas.Sample
 	Occupancy []Run
 	Idle      []IdleRun
+	// Latest is the latest held sample of each key whose latest changed (see
+	// Compactor.EmitOpen). Stores keep, per instance, the one with the
+	// greatest start of all written, so that an older sample written later
+	// (a replay, another worker) never replaces a newer one.
+	Latest []schemas.Sample
 }
 
 // Rows is the number of rows the batch writes.
-func (b *Batch) Rows() int { return len(b.Samples) + len(b.Occupancy) + len(b.Idle) }
+func (b *Batch) Rows() int { return len(b.Samples) + len(b.Occupancy) + len(b.Idle) + len(b.Latest) }
 
 // Store is where ingest writes. Write must be durable when it returns nil: the
 // caller commits Kafka offsets right after.
