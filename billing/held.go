@@ -44,6 +44,17 @@ type HeldRows interface {
 	HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(*schemas.Sample) error) error
 }
 
+// LatestRows is a store that keeps the latest held sample of every instance.
+// Implemented by ingest.MemStore, ingest/sqlite and ingest/clickhouse.
+type LatestRows interface {
+	// LatestSamples calls fn with the latest stored held sample (greatest StartMS;
+	// project not empty) of each instance whose latest held sample starts at or after
+	// fromMS, once per instance, in any order. Fields as HeldSamples returns them
+	// (instance, start, interval, node, gpu uuid/model, profile, project, user,
+	// util/UtilKnown, processes, holder_ref).
+	LatestSamples(ctx context.Context, fromMS int64, fn func(*schemas.Sample) error) error
+}
+
 // IsIdleSample reports whether a held sample is idle under cat: util known
 // and below the project's threshold, or util unknown and no process.
 func IsIdleSample(cat *schemas.Catalog, s *schemas.Sample) bool {

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/cardhour/cardhour/schemas"
@@ -46,6 +47,12 @@ type Compactor struct {
 	round       uint32 // EmitOpen calls so far
 	stats       CompactorStats
 
+	// The latest samples that changed since the last EmitOpen, one per key
+	// (latest[i] is dirtyL[i]'s), and the keys whose latest lies in the
+	// samples of the current Add.
+	latest       []schemas.Sample
+	dirtyL, addL []*keyRuns
+
 	// The UTC month last looked up, [monLo, monHi): most samples fall in it.
 	monLo, monHi int64
 }
@@ -69,11 +76,21 @@ type CompactorStats struct {
 	Forgotten int64
 }
 
-// keyRuns are the open runs of a key: one map lookup per sample finds both kinds.
+// keyRuns are the open runs of a key: one map lookup per sample finds both
+// kinds, and the key's latest sample.
 type keyRuns struct {
 	seen uint32 // round of the last sample
 	occ  openRuns
 	idle *openRuns // allocated with the key's first idle candidate
+
+	// The key's latest sample is the one with the greatest start added (ties:
+	// the one added last), latestMS. While inAdd it is samples[latestAt] of
+	// the current Add, which copies it into Compactor.latest at its end (at
+	// latestSlot; latestDirty until EmitOpen): a key sampled many times in one
+	// call is copied once. (int32: an Add of 2^31 samples would take 400 GiB.)
+	latestMS             int64
+	latestAt, latestSlot int32
+	inAdd, latestDirty   bool
 }
 
 // openRuns are the open runs of a key, most recently extended first. Occupancy
@@ -226,6 +243,7 @@ func (c *Compactor) Build(samples []schemas.Sample) *Batch {
 // are emitted by the next EmitOpen: until then the samples are not all covered
 // by emitted rows.
 func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
+	defer c.keepLatest(samples)
 	for i := range samples {
 		s := &samples[i]
 		if s.Project == "" {
@@ -234,10 +252,17 @@ func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
 		k := schemas.KeyOf(s)
 		kr := c.keys[k]
 		if kr == nil {
-			kr = &keyRuns{}
+			kr = &keyRuns{latestMS: math.MinInt64}
 			c.keys[k] = kr
 		}
 		kr.seen = c.round
+		if s.StartMS >= kr.latestMS {
+			kr.latestMS, kr.latestAt = s.StartMS, int32(i)
+			if !kr.inAdd {
+				kr.inAdd = true
+				c.addL = append(c.addL, kr)
+			}
+		}
 		start, end := s.StartMS, s.EndMS()
 		b.Occupancy = c.addOcc(b.Occupancy, k, &kr.occ, start, end)
 		if class, ok := IdleClassOf(s); ok {
@@ -262,8 +287,28 @@ func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
 	}
 }
 
-// EmitOpen appends to b every open run that grew since it was last emitted.
-// Afterwards the rows emitted so far cover every sample added so far.
+// keepLatest copies the latest samples that the Add of samples found.
+func (c *Compactor) keepLatest(samples []schemas.Sample) {
+	c.latest = slices.Grow(c.latest, len(c.addL)) // at most one more per key
+	for _, kr := range c.addL {
+		kr.inAdd = false
+		if kr.latestDirty {
+			c.latest[kr.latestSlot] = samples[kr.latestAt]
+			continue
+		}
+		kr.latestDirty, kr.latestSlot = true, int32(len(c.latest))
+		c.latest = append(c.latest, samples[kr.latestAt])
+		c.dirtyL = append(c.dirtyL, kr)
+	}
+	clear(c.addL)
+	c.addL = c.addL[:0]
+}
+
+// EmitOpen appends to b every open run that grew since it was last emitted,
+// and to b.Latest the latest sample of each key whose latest changed since the
+// last EmitOpen: the held sample with the greatest start the Compactor saw of
+// the key (so a replay of older samples changes none). Afterwards the rows
+// emitted so far cover every sample added so far.
 func (c *Compactor) EmitOpen(b *Batch) {
 	for _, k := range c.dirtyO {
 		if kr := c.keys[k]; kr != nil && kr.occ.dirty {
@@ -289,7 +334,19 @@ func (c *Compactor) EmitOpen(b *Batch) {
 			o.dirty = false
 		}
 	}
-	c.dirtyO, c.dirtyI = c.dirtyO[:0], c.dirtyI[:0]
+	for _, kr := range c.dirtyL {
+		kr.latestDirty = false
+	}
+	clear(c.dirtyL)
+	if len(b.Latest) == 0 {
+		// Hand the samples over instead of copying them; c keeps b's buffer.
+		b.Latest, c.latest = c.latest, b.Latest[:0]
+	} else {
+		b.Latest = append(b.Latest, c.latest...)
+		clear(c.latest)
+		c.latest = c.latest[:0]
+	}
+	c.dirtyO, c.dirtyI, c.dirtyL = c.dirtyO[:0], c.dirtyI[:0], c.dirtyL[:0]
 	// Every open run has just been emitted, so forgetting some loses nothing
 	// but compaction of later samples.
 	c.bound()

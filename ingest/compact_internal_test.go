@@ -34,7 +34,24 @@ func TestCompactorStateInvariants(t *testing.T) {
 				}
 			}
 			c.EmitOpen(&Batch{}) // also a round without samples
-			c.Build(batch)
+			b := c.Build(batch)
+			// The batch's latest samples: one per key, its latest (unless
+			// the key was forgotten since).
+			require.Empty(t, c.latest)
+			require.Empty(t, c.dirtyL)
+			require.Empty(t, c.addL)
+			seen := map[schemas.Key]bool{}
+			for _, l := range b.Latest {
+				k := schemas.KeyOf(&l)
+				require.False(t, seen[k], "key %v twice in Latest", k)
+				seen[k] = true
+				if kr := c.keys[k]; kr != nil {
+					require.Equal(t, l.StartMS, kr.latestMS)
+				}
+			}
+			for _, kr := range c.keys {
+				require.False(t, kr.inAdd || kr.latestDirty)
+			}
 			for kind, want := range []int{c.nOcc, c.nIdle} {
 				n := 0
 				for _, kr := range c.keys {

@@ -77,6 +77,55 @@ func TestLateSampleMergesIntoTheRunsItTouches(t *testing.T) {
 	require.EqualValues(t, 1, r.Class)
 }
 
+// Batch.Latest holds, per key, the key's held sample with the greatest start
+// (ties: the one added later), copied, once the key has a newer one: replays
+// of older samples emit nothing, unheld samples never count, and samples
+// added piece by piece from a reused buffer (the streamed path) are emitted by
+// the next EmitOpen.
+func TestCompactorLatest(t *testing.T) {
+	at := func(s schemas.Sample, user, ref string) schemas.Sample {
+		s.User, s.HolderRef = user, ref
+		return s
+	}
+	unheld := held("a", 40, 10, 0)
+	unheld.Project, unheld.User = "", ""
+	batch := []schemas.Sample{
+		held("a", 0, 10, 0.5), held("a", 20, 10, -1), held("a", 10, 10, 0.5), // out of order
+		at(held("a", 5, 10, 0.1), "v", ""), // another key of instance a
+		unheld,
+		held("c", 100, 10, 0), held("c", 50, 10, 0),
+		at(held("d", 7, 10, 0), "u", "pid:1"), at(held("d", 7, 10, 0), "u", "pid:2"), // a tie: the later
+	}
+	c := ingest.NewCompactor(0)
+	b := c.Build(batch)
+	want := []schemas.Sample{batch[1], batch[3], batch[5], batch[8]}
+	require.ElementsMatch(t, want, b.Latest)
+	require.Equal(t, len(b.Samples)+len(b.Occupancy)+len(b.Idle)+len(want), b.Rows())
+	for i := range batch {
+		batch[i] = schemas.Sample{} // callers reuse their slices
+	}
+	require.ElementsMatch(t, want, b.Latest, "Latest holds copies")
+
+	b = c.Build([]schemas.Sample{held("a", 0, 10, 0.5), held("c", 60, 10, 0), unheld})
+	require.Empty(t, b.Latest, "older samples than the keys' latest change none")
+	b = c.Build([]schemas.Sample{held("a", 20, 10, -1), held("c", 110, 10, 0.2)})
+	require.ElementsMatch(t, []schemas.Sample{held("a", 20, 10, -1), held("c", 110, 10, 0.2)}, b.Latest, "a tie and a newer sample")
+
+	// Piece by piece from one buffer, several Adds before one EmitOpen.
+	buf := make([]schemas.Sample, 2)
+	var pending ingest.Batch
+	for i := range int64(5) {
+		buf[0], buf[1] = held("e", 100+20*i, 10, 0), held("f", 300-20*i, 10, 0)
+		c.Add(&pending, buf)
+	}
+	buf[0], buf[1] = schemas.Sample{}, schemas.Sample{}
+	require.Empty(t, pending.Latest, "emitted by EmitOpen")
+	c.EmitOpen(&pending)
+	require.ElementsMatch(t, []schemas.Sample{held("e", 180, 10, 0), held("f", 300, 10, 0)}, pending.Latest)
+	c.EmitOpen(&pending)
+	require.Len(t, pending.Latest, 2, "nothing new: nothing appended")
+}
+
 // A key keeps at most ingest.RunsPerKey open runs: opening one more evicts
 // the least recently extended, written at once when it grew since it was last
 // written, so the rows emitted still cover every sample.

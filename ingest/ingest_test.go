@@ -55,6 +55,7 @@ func TestCompactedStoreBillsLikeFile(t *testing.T) {
 	raw, _, _, _ := store.Counts()
 	require.GreaterOrEqual(t, raw, len(samples))
 	ingesttest.RequireSameInvoices(t, data, cats, store)
+	require.Equal(t, ingesttest.LatestOf(samples), ingesttest.Latest(t, store, 0), "the latest held sample of each instance")
 }
 
 // In order, one worker, batches of a few seconds: rows are far fewer than samples.
@@ -314,6 +315,7 @@ func TestStreamStoresLikeWrite(t *testing.T) {
 			raw, _, _, _ := store.Counts()
 			require.Equal(t, len(samples), raw, "every sample stored once: a failed insert stores nothing")
 			ingesttest.RequireSameInvoices(t, data, cats, store)
+			require.Equal(t, ingesttest.LatestOf(samples), ingesttest.Latest(t, store, 0), "FlushRuns writes the latest samples")
 		})
 	}
 }
@@ -351,6 +353,7 @@ func TestStagedBatchesFlushTogether(t *testing.T) {
 		occRows[every] = occ
 		t.Logf("flush every %d batches: %d occupancy rows, %d writes", every, occ, writes)
 		ingesttest.RequireSameInvoices(t, data, cats, store)
+		require.Equal(t, ingesttest.LatestOf(samples), ingesttest.Latest(t, store, 0))
 	}
 	require.Less(t, occRows[4], occRows[1], "open runs are written once per flush, not once per batch")
 }

@@ -112,6 +112,30 @@ func (m *MemStore) HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(
 	return ctx.Err()
 }
 
+// LatestSamples implements billing.LatestRows from the latest samples written
+// (Batch.Latest), with the fields the database stores keep (no memory, util
+// source or schema field).
+func (m *MemStore) LatestSamples(ctx context.Context, fromMS int64, fn func(*schemas.Sample) error) error {
+	var out []schemas.Sample
+	m.mu.Lock()
+	for _, s := range m.latest {
+		if s.StartMS >= fromMS {
+			s.MemUsed, s.MemTotal, s.UtilSource, s.SchemaField = 0, 0, "", ""
+			if !s.UtilKnown {
+				s.Util = 0
+			}
+			out = append(out, s)
+		}
+	}
+	m.mu.Unlock()
+	for i := range out {
+		if err := fn(&out[i]); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
 // Rejects implements schemas.QualityRows.
 func (m *MemStore) Rejects(ctx context.Context, fromMS, toMS int64, first int) (int64, []schemas.RejectRow, error) {
 	sum, err := m.RejectSummary(ctx, fromMS, toMS, first)

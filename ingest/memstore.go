@@ -19,6 +19,7 @@ type MemStore struct {
 	samples   []schemas.Sample
 	occupancy []Run
 	idle      []IdleRun
+	latest    map[string]schemas.Sample // by instance: the held sample with the greatest start
 	writes    int
 	failNext  int
 	rejects   map[string]Reject // by source
@@ -52,6 +53,14 @@ func (m *MemStore) Write(ctx context.Context, b *Batch) error {
 	m.samples = append(m.samples, b.Samples...)
 	m.occupancy = append(m.occupancy, b.Occupancy...)
 	m.idle = append(m.idle, b.Idle...)
+	if m.latest == nil {
+		m.latest = map[string]schemas.Sample{}
+	}
+	for _, s := range b.Latest {
+		if cur, ok := m.latest[s.InstanceID]; s.Project != "" && (!ok || s.StartMS >= cur.StartMS) {
+			m.latest[s.InstanceID] = s
+		}
+	}
 	return nil
 }
 

@@ -10,7 +10,7 @@ type Metrics struct {
 	Messages       *prometheus.CounterVec // sample lines, result=valid|invalid
 	SamplesWritten prometheus.Counter     // raw samples accepted by the store
 	SamplesEarly   prometheus.Counter     // samples sent as blocks of a batch's open insert
-	RowsWritten    *prometheus.CounterVec // table=raw_samples|occupancy|idle_spans
+	RowsWritten    *prometheus.CounterVec // table=raw_samples|occupancy|idle_spans|latest_samples
 	Batches        prometheus.Counter     // batches written
 	BatchSamples   prometheus.Histogram   // samples per batch
 	WriteSeconds   prometheus.Histogram   // store write latency (successful writes)

@@ -30,10 +30,15 @@ type Batch struct {
 	Samples   []schemas.Sample
 	Occupancy []Run
 	Idle      []IdleRun
+	// Latest is the latest held sample of each key whose latest changed (see
+	// Compactor.EmitOpen). Stores keep, per instance, the one with the
+	// greatest start of all written, so that an older sample written later
+	// (a replay, another worker) never replaces a newer one.
+	Latest []schemas.Sample
 }
 
 // Rows is the number of rows the batch writes.
-func (b *Batch) Rows() int { return len(b.Samples) + len(b.Occupancy) + len(b.Idle) }
+func (b *Batch) Rows() int { return len(b.Samples) + len(b.Occupancy) + len(b.Idle) + len(b.Latest) }
 
 // Store is where ingest writes. Write must be durable when it returns nil: the
 // caller commits Kafka offsets right after.
@@ -94,9 +99,10 @@ type Rejects interface {
 
 // Backend is a store that billing can also read from. Its read methods are
 // those of billing.UsageSource (invoices), billing.UsageRows (usage),
-// billing.HeldRows (held now) and billing.QualityRows (data quality): a store
-// only fetches rows, billing owns every read algorithm. They are spelled here
-// over the stored row types so that ingest does not depend on billing.
+// billing.HeldRows and billing.LatestRows (held now) and billing.QualityRows
+// (data quality): a store only fetches rows, billing owns every read
+// algorithm. They are spelled here over the stored row types so that ingest
+// does not depend on billing.
 type Backend interface {
 	Store
 	Rejects
@@ -105,6 +111,7 @@ type Backend interface {
 	RawIdle(ctx context.Context, instances []string, from, to int64, utilBelow float64, fn func([]schemas.RawPoint) error) error
 	UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) error
 	HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(*schemas.Sample) error) error
+	LatestSamples(ctx context.Context, fromMS int64, fn func(*schemas.Sample) error) error
 	Rejects(ctx context.Context, fromMS, toMS int64, first int) (int64, []schemas.RejectRow, error)
 	NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, fn func(schemas.NodeBucketRow) error) error
 	Unattributed(ctx context.Context, fromMS, toMS int64, minUtil float64, fn func(schemas.UnattributedUsage) error) error

@@ -114,6 +114,7 @@ func (w *Writer) write(ctx context.Context, b *Batch) error {
 		m.RowsWritten.WithLabelValues("raw_samples").Add(float64(len(b.Samples)))
 		m.RowsWritten.WithLabelValues("occupancy").Add(float64(len(b.Occupancy)))
 		m.RowsWritten.WithLabelValues("idle_spans").Add(float64(len(b.Idle)))
+		m.RowsWritten.WithLabelValues("latest_samples").Add(float64(len(b.Latest)))
 		return nil
 	})
 }
@@ -212,20 +213,22 @@ func (st *Stream) Abort() {
 }
 
 // FlushRuns writes the runs completed by the pieces streamed since the last
-// flush and every open run that grew meanwhile, with retries. Once it returns
+// flush, every open run that grew meanwhile and the keys' latest samples
+// (Batch.Latest), with retries. Once it returns
 // nil, every sample of every closed Stream is covered by stored rows (raw and
 // intervals), and the offsets of their batches may be committed.
 func (w *Writer) FlushRuns(ctx context.Context) error {
 	w.c.EmitOpen(&w.pending)
-	b := &Batch{Occupancy: w.pending.Occupancy, Idle: w.pending.Idle}
-	if len(b.Occupancy)+len(b.Idle) > 0 {
+	b := &Batch{Occupancy: w.pending.Occupancy, Idle: w.pending.Idle, Latest: w.pending.Latest}
+	if b.Rows() > 0 {
 		if err := w.write(ctx, b); err != nil {
 			return err
 		}
 	}
 	clear(w.pending.Occupancy) // drop key strings
 	clear(w.pending.Idle)
-	w.pending.Occupancy, w.pending.Idle = w.pending.Occupancy[:0], w.pending.Idle[:0]
+	clear(w.pending.Latest)
+	w.pending.Occupancy, w.pending.Idle, w.pending.Latest = w.pending.Occupancy[:0], w.pending.Idle[:0], w.pending.Latest[:0]
 	return nil
 }
 

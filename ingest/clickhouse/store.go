@@ -98,8 +98,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		DialTimeout: cfg.DialTimeout,
 		ReadTimeout: cfg.ReadTimeout,
 		Compression: &ch.Compression{Method: compressions[cfg.Compression]},
-		// Each consumer holds at most two connections at once (a batch's raw
-		// insert and its intervals); reads take two more.
+		// Each consumer holds at most three connections at once (a batch's raw
+		// insert, its intervals and its latest samples); reads take two more.
 		MaxOpenConns: 32,
 	})
 	if err != nil {
@@ -135,14 +135,22 @@ func (s *Store) table(name string) string { return s.db + "." + name }
 
 const rawColumns = "ts, start_ms, interval_ms, node, gpu_uuid, gpu_model, instance_id, profile, project, user, util, mem_used_bytes, mem_total_bytes, processes, util_source, holder_ref, ingested_at"
 
-// Write implements ingest.Store: raw samples, occupancy runs and idle runs, each
-// one native columnar batch insert; the raw insert and the two rollup inserts
-// run concurrently on separate connections. It returns nil only when all three
-// were accepted; on error the caller retries the whole batch, which is harmless
-// (ReplacingMergeTree and the readers' max(end_ms) absorb the repeats).
+// Write implements ingest.Store: raw samples, occupancy runs, idle runs and
+// latest samples, each one native columnar batch insert; the raw insert, the
+// two rollup inserts and the latest samples' insert run concurrently on
+// separate connections. It returns nil only when all were accepted; on error
+// the caller retries the whole batch, which is harmless (ReplacingMergeTree and
+// the readers' max(end_ms) and argMax(…, start_ms) absorb the repeats).
 func (s *Store) Write(ctx context.Context, b *ingest.Batch) error {
-	var rollErr error
+	var rollErr, latestErr error
 	done := make(chan struct{})
+	latestDone := make(chan struct{})
+	go func() {
+		defer close(latestDone)
+		if len(b.Latest) > 0 {
+			latestErr = s.writeLatest(ctx, b.Latest)
+		}
+	}()
 	go func() {
 		defer close(done)
 		if len(b.Occupancy) > 0 {
@@ -159,7 +167,8 @@ func (s *Store) Write(ctx context.Context, b *ingest.Batch) error {
 		rawErr = s.writeRaw(ctx, b.Samples)
 	}
 	<-done
-	return errors.Join(rawErr, rollErr)
+	<-latestDone
+	return errors.Join(rawErr, rollErr, latestErr)
 }
 
 // rawCols are the columns of one raw insert, kept between batches so that a
@@ -342,6 +351,71 @@ func (s *Store) writeIdle(ctx context.Context, runs []ingest.IdleRun) error {
 	}
 	return s.insert(ctx, "idle_spans", "start, project, user, instance_id, gpu_model, profile, class, min_util, max_util, start_ms, end_ms", n,
 		start, project, user, inst, model, profile, class, lo, hi, startMS, endMS)
+}
+
+const latestColumns = "instance_id, start_ms, interval_ms, node, gpu_uuid, gpu_model, profile, project, user, util, util_known, processes, holder_ref"
+
+// writeLatest inserts the latest held samples (unheld ones, which no
+// compactor emits, are skipped: the table holds held samples only).
+func (s *Store) writeLatest(ctx context.Context, samples []schemas.Sample) error {
+	n := len(samples)
+	inst, node, uuid, model, profile, project, user, ref := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n),
+		make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+	startMS, intervalMS, procs, util, known := make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([]float64, 0, n), make([]uint8, 0, n)
+	for i := range samples {
+		x := &samples[i]
+		if x.Project == "" {
+			continue
+		}
+		inst, node, uuid, model, profile = append(inst, x.InstanceID), append(node, x.Node), append(uuid, x.GPUUUID), append(model, x.GPUModel), append(profile, x.Profile)
+		project, user, ref = append(project, x.Project), append(user, x.User), append(ref, x.HolderRef)
+		startMS, intervalMS, procs = append(startMS, x.StartMS), append(intervalMS, x.IntervalMS), append(procs, x.Processes)
+		if x.UtilKnown {
+			util, known = append(util, x.Util), append(known, 1)
+		} else {
+			util, known = append(util, 0), append(known, 0)
+		}
+	}
+	if len(inst) == 0 {
+		return nil
+	}
+	return s.insert(ctx, "latest_samples", latestColumns, len(inst),
+		inst, startMS, intervalMS, node, uuid, model, profile, project, user, util, known, procs, ref)
+}
+
+// LatestSamples implements billing.LatestRows: per instance the row with the
+// greatest start_ms, decided by argMax in the query (rows that no merge has
+// collapsed yet are read too; the table holds instances × unmerged inserts).
+// The WHERE on start_ms only drops rows older than fromMS, which never win
+// for an instance whose latest start is at or after fromMS.
+func (s *Store) LatestSamples(ctx context.Context, fromMS int64, fn func(*schemas.Sample) error) error {
+	rows, err := s.conn.Query(ctx, "SELECT instance_id, max(start_ms), argMax(interval_ms, start_ms), argMax(node, start_ms), "+
+		"argMax(gpu_uuid, start_ms), argMax(gpu_model, start_ms), argMax(profile, start_ms), argMax(project, start_ms), "+
+		"argMax(user, start_ms), argMax(util, start_ms), argMax(util_known, start_ms), argMax(processes, start_ms), "+
+		"argMax(holder_ref, start_ms) FROM "+s.table("latest_samples")+" WHERE start_ms >= "+itoa(fromMS)+" GROUP BY instance_id")
+	if err != nil {
+		return classify(fmt.Errorf("cannot read latest samples: %w", err))
+	}
+	defer func() { _ = rows.Close() }()
+	for rows.Next() {
+		var x schemas.Sample
+		var known uint8
+		if err := rows.Scan(&x.InstanceID, &x.StartMS, &x.IntervalMS, &x.Node, &x.GPUUUID, &x.GPUModel, &x.Profile,
+			&x.Project, &x.User, &x.Util, &known, &x.Processes, &x.HolderRef); err != nil {
+			return fmt.Errorf("cannot read latest sample: %w", err)
+		}
+		x.UtilKnown = known == 1
+		if !x.UtilKnown {
+			x.Util = 0
+		}
+		if err := fn(&x); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("cannot read latest samples: %w", err)
+	}
+	return nil
 }
 
 const keyColumns = "project, user, instance_id, gpu_model, profile"

@@ -12,6 +12,7 @@ import (
 	"github.com/cardhour/cardhour/ingest/clickhouse"
 	"github.com/cardhour/cardhour/ingest/ingesttest"
 	"github.com/cardhour/cardhour/internal/testenv"
+	"github.com/cardhour/cardhour/schemas"
 )
 
 func open(t testing.TB, addr, db string) *clickhouse.Store {
@@ -38,7 +39,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	st := open(t, addr, db)
 	latest, err := clickhouse.SchemaVersion()
 	require.NoError(t, err)
-	require.Equal(t, 7, latest)
+	require.Equal(t, 9, latest)
 	res, err := st.Migrate(context.Background())
 	require.NoError(t, err)
 	require.Empty(t, res.Applied, "a second migrate applies nothing")
@@ -78,6 +79,7 @@ func TestBillFromClickHouseEqualsFile(t *testing.T) {
 	require.NoError(t, st.Conn().QueryRow(ctx, "SELECT count() FROM (SELECT DISTINCT instance_id, start_ms, project, user FROM `"+
 		st.Database()+"`.raw_samples)").Scan(&raw))
 	require.Greater(t, raw, uint64(len(samples)*9/10), "every distinct sample is stored raw")
+	require.Equal(t, ingesttest.LatestOf(samples), ingesttest.Latest(t, st, 0))
 }
 
 // A database written before schema version 4 keeps its idle time in idle_runs
@@ -128,11 +130,70 @@ func TestOldIdleRunsMigrate(t *testing.T) {
 
 	res, err := st.Migrate(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []int{4, 5, 6, 7}, res.Applied, "7 (ADD COLUMN) finds its column and is recorded without running")
+	require.Equal(t, []int{4, 5, 6, 7, 8, 9}, res.Applied, "7 (ADD COLUMN) finds its column and is recorded without running; 8 finds its table, 9 fills it again")
 	var n uint64
 	require.NoError(t, st.Conn().QueryRow(ctx, "SELECT count() FROM "+db+".idle_spans").Scan(&n))
 	require.NotZero(t, n)
 	ingesttest.RequireSameInvoices(t, data, cats, st)
+}
+
+// A database written before schema version 8 has no latest samples:
+// migration 9 takes each instance's latest held raw sample of the last two
+// days. Readers then see what ingest would have written.
+func TestLatestSamplesBackfill(t *testing.T) {
+	addr := testenv.ClickHouseAddr(t)
+	st := open(t, addr, testenv.UniqueName(t, "ch"))
+	ctx := context.Background()
+	db := "`" + st.Database() + "`"
+	now := time.Now().Truncate(time.Minute)
+	held := func(inst, user string, start time.Time, n int, util float64, known bool) []schemas.Sample {
+		out := make([]schemas.Sample, n)
+		for i := range out {
+			out[i] = schemas.Sample{StartMS: start.Add(time.Duration(i) * time.Minute).UnixMilli(), IntervalMS: 60_000, Node: "n-" + inst,
+				GPUUUID: "GPU-" + inst, GPUModel: "NVIDIA A100-SXM4-80GB", InstanceID: inst, Profile: "1g.10gb", Project: "p", User: user,
+				Util: util, UtilKnown: known, Processes: 1, MemTotal: 1 << 30, HolderRef: "slurm:" + user}
+		}
+		return out
+	}
+	a := held("a", "u1", now.Add(-2*time.Hour), 30, 0.5, true)
+	a = append(a, held("a", "u2", now.Add(-90*time.Minute), 20, 0, false)...) // a second holder, util unknown
+	free := held("a", "", now.Add(-70*time.Minute), 10, 0, true)              // then nobody
+	for i := range free {
+		free[i].Project, free[i].User, free[i].HolderRef = "", "", ""
+	}
+	b := held("b", "u3", now.Add(-72*time.Hour), 10, 0.1, true) // held three days ago only
+	c := held("c", "u4", now.Add(-47*time.Hour), 5, 0.2, true)
+	for _, ss := range [][]schemas.Sample{a, free, b, c, a[10:40]} { // raw rows only, as before version 8; a replay
+		require.NoError(t, st.Write(ctx, &ingest.Batch{Samples: ss}))
+	}
+	require.Empty(t, ingesttest.Latest(t, st, 0), "raw samples alone write no latest samples")
+
+	require.NoError(t, st.Conn().Exec(ctx, "TRUNCATE TABLE "+db+".schema_migrations"))
+	rec, err := st.Conn().PrepareBatch(ctx, "INSERT INTO "+db+".schema_migrations (version, name, applied_at)")
+	require.NoError(t, err)
+	for v := 1; v <= 8; v++ {
+		require.NoError(t, rec.Append(uint32(v), "m", time.Now().UTC()))
+	}
+	require.NoError(t, rec.Send())
+	res, err := st.Migrate(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int{9}, res.Applied)
+	require.Equal(t, map[string]schemas.Sample{
+		"a": ingesttest.LatestFields(a[len(a)-1]),
+		"c": ingesttest.LatestFields(c[len(c)-1]),
+	}, ingesttest.Latest(t, st, 0))
+	// Applied again (two processes migrating at once) it changes nothing.
+	require.NoError(t, st.Conn().Exec(ctx, "ALTER TABLE "+db+".schema_migrations DELETE WHERE version = 9"))
+	require.Eventually(t, func() bool {
+		var n uint64
+		require.NoError(t, st.Conn().QueryRow(ctx, "SELECT count() FROM "+db+".schema_migrations WHERE version = 9").Scan(&n))
+		return n == 0
+	}, 10*time.Second, 50*time.Millisecond)
+	res, err = st.Migrate(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int{9}, res.Applied)
+	require.Len(t, ingesttest.Latest(t, st, 0), 2)
+	require.Equal(t, ingesttest.LatestFields(c[len(c)-1]), ingesttest.Latest(t, st, c[len(c)-1].StartMS)["c"])
 }
 
 // A batch streamed in pieces within one insert bills like the file; an aborted
@@ -159,6 +220,7 @@ func TestStreamedRawInsert(t *testing.T) {
 	require.NoError(t, st.Conn().QueryRow(ctx, "SELECT count() FROM (SELECT DISTINCT instance_id, start_ms, project, user FROM `"+
 		st.Database()+"`.raw_samples)").Scan(&raw))
 	require.Greater(t, raw, uint64(len(samples)*9/10), "every distinct sample is stored raw")
+	require.Equal(t, ingesttest.LatestOf(samples), ingesttest.Latest(t, st, 0))
 }
 
 // The compression setting reaches the wire: the same samples take several

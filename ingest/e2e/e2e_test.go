@@ -48,6 +48,8 @@ func TestKafkaToClickHouseBillsLikeFile(t *testing.T) {
 	require.Zero(t, value(m.DLQ.WithLabelValues("malformed_json")))
 	require.Equal(t, distinctSamples(t, data), countRaw(t, st))
 	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), st)
+	require.Equal(t, ingesttest.LatestOf(ingesttest.Samples(t, data)), ingesttest.Latest(t, st, 0),
+		"the latest held sample of each instance, whichever worker wrote it")
 }
 
 // A backlog is stored and committed promptly however it ends, with BatchAge an

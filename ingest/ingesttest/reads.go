@@ -51,11 +51,11 @@ func utc(s string) time.Time {
 	return t
 }
 
-// RequireReads checks billing.Usage, billing.HeldNow and
-// billing.CheckDataQuality on st, an empty store, against hand-computed
-// answers: every store must give the same (a replayed batch, a DST day,
-// filters by node and SKU, per-project idle thresholds, unpriced and
-// unattributed usage).
+// RequireReads checks billing.Usage, billing.HeldNow,
+// billing.CheckDataQuality and the latest samples (billing.LatestRows) on st,
+// an empty store, against hand-computed answers: every store must give the
+// same (a replayed batch, a DST day, filters by node and SKU, per-project idle
+// thresholds, unpriced and unattributed usage).
 func RequireReads(t *testing.T, st ingest.Backend) {
 	ctx := context.Background()
 	cat := ReadsCatalog(t)
@@ -244,4 +244,6 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 	require.Same(t, got, again, "no write since: the same report")
 	stats := uc.Stats()
 	require.Equal(t, [2]uint64{2, 1}, [2]uint64{stats.Misses, stats.Hits}, "one computation per data version")
+
+	requireLatest(t, st, map[string]schemas.Sample{"mig-a": alice[119], "mig-b": bob[29], "x-1": carol[9], "mig-e": dave[9]})
 }

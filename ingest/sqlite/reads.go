@@ -57,6 +57,33 @@ func (s *Store) HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(*sc
 	return rows.Err()
 }
 
+// LatestSamples implements billing.LatestRows: one row per instance already.
+func (s *Store) LatestSamples(ctx context.Context, fromMS int64, fn func(*schemas.Sample) error) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT instance_id, start_ms, interval_ms, node, gpu_uuid, gpu_model, profile, project, user,
+		util, util_known, processes, holder_ref FROM latest_samples WHERE start_ms >= ? AND project != ''`, fromMS)
+	if err != nil {
+		return fmt.Errorf("cannot read latest samples: %w", err)
+	}
+	defer rows.Close() //nolint:errcheck // errors surface on Next/Err
+	for rows.Next() {
+		var x schemas.Sample
+		if err := rows.Scan(&x.InstanceID, &x.StartMS, &x.IntervalMS, &x.Node, &x.GPUUUID, &x.GPUModel, &x.Profile,
+			&x.Project, &x.User, &x.Util, &x.UtilKnown, &x.Processes, &x.HolderRef); err != nil {
+			return fmt.Errorf("cannot read latest sample: %w", err)
+		}
+		if !x.UtilKnown {
+			x.Util = 0
+		}
+		if err := fn(&x); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("cannot read latest samples: %w", err)
+	}
+	return nil
+}
+
 // Rejects implements billing.QualityRows.
 func (s *Store) Rejects(ctx context.Context, fromMS, toMS int64, first int) (int64, []billing.RejectRow, error) {
 	sum, err := s.RejectSummary(ctx, fromMS, toMS, first)

@@ -95,7 +95,31 @@ var migrations = []string{
 	`INSERT OR IGNORE INTO data_version (id, version) VALUES (1, 0)`,
 	// The sample's holder_ref (see the ClickHouse migration 0007); older rows read ''.
 	`ALTER TABLE raw_samples ADD COLUMN holder_ref TEXT NOT NULL DEFAULT ''`,
+	// The latest held sample of every instance (see the ClickHouse migrations
+	// 0008 and 0009): one row per instance, replaced only by a sample starting
+	// at or after it. util is 0 when util_known = 0.
+	`CREATE TABLE IF NOT EXISTS latest_samples (
+		instance_id TEXT NOT NULL PRIMARY KEY, start_ms INTEGER NOT NULL, interval_ms INTEGER NOT NULL, node TEXT NOT NULL,
+		gpu_uuid TEXT NOT NULL, gpu_model TEXT NOT NULL, profile TEXT NOT NULL, project TEXT NOT NULL, user TEXT NOT NULL,
+		util REAL NOT NULL, util_known INTEGER NOT NULL, processes INTEGER NOT NULL, holder_ref TEXT NOT NULL) WITHOUT ROWID`,
+	// Filled from the raw samples written before: per instance its held
+	// sample with the greatest start (SQLite takes the bare columns from the
+	// row of max()).
+	`INSERT INTO latest_samples (` + latestColumns + `)
+		SELECT instance_id, max(start_ms), interval_ms, node, gpu_uuid, gpu_model, profile, project, user,
+			coalesce(util, 0), util IS NOT NULL, processes, holder_ref
+		FROM raw_samples WHERE project != '' GROUP BY instance_id
+		ON CONFLICT (instance_id) DO UPDATE SET ` + latestUpdate,
 }
+
+const latestColumns = `instance_id, start_ms, interval_ms, node, gpu_uuid, gpu_model, profile, project, user, util, util_known, processes, holder_ref`
+
+// latestUpdate replaces a latest sample by one starting at or after it.
+const latestUpdate = `start_ms = excluded.start_ms, interval_ms = excluded.interval_ms,
+	node = excluded.node, gpu_uuid = excluded.gpu_uuid, gpu_model = excluded.gpu_model, profile = excluded.profile,
+	project = excluded.project, user = excluded.user, util = excluded.util, util_known = excluded.util_known,
+	processes = excluded.processes, holder_ref = excluded.holder_ref
+	WHERE excluded.start_ms >= latest_samples.start_ms`
 
 // SchemaVersion is the schema version this build writes and reads (PRAGMA
 // user_version once every migration ran).
@@ -425,6 +449,29 @@ func writeBatch(ctx context.Context, tx *sql.Tx, b *ingest.Batch) error {
 		k := r.Key
 		if _, err = idle.ExecContext(ctx, k.Project, k.User, k.InstanceID, k.GPUModel, k.Profile, int(r.Class), r.MinUtil, r.MaxUtil, r.StartMS, r.EndMS); err != nil {
 			return fmt.Errorf("cannot insert idle run: %w", err)
+		}
+	}
+	if len(b.Latest) == 0 {
+		return nil
+	}
+	latest, err := tx.PrepareContext(ctx, `INSERT INTO latest_samples (`+latestColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (instance_id) DO UPDATE SET `+latestUpdate)
+	if err != nil {
+		return fmt.Errorf("cannot prepare latest sample upsert: %w", err)
+	}
+	defer latest.Close() //nolint:errcheck // statement/rows close after use; errors surface on Exec/Next
+	for i := range b.Latest {
+		x := &b.Latest[i]
+		if x.Project == "" {
+			continue // held samples only (no compactor emits another)
+		}
+		util, known := 0.0, 0
+		if x.UtilKnown {
+			util, known = x.Util, 1
+		}
+		if _, err = latest.ExecContext(ctx, x.InstanceID, x.StartMS, x.IntervalMS, x.Node, x.GPUUUID, x.GPUModel, x.Profile,
+			x.Project, x.User, util, known, x.Processes, x.HolderRef); err != nil {
+			return fmt.Errorf("cannot upsert latest sample: %w", err)
 		}
 	}
 	return nil

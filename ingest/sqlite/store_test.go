@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"testing"
@@ -40,6 +41,45 @@ func TestBillFromSQLiteEqualsFile(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, w.Write(ctx, samples[100:9000]))
 	ingesttest.RequireSameInvoices(t, data, cats, st)
+	require.Equal(t, ingesttest.LatestOf(samples), ingesttest.Latest(t, st, 0))
+}
+
+// A store written before latest_samples existed gets them from its raw
+// samples when migrated: per instance the held sample with the greatest start.
+func TestLatestSamplesBackfill(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "cardhour.db")
+	log := slog.New(slog.DiscardHandler)
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
+	require.NoError(t, err)
+	samples := ingesttest.Samples(t, ingesttest.Trace(t, 20_000, 23))
+	require.NoError(t, st.Write(ctx, &ingest.Batch{Samples: samples})) // raw rows only
+	require.Empty(t, ingesttest.Latest(t, st, 0))
+	require.NoError(t, st.Close())
+
+	// Back to the version before latest_samples.
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	_, err = db.Exec(`DROP TABLE latest_samples`)
+	require.NoError(t, err)
+	_, err = db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, sqlite.SchemaVersion-2))
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	st, err = sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
+	require.NoError(t, err)
+	defer st.Close()
+	from, to := st.Migrated()
+	require.Equal(t, [2]int{sqlite.SchemaVersion - 2, sqlite.SchemaVersion}, [2]int{from, to})
+	want := ingesttest.LatestOf(samples)
+	require.Greater(t, len(want), 40)
+	require.Equal(t, want, ingesttest.Latest(t, st, 0))
+
+	// Later writes keep the newer sample: an older replay changes nothing.
+	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: log})
+	require.NoError(t, err)
+	require.NoError(t, w.Write(ctx, samples[:len(samples)/2]))
+	require.Equal(t, want, ingesttest.Latest(t, st, 0))
 }
 
 // Idle runs written before the class layout (idle_runs, one exact util per run)

@@ -196,8 +196,9 @@ type idleRow struct {
 	min, max float64
 }
 
-// keptRows passes runs (and raw samples with raw) to the store and counts the
-// rows written and the distinct rows the store keeps of them.
+// keptRows passes runs and latest samples (and raw samples with raw) to the
+// store and counts the rows written and the distinct rows the store keeps of
+// them.
 type keptRows struct {
 	ingest.Backend
 	raw         bool
@@ -209,10 +210,10 @@ type keptRows struct {
 
 func (s *keptRows) Write(ctx context.Context, b *ingest.Batch) error {
 	if !s.raw {
-		if len(b.Occupancy)+len(b.Idle) == 0 {
+		if len(b.Occupancy)+len(b.Idle)+len(b.Latest) == 0 {
 			return nil
 		}
-		b = &ingest.Batch{Occupancy: b.Occupancy, Idle: b.Idle}
+		b = &ingest.Batch{Occupancy: b.Occupancy, Idle: b.Idle, Latest: b.Latest}
 	}
 	if err := s.Backend.Write(ctx, b); err != nil {
 		return err
