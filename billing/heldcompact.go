@@ -249,14 +249,6 @@ func streakStart(idle [][2]int64, runs []Run, k Key, since, lastMS int64) int64 
 	return max(start, since)
 }
 
-// LatestRows is a store that keeps the latest held sample of every instance.
-type LatestRows interface {
-	// LatestSamples calls fn with the latest stored held sample (greatest StartMS;
-	// project not empty) of each instance whose latest held sample starts at or after
-	// fromMS, once per instance, in any order.
-	LatestSamples(ctx context.Context, fromMS int64, fn func(*schemas.Sample) error) error
-}
-
 // InstanceRows is a store that reads the held samples of a few instances
 // by its index (instance, then time) rather than by a window of time over
 // every instance; the watcher reads a release's evidence with it.

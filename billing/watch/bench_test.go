@@ -69,11 +69,22 @@ func benchCycle(b *testing.B, store string, instances, budgets int) {
 		}
 		history = d
 	}
+	// How long every other instance has been idle (default 70 min, past
+	// the benchmark's release_after of 60 min; CARDHOUR_WATCH_BENCH_IDLE=20h
+	// makes streaks older than the cycle's look-back).
+	idleFor := 70 * time.Minute
+	if v := os.Getenv("CARDHOUR_WATCH_BENCH_IDLE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 || d > history {
+			b.Fatalf("CARDHOUR_WATCH_BENCH_IDLE=%q: want a positive duration within the history (%s)", v, history)
+		}
+		idleFor = d
+	}
 	var ss []schemas.Sample
 	for i := range instances {
 		for t := now.Add(-history); t.Before(now); t = t.Add(5 * time.Minute) {
 			util := 0.8
-			if i%2 == 0 && !t.Before(now.Add(-70*time.Minute)) {
+			if i%2 == 0 && !t.Before(now.Add(-idleFor)) {
 				util = 0
 			}
 			ss = append(ss, schemas.Sample{StartMS: t.UnixMilli(), IntervalMS: 300_000, Node: fmt.Sprintf("node-%d", i/8),

@@ -18,7 +18,7 @@ func (s *Store) InstanceSamples(ctx context.Context, instances []string, fromMS,
 	if len(instances) == 0 {
 		return nil
 	}
-	wanted, err := ext.NewTable("wanted_instances", ext.Column("instance_id", "String"))
+	wanted, err := ext.NewTable("pending_instances", ext.Column("instance_id", "String"))
 	if err != nil {
 		return fmt.Errorf("cannot build the instance table: %w", err)
 	}
@@ -29,7 +29,7 @@ func (s *Store) InstanceSamples(ctx context.Context, instances []string, fromMS,
 	}
 	rows, err := s.conn.Query(ch.Context(ctx, ch.WithExternalTable(wanted)),
 		"SELECT instance_id, start_ms, project, user, interval_ms, node, gpu_uuid, gpu_model, profile, util, processes, holder_ref FROM "+
-			s.table("raw_samples")+" FINAL WHERE instance_id IN wanted_instances AND start_ms >= "+itoa(fromMS)+" AND start_ms < "+itoa(toMS)+
+			s.table("raw_samples")+" FINAL WHERE instance_id IN pending_instances AND start_ms >= "+itoa(fromMS)+" AND start_ms < "+itoa(toMS)+
 			" AND ts >= toDateTime("+itoa(max(fromMS/1000-1, 0))+") AND project != ''")
 	if err != nil {
 		return classify(fmt.Errorf("cannot read the samples of %d instances: %w", len(instances), err))

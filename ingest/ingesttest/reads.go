@@ -181,6 +181,16 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 		{InstanceID: "x-1", Node: "n3", Project: "nlp-lab", User: "carol", GPUModel: "Unknown GPU", Profile: "full",
 			Since: utc("2026-11-02T06:20:00Z"), LastSample: utc("2026-11-02T06:29:00Z"), HolderRef: "pid:4343"},
 	}, held)
+	// HeldNow answers the present from the compact rows; the raw samples
+	// say the same.
+	compact, err := billing.HeldNowFrom(ctx, st, cat, utc("2026-11-02T06:30:10Z"), billing.HeldLookback)
+	require.NoError(t, err)
+	require.Equal(t, held, compact)
+	raw, err := billing.HeldNowWithin(ctx, st, cat, utc("2026-11-02T06:30:10Z"), billing.HeldLookback)
+	require.NoError(t, err)
+	require.Equal(t, held, raw)
+	requireInstanceSamples(t, st)
+	// A moment in the store's past (alice still held): from raw samples.
 	held, err = billing.HeldNow(ctx, st, cat, utc("2026-11-02T05:45:00Z"))
 	require.NoError(t, err)
 	require.Len(t, held, 1)
