@@ -89,11 +89,19 @@ func HeldNowWithin(ctx context.Context, src HeldRows, cat *schemas.Catalog, now 
 	if lookback <= 0 {
 		return nil, fmt.Errorf("held now: lookback %s: want a positive duration", lookback)
 	}
+	return heldFromSamples(cat, now, lookback, func(from, to int64, fn func(*schemas.Sample) error) error {
+		return src.HeldSamples(ctx, from, to, fn)
+	})
+}
+
+// heldFromSamples is HeldNowWithin over the held samples read returns
+// (those starting in [from, to)).
+func heldFromSamples(cat *schemas.Catalog, now time.Time, lookback time.Duration, read func(from, to int64, fn func(*schemas.Sample) error) error) ([]Held, error) {
 	tol := cat.Defaults.GapToleranceMS
 	nowMS := now.UnixMilli()
 	from := now.Add(-lookback).UnixMilli()
 	by := map[string][]schemas.Sample{}
-	err := src.HeldSamples(ctx, from, nowMS+1, func(s *schemas.Sample) error {
+	err := read(from, nowMS+1, func(s *schemas.Sample) error {
 		by[s.InstanceID] = append(by[s.InstanceID], *s)
 		return nil
 	})

@@ -40,10 +40,12 @@ type CompactHeld interface {
 // (SinceClipped, IdleSinceClipped) is the start of the runs read, within
 // the tolerance of the look-back's start, where HeldNowWithin gives its
 // first sample after it; and a holding that begins just after it is
-// clipped or not as the runs show, where the raw samples cannot tell. When
-// now lies in the store's past (some instance's latest sample starts more
-// than the gap tolerance after now), the latest rows do not describe now:
-// HeldNowFrom returns HeldNowWithin's result, from raw samples.
+// clipped or not as the runs show, where the raw samples cannot tell. An
+// instance whose latest sample starts more than the gap tolerance after
+// now (now is a moment in the store's past, or the node's clock runs
+// ahead) is not described by it: HeldNowFrom answers for it as
+// HeldNowWithin does, from its raw samples, read by instance
+// (InstanceRows) where the store can and else by time.
 func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now time.Time, lookback time.Duration) ([]Held, error) {
 	if lookback <= 0 {
 		return nil, fmt.Errorf("held now: lookback %s: want a positive duration", lookback)
@@ -52,12 +54,13 @@ func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now
 	nowMS := now.UnixMilli()
 	lo := now.Add(-lookback).UnixMilli()
 	latest := map[string]schemas.Sample{}
-	past := false
+	var later []string // instances whose latest sample starts after now
 	err := src.LatestSamples(ctx, lo, func(s *schemas.Sample) error {
 		if s.StartMS > nowMS+tol {
-			past = true
+			later = append(later, s.InstanceID)
+			return nil
 		}
-		if s.Project != "" && s.EndMS()+tol >= nowMS && s.StartMS <= nowMS+tol {
+		if s.Project != "" && s.EndMS()+tol >= nowMS {
 			if cur, ok := latest[s.InstanceID]; !ok || s.StartMS >= cur.StartMS {
 				latest[s.InstanceID] = *s
 			}
@@ -67,11 +70,30 @@ func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now
 	if err != nil {
 		return nil, fmt.Errorf("held now: latest samples: %w", err)
 	}
-	if past {
-		return HeldNowWithin(ctx, src, cat, now, lookback)
+	var fromRaw []Held
+	if len(later) > 0 {
+		// Now lies in the past of these instances (a moment in the store's
+		// past, or a node whose clock runs ahead): their latest sample does
+		// not describe now, their raw samples do, read by instance where
+		// the store can.
+		slices.Sort(later)
+		later = slices.Compact(later)
+		for _, id := range later {
+			delete(latest, id)
+		}
+		ir, ok := src.(InstanceRows)
+		if !ok {
+			return HeldNowWithin(ctx, src, cat, now, lookback)
+		}
+		fromRaw, err = heldFromSamples(cat, now, lookback, func(from, to int64, fn func(*schemas.Sample) error) error {
+			return ir.InstanceSamples(ctx, later, from, to, fn)
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	if len(latest) == 0 {
-		return nil, nil
+		return fromRaw, nil
 	}
 	// The runs of the held instances (every key of each: another holder's
 	// run ends a holding) and the idle time of the keys idle now.
@@ -136,7 +158,8 @@ func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now
 			return nil, fmt.Errorf("held now: %w", err)
 		}
 	}
-	out := make([]Held, 0, len(latest))
+	out := make([]Held, 0, len(latest)+len(fromRaw))
+	out = append(out, fromRaw...)
 	for id, last := range latest {
 		k := schemas.KeyOf(&last)
 		h := Held{InstanceID: id, Node: last.Node, Project: last.Project, User: last.User, GPUModel: last.GPUModel,

@@ -165,3 +165,34 @@ func TestHeldNowFromInThePast(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want, got)
 }
+
+// An instance whose node's clock runs ahead (its latest sample starts
+// after now) is answered from its own raw samples; the others still from
+// the compact rows, and together they say what the raw samples say.
+func TestHeldNowFromNodeAhead(t *testing.T) {
+	ctx := context.Background()
+	cat, err := schemas.ParseCatalog([]byte(heldCatalog), "held.yaml")
+	require.NoError(t, err)
+	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	for seed := range 20 {
+		samples := heldTrace(rand.New(rand.NewPCG(uint64(seed), 5)), now.UnixMilli())
+		var last schemas.Sample
+		for _, s := range samples {
+			if s.InstanceID == "mig-0" && s.StartMS > last.StartMS {
+				last = s
+			}
+		}
+		for i := range 3 { // two minutes ahead
+			s := last
+			s.StartMS, s.IntervalMS = now.Add(2*time.Minute+time.Duration(i)*time.Minute).UnixMilli(), 60_000
+			samples = append(samples, s)
+		}
+		m := ingest.NewMemStore()
+		require.NoError(t, m.Write(ctx, ingest.NewCompactor(0).Build(samples)))
+		want, err := billing.HeldNowWithin(ctx, m, cat, now, 24*time.Hour)
+		require.NoError(t, err)
+		got, err := billing.HeldNowFrom(ctx, m, cat, now, 24*time.Hour)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "seed %d", seed)
+	}
+}

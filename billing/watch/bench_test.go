@@ -294,17 +294,22 @@ func padHistory(b *testing.B, st *clickhouse.Store, db string, instances int, fr
 	}
 	n, k, h, p := int64(instances), int64(d/(5*time.Minute)), from.UnixMilli(), start.UnixMilli()
 	key := "concat('p', toString(i % 50)), concat('s', toString(i % 5000)), concat('mig-', toString(i)), 'A100', '1g.10gb'"
-	for _, q := range []string{
-		"INSERT INTO `" + db + "`.raw_samples (ts, start_ms, interval_ms, node, gpu_uuid, gpu_model, instance_id, profile, project, user, util, " +
-			"mem_used_bytes, mem_total_bytes, processes, util_source, holder_ref, ingested_at) " +
-			"SELECT toDateTime(intDiv(s, 1000)), s, 300000, concat('node-', toString(intDiv(i, 8))), concat('GPU-', toString(intDiv(i, 8))), 'A100', " +
-			"concat('mig-', toString(i)), '1g.10gb', concat('p', toString(i % 50)), concat('s', toString(i % 5000)), 0.8, 0, 0, 1, '', '', now() " +
-			fmt.Sprintf("FROM (SELECT number %% %d AS i, %d - (intDiv(number, %d) + 1) * 300000 AS s FROM numbers(%d))", n, h, n, n*k),
-		"INSERT INTO `" + db + "`.occupancy (start, project, user, instance_id, gpu_model, profile, start_ms, end_ms) " +
+	var qs []string
+	// A day of samples an insert, each well within the connection's read timeout.
+	for day := int64(0); day*288 < k; day++ {
+		steps := min(k-day*288, 288)
+		qs = append(qs, "INSERT INTO `"+db+"`.raw_samples (ts, start_ms, interval_ms, node, gpu_uuid, gpu_model, instance_id, profile, project, user, util, "+
+			"mem_used_bytes, mem_total_bytes, processes, util_source, holder_ref, ingested_at) "+
+			"SELECT toDateTime(intDiv(s, 1000)), s, 300000, concat('node-', toString(intDiv(i, 8))), concat('GPU-', toString(intDiv(i, 8))), 'A100', "+
+			"concat('mig-', toString(i)), '1g.10gb', concat('p', toString(i % 50)), concat('s', toString(i % 5000)), 0.8, 0, 0, 1, '', '', now() "+
+			fmt.Sprintf("FROM (SELECT number %% %d AS i, %d - (intDiv(number, %d) + 1) * 300000 AS s FROM numbers(%d))", n, h-day*288*300_000, n, n*steps))
+	}
+	for _, q := range append(qs,
+		"INSERT INTO `"+db+"`.occupancy (start, project, user, instance_id, gpu_model, profile, start_ms, end_ms) "+
 			fmt.Sprintf("SELECT toDateTime(%d), %s, %d, %d FROM (SELECT number AS i FROM numbers(%d))", p/1000, key, p, h, n),
-		"INSERT INTO `" + db + "`.idle_spans (start, project, user, instance_id, gpu_model, profile, class, min_util, max_util, start_ms, end_ms) " +
+		"INSERT INTO `"+db+"`.idle_spans (start, project, user, instance_id, gpu_model, profile, class, min_util, max_util, start_ms, end_ms) "+
 			fmt.Sprintf("SELECT toDateTime(%d), %s, 5, 0.8, 0.8, %d, %d FROM (SELECT number AS i FROM numbers(%d))", p/1000, key, p, h, n),
-	} {
+	) {
 		if err := st.Conn().Exec(ctx, q); err != nil {
 			b.Fatalf("padding the history: %v", err)
 		}
