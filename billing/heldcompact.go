@@ -143,20 +143,8 @@ func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now
 	if err := errors.Join(occErr, <-errc); err != nil {
 		return nil, fmt.Errorf("held now: %w", err)
 	}
-	if feed.Pending() {
-		insts, from, to, below := feed.PendingRange()
-		err := src.RawIdle(ctx, insts, from, to, below, func(pts []RawPoint) error {
-			for i := range pts {
-				feed.Raw(&pts[i])
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("held now: %w", err)
-		}
-		if err := feed.Resolve(); err != nil {
-			return nil, fmt.Errorf("held now: %w", err)
-		}
+	if err := feed.ResolveFrom(ctx, src); err != nil {
+		return nil, fmt.Errorf("held now: %w", err)
 	}
 	out := make([]Held, 0, len(latest)+len(fromRaw))
 	out = append(out, fromRaw...)

@@ -112,20 +112,8 @@ func BillFrom(ctx context.Context, src UsageSource, cat *schemas.Catalog, p Peri
 	if err := errors.Join(<-errc, <-errc); err != nil {
 		return nil, err
 	}
-	if feed.Pending() {
-		insts, from, to, below := feed.PendingRange()
-		err := src.RawIdle(ctx, insts, from, to, below, func(pts []RawPoint) error {
-			for i := range pts {
-				feed.Raw(&pts[i])
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		if err := feed.Resolve(); err != nil {
-			return nil, err
-		}
+	if err := feed.ResolveFrom(ctx, src); err != nil {
+		return nil, err
 	}
 	return acc.Invoices(), nil
 }

@@ -94,20 +94,8 @@ func (u runUsage) UsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageR
 	if err := errors.Join(<-errc, <-errc); err != nil {
 		return err
 	}
-	if feed.Pending() {
-		insts, from, to, below := feed.PendingRange()
-		err := u.src.RawIdle(ctx, insts, from, to, below, func(pts []RawPoint) error {
-			for i := range pts {
-				feed.Raw(&pts[i])
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		if err := feed.Resolve(); err != nil {
-			return err
-		}
+	if err := feed.ResolveFrom(ctx, u.src); err != nil {
+		return err
 	}
 	sums := NewBucketSums(q)
 	for k, x := range byKey {

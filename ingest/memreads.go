@@ -95,11 +95,25 @@ func inList(list []string, v string) bool { return len(list) == 0 || slices.Cont
 
 // HeldSamples implements schemas.HeldRows.
 func (m *MemStore) HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(*schemas.Sample) error) error {
+	return m.heldSamples(ctx, fromMS, toMS, func(*schemas.Sample) bool { return true }, false, fn)
+}
+
+// heldSamples calls fn with copies of the held samples in [fromMS, toMS)
+// that keep says to keep, taken under the lock and handed over outside it;
+// trimmed, with only the fields the databases keep.
+func (m *MemStore) heldSamples(ctx context.Context, fromMS, toMS int64, keep func(*schemas.Sample) bool, trimmed bool, fn func(*schemas.Sample) error) error {
 	var out []schemas.Sample
 	m.mu.Lock()
 	_ = m.uniqueSamples(fromMS, toMS, func(s *schemas.Sample) error {
-		if s.Project != "" {
-			out = append(out, *s)
+		if s.Project != "" && keep(s) {
+			x := *s
+			if trimmed {
+				x.MemUsed, x.MemTotal, x.UtilSource, x.SchemaField = 0, 0, "", ""
+				if !x.UtilKnown {
+					x.Util = 0
+				}
+			}
+			out = append(out, x)
 		}
 		return nil
 	})

@@ -28,26 +28,10 @@ func (s *Store) InstanceSamples(ctx context.Context, instances []string, fromMS,
 		}
 	}
 	rows, err := s.conn.Query(ch.Context(ctx, ch.WithExternalTable(wanted)),
-		"SELECT instance_id, start_ms, project, user, interval_ms, node, gpu_uuid, gpu_model, profile, util, processes, holder_ref FROM "+
-			s.table("raw_samples")+" FINAL WHERE instance_id IN pending_instances AND start_ms >= "+itoa(fromMS)+" AND start_ms < "+itoa(toMS)+
-			" AND ts >= toDateTime("+itoa(max(fromMS/1000-1, 0))+") AND project != ''")
+		"SELECT "+heldColumns+" FROM "+s.table("raw_samples")+" FINAL WHERE instance_id IN pending_instances AND start_ms >= "+itoa(fromMS)+
+			" AND start_ms < "+itoa(toMS)+" AND ts >= toDateTime("+itoa(max(fromMS/1000-1, 0))+") AND project != ''")
 	if err != nil {
 		return classify(fmt.Errorf("cannot read the samples of %d instances: %w", len(instances), err))
 	}
-	defer func() { _ = rows.Close() }()
-	for rows.Next() {
-		var x schemas.Sample
-		var util *float64
-		if err := rows.Scan(&x.InstanceID, &x.StartMS, &x.Project, &x.User, &x.IntervalMS, &x.Node, &x.GPUUUID, &x.GPUModel,
-			&x.Profile, &util, &x.Processes, &x.HolderRef); err != nil {
-			return fmt.Errorf("cannot read a sample: %w", err)
-		}
-		if util != nil {
-			x.Util, x.UtilKnown = *util, true
-		}
-		if err := fn(&x); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return scanHeld(rows, fn)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/schemas"
@@ -39,11 +41,19 @@ func (s *Store) UsageRows(ctx context.Context, q billing.UsageRowQuery, fn func(
 
 // HeldSamples implements billing.HeldRows.
 func (s *Store) HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(*schemas.Sample) error) error {
-	rows, err := s.conn.Query(ctx, "SELECT instance_id, start_ms, project, user, interval_ms, node, gpu_uuid, gpu_model, profile, util, processes, holder_ref FROM "+
+	rows, err := s.conn.Query(ctx, "SELECT "+heldColumns+" FROM "+
 		s.samples(fromMS, toMS)+" WHERE start_ms >= "+itoa(fromMS)+" AND start_ms < "+itoa(toMS)+" AND project != ''")
 	if err != nil {
 		return classify(fmt.Errorf("cannot read held samples: %w", err))
 	}
+	return scanHeld(rows, fn)
+}
+
+// heldColumns are the columns scanHeld reads, in its order.
+const heldColumns = "instance_id, start_ms, project, user, interval_ms, node, gpu_uuid, gpu_model, profile, util, processes, holder_ref"
+
+// scanHeld hands each row of heldColumns to fn as a sample, and closes rows.
+func scanHeld(rows driver.Rows, fn func(*schemas.Sample) error) error {
 	defer func() { _ = rows.Close() }()
 	for rows.Next() {
 		var x schemas.Sample
