@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -104,10 +105,10 @@ func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now
 			idleKeys[schemas.KeyOf(&s)] = true
 		}
 	}
-	idleTime := map[Key][][2]int64{}
+	idleTime := map[Key][]Run{}
 	feed := &IdleFeeder{cat: cat, p0: lo, p1: nowMS + 1, add: func(k Key, s, e int64) {
 		if e > s {
-			idleTime[k] = append(idleTime[k], [2]int64{s, e})
+			idleTime[k] = append(idleTime[k], Run{StartMS: s, EndMS: e})
 		}
 	}}
 	rctx, cancel := context.WithCancel(ctx)
@@ -183,24 +184,24 @@ func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now
 // it and starts before the current start). broke reports that some run of
 // the instance starts before the holding (a gap over the tolerance or
 // another holder ended it there), so that the holding did not begin before
-// the runs read.
+// the runs read. Runs are visited latest end first, so the runs of other
+// keys ending after the one visited are those visited before it: the
+// earliest start among them decides whether one comes between.
 func holdingStart(rs []Run, k Key, startMS, tol int64) (since int64, broke bool) {
 	slices.SortFunc(rs, func(a, b Run) int { return cmp.Compare(b.EndMS, a.EndMS) })
 	cur := startMS
+	otherStart := int64(math.MaxInt64) // earliest start of the other keys' runs visited
 	for i := range rs {
 		r := &rs[i]
-		if r.Key != k || r.EndMS+tol < cur || r.StartMS >= cur {
+		if r.Key != k {
+			otherStart = min(otherStart, r.StartMS)
 			continue
 		}
-		blocked := false
-		for j := range rs {
-			if x := &rs[j]; x.Key != k && x.StartMS < cur && x.EndMS > r.EndMS {
-				blocked = true
-				break
-			}
+		if r.EndMS+tol < cur || r.StartMS >= cur {
+			continue
 		}
-		if blocked {
-			break
+		if otherStart < cur {
+			break // another holder's run ends after this one and starts before the holding
 		}
 		cur = r.StartMS
 	}
@@ -218,44 +219,39 @@ func holdingStart(rs []Run, k Key, startMS, tol int64) (since int64, broke bool)
 // over the idle time, a stretch where the key held the instance without
 // being idle ends the streak; a stretch without samples does not (the
 // holding bridged it).
-func streakStart(idle [][2]int64, runs []Run, k Key, since, lastMS int64) int64 {
-	slices.SortFunc(idle, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
-	var merged [][2]int64
-	for _, iv := range idle {
-		if n := len(merged); n > 0 && iv[0] <= merged[n-1][1] {
-			merged[n-1][1] = max(merged[n-1][1], iv[1])
-			continue
+func streakStart(idle []Run, runs []Run, k Key, since, lastMS int64) int64 {
+	merged := union(idle)
+	var occ []Run
+	for i := range runs {
+		if runs[i].Key == k {
+			occ = append(occ, runs[i])
 		}
-		merged = append(merged, iv)
+	}
+	occ = union(occ)
+	// The first stretch ending after a time t (binary search over the disjoint, sorted union).
+	after := func(u []Run, t int64) int {
+		i, _ := slices.BinarySearchFunc(u, t, func(r Run, t int64) int { return cmp.Compare(r.EndMS, t+1) })
+		return i
 	}
 	// The idle stretch holding the latest sample.
-	j := -1
-	for i := range merged {
-		if merged[i][0] <= lastMS && lastMS < merged[i][1] {
-			j = i
-		}
-	}
-	if j < 0 {
+	j := after(merged, lastMS)
+	if j == len(merged) || merged[j].StartMS > lastMS {
 		return lastMS // its idle row is not stored yet: the streak is the sample
 	}
 	held := func(a, b int64) bool { // the key held the instance at some point of [a, b)
-		for i := range runs {
-			if r := &runs[i]; r.Key == k && r.StartMS < b && r.EndMS > a {
-				return true
-			}
-		}
-		return false
+		i := after(occ, a)
+		return i < len(occ) && occ[i].StartMS < b
 	}
-	start := merged[j][0]
+	start := merged[j].StartMS
 	for ; start > since; j-- {
 		prevEnd := since
 		if j > 0 {
-			prevEnd = max(merged[j-1][1], since)
+			prevEnd = max(merged[j-1].EndMS, since)
 		}
-		if held(prevEnd, start) || j == 0 || merged[j-1][1] <= since {
+		if held(prevEnd, start) || j == 0 || merged[j-1].EndMS <= since {
 			break
 		}
-		start = merged[j-1][0]
+		start = merged[j-1].StartMS
 	}
 	return max(start, since)
 }
