@@ -109,17 +109,13 @@ func heldFromSamples(cat *schemas.Catalog, now time.Time, lookback time.Duration
 		return nil, fmt.Errorf("held now: %w", err)
 	}
 	var out []Held
-	for id, ss := range by {
+	for _, ss := range by {
 		slices.SortFunc(ss, func(a, b schemas.Sample) int { return cmp.Compare(a.StartMS, b.StartMS) })
 		last := ss[len(ss)-1]
 		if last.EndMS()+tol < nowMS {
 			continue // released or silent
 		}
-		h := Held{InstanceID: id, Node: last.Node, Project: last.Project, User: last.User, GPUModel: last.GPUModel,
-			Profile: last.Profile, LastSample: time.UnixMilli(last.StartMS).UTC(), HolderRef: last.HolderRef}
-		if sku, ok := cat.ResolveSKU(last.GPUModel, last.Profile); ok {
-			h.SKU = sku.ID
-		}
+		h := heldBy(cat, &last)
 		// Walk back while the same holder holds it without a gap over the tolerance.
 		since, idle := last.StartMS, IsIdleSample(cat, &last)
 		idleSince, idleOpen := last.StartMS, idle
@@ -155,4 +151,15 @@ func heldFromSamples(cat *schemas.Catalog, now time.Time, lookback time.Duration
 		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.InstanceID, b.InstanceID))
 	})
 	return out, nil
+}
+
+// heldBy is the Held that the latest sample last describes, without its
+// starts (Since, IdleSince) and flags.
+func heldBy(cat *schemas.Catalog, last *schemas.Sample) Held {
+	h := Held{InstanceID: last.InstanceID, Node: last.Node, Project: last.Project, User: last.User, GPUModel: last.GPUModel,
+		Profile: last.Profile, LastSample: time.UnixMilli(last.StartMS).UTC(), HolderRef: last.HolderRef}
+	if sku, ok := cat.ResolveSKU(last.GPUModel, last.Profile); ok {
+		h.SKU = sku.ID
+	}
+	return h
 }

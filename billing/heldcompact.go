@@ -3,7 +3,6 @@ package billing
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -57,14 +56,11 @@ func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now
 	latest := map[string]schemas.Sample{}
 	var later []string // instances whose latest sample starts after now
 	err := src.LatestSamples(ctx, lo, func(s *schemas.Sample) error {
-		if s.StartMS > nowMS+tol {
+		switch {
+		case s.StartMS > nowMS+tol:
 			later = append(later, s.InstanceID)
-			return nil
-		}
-		if s.Project != "" && s.EndMS()+tol >= nowMS {
-			if cur, ok := latest[s.InstanceID]; !ok || s.StartMS >= cur.StartMS {
-				latest[s.InstanceID] = *s
-			}
+		case s.EndMS()+tol >= nowMS:
+			latest[s.InstanceID] = *s
 		}
 		return nil
 	})
@@ -77,11 +73,6 @@ func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now
 		// past, or a node whose clock runs ahead): their latest sample does
 		// not describe now, their raw samples do, read by instance where
 		// the store can.
-		slices.Sort(later)
-		later = slices.Compact(later)
-		for _, id := range later {
-			delete(latest, id)
-		}
 		ir, ok := src.(InstanceRows)
 		if !ok {
 			return HeldNowWithin(ctx, src, cat, now, lookback)
@@ -99,31 +90,7 @@ func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now
 	// The runs of the held instances (every key of each: another holder's
 	// run ends a holding) and the idle time of the keys idle now.
 	runs := map[string][]Run{}
-	idleKeys := map[Key]bool{}
-	for _, s := range latest {
-		if IsIdleSample(cat, &s) {
-			idleKeys[schemas.KeyOf(&s)] = true
-		}
-	}
-	idleTime := map[Key][]Run{}
-	feed := &IdleFeeder{cat: cat, p0: lo, p1: nowMS + 1, add: func(k Key, s, e int64) {
-		if e > s {
-			idleTime[k] = append(idleTime[k], Run{StartMS: s, EndMS: e})
-		}
-	}}
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 1)
-	idleRuns := make(chan []IdleRun, 4)
-	go func() {
-		defer close(idleRuns)
-		if len(idleKeys) == 0 {
-			errc <- nil
-			return
-		}
-		errc <- src.IdleRuns(rctx, lo, nowMS+1, MaxIdleThreshold(cat)+1e-9, func(rs []IdleRun) error { return send(rctx, idleRuns, rs) })
-	}()
-	occErr := src.Occupancy(rctx, lo, nowMS, func(rs []Run) error {
+	err = src.Occupancy(ctx, lo, nowMS, func(rs []Run) error {
 		for _, r := range rs {
 			if _, ok := latest[r.Key.InstanceID]; ok && r.EndMS > r.StartMS {
 				runs[r.Key.InstanceID] = append(runs[r.Key.InstanceID], r)
@@ -131,31 +98,42 @@ func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now
 		}
 		return nil
 	})
-	if occErr != nil {
-		cancel()
+	if err != nil {
+		return nil, fmt.Errorf("held now: %w", err)
 	}
-	for rs := range idleRuns {
-		for i := range rs {
-			if idleKeys[rs[i].Key] {
-				feed.Add(&rs[i])
-			}
+	idleKeys := map[Key]bool{}
+	for _, s := range latest {
+		if IsIdleSample(cat, &s) {
+			idleKeys[schemas.KeyOf(&s)] = true
 		}
 	}
-	if err := errors.Join(occErr, <-errc); err != nil {
-		return nil, fmt.Errorf("held now: %w", err)
-	}
-	if err := feed.ResolveFrom(ctx, src); err != nil {
-		return nil, fmt.Errorf("held now: %w", err)
+	idleTime := map[Key][]Run{}
+	if len(idleKeys) > 0 {
+		feed := &IdleFeeder{cat: cat, p0: lo, p1: nowMS + 1, add: func(k Key, s, e int64) {
+			if e > s {
+				idleTime[k] = append(idleTime[k], Run{StartMS: s, EndMS: e})
+			}
+		}}
+		err = src.IdleRuns(ctx, lo, nowMS+1, MaxIdleThreshold(cat)+1e-9, func(rs []IdleRun) error {
+			for i := range rs {
+				if idleKeys[rs[i].Key] {
+					feed.Add(&rs[i])
+				}
+			}
+			return nil
+		})
+		if err == nil {
+			err = feed.ResolveFrom(ctx, src)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("held now: %w", err)
+		}
 	}
 	out := make([]Held, 0, len(latest)+len(fromRaw))
 	out = append(out, fromRaw...)
 	for id, last := range latest {
 		k := schemas.KeyOf(&last)
-		h := Held{InstanceID: id, Node: last.Node, Project: last.Project, User: last.User, GPUModel: last.GPUModel,
-			Profile: last.Profile, LastSample: time.UnixMilli(last.StartMS).UTC(), HolderRef: last.HolderRef}
-		if sku, ok := cat.ResolveSKU(last.GPUModel, last.Profile); ok {
-			h.SKU = sku.ID
-		}
+		h := heldBy(cat, &last)
 		since, broke := holdingStart(runs[id], k, last.StartMS, tol)
 		clipped := !broke && since <= lo+tol
 		if clipped {
