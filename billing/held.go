@@ -19,6 +19,7 @@ const HeldLookback = 24 * time.Hour
 type Held struct {
 	InstanceID    string
 	Node          string
+	GPUUUID       string // of the latest sample
 	Project, User string
 	SKU           string // empty when no catalog SKU prices it
 	GPUModel      string
@@ -156,7 +157,7 @@ func heldFromSamples(cat *schemas.Catalog, now time.Time, lookback time.Duration
 // heldBy is the Held that the latest sample last describes, without its
 // starts (Since, IdleSince) and flags.
 func heldBy(cat *schemas.Catalog, last *schemas.Sample) Held {
-	h := Held{InstanceID: last.InstanceID, Node: last.Node, Project: last.Project, User: last.User, GPUModel: last.GPUModel,
+	h := Held{InstanceID: last.InstanceID, Node: last.Node, GPUUUID: last.GPUUUID, Project: last.Project, User: last.User, GPUModel: last.GPUModel,
 		Profile: last.Profile, LastSample: time.UnixMilli(last.StartMS).UTC(), HolderRef: last.HolderRef}
 	if sku, ok := cat.ResolveSKU(last.GPUModel, last.Profile); ok {
 		h.SKU = sku.ID

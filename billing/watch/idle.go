@@ -162,8 +162,8 @@ func (w *Watcher) release(ctx context.Context, h *billing.Held, nr ledger.NewRel
 		return rel, err
 	}
 	rep.Releases++
-	req := ReleaseRequest{Key: nr.Key, DryRun: nr.DryRun, Evidence: ev, Target: Target{Node: h.Node, GPUUUID: heldUUID(h),
-		InstanceID: h.InstanceID, GPUModel: h.GPUModel, Profile: h.Profile, Project: h.Project, User: h.User, HolderRef: heldRef(h)}}
+	req := ReleaseRequest{Key: nr.Key, DryRun: nr.DryRun, Evidence: ev, Target: Target{Node: h.Node, GPUUUID: h.GPUUUID,
+		InstanceID: h.InstanceID, GPUModel: h.GPUModel, Profile: h.Profile, Project: h.Project, User: h.User, HolderRef: h.HolderRef}}
 	var res ledger.ReleaseResult
 	if w.cfg.Releaser == nil {
 		if nr.DryRun {
@@ -258,7 +258,7 @@ func (w *Watcher) evidence(ctx context.Context, cat *schemas.Catalog, st *state,
 // the tolerance billed as held) as the billing engine prices it
 // (billing.UsageAmount with the SKU's hourly price); zero when unpriced.
 func (w *Watcher) facts(cat *schemas.Catalog, h *billing.Held, heldSince, idleSince, now time.Time) Facts {
-	f := Facts{Project: h.Project, User: h.User, Node: h.Node, GPUUUID: heldUUID(h), GPUModel: h.GPUModel, Profile: h.Profile,
+	f := Facts{Project: h.Project, User: h.User, Node: h.Node, GPUUUID: h.GPUUUID, GPUModel: h.GPUModel, Profile: h.Profile,
 		InstanceID: h.InstanceID, HeldSince: heldSince, IdleSince: idleSince, At: now, Currency: cat.Currency, TZ: cat.Location,
 		ExemptionHint: w.cfg.ExemptionHint, Cost: decimal.Zero}
 	if sku, ok := cat.SKUByID(h.SKU); ok && heldSince.Before(now) {

@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand"
-	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -471,27 +470,6 @@ func (w *Watcher) Run(ctx context.Context, holder string, every time.Duration, c
 // for ttl when it does).
 func (w *Watcher) Leader(ctx context.Context, holder string, ttl time.Duration) (bool, error) {
 	return w.cfg.Ledger.AcquireLease(ctx, LeaseName, holder, ttl)
-}
-
-// heldRef is the holder reference of h: how a releaser reaches the
-// holding workload (billing.Held.HolderRef, "k8s:ns/pod", "slurm:42").
-// Read by name so that the watcher builds with usage stores that do not
-// keep it yet; "" when there is none.
-func heldRef(h *billing.Held) string {
-	f := reflect.ValueOf(h).Elem().FieldByName("HolderRef")
-	if f.IsValid() && f.Kind() == reflect.String {
-		return f.String()
-	}
-	return ""
-}
-
-// heldUUID is h's GPU UUID where billing.Held carries it ("" otherwise).
-func heldUUID(h *billing.Held) string {
-	f := reflect.ValueOf(h).Elem().FieldByName("GPUUUID")
-	if f.IsValid() && f.Kind() == reflect.String {
-		return f.String()
-	}
-	return ""
 }
 
 func mustJSON(v any) json.RawMessage {

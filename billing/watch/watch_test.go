@@ -352,8 +352,15 @@ func TestIdlePolicySteps(t *testing.T) {
 	}
 	a, _ := f.ledger.AlertByKey(context.Background(), ledger.IdleAlertKey(KindIdleRelease, "gpu-1", at("10:00")))
 	var facts Facts
-	if err := json.Unmarshal(a.Facts, &facts); err != nil || facts.Outcome != "deleted pod ml/gpu-1" || facts.Cost.String() != "2.02" {
+	if err := json.Unmarshal(a.Facts, &facts); err != nil || facts.Outcome != "deleted pod ml/gpu-1" || facts.Cost.String() != "2.02" ||
+		facts.GPUUUID != "GPU-1" {
 		t.Fatalf("release facts %s: %v", a.Facts, err)
+	}
+	// The releaser was told which GPU, from the latest sample.
+	for _, r := range f.rel.reqs {
+		if r.Target.GPUUUID != "GPU-1" || r.Target.Node != "node-1" {
+			t.Fatalf("release target %+v", r.Target)
+		}
 	}
 	// The warning says what comes next: the reminder, at 10:45.
 	a, _ = f.ledger.AlertByKey(context.Background(), ledger.IdleAlertKey(KindIdleWarning, "gpu-1", at("10:00")))

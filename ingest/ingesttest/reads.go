@@ -175,10 +175,10 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 	held, err := billing.HeldNow(ctx, st, cat, utc("2026-11-02T06:30:10Z"))
 	require.NoError(t, err)
 	require.Equal(t, []billing.Held{
-		{InstanceID: "mig-b", Node: "n2", Project: "ai101", User: "bob", SKU: "h100-1g.10gb", GPUModel: h100, Profile: "1g.10gb",
+		{InstanceID: "mig-b", Node: "n2", GPUUUID: "GPU-n2", Project: "ai101", User: "bob", SKU: "h100-1g.10gb", GPUModel: h100, Profile: "1g.10gb",
 			Since: utc("2026-11-02T06:00:00Z"), LastSample: utc("2026-11-02T06:29:00Z"), Idle: true, IdleSince: utc("2026-11-02T06:00:00Z"),
 			HolderRef: "k8s:ai101/nb-bob"},
-		{InstanceID: "x-1", Node: "n3", Project: "nlp-lab", User: "carol", GPUModel: "Unknown GPU", Profile: "full",
+		{InstanceID: "x-1", Node: "n3", GPUUUID: "GPU-n3", Project: "nlp-lab", User: "carol", GPUModel: "Unknown GPU", Profile: "full",
 			Since: utc("2026-11-02T06:20:00Z"), LastSample: utc("2026-11-02T06:29:00Z"), HolderRef: "pid:4343"},
 	}, held)
 	// HeldNow answers the present from the compact rows; the raw samples
