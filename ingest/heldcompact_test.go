@@ -174,6 +174,7 @@ func TestHeldNowFromNodeAhead(t *testing.T) {
 	cat, err := schemas.ParseCatalog([]byte(heldCatalog), "held.yaml")
 	require.NoError(t, err)
 	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+	ahead := 0
 	for seed := range 20 {
 		samples := heldTrace(rand.New(rand.NewPCG(uint64(seed), 5)), now.UnixMilli())
 		var last schemas.Sample
@@ -194,5 +195,11 @@ func TestHeldNowFromNodeAhead(t *testing.T) {
 		got, err := billing.HeldNowFrom(ctx, m, cat, now, 24*time.Hour)
 		require.NoError(t, err)
 		require.Equal(t, want, got, "seed %d", seed)
+		for _, h := range want {
+			if h.InstanceID == "mig-0" {
+				ahead++
+			}
+		}
 	}
+	require.Greater(t, ahead, 5, "the instance ahead is held in many traces")
 }
