@@ -63,7 +63,26 @@ type Document struct {
 	// (absent when there were none, and in documents made before they were
 	// recorded). They change no amount: the lines bill what was held.
 	Releases []Release `json:"releases,omitempty"`
+	// CreditFor is set on a credit note: the number of the invoice it voids.
+	// A credit note's lines and total are that invoice's, negated.
+	CreditFor string `json:"credit_for,omitempty"`
+	// Void marks a rendering of a voided invoice. It is never stored (the
+	// frozen document keeps its bytes): the caller sets it before rendering a
+	// voided invoice's exports, which then carry 已作废 / VOID and the credit
+	// note's number.
+	Void *VoidMark `json:"-"`
 }
+
+// VoidMark is what a voided invoice's later exports say of the voiding.
+type VoidMark struct {
+	CreditNote string    // the credit note's number
+	VoidedAt   time.Time // when the invoice was voided
+	Reason     string
+}
+
+// IsDraft reports whether the document is a draft: it has no number yet.
+// Drafts' exports carry 草稿 / DRAFT on every page or sheet.
+func (d *Document) IsDraft() bool { return d.Number == "" }
 
 // Release statuses on a document.
 const (
