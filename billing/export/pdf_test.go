@@ -14,30 +14,33 @@ import (
 	"github.com/cardhour/cardhour/billing"
 )
 
-// needPDFTools returns the font path, or skips the test loudly when pdftotext or
-// the font is missing; under CI=true it fails instead, so CI cannot pass by
-// skipping. deployments/testenv/services.sh up installs both when run as root.
-func needPDFTools(t *testing.T) string {
+// needPDFTools returns the font set's paths, or skips the test loudly when
+// pdftotext, pdftoppm or a font is missing; under CI=true it fails instead, so
+// CI cannot pass by skipping. deployments/testenv/services.sh up installs them
+// when run as root.
+func needPDFTools(t *testing.T) []string {
 	t.Helper()
 	var missing []string
-	if _, err := exec.LookPath("pdftotext"); err != nil {
-		missing = append(missing, "pdftotext (Debian package poppler-utils)")
+	for _, tool := range []string{"pdftotext", "pdftoppm", "pdffonts"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, tool+" (Debian package poppler-utils)")
+		}
 	}
-	font, err := PDFOptions{}.FindFont()
+	fonts, err := PDFOptions{}.FindFonts()
 	if err != nil {
-		missing = append(missing, "a Chinese font (Debian package "+FontPackage+")")
+		missing = append(missing, err.Error())
 	}
 	if len(missing) == 0 {
-		return font
+		return fonts
 	}
 	msg := "PDF test needs " + strings.Join(missing, " and ") +
-		": apt-get install -y poppler-utils " + FontPackage + " (deployments/testenv/services.sh up does it as root)"
+		": apt-get install -y poppler-utils " + strings.Join(FontPackages(), " ") + " (deployments/testenv/services.sh up does it as root)"
 	switch strings.ToLower(os.Getenv("CI")) {
 	case "true", "1", "yes":
 		t.Fatal("FAILED under CI=true: " + msg)
 	}
 	t.Skip("SKIPPED: " + msg)
-	return ""
+	return nil
 }
 
 func pdfText(t *testing.T, pdf []byte) string {
@@ -62,10 +65,10 @@ func stampedLab(t *testing.T) *Document {
 }
 
 func TestPDFInvoiceText(t *testing.T) {
-	font := needPDFTools(t)
+	fonts := needPDFTools(t)
 	d := stampedLab(t)
 	var buf bytes.Buffer
-	require.NoError(t, WritePDF(&buf, d, PDFOptions{FontPath: font}))
+	require.NoError(t, WritePDF(&buf, d, PDFOptions{FontPath: fonts[0]}))
 	text := pdfText(t, buf.Bytes())
 	for _, want := range []string{
 		"Invoice 账单", "发票号", "2026-000042", "2026-11", "Lab 课题组", "F-1", "经费来源",
@@ -107,13 +110,23 @@ func TestPDFMissingFontNamesThePackage(t *testing.T) {
 	err := WritePDF(&bytes.Buffer{}, d, PDFOptions{FontPath: filepath.Join(t.TempDir(), "none.ttf")})
 	require.Error(t, err)
 
-	saved := DefaultFontPaths
-	t.Cleanup(func() { DefaultFontPaths = saved })
-	DefaultFontPaths = []string{filepath.Join(t.TempDir(), "missing.ttf")}
+	saved := DefaultFonts
+	t.Cleanup(func() { DefaultFonts = saved })
+	DefaultFonts = append([]FontRole(nil), saved...)
+	DefaultFonts[2] = FontRole{Role: "CJK Extension B", Package: "fonts-hanazono",
+		Paths: []string{filepath.Join(t.TempDir(), "missing.ttf")}}
 	err = WritePDF(&bytes.Buffer{}, d, PDFOptions{})
 	require.True(t, errors.Is(err, ErrNoFont))
-	require.ErrorContains(t, err, FontPackage)
+	require.ErrorContains(t, err, "fonts-hanazono")
 	require.ErrorContains(t, err, "missing.ttf")
+
+	// A collection or a CFF font is refused with what to give instead.
+	for _, bad := range []string{"/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc"} {
+		if _, serr := os.Stat(bad); serr == nil {
+			err = WritePDF(&bytes.Buffer{}, d, PDFOptions{FontPath: bad})
+			require.ErrorContains(t, err, ".ttc")
+		}
+	}
 }
 
 // Every export of a stored invoice is a function of its bytes: two documents
