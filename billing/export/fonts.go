@@ -77,7 +77,9 @@ func (opt PDFOptions) FindFonts() ([]string, error) {
 			pkgs = append(pkgs, role.Package)
 			continue
 		}
-		paths = append(paths, found)
+		if !slices.Contains(paths, found) { // FontPath may name a default font
+			paths = append(paths, found)
+		}
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("pdf font: %w: %s: install them (apt-get install -y %s)", ErrNoFont,

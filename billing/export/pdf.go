@@ -112,10 +112,10 @@ type pdfDoc struct {
 	pdf     *fpdf.Fpdf
 	d       *Document
 	faces   []*pdfFace
-	repl    *pdfFace  // the face that draws Replacement (nil: "?" in the first face)
-	missing []rune    // runes of the document no face has, sorted
-	table   []pdfCol  // the table being written: its header is repeated on a new page
-	tableSz float64   // the size of its header
+	repl    *pdfFace // the face that draws Replacement (nil: "?" in the first face)
+	missing []rune   // runes of the document no face has, sorted
+	table   []pdfCol // the table being written: its header is repeated on a new page
+	tableSz float64  // the size of its header
 	faceOf  map[rune]*pdfFace
 }
 
