@@ -67,9 +67,8 @@ func stampedLab(t *testing.T) *Document {
 func TestPDFInvoiceText(t *testing.T) {
 	fonts := needPDFTools(t)
 	d := stampedLab(t)
-	var buf bytes.Buffer
-	require.NoError(t, WritePDF(&buf, d, PDFOptions{FontPath: fonts[0]}))
-	text := pdfText(t, buf.Bytes())
+	pdf := writePDF(t, d, PDFOptions{FontPath: fonts[0]})
+	text := pdfText(t, pdf)
 	for _, want := range []string{
 		"Invoice 账单", "发票号", "2026-000042", "2026-11", "Lab 课题组", "F-1", "经费来源",
 		"Alice 李", "Bob 王", "alice", "carol", "a3g", "5.125/h", "1.76", "855.00", "0.20",
@@ -79,17 +78,14 @@ func TestPDFInvoiceText(t *testing.T) {
 	}
 	golden(t, "invoice-lab.pdf.txt", []byte(text))
 
-	var again bytes.Buffer
-	require.NoError(t, WritePDF(&again, d, PDFOptions{}))
-	require.Equal(t, buf.Bytes(), again.Bytes(), "the same document gives the same bytes")
+	again := writePDF(t, d, PDFOptions{})
+	require.Equal(t, pdf, again, "the same document gives the same bytes")
 }
 
 func TestPDFStatementText(t *testing.T) {
 	needPDFTools(t)
 	st := stampedLab(t).Statement("bob")
-	var buf bytes.Buffer
-	require.NoError(t, WritePDF(&buf, st, PDFOptions{}))
-	text := pdfText(t, buf.Bytes())
+	text := pdfText(t, writePDF(t, st, PDFOptions{}))
 	require.Contains(t, text, "Statement 对账单")
 	require.Contains(t, text, "Bob 王")
 	require.Contains(t, text, billing.FormatMoney(st.Total))
@@ -100,9 +96,7 @@ func TestPDFStatementText(t *testing.T) {
 
 func TestPDFDraftSaysDraft(t *testing.T) {
 	needPDFTools(t)
-	var buf bytes.Buffer
-	require.NoError(t, WritePDF(&buf, docByProject(t, fixtureDocs(t), "other"), PDFOptions{}))
-	require.Contains(t, pdfText(t, buf.Bytes()), "DRAFT 草稿")
+	require.Contains(t, pdfText(t, writePDF(t, docByProject(t, fixtureDocs(t), "other"), PDFOptions{})), "DRAFT 草稿")
 }
 
 func TestPDFMissingFontNamesThePackage(t *testing.T) {
@@ -145,7 +139,7 @@ func TestExportsOfStoredBytesAreIdentical(t *testing.T) {
 		require.NoError(t, WriteJSON(&out[0], d))
 		require.NoError(t, WriteCSV(&out[1], d))
 		require.NoError(t, WriteXLSX(&out[2], d))
-		require.NoError(t, WritePDF(&out[3], d, PDFOptions{}))
+		out[3].Write(writePDF(t, d, PDFOptions{}))
 		return [4][]byte{out[0].Bytes(), out[1].Bytes(), out[2].Bytes(), out[3].Bytes()}
 	}
 	a, b := render(), render()
