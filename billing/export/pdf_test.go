@@ -3,9 +3,13 @@ package export
 import (
 	"bytes"
 	"errors"
+	"image"
+	"image/draw"
+	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -147,4 +151,74 @@ func TestExportsOfStoredBytesAreIdentical(t *testing.T) {
 		require.Equal(t, a[i], b[i], name)
 	}
 	require.Equal(t, stored, a[0])
+}
+
+// pdfPage renders page (1-based) of a PDF with pdftoppm at dpi, in grey.
+func pdfPage(t *testing.T, pdf []byte, page, dpi int) *image.Gray {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "doc.pdf")
+	require.NoError(t, os.WriteFile(path, pdf, 0o644))
+	n := strconv.Itoa(page)
+	out, err := exec.Command("pdftoppm", "-r", strconv.Itoa(dpi), "-gray", "-png", "-f", n, "-l", n, "-singlefile",
+		path, filepath.Join(dir, "page")).CombinedOutput()
+	require.NoError(t, err, string(out))
+	f, err := os.Open(filepath.Join(dir, "page.png"))
+	require.NoError(t, err)
+	defer f.Close()
+	img, err := png.Decode(f)
+	require.NoError(t, err)
+	g := image.NewGray(img.Bounds())
+	draw.Draw(g, g.Bounds(), img, img.Bounds().Min, draw.Src)
+	return g
+}
+
+// goldenPNGDiff is the fraction of pixels of two renderings whose grey levels
+// differ by more than 64 of 255 (anti-aliasing differs a little between
+// poppler versions; an empty box instead of a digit differs a lot).
+func goldenPNGDiff(a, b *image.Gray) float64 {
+	if a.Bounds() != b.Bounds() {
+		return 1
+	}
+	diff := 0
+	for i := range a.Pix {
+		if d := int(a.Pix[i]) - int(b.Pix[i]); d > 64 || d < -64 {
+			diff++
+		}
+	}
+	return float64(diff) / float64(len(a.Pix))
+}
+
+// updateGolden reports whether golden images are to be rewritten: -update or
+// CARDHOUR_UPDATE_GOLDEN=1.
+func updateGolden() bool { return *update || os.Getenv("CARDHOUR_UPDATE_GOLDEN") == "1" }
+
+// The finalized golden invoice, rendered by poppler as a person sees it, is
+// the stored image within a tolerance. Regenerate testdata/invoice-lab.png after
+// an intended change with CARDHOUR_UPDATE_GOLDEN=1 go test -run TestPDFGoldenImage
+// ./billing/export/, and look at it.
+func TestPDFGoldenImage(t *testing.T) {
+	needPDFTools(t)
+	got := pdfPage(t, writePDF(t, stampedLab(t), PDFOptions{}), 1, 60)
+	path := filepath.Join("testdata", "invoice-lab.png")
+	if updateGolden() {
+		var buf bytes.Buffer
+		require.NoError(t, png.Encode(&buf, got))
+		require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
+	}
+	f, err := os.Open(path)
+	require.NoError(t, err, "CARDHOUR_UPDATE_GOLDEN=1 go test -run TestPDFGoldenImage ./billing/export/ creates it")
+	defer f.Close()
+	img, err := png.Decode(f)
+	require.NoError(t, err)
+	want := image.NewGray(img.Bounds())
+	draw.Draw(want, want.Bounds(), img, img.Bounds().Min, draw.Src)
+	diff := goldenPNGDiff(got, want)
+	if diff > 0.002 {
+		out := filepath.Join(t.TempDir(), "got.png")
+		var buf bytes.Buffer
+		require.NoError(t, png.Encode(&buf, got))
+		require.NoError(t, os.WriteFile(out, buf.Bytes(), 0o644))
+		t.Fatalf("page 1 differs from %s in %.2f%% of its pixels (tolerance 0.2%%); the rendering is %s", path, 100*diff, out)
+	}
 }
