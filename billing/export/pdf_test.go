@@ -222,3 +222,100 @@ func TestPDFGoldenImage(t *testing.T) {
 		t.Fatalf("page 1 differs from %s in %.2f%% of its pixels (tolerance 0.2%%); the rendering is %s", path, 100*diff, out)
 	}
 }
+
+// pdfPages is the text of each page (pdftotext separates pages by form feeds).
+func pdfPages(t *testing.T, pdf []byte, mode string) []string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "doc.pdf")
+	require.NoError(t, os.WriteFile(path, pdf, 0o644))
+	out, err := exec.Command("pdftotext", mode, "-enc", "UTF-8", path, "-").Output()
+	require.NoError(t, err)
+	pages := strings.Split(string(out), "\f")
+	if len(pages) > 0 && strings.TrimSpace(pages[len(pages)-1]) == "" {
+		pages = pages[:len(pages)-1]
+	}
+	return pages
+}
+
+// longIDs is the stamped lab invoice with identifiers that the old table cut
+// ("202211…", "a10…"): two students and two SKUs that differ only at the end,
+// an identifier longer than its column at any legible size, and long names.
+func longIDs(t *testing.T) (*Document, []string) {
+	t.Helper()
+	d := stampedLab(t)
+	ids := []string{"2022110801234567", "2022110801234568", "a100-1g.10gb-interactive", "a100-1g.10gb-interactivf"}
+	huge := "student-with-an-extremely-long-identifier-0123456789-abcdefghijklmnop"
+	tmpl := d.Lines[0]
+	d.Lines = []Line{}
+	for _, u := range []string{ids[0], ids[1], huge} {
+		for _, sku := range ids[2:] {
+			l := tmpl
+			l.User, l.SKU = u, sku
+			d.Lines = append(d.Lines, l)
+		}
+	}
+	res := tmpl
+	res.Kind, res.User, res.SKU, res.Term, res.Billing, res.Quantity = billing.KindReservation, "", ids[2], "quarter", "monthly", 1
+	d.Lines = append(d.Lines, res)
+	d.Students = studentTotals(d.Lines, nil)
+	d.SetNames(map[string]string{ids[0]: "Maximilian Alexander von Hohenzollern-Sigmaringen 李",
+		ids[1]: "欧阳 诸葛 司马 上官 长名字的同学 第二行"})
+	d.Unpriced = []Unpriced{}
+	d.normalize()
+	return d, append(ids, huge)
+}
+
+// Full student and SKU IDs always: the shrinkable ones whole on their line,
+// the one too long for its column wrapped inside it (its pieces follow each
+// other in reading order); long names wrap; nothing is cut with an ellipsis.
+func TestPDFFullIdentifiers(t *testing.T) {
+	needPDFTools(t)
+	d, ids := longIDs(t)
+	pdf := writePDF(t, d, PDFOptions{})
+	layout := strings.Join(pdfPages(t, pdf, "-layout"), "\n")
+	for _, id := range ids[:4] {
+		require.Contains(t, layout, id)
+	}
+	require.Contains(t, layout, "quarter/monthly")
+	require.NotContains(t, layout, "…")
+	raw := strings.ReplaceAll(strings.Join(pdfPages(t, pdf, "-raw"), ""), "\n", "")
+	require.Contains(t, raw, ids[4])
+	for _, word := range []string{"Maximilian", "Alexander", "Hohenzollern-Sigmaringen", "李", "长名字的同学", "第二行"} {
+		require.Contains(t, layout, word)
+	}
+	// The students table too.
+	require.Equal(t, 3, strings.Count(layout, ids[0]), "in its two lines and in the students table")
+}
+
+// A name outside the BMP (𠮷田) is drawn with the CJK Extension B font and
+// extracts as itself; an emoji a font has (😀) is drawn; one that no font has
+// (🫠) and control characters are replaced by U+FFFD and listed on the page;
+// nothing fails or panics, in the names, the IDs or the warnings.
+func TestPDFRunesOutsideTheBMP(t *testing.T) {
+	fonts := needPDFTools(t)
+	const absent = '\U0001FAE0' // melting face, Unicode 14
+	for _, p := range fonts {
+		f, err := loadFont(p)
+		require.NoError(t, err)
+		require.False(t, f.has(absent), "%s has U+1FAE0: pick another rune for the test", p)
+	}
+	d := stampedLab(t)
+	d.Lines[0].User = "yoshida-\U0001FAE0"
+	d.Warnings = append(d.Warnings, Warning{Code: "input", Message: "odd input: \x01 \U000E0001 \U0010FFFD 𠀋𡈽 end"})
+	d.Students = studentTotals(d.Lines, d.Unpriced)
+	d.SetNames(map[string]string{"yoshida-\U0001FAE0": "𠮷田 花子", "bob": "Bob 😀 王"})
+	pdf := writePDF(t, d, PDFOptions{})
+	text := strings.Join(pdfPages(t, pdf, "-layout"), "\n")
+	require.Contains(t, text, "𠮷田 花子")
+	require.Contains(t, text, "𠀋𡈽")
+	require.Contains(t, text, "Bob 😀 王")
+	require.Contains(t, text, "yoshida-\uFFFD")
+	require.Contains(t, text, "Characters not shown 无法显示的字符")
+	require.Contains(t, text, "U+1FAE0")
+	require.Contains(t, text, "U+10FFFD")
+	require.NotContains(t, text, "U+20BB7", "𠮷 is drawn, not replaced")
+
+	// A statement for a user ID with an emoji.
+	st := d.Statement("yoshida-\U0001FAE0")
+	require.Contains(t, strings.Join(pdfPages(t, writePDF(t, st, PDFOptions{}), "-layout"), "\n"), "yoshida-\uFFFD")
+}
