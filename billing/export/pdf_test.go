@@ -3,6 +3,7 @@ package export
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"image"
 	"image/draw"
 	"image/png"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -318,4 +320,116 @@ func TestPDFRunesOutsideTheBMP(t *testing.T) {
 	// A statement for a user ID with an emoji.
 	st := d.Statement("yoshida-\U0001FAE0")
 	require.Contains(t, strings.Join(pdfPages(t, writePDF(t, st, PDFOptions{}), "-layout"), "\n"), "yoshida-\uFFFD")
+}
+
+// manyLines is a document long enough for several pages.
+func manyLines(d *Document, n int) {
+	tmpl := d.Lines[0]
+	for i := range n {
+		l := tmpl
+		l.User = fmt.Sprintf("2026%06d", i)
+		d.Lines = append(d.Lines, l)
+	}
+	d.Students = studentTotals(d.Lines, d.Unpriced)
+	d.normalize()
+}
+
+// watermarkPixels counts the pixels of a page in the watermark's pink (red
+// well above green and blue): none on an unmarked page.
+func watermarkPixels(t *testing.T, pdf []byte, page int) int {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "doc.pdf")
+	require.NoError(t, os.WriteFile(path, pdf, 0o644))
+	n := strconv.Itoa(page)
+	out, err := exec.Command("pdftoppm", "-r", "30", "-png", "-f", n, "-l", n, "-singlefile", path,
+		filepath.Join(dir, "page")).CombinedOutput()
+	require.NoError(t, err, string(out))
+	f, err := os.Open(filepath.Join(dir, "page.png"))
+	require.NoError(t, err)
+	defer f.Close()
+	img, err := png.Decode(f)
+	require.NoError(t, err)
+	count := 0
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			if r>>8 > 200 && int(r>>8)-int(g>>8) > 25 && int(r>>8)-int(bl>>8) > 25 {
+				count++
+			}
+		}
+	}
+	return count
+}
+
+// A draft carries 草稿 DRAFT on every page, as its header line and as a
+// diagonal watermark; a finalized invoice carries neither.
+func TestPDFDraftMarkedOnEveryPage(t *testing.T) {
+	needPDFTools(t)
+	d := docByProject(t, fixtureDocs(t), "lab")
+	require.True(t, d.IsDraft())
+	manyLines(d, 120)
+	pdf := writePDF(t, d, PDFOptions{})
+	pages := pdfPages(t, pdf, "-layout")
+	require.GreaterOrEqual(t, len(pages), 3)
+	for i, p := range pages {
+		require.Contains(t, p, "草稿 DRAFT — not a valid invoice until it is finalized", "page %d", i+1)
+		require.Contains(t, p, "DRAFT 草稿", "page %d footer", i+1)
+		require.Greater(t, watermarkPixels(t, pdf, i+1), 300, "page %d watermark", i+1)
+	}
+	final := stampedLab(t)
+	manyLines(final, 120)
+	fpdf := writePDF(t, final, PDFOptions{})
+	for i, p := range pdfPages(t, fpdf, "-layout") {
+		require.NotContains(t, p, "DRAFT", "page %d", i+1)
+		require.NotContains(t, p, "草稿", "page %d", i+1)
+		require.Zero(t, watermarkPixels(t, fpdf, i+1), "page %d", i+1)
+	}
+}
+
+// A voided invoice's rendering carries 已作废 VOID and the credit note's
+// number on every page; the document's stored bytes do not change.
+func TestPDFVoidMarkedOnEveryPage(t *testing.T) {
+	needPDFTools(t)
+	d := stampedLab(t)
+	manyLines(d, 120)
+	before, err := d.Marshal()
+	require.NoError(t, err)
+	d.Void = &VoidMark{CreditNote: "2026-000051", VoidedAt: fixtureMeta.GeneratedAt.Add(48 * time.Hour).In(shanghai),
+		Reason: "wrong SKU 规格错误"}
+	pdf := writePDF(t, d, PDFOptions{})
+	after, err := d.Marshal()
+	require.NoError(t, err)
+	require.Equal(t, before, after, "the mark is not part of the document")
+	pages := pdfPages(t, pdf, "-layout")
+	require.GreaterOrEqual(t, len(pages), 3)
+	for i, p := range pages {
+		require.Contains(t, p, "已作废 VOID — voided by credit note 由红字发票 2026-000051 作废", "page %d", i+1)
+		require.Contains(t, p, "wrong SKU 规格错误", "page %d", i+1)
+		require.Contains(t, p, "2026-000042", "page %d", i+1)
+		require.Greater(t, watermarkPixels(t, pdf, i+1), 300, "page %d watermark", i+1)
+	}
+	require.Contains(t, pages[0], "Voided 已作废")
+}
+
+// A credit note says what it is and which invoice it voids; its amounts are
+// negative.
+func TestPDFCreditNote(t *testing.T) {
+	needPDFTools(t)
+	d := stampedLab(t)
+	d.Number, d.CreditFor = "2026-000051", "2026-000042"
+	for i := range d.Lines {
+		d.Lines[i].Amount = d.Lines[i].Amount.Neg()
+	}
+	d.Students = studentTotals(d.Lines, d.Unpriced)
+	d.SetNames(map[string]string{"alice": "Alice 李"})
+	d.Total = d.Total.Neg()
+	text := strings.Join(pdfPages(t, writePDF(t, d, PDFOptions{}), "-layout"), "\n")
+	for _, want := range []string{"Credit note 红字发票", "Credit note number 红字发票号", "2026-000051",
+		"Voids invoice 冲销发票", "2026-000042", "-855.00", "-859.21", "-0.20"} {
+		require.Contains(t, text, want)
+	}
+	require.NotContains(t, text, "Invoice 账单")
+	require.NotContains(t, text, "DRAFT")
 }
