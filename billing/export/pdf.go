@@ -376,24 +376,21 @@ func (r *pdfDoc) title() string {
 	return "Invoice 账单"
 }
 
-// watermark is the diagonal mark of every page, "" for none; banner the header line.
-func (r *pdfDoc) marks() (watermark, banner string) {
-	d := r.d
-	switch {
-	case d.Void != nil:
-		v := d.Void
-		banner = "已作废 VOID — voided by credit note 由红字发票 " + orNone(v.CreditNote) + " 作废"
-		if !v.VoidedAt.IsZero() {
-			banner += ", " + v.VoidedAt.Format(time.RFC3339)
+// marks are the diagonal mark of every page ("" for none) and the header
+// lines (Document.Marks).
+func (r *pdfDoc) marks() (watermark string, banner []string) {
+	for _, m := range r.d.Marks() {
+		banner = append(banner, m.Text)
+		switch m.Kind {
+		case MarkVoid:
+			watermark = "已作废 VOID"
+		case MarkDraft:
+			if watermark == "" {
+				watermark = "草稿 DRAFT"
+			}
 		}
-		if v.Reason != "" {
-			banner += " · reason 原因: " + v.Reason
-		}
-		return "已作废 VOID", banner
-	case d.IsDraft():
-		return "草稿 DRAFT", "草稿 DRAFT — not a valid invoice until it is finalized 定稿前不是有效账单"
 	}
-	return "", ""
+	return watermark, banner
 }
 
 func (r *pdfDoc) render() {
@@ -410,9 +407,13 @@ func (r *pdfDoc) render() {
 			p.TransformRotate(55, 105, 148.5)
 			r.text(105-r.width(watermark, big)/2, 148.5+0.3*big*ptMM, watermark, big)
 			p.TransformEnd()
+		}
+		if len(banner) > 0 {
 			p.SetTextColor(190, 0, 0)
-			for _, l := range r.wrap(banner, pdfWidth-2, 9) {
-				r.cell(pdfWidth, 4.5, l, "", 1, "L", 9)
+			for _, b := range banner {
+				for _, l := range r.wrap(b, pdfWidth-2, 9) {
+					r.cell(pdfWidth, 4.5, l, "", 1, "L", 9)
+				}
 			}
 			p.SetTextColor(0, 0, 0)
 			p.Ln(1)
