@@ -267,8 +267,17 @@ const ptMM = 25.4 / 72 // one point in mm
 // width is s's width in mm at size points.
 func (r *pdfDoc) width(s string, size float64) float64 {
 	total := 0
-	for _, run := range r.runs(s) {
-		total += run.width
+	for _, c := range s {
+		c = printable(c)
+		f, _ := r.glyph(c)
+		switch {
+		case f != nil:
+			total += f.file.width(c)
+		case r.repl != nil:
+			total += r.repl.file.width(Replacement)
+		default:
+			total += r.faces[0].file.width('?')
+		}
 	}
 	return float64(total) * size / 1000 * ptMM
 }
