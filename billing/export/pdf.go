@@ -677,9 +677,10 @@ func (r *pdfDoc) wrap(s string, avail, size float64) []string {
 				out = append(out, line)
 				line = ""
 			}
-			// The word alone: broken where it passes the width.
+			// The word alone: broken after the last '-', '.', '_', '/' or ':'
+			// that fits, or else where it passes the width.
 			for r.width(word, size) > avail {
-				cut, w := 0, 0.0
+				cut, soft, w := 0, 0, 0.0
 				for i, c := range word {
 					cw := r.width(string(c), size)
 					if w+cw > avail && i > 0 {
@@ -687,6 +688,12 @@ func (r *pdfDoc) wrap(s string, avail, size float64) []string {
 					}
 					w += cw
 					cut = i + utf8.RuneLen(c)
+					if strings.ContainsRune("-._/:", c) && cut < len(word) {
+						soft = cut
+					}
+				}
+				if soft > 0 {
+					cut = soft
 				}
 				out = append(out, word[:cut])
 				word = word[cut:]
