@@ -97,6 +97,9 @@ type fontFile struct {
 	tables  map[string][]byte
 	glyphs  map[rune]uint16
 	advance []int // per glyph, 1/1000 em
+	// format4: the font has a format 4 (BMP) Unicode cmap, the only one fpdf
+	// reads; without it every rune is drawn through a remapped copy.
+	format4 bool
 	size    int64
 	mod     time.Time
 }
@@ -166,11 +169,11 @@ func parseFont(data []byte) (*fontFile, error) {
 			return nil, fmt.Errorf("no %q table (TrueType outlines are needed)", t)
 		}
 	}
-	glyphs, err := parseCmap(f.tables["cmap"])
+	glyphs, format4, err := parseCmap(f.tables["cmap"])
 	if err != nil {
 		return nil, err
 	}
-	f.glyphs = glyphs
+	f.glyphs, f.format4 = glyphs, format4
 	head, hhea, hmtx, maxp := f.tables["head"], f.tables["hhea"], f.tables["hmtx"], f.tables["maxp"]
 	if len(head) < 54 || len(hhea) < 36 || len(maxp) < 6 {
 		return nil, errors.New("truncated head, hhea or maxp table")
@@ -194,17 +197,18 @@ func parseFont(data []byte) (*fontFile, error) {
 
 // parseCmap maps runes to glyphs from the best Unicode subtable: format 12
 // (every plane) when there is one, else format 4 (the BMP). Runes that map to
-// glyph 0 (.notdef) are left out.
-func parseCmap(cmap []byte) (map[rune]uint16, error) {
+// glyph 0 (.notdef) are left out. format4 reports whether there is a format 4
+// Unicode subtable.
+func parseCmap(cmap []byte) (glyphs map[rune]uint16, format4 bool, err error) {
 	if len(cmap) < 4 {
-		return nil, errors.New("truncated cmap table")
+		return nil, false, errors.New("truncated cmap table")
 	}
 	n := int(binary.BigEndian.Uint16(cmap[2:]))
 	var best []byte
 	bestFormat := 0
 	for i := range n {
 		if 4+8*i+8 > len(cmap) {
-			return nil, errors.New("truncated cmap table")
+			return nil, false, errors.New("truncated cmap table")
 		}
 		rec := cmap[4+8*i:]
 		platform, encoding := binary.BigEndian.Uint16(rec), binary.BigEndian.Uint16(rec[2:])
@@ -214,6 +218,9 @@ func parseCmap(cmap []byte) (map[rune]uint16, error) {
 			continue
 		}
 		format := int(binary.BigEndian.Uint16(cmap[off:]))
+		if format == 4 && (platform == 0 || encoding == 1) {
+			format4 = true
+		}
 		if (format == 12 && bestFormat != 12) || (format == 4 && bestFormat == 0) {
 			best, bestFormat = cmap[off:], format
 		}
@@ -222,11 +229,11 @@ func parseCmap(cmap []byte) (map[rune]uint16, error) {
 	switch bestFormat {
 	case 12:
 		if len(best) < 16 {
-			return nil, errors.New("truncated cmap format 12")
+			return nil, false, errors.New("truncated cmap format 12")
 		}
 		groups := int(binary.BigEndian.Uint32(best[12:]))
 		if len(best) < 16+12*groups {
-			return nil, errors.New("truncated cmap format 12")
+			return nil, false, errors.New("truncated cmap format 12")
 		}
 		for g := range groups {
 			rec := best[16+12*g:]
@@ -242,11 +249,11 @@ func parseCmap(cmap []byte) (map[rune]uint16, error) {
 		}
 	case 4:
 		if len(best) < 14 {
-			return nil, errors.New("truncated cmap format 4")
+			return nil, false, errors.New("truncated cmap format 4")
 		}
 		segs := int(binary.BigEndian.Uint16(best[6:])) / 2
 		if len(best) < 16+8*segs {
-			return nil, errors.New("truncated cmap format 4")
+			return nil, false, errors.New("truncated cmap format 4")
 		}
 		ends, starts := best[14:], best[16+2*segs:]
 		deltas, ranges := best[16+4*segs:], best[16+6*segs:]
@@ -272,9 +279,9 @@ func parseCmap(cmap []byte) (map[rune]uint16, error) {
 			}
 		}
 	default:
-		return nil, errors.New("no Unicode cmap (format 4 or 12)")
+		return nil, false, errors.New("no Unicode cmap (format 4 or 12)")
 	}
-	return out, nil
+	return out, format4, nil
 }
 
 // has reports whether the font has a glyph for r.

@@ -119,7 +119,8 @@ type pdfDoc struct {
 	faceOf  map[rune]*pdfFace
 }
 
-// prepare finds, for the document's runes outside the BMP, the face that has
+// prepare finds, for the document's runes outside the BMP (and all the runes
+// of a font without a BMP cmap, which fpdf cannot read), the face that has
 // each and builds its private-use copy, and lists the runes no face has.
 func (r *pdfDoc) prepare() error {
 	r.faceOf = map[rune]*pdfFace{}
@@ -143,25 +144,25 @@ func (r *pdfDoc) prepare() error {
 		switch {
 		case f == nil:
 			r.missing = append(r.missing, c)
-		case c > 0xFFFF:
+		case c > 0xFFFF || !f.file.format4:
 			wide[f] = append(wide[f], c)
 		}
 	}
-	slices.Sort(r.missing)
 	for _, f := range r.faces {
 		runes := wide[f]
 		if len(runes) == 0 {
 			continue
 		}
 		slices.Sort(runes)
+		if len(runes) > pdfMaxPUA { // the private-use area is full: the rest are replaced
+			r.missing = append(r.missing, runes[pdfMaxPUA:]...)
+			runes = runes[:pdfMaxPUA]
+		}
 		pua := make([]rune, len(runes))
 		ext := &pdfFace{name: f.name + "x", file: f.file, pua: map[rune]rune{}}
 		for i, c := range runes {
 			pua[i] = 0xE000 + rune(i)
 			ext.pua[c] = pua[i]
-		}
-		if len(runes) > 0x1900 {
-			return errors.New("pdf: too many distinct characters outside the BMP")
 		}
 		b, err := f.file.remapBMP(runes, pua)
 		if err != nil {
@@ -170,6 +171,7 @@ func (r *pdfDoc) prepare() error {
 		ext.bytes = b
 		f.ext = ext
 	}
+	slices.Sort(r.missing)
 	if f := r.find(Replacement); f != nil {
 		r.repl = f
 	}
@@ -204,7 +206,7 @@ func (r *pdfDoc) glyph(c rune) (*pdfFace, rune) {
 	f, ok := r.faceOf[c]
 	if !ok {
 		f = r.find(c)
-		if f != nil && c > 0xFFFF {
+		if f != nil && (c > 0xFFFF || !f.file.format4) {
 			if f.ext == nil || f.ext.pua[c] == 0 {
 				f = nil // not collected by prepare: cannot be drawn
 			} else {
@@ -263,6 +265,9 @@ func (r *pdfDoc) runs(s string) []pdfRun {
 }
 
 const ptMM = 25.4 / 72 // one point in mm
+
+// pdfMaxPUA is how many runes a private-use copy of a font can map (U+E000–U+F8FF).
+const pdfMaxPUA = 0xF900 - 0xE000
 
 // width is s's width in mm at size points.
 func (r *pdfDoc) width(s string, size float64) float64 {
@@ -561,9 +566,13 @@ func (r *pdfDoc) render() {
 
 	if len(r.missing) > 0 {
 		r.section("Characters not shown 无法显示的字符")
-		codes := make([]string, len(r.missing))
+		var codes []string
 		for i, c := range r.missing {
-			codes[i] = fmt.Sprintf("U+%04X", c)
+			if i == 50 {
+				codes = append(codes, fmt.Sprintf("… (+%d)", len(r.missing)-50))
+				break
+			}
+			codes = append(codes, fmt.Sprintf("U+%04X", c))
 		}
 		r.para(fmt.Sprintf("No font of this PDF has %d character(s) of the document; each is shown as %c: %s. "+
 			"The document's data (JSON, CSV, XLSX) has them. 本 PDF 的字体缺少 %d 个字符，以 %c 代替；JSON、CSV、XLSX 导出包含原字符。",

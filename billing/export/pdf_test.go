@@ -433,3 +433,4 @@ func TestPDFCreditNote(t *testing.T) {
 	require.NotContains(t, text, "Invoice 账单")
 	require.NotContains(t, text, "DRAFT")
 }
+
