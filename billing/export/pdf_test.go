@@ -433,4 +433,3 @@ func TestPDFCreditNote(t *testing.T) {
 	require.NotContains(t, text, "Invoice 账单")
 	require.NotContains(t, text, "DRAFT")
 }
-
