@@ -79,3 +79,28 @@ func BenchmarkWriteCSV5000Students(b *testing.B) {
 type countWriter int64
 
 func (c *countWriter) Write(p []byte) (int, error) { *c += countWriter(len(p)); return len(p), nil }
+
+// BenchmarkWritePDF100Students is the PDF of one project's invoice with 100
+// students (200 usage lines, 9 pages), finalized; ...ExtB is the same with a
+// student named 𠮷田 (the CJK Extension B font loaded and remapped).
+func BenchmarkWritePDF100Students(b *testing.B) { benchPDF(b, "") }
+
+func BenchmarkWritePDF100StudentsExtB(b *testing.B) { benchPDF(b, "𠮷田 花子") }
+
+func benchPDF(b *testing.B, name string) {
+	d := periodDocs(100)[0]
+	at := d.GeneratedAt
+	d.Number, d.IssuedAt = "2026-000042", &at
+	if name != "" {
+		d.SetNames(map[string]string{d.Students[0].User: name})
+	}
+	var n countWriter
+	b.ReportAllocs()
+	for b.Loop() {
+		n = 0
+		if err := WritePDF(&n, d, PDFOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n), "pdf-bytes")
+}

@@ -31,7 +31,8 @@ const (
 const unpricedNote = "matches no SKU: not priced (无对应规格，未计价)"
 
 // WriteCSV writes the documents as one CSV: UTF-8 with a byte-order mark, CRLF
-// line ends, the bilingual header once, then for each document its lines, its
+// line ends, the bilingual header once, then for each document its marks (a
+// row per Document.Marks: draft, void, credit note), its lines, its
 // unpriced usage, one subtotal row per student, a total row and its warnings. IDs
 // (project, user, SKU, number) are kept as text and every cell is neutralised
 // against formula injection (billing.CSVText, billing.CSVCell).
@@ -71,6 +72,9 @@ func csvRows(d *Document) [][]string {
 			t(user), c(names[user])}
 	}
 	var rows [][]string
+	for _, m := range d.Marks() {
+		rows = append(rows, append(head(m.Kind, ""), "", "", "", "", "", "", "", "", "", "", "", c(m.Text)))
+	}
 	for _, l := range d.Lines {
 		row := head(l.Kind, l.User)
 		if l.Kind == billing.KindUsage {

@@ -156,3 +156,66 @@ func TestRenderersRefuseNilAndTakeNoDocuments(t *testing.T) {
 	require.NoError(t, WriteXLSX(&buf))
 	require.NotEmpty(t, buf.Bytes())
 }
+
+// A draft's CSV, a voided invoice's and a credit note's carry their mark in a
+// row of its own before the document's rows; a finalized invoice's has none.
+func TestCSVMarks(t *testing.T) {
+	csvOf := func(docs ...*Document) [][]string {
+		var buf bytes.Buffer
+		require.NoError(t, WriteCSV(&buf, docs...))
+		return readCSV(t, buf.Bytes())
+	}
+	kind, msg := 6, len(CSVHeader)-1
+	require.Equal(t, "kind 类型", CSVHeader[kind])
+
+	draft := docByProject(t, fixtureDocs(t), "lab")
+	rows := csvOf(draft)
+	require.Equal(t, MarkDraft, rows[1][kind])
+	require.Contains(t, rows[1][msg], "草稿 DRAFT")
+	require.Equal(t, "lab", rows[1][3]) // project
+
+	final := stampedLab(t)
+	for _, row := range csvOf(final)[1:] {
+		require.NotContains(t, []string{MarkDraft, MarkVoid, MarkCredit}, row[kind])
+		require.NotContains(t, strings.Join(row, ","), "DRAFT")
+	}
+
+	final.Void = &VoidMark{CreditNote: "2026-000051", VoidedAt: fixtureMeta.GeneratedAt, Reason: "wrong SKU"}
+	rows = csvOf(final)
+	require.Equal(t, MarkVoid, rows[1][kind])
+	require.Equal(t, "2026-000042", rows[1][1])
+	require.Contains(t, rows[1][msg], "已作废 VOID")
+	require.Contains(t, rows[1][msg], "2026-000051")
+	require.Contains(t, rows[1][msg], "wrong SKU")
+
+	credit := stampedLab(t)
+	credit.Number, credit.CreditFor = "2026-000051", "2026-000042"
+	for i := range credit.Lines {
+		credit.Lines[i].Amount = credit.Lines[i].Amount.Neg()
+	}
+	credit.Total = credit.Total.Neg()
+	rows = csvOf(credit)
+	require.Equal(t, MarkCredit, rows[1][kind])
+	require.Contains(t, rows[1][msg], "冲销发票 2026-000042")
+	require.Equal(t, "-859.21", rows[len(rows)-1-len(credit.Warnings)][csvColumn("amount 金额")])
+
+	// In a period file each marked document has its own mark row.
+	docs := ptrs(fixtureDocs(t))
+	marks := 0
+	for _, row := range csvOf(docs...) {
+		if row[kind] == MarkDraft {
+			marks++
+		}
+	}
+	require.Equal(t, len(docs), marks)
+}
+
+// csvColumn is the column of a CSV header cell.
+func csvColumn(name string) int {
+	for i, h := range CSVHeader {
+		if h == name {
+			return i
+		}
+	}
+	return -1
+}

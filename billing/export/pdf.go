@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/go-pdf/fpdf"
 
@@ -16,61 +19,54 @@ import (
 
 // PDFOptions configures WritePDF.
 type PDFOptions struct {
-	// FontPath is a TrueType font (.ttf; not a .ttc collection) with Chinese and
-	// Latin glyphs. Empty: the first of DefaultFontPaths that exists.
+	// FontPath is a TrueType font (.ttf with glyf outlines; not a .ttc
+	// collection nor a CFF .otf) tried first for every character; the fonts of
+	// DefaultFonts are tried after it. With FontPath set, a missing default
+	// font is skipped instead of refused.
 	FontPath string
 }
 
-// FontPackage is the Debian package that provides the default font.
-const FontPackage = "fonts-droid-fallback"
+// Replacement is what the PDF draws for a character that no font of its font
+// set has; the page then lists those characters (see WritePDF).
+const Replacement = '\uFFFD'
 
-// DefaultFontPaths are where Debian and Ubuntu install a TrueType font with
-// Chinese glyphs, in the order WritePDF looks for one.
-var DefaultFontPaths = []string{
-	"/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf", // fonts-droid-fallback
-	"/usr/share/fonts/truetype/droid/DroidSansFallback.ttf",
-}
-
-// ErrNoFont is returned (wrapped) when no font is given and none of
-// DefaultFontPaths exists.
-var ErrNoFont = errors.New("no TrueType font with Chinese glyphs found")
-
-// FindFont returns opt.FontPath when set and readable, or the first of
-// DefaultFontPaths that exists; the error names the package to install.
-func (opt PDFOptions) FindFont() (string, error) {
-	if opt.FontPath != "" {
-		if _, err := os.Stat(opt.FontPath); err != nil {
-			return "", fmt.Errorf("pdf font: %w", err)
-		}
-		return opt.FontPath, nil
-	}
-	for _, p := range DefaultFontPaths {
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("pdf font: %w (looked in %s): install the Debian package %s "+
-		"(apt-get install -y %s) or give a .ttf font with Chinese glyphs", ErrNoFont,
-		strings.Join(DefaultFontPaths, ", "), FontPackage, FontPackage)
-}
-
-const pdfFont = "cjk"
-
-// WritePDF renders the document as an A4 invoice (or, for a statement, a
-// statement) with bilingual labels: header, lines, student subtotals, unpriced
-// usage, total and warnings. The PDF's creation date is the document's issue
-// date (its generation time in drafts), so the same document gives the same bytes.
+// WritePDF renders the document as an A4 invoice (a statement for a statement,
+// a credit note for a credit note) with bilingual labels: header, lines,
+// student subtotals, unpriced usage, total, releases and warnings.
+//
+// Every character is drawn in the first font of the font set (PDFOptions.
+// FindFonts) that has a glyph for it; characters outside the BMP are drawn
+// through a private-use copy of their font's glyphs (fpdf's UTF-8 fonts are
+// BMP-only) with their real text kept for extraction (/ActualText). A
+// character no font has is drawn as U+FFFD and listed under "Characters not
+// shown". Long identifiers are shrunk to fit their column (and wrapped when
+// even that is not enough) and long names wrap: nothing is cut.
+//
+// A draft (no number) carries 草稿 / DRAFT on every page, a voided invoice's
+// rendering (d.Void set) 已作废 / VOID with the credit note's number, both as a
+// diagonal watermark and a header line. The PDF's creation date is the
+// document's issue date (its generation time in drafts), so the same document
+// gives the same bytes.
 func WritePDF(w io.Writer, d *Document, opt PDFOptions) error {
 	if d == nil {
 		return errors.New("export: the document is nil")
 	}
-	path, err := opt.FindFont()
-	if err != nil {
+	paths, err := opt.FindFonts()
+	if err != nil && opt.FontPath == "" {
 		return err
 	}
-	font, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("pdf font: %w", err)
+		// FontPath is usable (FindFonts checked it first): keep it and the
+		// defaults that exist.
+		paths = []string{opt.FontPath}
+		for _, role := range DefaultFonts {
+			for _, p := range role.Paths {
+				if _, lerr := loadFont(p); lerr == nil {
+					paths = append(paths, p)
+					break
+				}
+			}
+		}
 	}
 	pdf := fpdf.New("P", "mm", "A4", "")
 	pdf.SetCatalogSort(true)
@@ -82,11 +78,17 @@ func WritePDF(w io.Writer, d *Document, opt PDFOptions) error {
 	pdf.SetModificationDate(stamp)
 	pdf.SetProducer("cardhour", false)
 	pdf.SetCreator("cardhour", false)
-	pdf.AddUTF8FontFromBytes(pdfFont, "", font)
-	if err := pdf.Error(); err != nil {
-		return fmt.Errorf("pdf font %s: %w", path, err)
-	}
 	r := &pdfDoc{pdf: pdf, d: d}
+	for i, p := range paths {
+		f, err := loadFont(p)
+		if err != nil {
+			return err
+		}
+		r.faces = append(r.faces, &pdfFace{name: "f" + strconv.Itoa(i), file: f})
+	}
+	if err := r.prepare(); err != nil {
+		return err
+	}
 	r.render()
 	if err := pdf.Error(); err != nil {
 		return fmt.Errorf("pdf: %w", err)
@@ -94,39 +96,354 @@ func WritePDF(w io.Writer, d *Document, opt PDFOptions) error {
 	return pdf.Output(w)
 }
 
+// pdfFace is one font of the font set as fpdf knows it. A face with ext set
+// has runes outside the BMP, drawn with ext: a copy of the font whose cmap maps
+// private-use code points (ext.pua) to their glyphs.
+type pdfFace struct {
+	name  string
+	file  *fontFile
+	bytes []byte // the font given to fpdf; nil: file.data
+	added bool
+	pua   map[rune]rune // ext faces: rune → private-use code point
+	ext   *pdfFace
+}
+
 type pdfDoc struct {
-	pdf *fpdf.Fpdf
-	d   *Document
+	pdf     *fpdf.Fpdf
+	d       *Document
+	faces   []*pdfFace
+	repl    *pdfFace // the face that draws Replacement (nil: "?" in the first face)
+	missing []rune   // runes of the document no face has, sorted
+	table   []pdfCol // the table being written: its header is repeated on a new page
+	tableSz float64  // the size of its header
+	faceOf  map[rune]*pdfFace
+}
+
+// prepare finds, for the document's runes outside the BMP (and all the runes
+// of a font without a BMP cmap, which fpdf cannot read), the face that has
+// each and builds its private-use copy, and lists the runes no face has.
+func (r *pdfDoc) prepare() error {
+	r.faceOf = map[rune]*pdfFace{}
+	text, err := r.d.Marshal()
+	if err != nil {
+		return err
+	}
+	all := string(text)
+	if v := r.d.Void; v != nil {
+		all += v.CreditNote + v.Reason
+	}
+	seen := map[rune]bool{}
+	wide := map[*pdfFace][]rune{}
+	for _, c := range all {
+		c = printable(c)
+		if seen[c] {
+			continue
+		}
+		seen[c] = true
+		f := r.find(c)
+		switch {
+		case f == nil:
+			r.missing = append(r.missing, c)
+		case c > 0xFFFF || !f.file.format4:
+			wide[f] = append(wide[f], c)
+		}
+	}
+	for _, f := range r.faces {
+		runes := wide[f]
+		if len(runes) == 0 {
+			continue
+		}
+		slices.Sort(runes)
+		if len(runes) > pdfMaxPUA { // the private-use area is full: the rest are replaced
+			r.missing = append(r.missing, runes[pdfMaxPUA:]...)
+			runes = runes[:pdfMaxPUA]
+		}
+		pua := make([]rune, len(runes))
+		ext := &pdfFace{name: f.name + "x", file: f.file, pua: map[rune]rune{}}
+		for i, c := range runes {
+			pua[i] = 0xE000 + rune(i)
+			ext.pua[c] = pua[i]
+		}
+		b, err := f.file.remapBMP(runes, pua)
+		if err != nil {
+			return fmt.Errorf("pdf font %s: %w", f.file.path, err)
+		}
+		ext.bytes = b
+		f.ext = ext
+	}
+	slices.Sort(r.missing)
+	if f := r.find(Replacement); f != nil {
+		r.repl = f
+	}
+	return nil
+}
+
+// printable maps the characters that are not drawn to what is: tabs and line
+// breaks to a space, other control characters to Replacement.
+func printable(c rune) rune {
+	switch {
+	case c == '\t' || c == '\n' || c == '\r':
+		return ' '
+	case unicode.IsControl(c):
+		return Replacement
+	}
+	return c
+}
+
+// find is the first face with a glyph for c, or nil.
+func (r *pdfDoc) find(c rune) *pdfFace {
+	for _, f := range r.faces {
+		if f.file.has(c) {
+			return f
+		}
+	}
+	return nil
+}
+
+// glyph returns the face that draws c and the code point it draws, or nil
+// when no face has c.
+func (r *pdfDoc) glyph(c rune) (*pdfFace, rune) {
+	f, ok := r.faceOf[c]
+	if !ok {
+		f = r.find(c)
+		if f != nil && (c > 0xFFFF || !f.file.format4) {
+			if f.ext == nil || f.ext.pua[c] == 0 {
+				f = nil // not collected by prepare: cannot be drawn
+			} else {
+				f = f.ext
+			}
+		}
+		r.faceOf[c] = f
+	}
+	if f == nil {
+		return nil, 0
+	}
+	if f.pua != nil {
+		return f, f.pua[c]
+	}
+	return f, c
+}
+
+// pdfRun is a stretch of text drawn in one face: draw is what fpdf draws,
+// actual the text it stands for when they differ (private-use code points).
+type pdfRun struct {
+	face         *pdfFace
+	draw, actual string
+	width        int // 1/1000 em
+}
+
+// runs splits s by the face that draws each rune; runes no face has become
+// Replacement (or "?" when no face has that either).
+func (r *pdfDoc) runs(s string) []pdfRun {
+	var out []pdfRun
+	for _, c := range s {
+		c = printable(c)
+		f, d := r.glyph(c)
+		src := c
+		if f == nil {
+			f, d, src = r.repl, Replacement, Replacement
+			if f == nil {
+				f, d, src = r.faces[0], '?', '?'
+			}
+		}
+		w := f.file.width(src)
+		if n := len(out); n > 0 && out[n-1].face == f {
+			out[n-1].draw += string(d)
+			if f.pua != nil {
+				out[n-1].actual += string(c)
+			}
+			out[n-1].width += w
+			continue
+		}
+		run := pdfRun{face: f, draw: string(d), width: w}
+		if f.pua != nil {
+			run.actual = string(c)
+		}
+		out = append(out, run)
+	}
+	return out
+}
+
+const ptMM = 25.4 / 72 // one point in mm
+
+// pdfMaxPUA is how many runes a private-use copy of a font can map (U+E000–U+F8FF).
+const pdfMaxPUA = 0xF900 - 0xE000
+
+// width is s's width in mm at size points.
+func (r *pdfDoc) width(s string, size float64) float64 {
+	total := 0
+	for _, c := range s {
+		c = printable(c)
+		f, _ := r.glyph(c)
+		switch {
+		case f != nil:
+			total += f.file.width(c)
+		case r.repl != nil:
+			total += r.repl.file.width(Replacement)
+		default:
+			total += r.faces[0].file.width('?')
+		}
+	}
+	return float64(total) * size / 1000 * ptMM
+}
+
+func (r *pdfDoc) use(f *pdfFace, size float64) {
+	if !f.added {
+		b := f.bytes
+		if b == nil {
+			b = f.file.data
+		}
+		r.pdf.AddUTF8FontFromBytes(f.name, "", b)
+		f.added = true
+	}
+	// fpdf skips a SetFont that changes nothing; it also restores its own
+	// font across page breaks, so no copy of its state is kept here.
+	r.pdf.SetFont(f.name, "", size)
+}
+
+// text draws s with its left end at x and its baseline at y.
+func (r *pdfDoc) text(x, y float64, s string, size float64) {
+	for _, run := range r.runs(s) {
+		r.use(run.face, size)
+		if run.actual != "" {
+			r.pdf.RawWriteStr("/Span <</ActualText <FEFF" + utf16Hex(run.actual) + ">>> BDC")
+		}
+		r.pdf.Text(x, y, run.draw)
+		if run.actual != "" {
+			r.pdf.RawWriteStr("EMC")
+		}
+		x += float64(run.width) * size / 1000 * ptMM
+	}
+}
+
+func utf16Hex(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		if c > 0xFFFF {
+			c -= 0x10000
+			fmt.Fprintf(&b, "%04X%04X", 0xD800+(c>>10), 0xDC00+(c&0x3FF))
+		} else {
+			fmt.Fprintf(&b, "%04X", c)
+		}
+	}
+	return b.String()
+}
+
+// cell is fpdf's CellFormat with the font set: a one-line cell of width w
+// (0: to the right margin) and height h, the cursor moved as ln says.
+func (r *pdfDoc) cell(w, h float64, s, border string, ln int, align string, size float64) {
+	p := r.pdf
+	x, y := p.GetXY()
+	if w == 0 {
+		pw, _ := p.GetPageSize()
+		_, _, right, _ := p.GetMargins()
+		w = pw - right - x
+	}
+	p.CellFormat(w, h, "", border, ln, "", false, 0, "")
+	r.line(x, y, w, h, s, align, size)
+}
+
+// line draws s in the box (x, y, w, h), vertically centred, aligned as align says.
+func (r *pdfDoc) line(x, y, w, h float64, s, align string, size float64) {
+	if s == "" {
+		return
+	}
+	m := r.pdf.GetCellMargin()
+	tx := x + m
+	switch align {
+	case "R":
+		tx = x + w - m - r.width(s, size)
+	case "C":
+		tx = x + (w-r.width(s, size))/2
+	}
+	r.text(tx, y+h/2+0.3*size*ptMM, s, size)
 }
 
 const (
 	pdfLine    = 5.5 // row height, mm
 	pdfWidth   = 180 // printable width, mm
 	pdfMarginL = 15
+	pdfMarginT = 15
+	pdfBottom  = 297 - 15 // the lowest y content may reach, mm
+	pdfMinID   = 5.0      // the smallest size an identifier is shrunk to, pt
 )
 
+// need starts a new page when h mm do not fit on this one, repeating the
+// header of the table being written.
+func (r *pdfDoc) need(h float64) {
+	if r.pdf.GetY()+h <= pdfBottom {
+		return
+	}
+	r.pdf.AddPage()
+	if r.table != nil {
+		r.header(r.table)
+	}
+}
+
 func (r *pdfDoc) title() string {
-	if r.d.User != "" {
+	switch {
+	case r.d.CreditFor != "":
+		return "Credit note 红字发票"
+	case r.d.User != "":
 		return "Statement 对账单"
 	}
 	return "Invoice 账单"
 }
 
+// marks are the diagonal mark of every page ("" for none) and the header
+// lines (Document.Marks).
+func (r *pdfDoc) marks() (watermark string, banner []string) {
+	for _, m := range r.d.Marks() {
+		banner = append(banner, m.Text)
+		switch m.Kind {
+		case MarkVoid:
+			watermark = "已作废 VOID"
+		case MarkDraft:
+			if watermark == "" {
+				watermark = "草稿 DRAFT"
+			}
+		}
+	}
+	return watermark, banner
+}
+
 func (r *pdfDoc) render() {
 	p, d := r.pdf, r.d
-	p.SetMargins(pdfMarginL, 15, 15)
-	p.SetAutoPageBreak(true, 15)
+	p.SetMargins(pdfMarginL, pdfMarginT, 15)
+	p.SetAutoPageBreak(false, 15)
 	p.AliasNbPages("{nb}")
+	watermark, banner := r.marks()
+	p.SetHeaderFunc(func() {
+		if watermark != "" {
+			const big = 64.0
+			p.SetTextColor(240, 190, 190)
+			p.TransformBegin()
+			p.TransformRotate(55, 105, 148.5)
+			r.text(105-r.width(watermark, big)/2, 148.5+0.3*big*ptMM, watermark, big)
+			p.TransformEnd()
+		}
+		if len(banner) > 0 {
+			p.SetTextColor(190, 0, 0)
+			for _, b := range banner {
+				for _, l := range r.wrap(b, pdfWidth-2, 9) {
+					r.cell(pdfWidth, 4.5, l, "", 1, "L", 9)
+				}
+			}
+			p.SetTextColor(0, 0, 0)
+			p.Ln(1)
+		}
+	})
 	p.SetFooterFunc(func() {
 		p.SetY(-12)
-		p.SetFont(pdfFont, "", 8)
-		p.CellFormat(0, 5, fmt.Sprintf("%s %s · %s · %d/{nb}", d.Project, d.Period, r.number(), p.PageNo()),
-			"", 0, "C", false, 0, "")
+		footer := fmt.Sprintf("%s %s · %s · %d/{nb}", d.Project, d.Period, r.number(), p.PageNo())
+		if r.d.Void != nil {
+			footer = watermark + " · " + footer
+		}
+		r.cell(0, 5, footer, "", 0, "C", 8)
 	})
+	r.use(r.faces[0], 10) // fpdf wants a font before any cell
 	p.AddPage()
-	p.SetFont(pdfFont, "", 18)
-	p.CellFormat(0, 10, r.title(), "", 1, "L", false, 0, "")
-	p.SetFont(pdfFont, "", 10)
+	r.cell(0, 10, r.title(), "", 1, "L", 18)
 
 	issued := "—"
 	if d.IssuedAt != nil {
@@ -136,13 +453,23 @@ func (r *pdfDoc) render() {
 	if d.Name != "" {
 		project += " — " + d.Name
 	}
-	fields := [][2]string{
-		{"Invoice number 发票号", r.number()},
-		{"Issued at 开具日期", issued},
-		{"Period 账期", d.Period + " (" + d.Timezone + ")"},
-		{"Project 项目", project},
-		{"Funding 经费来源", orNone(d.Funding)},
+	numberLabel := "Invoice number 发票号"
+	if d.CreditFor != "" {
+		numberLabel = "Credit note number 红字发票号"
 	}
+	fields := [][2]string{{numberLabel, r.number()}}
+	if d.CreditFor != "" {
+		fields = append(fields, [2]string{"Voids invoice 冲销发票", d.CreditFor})
+	}
+	if v := d.Void; v != nil {
+		fields = append(fields, [2]string{"Voided 已作废", "by credit note 红字发票 " + orNone(v.CreditNote)})
+	}
+	fields = append(fields,
+		[2]string{"Issued at 开具日期", issued},
+		[2]string{"Period 账期", d.Period + " (" + d.Timezone + ")"},
+		[2]string{"Project 项目", project},
+		[2]string{"Funding 经费来源", orNone(d.Funding)},
+	)
 	if d.User != "" {
 		who := d.User
 		if n := d.StudentName(d.User); n != "" {
@@ -156,56 +483,62 @@ func (r *pdfDoc) render() {
 		[2]string{"Data cut-off 数据截止", d.DataCutoff.Format(time.RFC3339)},
 		[2]string{"Generated at 生成时间", d.GeneratedAt.Format(time.RFC3339)},
 	)
+	fc := []pdfCol{{"", 70, "L", false}, {"", pdfWidth - 70, "L", true}}
 	for _, f := range fields {
-		p.CellFormat(70, pdfLine, f[0], "", 0, "L", false, 0, "")
-		p.CellFormat(pdfWidth-70, pdfLine, r.fit(f[1], pdfWidth-70), "", 1, "L", false, 0, "")
+		r.row(fc, 10, f[0], f[1])
 	}
 
 	r.section("Lines 明细")
-	cols := []pdfCol{{"User 学号", 22, "L"}, {"Name 姓名", 26, "L"}, {"SKU 规格", 16, "L"}, {"Sessions 会话数", 22, "R"},
-		{"Billed h 计费小时", 20, "R"}, {"Idle h 空闲小时", 16, "R"}, {"Unit price 单价", 30, "R"}, {"Amount 金额", 28, "R"}}
-	r.header(cols)
+	cols := []pdfCol{{"User 学号", 30, "L", true}, {"Name 姓名", 28, "L", false}, {"SKU 规格", 26, "L", true},
+		{"Sessions 会话数", 14, "R", false}, {"Billed h 计费小时", 16, "R", false}, {"Idle h 空闲小时", 14, "R", false},
+		{"Unit price 单价", 26, "R", false}, {"Amount 金额", 26, "R", false}}
+	r.begin(cols)
 	names := d.studentNames()
 	for _, l := range d.Lines {
 		if l.Kind == billing.KindUsage {
-			r.row(cols, l.User, names[l.User], l.SKU, strconv.Itoa(l.Sessions),
+			r.row(cols, 8, l.User, names[l.User], l.SKU, strconv.Itoa(l.Sessions),
 				hoursOf(l.BilledSeconds), hoursOf(l.IdleMS/1000), billing.FormatPrice(l.UnitPrice)+"/h", billing.FormatMoney(l.Amount))
 		} else {
-			r.row(cols, "(预留)", l.Term+"/"+l.Billing, l.SKU, "×"+strconv.FormatInt(l.Quantity, 10), "", "",
+			r.row(cols, 8, "(预留)", l.Term+"/"+l.Billing, l.SKU, "×"+strconv.FormatInt(l.Quantity, 10), "", "",
 				billing.FormatPrice(l.UnitPrice)+"/mo", billing.FormatMoney(l.Amount))
 		}
 	}
 	if len(d.Lines) == 0 {
-		r.row(cols, "none 无", "", "", "", "", "", "", "")
+		r.row(cols, 8, "none 无", "", "", "", "", "", "", "")
 	}
+	r.end()
 
 	if len(d.Students) > 0 {
 		r.section("Students 学生小计")
-		sc := []pdfCol{{"User 学号", 50, "L"}, {"Name 姓名", 60, "L"}, {"Sessions 会话数", 30, "R"}, {"Subtotal 小计", 40, "R"}}
-		r.header(sc)
+		sc := []pdfCol{{"User 学号", 50, "L", true}, {"Name 姓名", 60, "L", false}, {"Sessions 会话数", 30, "R", false},
+			{"Subtotal 小计", 40, "R", false}}
+		r.begin(sc)
 		for _, st := range d.Students {
-			r.row(sc, st.User, st.Name, strconv.Itoa(st.Sessions), billing.FormatMoney(st.Total))
+			r.row(sc, 8, st.User, st.Name, strconv.Itoa(st.Sessions), billing.FormatMoney(st.Total))
 		}
+		r.end()
 	}
 
 	if len(d.Unpriced) > 0 {
 		r.section("Unpriced usage 未计价用量")
-		uc := []pdfCol{{"User 学号", 40, "L"}, {"GPU / profile 型号/规格", 80, "L"}, {"Sessions 会话数", 25, "R"}, {"Used h 使用小时", 35, "R"}}
-		r.header(uc)
+		uc := []pdfCol{{"User 学号", 40, "L", true}, {"GPU / profile 型号/规格", 80, "L", false},
+			{"Sessions 会话数", 25, "R", false}, {"Used h 使用小时", 35, "R", false}}
+		r.begin(uc)
 		for _, u := range d.Unpriced {
-			r.row(uc, u.User, u.GPUModel+" / "+u.Profile, strconv.Itoa(u.Sessions), hoursOf(u.UsedMS/1000))
+			r.row(uc, 8, u.User, u.GPUModel+" / "+u.Profile, strconv.Itoa(u.Sessions), hoursOf(u.UsedMS/1000))
 		}
+		r.end()
 	}
 
 	p.Ln(3)
-	p.SetFont(pdfFont, "", 13)
-	p.CellFormat(pdfWidth-50, 8, "Total 合计 ("+d.Currency+")", "T", 0, "L", false, 0, "")
-	p.CellFormat(50, 8, billing.FormatMoney(d.Total), "T", 1, "R", false, 0, "")
-	p.SetFont(pdfFont, "", 10)
+	r.need(8)
+	x, y := p.GetXY()
+	p.Line(x, y, x+pdfWidth, y)
+	r.cell(pdfWidth-50, 8, "Total 合计 ("+d.Currency+")", "", 0, "L", 13)
+	r.cell(50, 8, billing.FormatMoney(d.Total), "", 1, "R", 13)
 
 	if len(d.Releases) > 0 {
 		r.section("Idle releases 空闲释放")
-		p.SetFont(pdfFont, "", 8.5)
 		for _, rl := range d.Releases {
 			who := rl.InstanceID
 			if rl.Node != "" {
@@ -220,18 +553,30 @@ func (r *pdfDoc) render() {
 				line = fmt.Sprintf("• %s, idle since %s, release failed %s: %s; it stayed held and its idle time is billed (释放失败，空闲时间照常计费)",
 					who, since, at, rl.Failure)
 			}
-			p.MultiCell(pdfWidth, 4.5, line, "", "L", false)
+			r.para(line, 8.5)
 		}
-		p.SetFont(pdfFont, "", 10)
 	}
 
 	if len(d.Warnings) > 0 {
 		r.section("Warnings 警告")
-		p.SetFont(pdfFont, "", 8.5)
 		for _, wn := range d.Warnings {
-			p.MultiCell(pdfWidth, 4.5, "• "+wn.Message, "", "L", false)
+			r.para("• "+wn.Message, 8.5)
 		}
-		p.SetFont(pdfFont, "", 10)
+	}
+
+	if len(r.missing) > 0 {
+		r.section("Characters not shown 无法显示的字符")
+		var codes []string
+		for i, c := range r.missing {
+			if i == 50 {
+				codes = append(codes, fmt.Sprintf("… (+%d)", len(r.missing)-50))
+				break
+			}
+			codes = append(codes, fmt.Sprintf("U+%04X", c))
+		}
+		r.para(fmt.Sprintf("No font of this PDF has %d character(s) of the document; each is shown as %c: %s. "+
+			"The document's data (JSON, CSV, XLSX) has them. 本 PDF 的字体缺少 %d 个字符，以 %c 代替；JSON、CSV、XLSX 导出包含原字符。",
+			len(r.missing), Replacement, strings.Join(codes, ", "), len(r.missing), Replacement), 8.5)
 	}
 }
 
@@ -242,63 +587,180 @@ func (r *pdfDoc) number() string {
 	return r.d.Number
 }
 
+// pdfCol is a table column; an id column's text is shrunk to fit rather
+// than wrapped (down to pdfMinID, then wrapped too).
 type pdfCol struct {
 	title string
 	width float64
 	align string
+	id    bool
 }
 
 func (r *pdfDoc) section(title string) {
 	r.pdf.Ln(4)
-	r.pdf.SetFont(pdfFont, "", 12)
-	r.pdf.CellFormat(0, 7, title, "", 1, "L", false, 0, "")
-	r.pdf.SetFont(pdfFont, "", 10)
+	r.need(7 + 2*pdfLine)
+	r.cell(0, 7, title, "", 1, "L", 12)
 }
 
-// header writes the column titles on two lines: English, then Chinese (the
-// title's last word).
+// para writes a paragraph over the printable width, wrapped, breaking pages
+// between lines.
+func (r *pdfDoc) para(s string, size float64) {
+	for _, l := range r.wrap(s, pdfWidth-2*r.pdf.GetCellMargin(), size) {
+		r.need(4.5)
+		r.cell(pdfWidth, 4.5, l, "", 1, "L", size)
+	}
+}
+
+func (r *pdfDoc) begin(cols []pdfCol) {
+	r.table = cols
+	r.header(cols)
+}
+
+func (r *pdfDoc) end() { r.table = nil }
+
+// header writes the column titles on two lines, English then Chinese (the
+// title's last word), on a grey ground with a rule below.
 func (r *pdfDoc) header(cols []pdfCol) {
-	r.pdf.SetFont(pdfFont, "", 7)
-	r.pdf.SetFillColor(235, 235, 235)
-	for line := range 2 {
-		border := ""
-		if line == 1 {
-			border = "B"
-		}
-		for _, c := range cols {
-			en, zh := c.title, ""
-			if i := strings.LastIndexByte(c.title, ' '); i >= 0 {
-				en, zh = c.title[:i], c.title[i+1:]
-			}
-			text := en
-			if line == 1 {
-				text = zh
-			}
-			r.pdf.CellFormat(c.width, 4.5, r.fit(text, c.width), border, 0, c.align, true, 0, "")
-		}
-		r.pdf.Ln(-1)
-	}
-	r.pdf.SetFont(pdfFont, "", 8)
-}
-
-func (r *pdfDoc) row(cols []pdfCol, cells ...string) {
+	cells := make([]string, len(cols))
 	for i, c := range cols {
-		r.pdf.CellFormat(c.width, pdfLine, r.fit(cells[i], c.width), "", 0, c.align, false, 0, "")
+		en, zh := c.title, ""
+		if i := strings.LastIndexByte(c.title, ' '); i >= 0 {
+			en, zh = c.title[:i], c.title[i+1:]
+		}
+		cells[i] = en + "\n" + zh
 	}
-	r.pdf.Ln(-1)
+	plain := make([]pdfCol, len(cols))
+	for i, c := range cols {
+		plain[i] = pdfCol{width: c.width, align: c.align}
+	}
+	h := r.rowHeight(plain, 7, cells)
+	r.need(h + pdfLine)
+	x, y := r.pdf.GetXY()
+	r.pdf.SetFillColor(235, 235, 235)
+	r.pdf.Rect(x, y, pdfWidth, h, "F")
+	r.pdf.Line(x, y+h, x+pdfWidth, y+h)
+	r.rowAt(plain, 7, cells, h)
 }
 
-// fit shortens s with an ellipsis to the cell width (minus padding).
-func (r *pdfDoc) fit(s string, width float64) string {
-	limit := width - 2
-	if r.pdf.GetStringWidth(s) <= limit {
-		return s
+// laid is a cell's text broken into lines at a size.
+type laid struct {
+	lines []string
+	size  float64
+}
+
+// layout fits s into avail mm: as it is at size when it fits; an identifier
+// shrunk (down to pdfMinID) to stay on one line; otherwise wrapped.
+func (r *pdfDoc) layout(s string, avail, size float64, id bool) laid {
+	if !strings.Contains(s, "\n") {
+		w := r.width(s, size)
+		if w <= avail {
+			return laid{[]string{s}, size}
+		}
+		if id {
+			shrunk := math.Floor(size*avail/w*10) / 10
+			if shrunk >= pdfMinID && r.width(s, shrunk) <= avail {
+				return laid{[]string{s}, shrunk}
+			}
+			size = pdfMinID
+		}
 	}
-	rs := []rune(s)
-	for len(rs) > 0 && r.pdf.GetStringWidth(string(rs)+"…") > limit {
-		rs = rs[:len(rs)-1]
+	return laid{r.wrap(s, avail, size), size}
+}
+
+// wrap breaks s into lines of at most avail mm at size: at spaces and line
+// breaks, and inside a word that is wider than a line.
+func (r *pdfDoc) wrap(s string, avail, size float64) []string {
+	var out []string
+	for _, para := range strings.Split(s, "\n") {
+		line := ""
+		for _, word := range strings.Split(para, " ") {
+			try := word
+			if line != "" {
+				try = line + " " + word
+			}
+			if r.width(try, size) <= avail {
+				line = try
+				continue
+			}
+			if line != "" {
+				out = append(out, line)
+				line = ""
+			}
+			// The word alone: broken after the last '-', '.', '_', '/' or ':'
+			// that fits, or else where it passes the width.
+			for r.width(word, size) > avail {
+				cut, soft, w := 0, 0, 0.0
+				for i, c := range word {
+					cw := r.width(string(c), size)
+					if w+cw > avail && i > 0 {
+						break
+					}
+					w += cw
+					cut = i + utf8.RuneLen(c)
+					if strings.ContainsRune("-._/:", c) && cut < len(word) {
+						soft = cut
+					}
+				}
+				if soft > 0 {
+					cut = soft
+				}
+				out = append(out, word[:cut])
+				word = word[cut:]
+			}
+			line = word
+		}
+		out = append(out, line)
 	}
-	return string(rs) + "…"
+	return out
+}
+
+// lineHeight is the height of one line of a wrapped cell at size, mm.
+func lineHeight(size float64) float64 { return size * ptMM * 1.25 }
+
+func (r *pdfDoc) cells(cols []pdfCol, size float64, cells []string) []laid {
+	m := r.pdf.GetCellMargin()
+	out := make([]laid, len(cols))
+	for i, c := range cols {
+		out[i] = r.layout(cells[i], c.width-2*m, size, c.id)
+	}
+	return out
+}
+
+func (r *pdfDoc) rowHeight(cols []pdfCol, size float64, cells []string) float64 {
+	h := pdfLine
+	for _, l := range r.cells(cols, size, cells) {
+		if lh := float64(len(l.lines))*lineHeight(l.size) + 1.5; len(l.lines) > 1 && lh > h {
+			h = lh
+		}
+	}
+	return h
+}
+
+// row writes one table row; a cell whose text does not fit is shrunk or
+// wrapped (layout), the row as high as its tallest cell.
+func (r *pdfDoc) row(cols []pdfCol, size float64, cells ...string) {
+	h := r.rowHeight(cols, size, cells)
+	r.need(h)
+	r.rowAt(cols, size, cells, h)
+}
+
+func (r *pdfDoc) rowAt(cols []pdfCol, size float64, cells []string, h float64) {
+	p := r.pdf
+	x0, y0 := p.GetXY()
+	x := x0
+	for i, l := range r.cells(cols, size, cells) {
+		c := cols[i]
+		lh := lineHeight(l.size)
+		if len(l.lines) == 1 {
+			lh = h
+		}
+		top := y0 + (h-float64(len(l.lines))*lh)/2
+		for j, s := range l.lines {
+			r.line(x, top+float64(j)*lh, c.width, lh, s, c.align, l.size)
+		}
+		x += c.width
+	}
+	p.SetXY(x0, y0+h)
 }
 
 func orNone(s string) string {

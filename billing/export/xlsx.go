@@ -4,8 +4,10 @@ import (
 	"archive/zip"
 	"bytes"
 	"cmp"
+	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -58,7 +60,10 @@ const (
 	fmtSeconds = "#,##0.###"
 )
 
-// WriteXLSX writes the documents as one workbook with excelize's stream writer:
+// WriteXLSX writes the documents as one workbook with excelize's stream writer.
+// Every sheet starts with the marks of the documents (sheetMarks: drafts,
+// voided invoices, credit notes; none when all are finalized), also printed
+// in its page header and footer, then its header row:
 // a summary sheet with a row per funding source and project (a subtotal per
 // funding source and a grand total per currency), a students sheet with each
 // student's subtotal, one detail sheet with a row per invoice line (the student
@@ -86,12 +91,21 @@ func WriteXLSX(w io.Writer, docs ...*Document) (err error) {
 	if err != nil {
 		return err
 	}
+	x.marks = sheetMarks(docs)
 	if err := f.SetSheetName("Sheet1", SheetSummary); err != nil {
 		return err
 	}
 	for _, name := range []string{SheetStudents, SheetDetail, SheetWarnings} {
 		if _, err := f.NewSheet(name); err != nil {
 			return err
+		}
+	}
+	if hf := printedMark(docs); hf != "" {
+		for _, name := range []string{SheetSummary, SheetStudents, SheetDetail, SheetWarnings} {
+			if err := f.SetHeaderFooter(name, &excelize.HeaderFooterOptions{
+				OddHeader: "&C&\"-,Bold\"&14" + hf, OddFooter: "&C" + hf + " &P/&N"}); err != nil {
+				return err
+			}
 		}
 	}
 	sorted := slices.Clone(docs)
@@ -162,6 +176,79 @@ func canonicalZip(w io.Writer, archive []byte) error {
 type xlsxWriter struct {
 	f                                    *excelize.File
 	header, money, price, seconds, total int
+	mark                                 int
+	marks                                []string // the rows above every sheet's header (sheetMarks)
+}
+
+// xlsxMaxListed is how many voided invoices or credit notes the marks of a
+// sheet name one by one.
+const xlsxMaxListed = 20
+
+// sheetMarks are the rows shown above the header of every sheet: one for the
+// drafts among the documents (how many, and which), one per voided invoice
+// and one per credit note (Document.Marks), at most xlsxMaxListed of each.
+func sheetMarks(docs []*Document) []string {
+	var drafts, listed []string
+	voids, credits := 0, 0
+	for _, d := range docs {
+		where := d.Project + " " + d.Period
+		if d.User != "" {
+			where += " " + d.User
+		}
+		for _, m := range d.Marks() {
+			switch m.Kind {
+			case MarkDraft:
+				drafts = append(drafts, where)
+			case MarkVoid:
+				if voids++; voids <= xlsxMaxListed {
+					listed = append(listed, m.Text+" ("+d.Number+", "+where+")")
+				}
+			case MarkCredit:
+				if credits++; credits <= xlsxMaxListed {
+					listed = append(listed, m.Text+" ("+d.Number+", "+where+")")
+				}
+			}
+		}
+	}
+	var out []string
+	if len(drafts) > 0 {
+		names := drafts
+		more := ""
+		if len(names) > xlsxMaxListed {
+			names, more = names[:xlsxMaxListed], fmt.Sprintf(" … +%d", len(drafts)-xlsxMaxListed)
+		}
+		out = append(out, fmt.Sprintf("草稿 DRAFT — %d of %d document(s) are drafts, not valid invoices until finalized "+
+			"%d 份为草稿，定稿前不是有效账单: %s%s", len(drafts), len(docs), len(drafts), strings.Join(names, ", "), more))
+	}
+	out = append(out, listed...)
+	for _, n := range []int{voids, credits} {
+		if n > xlsxMaxListed {
+			out = append(out, fmt.Sprintf("… +%d", n-xlsxMaxListed))
+		}
+	}
+	return out
+}
+
+// printedMark is the header and footer of every printed page of a marked
+// workbook: what the marks are, in short.
+func printedMark(docs []*Document) string {
+	kinds := map[string]bool{}
+	for _, d := range docs {
+		for _, m := range d.Marks() {
+			kinds[m.Kind] = true
+		}
+	}
+	var parts []string
+	if kinds[MarkDraft] {
+		parts = append(parts, "草稿 DRAFT")
+	}
+	if kinds[MarkVoid] {
+		parts = append(parts, "已作废 VOID")
+	}
+	if kinds[MarkCredit] {
+		parts = append(parts, "红字发票 Credit note")
+	}
+	return strings.Join(parts, " · ")
 }
 
 func newXLSXWriter(f *excelize.File) (*xlsxWriter, error) {
@@ -181,6 +268,7 @@ func newXLSXWriter(f *excelize.File) (*xlsxWriter, error) {
 	x.price = style(&excelize.Style{CustomNumFmt: fmtOf(fmtPrice)})
 	x.seconds = style(&excelize.Style{CustomNumFmt: fmtOf(fmtSeconds)})
 	x.total = style(&excelize.Style{CustomNumFmt: fmtOf(fmtMoney), Font: &excelize.Font{Bold: true}})
+	x.mark = style(&excelize.Style{Font: &excelize.Font{Bold: true, Color: "C00000", Size: 12}})
 	return x, err
 }
 
@@ -201,10 +289,20 @@ func (x *xlsxWriter) open(name string, header []string, widths ...float64) (*she
 			return nil, err
 		}
 	}
-	if err := sw.SetPanes(&excelize.Panes{Freeze: true, YSplit: 1, TopLeftCell: "A2", ActivePane: "bottomLeft"}); err != nil {
+	top := len(x.marks) + 1 // the header's row
+	below, err := excelize.CoordinatesToCellName(1, top+1)
+	if err != nil {
+		return nil, err
+	}
+	if err := sw.SetPanes(&excelize.Panes{Freeze: true, YSplit: top, TopLeftCell: below, ActivePane: "bottomLeft"}); err != nil {
 		return nil, err
 	}
 	s := &sheet{x: x, sw: sw}
+	for _, m := range x.marks {
+		if err := s.add(excelize.Cell{StyleID: x.mark, Value: m}); err != nil {
+			return nil, err
+		}
+	}
 	cells := make([]any, len(header))
 	for i, h := range header {
 		cells[i] = excelize.Cell{StyleID: x.header, Value: h}

@@ -1,8 +1,10 @@
 package export
 
 import (
+	"archive/zip"
 	"bytes"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -100,14 +102,16 @@ func TestXLSXSheetsHeadersAndTypes(t *testing.T) {
 		SheetDetail: XLSXDetailHeader, SheetWarnings: XLSXWarningsHeader} {
 		rows, err := f.GetRows(sheet)
 		require.NoError(t, err)
-		require.Equal(t, header, rows[0], sheet)
+		require.Equal(t, MarkDraft, "draft 草稿")
+		require.Contains(t, rows[0][0], "草稿 DRAFT", sheet) // the fixture's documents are drafts
+		require.Equal(t, header, rows[1], sheet)
 	}
 	props, err := f.GetDocProps()
 	require.NoError(t, err)
 	require.Equal(t, "2026-12-04T01:02:03Z", props.Created)
 	// Amount cells are numbers with a two-decimal format (column O: 金额 Amount).
 	require.Equal(t, "金额 Amount", XLSXDetailHeader[14])
-	ref := "O2"
+	ref := "O3"
 	typ, err := f.GetCellType(SheetDetail, ref)
 	require.NoError(t, err)
 	require.Equal(t, "number", cellType(typ))
@@ -134,9 +138,80 @@ func TestXLSXFormulaCellsAreText(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, formula)
 	}
-	check(SheetSummary, "A2", "007")
-	check(SheetSummary, "B2", "-lab")
-	check(SheetSummary, "C2", "=HYPERLINK(\"http://x\")")
-	check(SheetDetail, "C2", "=1+2")
+	// Row 1 is the draft's mark, row 2 the header.
+	check(SheetSummary, "A3", "007")
+	check(SheetSummary, "B3", "-lab")
+	check(SheetSummary, "C3", "=HYPERLINK(\"http://x\")")
+	check(SheetDetail, "C3", "=1+2")
 	require.False(t, bytes.Contains(b, []byte("<f>")), "no formula anywhere in the workbook")
+}
+
+// sheetXML is the XML of every worksheet of a workbook.
+func sheetXML(t *testing.T, b []byte) []string {
+	t.Helper()
+	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+	require.NoError(t, err)
+	var out []string
+	for _, f := range zr.File {
+		if strings.HasPrefix(f.Name, "xl/worksheets/sheet") {
+			r, err := f.Open()
+			require.NoError(t, err)
+			x, err := io.ReadAll(r)
+			require.NoError(t, err)
+			out = append(out, string(x))
+		}
+	}
+	return out
+}
+
+// Every sheet of a workbook with a draft, a voided invoice or a credit note
+// starts with their marks (and prints them in its page header); a workbook of
+// finalized invoices has none and its header is row 1.
+func TestXLSXMarksOnEverySheet(t *testing.T) {
+	open := func(docs ...*Document) (*excelize.File, []byte) {
+		b := writeXLSX(t, docs...)
+		f, err := excelize.OpenReader(bytes.NewReader(b))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = f.Close() })
+		return f, b
+	}
+	sheets := []string{SheetSummary, SheetStudents, SheetDetail, SheetWarnings}
+	headers := [][]string{XLSXSummaryHeader, XLSXStudentsHeader, XLSXDetailHeader, XLSXWarningsHeader}
+
+	final := stampedLab(t)
+	f, b := open(final)
+	for i, sh := range sheets {
+		rows, err := f.GetRows(sh)
+		require.NoError(t, err)
+		require.Equal(t, headers[i], rows[0], sh)
+	}
+	for _, x := range sheetXML(t, b) {
+		require.NotContains(t, x, "DRAFT")
+		require.NotContains(t, x, "oddHeader")
+	}
+
+	voided := stampedLab(t)
+	voided.Void = &VoidMark{CreditNote: "2026-000051", VoidedAt: fixtureMeta.GeneratedAt, Reason: "wrong SKU"}
+	credit := stampedLab(t)
+	credit.Number, credit.CreditFor = "2026-000051", "2026-000042"
+	draft := docByProject(t, fixtureDocs(t), "other")
+	f, b = open(voided, credit, draft)
+	for i, sh := range sheets {
+		rows, err := f.GetRows(sh)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, len(rows), 4, sh)
+		top := rows[0][0] + "\n" + rows[1][0] + "\n" + rows[2][0]
+		require.Contains(t, top, "草稿 DRAFT — 1 of 3 document(s)", sh)
+		require.Contains(t, top, "other 2026-11", sh)
+		require.Contains(t, top, "已作废 VOID — voided by credit note 由红字发票 2026-000051", sh)
+		require.Contains(t, top, "wrong SKU", sh)
+		require.Contains(t, top, "红字发票 Credit note — voids invoice 冲销发票 2026-000042", sh)
+		require.Equal(t, headers[i], rows[3], sh)
+	}
+	xs := sheetXML(t, b)
+	require.Len(t, xs, 4)
+	for _, x := range xs {
+		require.Contains(t, x, "草稿 DRAFT · 已作废 VOID · 红字发票 Credit note", "printed header and footer")
+		require.Contains(t, x, "oddHeader")
+	}
 }

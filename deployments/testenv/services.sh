@@ -578,15 +578,23 @@ ensure_postgres_installed() {
 	fi
 }
 
-# ensure_export_tools: the PDF export tests need pdftotext (poppler-utils) and a
-# TrueType font with Chinese glyphs (fonts-droid-fallback). Installed with apt-get
-# when root, like postgresql; otherwise a warning (the tests fail under CI=true
-# and skip loudly elsewhere when they are missing).
-EXPORT_FONT=/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf
+# ensure_export_tools: the PDF export tests need poppler-utils (pdftotext,
+# pdftoppm, pdffonts) and the PDF's font set (billing/export DefaultFonts): a
+# Latin font (fonts-dejavu-core), a CJK font (fonts-droid-fallback) and a CJK
+# Extension B font (fonts-hanazono). Installed with apt-get when root, like
+# postgresql; otherwise a warning (the tests fail under CI=true and skip loudly
+# elsewhere when they are missing).
+EXPORT_FONTS=(
+	/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf:fonts-dejavu-core
+	/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf:fonts-droid-fallback
+	/usr/share/fonts/truetype/hanazono/HanaMinB.ttf:fonts-hanazono
+)
 ensure_export_tools() {
-	local missing=()
-	command -v pdftotext >/dev/null 2>&1 || missing+=(poppler-utils)
-	[[ -f $EXPORT_FONT ]] || missing+=(fonts-droid-fallback)
+	local missing=() font
+	{ command -v pdftotext && command -v pdftoppm && command -v pdffonts; } >/dev/null 2>&1 || missing+=(poppler-utils)
+	for font in "${EXPORT_FONTS[@]}"; do
+		[[ -f ${font%%:*} ]] || missing+=("${font##*:}")
+	done
 	((${#missing[@]})) || return 0
 	if [[ $(id -u) -ne 0 ]]; then
 		say "WARNING: PDF export tests need ${missing[*]} and we are not root; run: sudo apt-get install -y ${missing[*]}"
