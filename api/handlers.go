@@ -74,6 +74,12 @@ type InvoiceBody struct {
 	VoidedAt       time.Time       `json:"voided_at,omitzero"`
 	VoidReason     string          `json:"void_reason,omitempty"`
 	Document       json.RawMessage `json:"document,omitempty" doc:"the invoice document (cardhour.invoice.v1), exactly as stored"`
+
+	// FinalizableFrom is when a draft may be finalized (the end of its
+	// period's grace period); only in a single draft read.
+	FinalizableFrom time.Time `json:"finalizable_from,omitzero" doc:"a draft's earliest finalize time (the end of its period's grace period); in a single draft read"`
+	// Finalizable: the grace period has ended by the server's clock.
+	Finalizable bool `json:"finalizable,omitempty" doc:"a draft whose grace period has ended by the server's clock; in a single draft read"`
 }
 
 func invoiceBody(i ledger.Invoice) InvoiceBody {

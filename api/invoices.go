@@ -184,7 +184,7 @@ func (s *Server) routesInvoices() {
 			if err != nil {
 				return nil, err
 			}
-			return &body[InvoiceBody]{invoiceBody(inv)}, nil
+			return &body[InvoiceBody]{s.withGrace(ctx, inv, invoiceBody(inv))}, nil
 		})
 	register(s, huma.Operation{OperationID: "finalize-invoice", Method: http.MethodPost, Path: "/api/v1/invoices/{id}/finalize", Summary: "finalize a draft",
 		Description: "Numbers the invoice and freezes its document. Refused during the grace period after the month (grace-period problem) and when the draft is not the one reviewed (if_sha256, conflict).",

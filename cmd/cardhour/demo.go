@@ -323,16 +323,32 @@ func demoCycle(ctx context.Context, w *watch.Watcher, now time.Time, log *slog.L
 	w.Deliver(ctx, now)
 }
 
+// demoAdmins and demoLeads are the people the demo's alerts reach besides
+// the holder, each with a language: an alert is written for each person in
+// theirs (a holder, whose roster entry has none, gets the default, zh-CN).
+var (
+	demoAdmins = []watch.Person{{Role: "admin", Name: "Demo admin", Email: "admin@demo.invalid", Lang: "en"}}
+	demoLeads  = map[string][]watch.Person{
+		"dl-course": {{Name: "张老师 (course lead)", Email: "dl-lead@demo.invalid", User: "t-zhang", Lang: "zh-CN"}},
+		"bio-lab":   {{Name: "Dr. Smith (lab lead)", Email: "bio-lead@demo.invalid", User: "t-smith", Lang: "en"}},
+	}
+)
+
 // demoWatcher is the watcher of billing/watch with notify's webhook channel
-// and release's webhook releaser, both pointed at the demo's sink.
+// and release's webhook releaser, both pointed at the demo's sink. Alerts
+// go to the holder, the project's leads and the admin, each in their
+// language.
 func demoWatcher(b *box, sink *demoSink, log *slog.Logger) (*watch.Watcher, error) {
-	notifyYAML := fmt.Sprintf(`languages: [en, zh-CN]
+	notifyYAML := fmt.Sprintf(`languages: [zh-CN, en]
+exemption_hint:
+  zh-CN: 请向课程或课题负责人申请豁免
+  en: ask the course lead for an exemption
 channels:
   - name: demo-sink
     type: webhook
     url: %s/demo/hooks/notify
     secret: %s
-    roles: [admin]
+    roles: [holder, lead, admin]
 `, b.url, sink.secret)
 	n, err := watchNotifier([]byte(notifyYAML))
 	if err != nil {
@@ -351,8 +367,8 @@ releasers:
 	}
 	cats := &catalogs{led: b.led, parsed: map[int64]*schemas.Catalog{}}
 	return watch.New(watch.Config{Ledger: b.led, Usage: b.usage.(watch.Usage), Catalog: cats.current, Notifier: n, Releaser: r,
-		Admins:        []watch.Person{{Role: "admin", Name: "Demo admin", Email: "admin@demo.invalid", Lang: "en"}},
-		ExemptionHint: "ask the course lead for an exemption", BudgetEvery: time.Hour, Logger: log})
+		Admins: demoAdmins, Leads: demoLeads,
+		BudgetEvery: time.Hour, Logger: log})
 }
 
 // demoBudgetsYAML is the embedded budgets file.

@@ -106,8 +106,13 @@ func checkDemoWeek(t *testing.T, d demoRun) {
 	var sink struct {
 		Notifications []struct {
 			Kind    string `json:"kind"`
+			Lang    string `json:"lang"`
 			Subject string `json:"subject"`
-			Facts   struct {
+			Body    string `json:"body"`
+			To      struct {
+				Role, Project string
+			} `json:"to"`
+			Facts struct {
 				Project, User, Outcome string
 				InstanceID             string `json:"instance_id"`
 				Budget                 *struct {
@@ -141,6 +146,35 @@ func checkDemoWeek(t *testing.T, d demoRun) {
 			}
 		}
 	}
+	// Each person's alerts are in their language: the admin's and Bio
+	// Lab's lead's in English, the DL course lead's and the holders' (no
+	// language in the roster: the default) in Chinese.
+	langs := map[string]map[string]int{}
+	for _, n := range sink.Notifications {
+		who := n.To.Role
+		if who == "lead" {
+			who += ":" + n.To.Project
+		}
+		want := map[string]string{"admin": "en", "lead:bio-lab": "en", "lead:dl-course": "zh-CN", "holder": "zh-CN"}[who]
+		require.NotEmpty(t, want, "an alert to %s", who)
+		require.Equal(t, want, n.Lang, "the language of an alert to %s: %s", who, n.Subject)
+		if want == "en" {
+			require.True(t, strings.HasPrefix(n.Subject, "[cardhour]"), "an English subject to %s: %s", who, n.Subject)
+			require.NotRegexp(t, `\p{Han}`, strings.NewReplacer(demoLeads["bio-lab"][0].Name, "").Replace(n.Body[:min(len(n.Body), 200)]), "English first lines to %s", who)
+		} else {
+			require.True(t, strings.HasPrefix(n.Subject, "【cardhour】"), "a Chinese subject to %s: %s", who, n.Subject)
+			require.NotContains(t, n.Body, "ask the course lead", "the exemption hint in Chinese too")
+		}
+		if langs[who] == nil {
+			langs[who] = map[string]int{}
+		}
+		langs[who][n.Lang]++
+	}
+	for _, who := range []string{"admin", "holder", "lead:dl-course", "lead:bio-lab"} {
+		require.NotEmpty(t, langs[who], "alerts reached %s: %v", who, langs)
+	}
+	t.Logf("alert languages by recipient: %v", langs)
+
 	require.Positive(t, kinds["idle_warning"], "idle warnings: %v", kinds)
 	require.Positive(t, kinds["idle_release"], "releases told: %v", kinds)
 	require.True(t, budgetAt[100], "the thesis student passed the budget: %v", budgetAt)
@@ -204,6 +238,94 @@ func checkDemoWeek(t *testing.T, d demoRun) {
 		require.True(t, want[p].IsPositive(), "project %s billed %s", p, want[p])
 	}
 	t.Logf("invoices %s", strings.Join(names, ", "))
+}
+
+// TestDemoFirstHours runs the demo's first 15 simulated hours (15 minutes
+// of wall time at the default --speed 60) at --speed 1500: the story of the
+// README happens in them, the teaching pool's slices left allocated after
+// the Monday session are warned about and released.
+func TestDemoFirstHours(t *testing.T) {
+	if testing.Short() {
+		t.Skip("15 simulated hours take about 36 s")
+	}
+	checked := false
+	demoAfterRun = func(ctx context.Context, d demoRun) error {
+		defer func() { checked = true }()
+		call := func(method, path, token string, _ any, into any) int {
+			t.Helper()
+			req, err := http.NewRequest(method, d.URL+path, nil)
+			require.NoError(t, err)
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer resp.Body.Close() //nolint:errcheck // test
+			raw, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			require.NoError(t, json.Unmarshal(raw, into), "%s: %s", path, raw)
+			return resp.StatusCode
+		}
+		// The teaching pool's story happens on Monday, within the first 15
+		// simulated hours (15 minutes of wall time at the default --speed 60):
+		// an idle warning and a release of a slice left allocated.
+		firstAlert := func(kind string) time.Duration {
+			t.Helper()
+			first := time.Duration(-1)
+			cursor := ""
+			for {
+				var page struct {
+					Items []struct {
+						Kind      string    `json:"kind"`
+						Project   string    `json:"project"`
+						CreatedAt time.Time `json:"created_at"`
+					} `json:"items"`
+					Next string `json:"next_cursor"`
+				}
+				require.Equal(t, http.StatusOK, call("GET", "/api/v1/alerts?limit=100&kind="+kind+"&cursor="+cursor, d.Token, nil, &page))
+				for _, a := range page.Items {
+					if a.Project == "dl-course" {
+						if at := a.CreatedAt.Sub(d.From); first < 0 || at < first {
+							first = at
+						}
+					}
+				}
+				if cursor = page.Next; cursor == "" {
+					return first
+				}
+			}
+		}
+		for _, kind := range []string{"idle_warning", "idle_release"} {
+			at := firstAlert(kind)
+			require.GreaterOrEqual(t, at, time.Duration(0), "the teaching pool had a %s", kind)
+			require.Less(t, at, 15*time.Hour, "the teaching pool's first %s came %s after the start", kind, at)
+			t.Logf("the teaching pool's first %s: %s after the start", kind, at)
+		}
+
+		var rel struct {
+			Items []struct {
+				Project, Status string
+			} `json:"items"`
+		}
+		require.Equal(t, http.StatusOK, call("GET", "/api/v1/releases?status=done&limit=100", d.Token, nil, &rel))
+		done := 0
+		for _, r := range rel.Items {
+			if r.Project == "dl-course" {
+				done++
+			}
+		}
+		require.Positive(t, done, "the simulated fleet freed teaching-pool slices: %+v", rel.Items)
+		return nil
+	}
+	defer func() { demoAfterRun = nil }()
+	var out, errOut bytes.Buffer
+	// At --speed 1500 a watcher cycle runs every 2.5 simulated minutes and
+	// samples reach the store about 10 simulated minutes late: the 15
+	// minutes between the warning (15 min idle) and the release (30 min)
+	// hold several cycles. (A cycle that first sees a streak past 30 min
+	// releases without warning.)
+	code := run([]string{"demo", "--addr", "127.0.0.1:0", "--speed", "1500", "--for", "15h",
+		"--start", "2026-11-23T08:00:00+08:00", "--interval", "2m", "--state", t.TempDir()}, &out, &errOut)
+	require.Equal(t, 0, code, "stderr: %s", tail(errOut.String(), 4000))
+	require.True(t, checked, "the run reached its stop time")
 }
 
 func TestDemoFlags(t *testing.T) {

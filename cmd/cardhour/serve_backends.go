@@ -236,9 +236,20 @@ func (f *flow) Run(ctx context.Context, actor, period string) (*api.RunReport, e
 func (f *flow) Finalize(ctx context.Context, actor string, id int64, ifSHA256 string) (ledger.Invoice, error) {
 	inv, err := f.svc.Finalize(ctx, actor, id, ifSHA256)
 	if errors.Is(err, invoicing.ErrGracePeriod) {
-		err = fmt.Errorf("%w: %w", api.ErrGracePeriod, err)
+		err = graceError{err}
 	}
 	return inv, err
+}
+
+// graceError is the flow's grace-period error as the API's: it is
+// api.ErrGracePeriod too, and says what the flow said, once.
+type graceError struct{ error }
+
+func (e graceError) Unwrap() []error { return []error{api.ErrGracePeriod, e.error} }
+
+// FinalizableFrom implements api.GraceReporter.
+func (f *flow) FinalizableFrom(ctx context.Context, inv ledger.Invoice) (time.Time, error) {
+	return f.svc.FinalizableFrom(ctx, inv)
 }
 
 func (f *flow) Void(ctx context.Context, actor string, id int64, reason string) (ledger.Voided, error) {

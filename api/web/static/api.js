@@ -11,10 +11,13 @@ export function clearSession() {
 
 // ApiError carries the problem details of a failed request.
 export class ApiError extends Error {
-  constructor(status, problem) {
+  constructor(status, problem, requestId) {
     super(problem?.detail || problem?.title || `HTTP ${status}`);
     this.status = status;
     this.problem = problem;
+    // The request's ID (the problem's request_id, or the X-Request-ID
+    // header), for the administrator's logs.
+    this.requestId = problem?.request_id || requestId || '';
   }
 }
 
@@ -46,7 +49,7 @@ export async function request(method, path, { body, query, contentType, raw, tok
   if (!res.ok) {
     const p = await problemOf(res);
     if (res.status === 401 && tokenOverride === undefined) onUnauthorized();
-    throw new ApiError(res.status, p);
+    throw new ApiError(res.status, p, res.headers.get('X-Request-ID'));
   }
   return raw ? res : res.json();
 }

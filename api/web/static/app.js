@@ -3,7 +3,7 @@
 // #/roster, #/alerts, #/releases, #/exemptions, #/budgets). Each page reads only what the role may read.
 
 import { ApiError, clearSession, get, request, setToken, setUnauthorizedHook, token } from './api.js';
-import { h, setZone } from './format.js';
+import { errorText, h, setZone } from './format.js';
 import { getLang, pickLang, setLang, t } from './i18n.js';
 import { leave, pages } from './pages.js';
 import { watchPages } from './watch.js';
@@ -148,8 +148,7 @@ export async function render() {
     await allPages[r.name]({ view, session: s, route, go, say, isCurrent: () => seq === renderSeq });
   } catch (e) {
     if (seq !== renderSeq) return;
-    const detail = e instanceof ApiError && e.status === 503 ? t('error.unavailable', { detail: e.message }) : t('error', { detail: e.message });
-    view.replaceChildren(h('p', { class: 'error', role: 'alert' }, detail));
+    view.replaceChildren(h('p', { class: 'error', role: 'alert', id: 'page-error' }, errorText(e)));
   } finally {
     view.removeAttribute('aria-busy');
     if (seq === renderSeq) {

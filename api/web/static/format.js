@@ -129,3 +129,45 @@ export function badge(kind, text) {
 export function statusText(s) {
   return t('status.' + s);
 }
+
+// sumMoney adds decimal strings exactly (as integers of their smallest
+// fraction), and returns the sum as a decimal string with at least two
+// places: money is never added in floating point.
+export function sumMoney(values) {
+  const list = values.map((v) => String(v ?? '0').trim() || '0');
+  const scale = Math.max(2, ...list.map((v) => (v.split('.')[1] || '').length));
+  let total = 0n;
+  for (const v of list) {
+    const neg = v.startsWith('-');
+    const [ip, fp = ''] = v.replace(/^[-+]/, '').split('.');
+    const n = BigInt((ip || '0') + fp.padEnd(scale, '0'));
+    total += neg ? -n : n;
+  }
+  const neg = total < 0n;
+  const digits = (neg ? -total : total).toString().padStart(scale + 1, '0');
+  return (neg ? '-' : '') + digits.slice(0, -scale) + '.' + digits.slice(-scale);
+}
+
+// errorText is what the page says of a failed request, in the page's
+// language: the kind of problem (its type), what to do, the fields named by
+// a validation problem, and the request ID for the administrator's logs.
+// The server's detail (English) is added on the English page only.
+export function errorText(e) {
+  const p = e?.problem || {};
+  const kind = typeof p.type === 'string' ? p.type.replace(/^.*\/problems\//, '') : '';
+  let msg;
+  if (e?.status === undefined) {
+    // Not an answer of the server: the network, or a fault of the page.
+    return t('error', { detail: e?.name === 'TypeError' && /fetch/i.test(e.message) ? t('problem.network') : String(e?.message ?? e) });
+  }
+  if (kind && t('problem.' + kind) !== 'problem.' + kind) {
+    const at = /(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2}))/.exec(p.detail || '');
+    const fields = (p.errors || []).map((x) => x.field || x.location).filter(Boolean);
+    msg = t('problem.' + kind, { time: at ? time(at[1]) : '—', fields: fields.join(', ') || '—', status: e.status });
+  } else {
+    msg = t('problem.other', { status: e.status });
+  }
+  const detail = getLang() === 'en' && p.detail && !msg.includes(p.detail) ? ` (${p.detail})` : '';
+  const rid = e?.requestId ? ' ' + t('problem.rid', { id: e.requestId }) : '';
+  return t('error', { detail: msg + detail + rid });
+}

@@ -3,8 +3,8 @@
 // own), and the navigation offers a page only to the roles its routes allow.
 
 import { ApiError, download, get, getAll, post, request } from './api.js';
-import { badge, duration, getZone, h, hours, money, statusText, table, thisMonth, time } from './format.js';
-import { t } from './i18n.js';
+import { badge, duration, errorText, getZone, h, hours, money, statusText, sumMoney, table, thisMonth, time } from './format.js';
+import { getLang, t } from './i18n.js';
 
 const FINANCE = ['admin', 'finance'];
 
@@ -29,6 +29,71 @@ function periodForm(ctx, name, period, extraParams = {}, allowAll = false) {
     ctx.go(name, { ...extraParams, period: input.value || (allowAll ? 'all' : thisMonth()) });
   });
   return form;
+}
+
+// defaultPeriod is the month a page opens on when the route names none: the
+// current month (in the catalog's zone) when it has usage, else the latest
+// month that has (the data's month, e.g. a demo's simulated time or a
+// store that stopped), else the current one. One usage query grouped by
+// day over the last year, kept for a minute.
+const DATA_MONTH = 'cardhour.dataMonth';
+
+async function defaultPeriod() {
+  const cur = thisMonth();
+  try {
+    const c = JSON.parse(sessionStorage.getItem(DATA_MONTH) || 'null');
+    if (c && c.cur === cur && Date.now() - c.at < 60000) return c.month;
+  } catch { /* recompute */ }
+  let month = cur;
+  try {
+    const now = Date.now();
+    const rep = await getAll('/api/v1/usage', { from: new Date(now - 366 * 864e5).toISOString(), to: new Date(now + 31 * 864e5).toISOString(), group_by: ['day'] });
+    const days = rep.rows.filter((r) => r.held_seconds > 0 && r.day).map((r) => r.day).sort();
+    if (days.length && !days.some((d) => d.startsWith(cur))) month = days.at(-1).slice(0, 7);
+  } catch {
+    // No usage store, or no right to read it: the current month.
+  }
+  sessionStorage.setItem(DATA_MONTH, JSON.stringify({ cur, month, at: Date.now() }));
+  return month;
+}
+
+// periodOf is the route's period, or the default one (written into the
+// address, so that reloading and links keep it).
+async function periodOf(ctx, name, extra = {}) {
+  const p = ctx.route.params.get('period');
+  if (p) return p;
+  const d = await defaultPeriod();
+  if (ctx.isCurrent()) {
+    const q = new URLSearchParams({ ...Object.fromEntries(ctx.route.params), ...extra, period: d });
+    history.replaceState(null, '', `#/${name}${ctx.route.rest.length ? '/' + ctx.route.rest.join('/') : ''}?${q}`);
+  }
+  return d;
+}
+
+// documents reads the documents of invoices (a few at a time), kept by id
+// and SHA-256 (a revision's document never changes under its hash).
+const docCache = new Map();
+
+async function documents(items) {
+  const out = new Map();
+  const queue = [...items];
+  const worker = async () => {
+    for (let i = queue.shift(); i; i = queue.shift()) {
+      const key = `${i.id}:${i.sha256}`;
+      if (!docCache.has(key)) docCache.set(key, (await get(`/api/v1/invoices/${i.id}`)).document || {});
+      out.set(i.id, docCache.get(key));
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(6, queue.length) }, worker));
+  return out;
+}
+
+// invoiceTotals sums the invoices that count (not void), by status.
+function invoiceTotals(items, totalOf) {
+  const live = items.filter((i) => i.status !== 'void');
+  const of = (st) => live.filter((i) => st === undefined || i.status === st).map(totalOf);
+  return { n: live.length, total: sumMoney(of()), drafts: sumMoney(of('draft')), finalized: sumMoney(of('finalized')),
+    nDrafts: live.filter((i) => i.status === 'draft').length, nFinalized: live.filter((i) => i.status === 'finalized').length };
 }
 
 // ---------------------------------------------------------------- now
@@ -103,13 +168,15 @@ async function usagePage(ctx) {
   const { view, session, route } = ctx;
   disposeCharts();
   const role = session.me.role;
-  const period = route.params.get('period') || thisMonth();
+  const period = await periodOf(ctx, 'usage');
+  if (!ctx.isCurrent()) return;
   const dims = role === 'student' ? ['sku', 'project'] : ['project', 'user', 'sku'];
   const dim = dims.includes(route.params.get('by')) ? route.params.get('by') : dims[0];
   const measure = route.params.get('measure') === 'hours' ? 'hours' : 'cost';
-  const [daily, split] = await Promise.all([
+  const [daily, split, billed] = await Promise.all([
     getAll('/api/v1/usage', { period, group_by: ['day', dim] }),
     getAll('/api/v1/usage', { period, group_by: [dim] }),
+    invoicedFor(role, period).catch(() => null),
     loadECharts().catch((e) => e),
   ]);
   if (!ctx.isCurrent()) return;
@@ -153,7 +220,9 @@ async function usagePage(ctx) {
   const out = [
     sectionHead(t('usage.title')),
     h('div', { class: 'controls' }, periodForm(ctx, 'usage', period, { by: dim, measure }), byNav, mNav),
-    h('p', { id: 'usage-total' }, t('usage.total', { cost: money(total.cost, cur), hours: hours(total.held_seconds), idle: hours(total.idle_seconds) })),
+    h('p', { id: 'usage-total' }, h('strong', {}, t('usage.listTotal', { cost: money(total.cost, cur), hours: hours(total.held_seconds), idle: hours(total.idle_seconds) }))),
+    invoicedNote(billed, period, total.cost, cur, role),
+    h('p', { class: 'muted', id: 'usage-list-help' }, t('usage.listHelp')),
     daily.unpriced_seconds ? h('p', { class: 'warn' }, t('usage.unpriced', { hours: hours(daily.unpriced_seconds) })) : null,
     tzNote(),
     h('div', { class: 'charts' },
@@ -164,6 +233,8 @@ async function usagePage(ctx) {
       { label: t('col.heldHours'), num: true, value: (r) => hours(r.held_seconds) },
       { label: t('col.idleHours'), num: true, value: (r) => hours(r.idle_seconds) },
       { label: t('col.cost'), num: true, value: (r) => money(r.cost, cur) },
+      ...(dim === 'project' && billed?.byProject ? [{ label: t('col.invoiced'), num: true,
+        value: (r) => (r.project in billed.byProject ? money(billed.byProject[r.project], cur) : '—') }] : []),
     ], [...split.rows].sort((a, b) => value(b) - value(a)), { id: 'usage-table', rowHeader: true, showCaption: true }),
   ];
   view.replaceChildren(...out.filter(Boolean));
@@ -198,14 +269,46 @@ async function usagePage(ctx) {
   charts.add(c2);
 }
 
+// invoicedFor is what the invoices of period bill (void revisions left
+// out): staff read the invoices (and their documents), a student its
+// statements. By project for staff.
+async function invoicedFor(role, period) {
+  if (role === 'student') {
+    const items = (await getAll('/api/v1/statements', { period }, 200)).items;
+    return invoiceTotals(items, (i) => i.total);
+  }
+  const items = (await getAll('/api/v1/invoices', { period }, 200)).items;
+  const docs = await documents(items.filter((i) => i.status !== 'void'));
+  const sum = invoiceTotals(items, (i) => docs.get(i.id)?.total ?? '0');
+  sum.byProject = {};
+  for (const i of items) if (i.status !== 'void') sum.byProject[i.project] = sumMoney([sum.byProject[i.project] ?? '0', docs.get(i.id)?.total ?? '0']);
+  return sum;
+}
+
+function invoicedNote(billed, period, listCost, cur, role) {
+  if (!billed) return null;
+  const link = role === 'student'
+    ? h('a', { href: '#/statements?period=' + period }, t('usage.statements'))
+    : h('a', { href: '#/invoices?period=' + period }, t('usage.openInvoices', { period }));
+  if (billed.n === 0) return h('p', { id: 'usage-invoiced' }, t('usage.invoicedNone', { period }), ' ', link);
+  const delta = sumMoney([billed.total, '-' + String(listCost ?? '0').replace(/^-/, '')]);
+  return h('p', { id: 'usage-invoiced' }, h('strong', {}, t('usage.invoiced', { period, total: money(billed.total, cur), drafts: billed.nDrafts, finalized: billed.nFinalized })),
+    ' ', t('usage.invoicedDiff', { delta: money(delta, cur) }), ' ', link);
+}
+
 // ---------------------------------------------------------------- invoices
 
 async function invoicesPage(ctx) {
   if (ctx.route.rest[0]) return invoicePage(ctx, ctx.route.rest[0]);
   const { view, session, route } = ctx;
-  const period = route.params.get('period') || thisMonth();
+  const period = await periodOf(ctx, 'invoices');
+  if (!ctx.isCurrent()) return;
   const page = await getAll('/api/v1/invoices', { period: period === 'all' ? '' : period }, 200);
   if (!ctx.isCurrent()) return;
+  const docs = await documents(page.items);
+  if (!ctx.isCurrent()) return;
+  const totalOf = (i) => docs.get(i.id)?.total ?? '0';
+  const curOf = (i) => docs.get(i.id)?.currency || session.currency;
   const out = [
     sectionHead(t('inv.title')),
     h('div', { class: 'controls' }, periodForm(ctx, 'invoices', period, {}, true)),
@@ -219,9 +322,14 @@ async function invoicesPage(ctx) {
       { label: t('inv.revision'), num: true, value: (i) => i.revision },
       { label: t('inv.status'), value: (i) => badge(i.status, statusText(i.status)) },
       { label: t('inv.number'), value: (i) => i.number || '—' },
+      { label: t('inv.total'), num: true, value: (i) => (i.status === 'void' ? h('s', {}, money(totalOf(i), curOf(i))) : money(totalOf(i), curOf(i))) },
       { label: t('inv.updated'), value: (i) => time(i.updated_at) },
       { label: '', value: (i) => h('a', { href: `#/invoices/${i.id}`, class: 'button-link', 'aria-label': t('inv.openLabel', i) }, t('inv.open')) },
     ], page.items, { id: 'invoice-list' }));
+    const sum = invoiceTotals(page.items, totalOf);
+    const cur = session.currency || curOf(page.items[0]);
+    out.push(h('p', { id: 'invoice-list-total' }, h('strong', {}, t('inv.listTotal', { n: sum.n, total: money(sum.total, cur),
+      drafts: money(sum.drafts, cur), finalized: money(sum.finalized, cur) }))));
   }
   if (FINANCE.includes(session.me.role) && period !== 'all' && page.items.some((i) => i.status === 'finalized')) {
     out.push(h('p', { class: 'actions' }, t('inv.exportPeriod', { period }), ' ',
@@ -238,7 +346,7 @@ function exportButton(ctx, path, format, id) {
       const name = await download(path, { format });
       ctx.say(t('inv.downloaded', { file: name }));
     } catch (e) {
-      ctx.say(t('error', { detail: e.message }));
+      ctx.say(errorText(e));
     } finally {
       b.disabled = false;
     }
@@ -261,7 +369,10 @@ async function invoicePage(ctx, id) {
   const actions = h('div', { class: 'actions', id: 'invoice-actions' },
     h('span', {}, t('inv.export')),
     ['csv', 'xlsx', 'pdf'].map((f) => exportButton(ctx, `/api/v1/invoices/${inv.id}/export`, f, `export-${f}`)));
-  if (isFinance && inv.status === 'draft') {
+  if (isFinance && inv.status === 'draft' && inv.finalizable_from && !inv.finalizable) {
+    // The grace period runs: say when finalizing opens instead of offering it.
+    actions.append(h('span', { id: 'finalize-wait', class: 'muted' }, t('inv.finalizeFrom', { time: time(inv.finalizable_from) })));
+  } else if (isFinance && inv.status === 'draft') {
     const b = h('button', { type: 'button', id: 'finalize' }, t('inv.finalize'));
     b.addEventListener('click', async () => {
       if (!confirm(t('inv.finalizeConfirm', { project: inv.project, period: inv.period, total: money(doc.total, cur) }))) return;
@@ -271,7 +382,7 @@ async function invoicePage(ctx, id) {
         ctx.say(t('inv.finalizedOk', { number: done.number }));
         ctx.go('invoices', null, [String(done.id)]);
       } catch (e) {
-        ctx.say(t('error', { detail: e.message }));
+        ctx.say(errorText(e));
         b.disabled = false;
       }
     });
@@ -285,6 +396,8 @@ async function invoicePage(ctx, id) {
     h('p', {}, h('a', { href: `#/invoices?period=${inv.period}` }, t('inv.back'))),
     sectionHead(t('inv.heading', inv), badge(inv.status, statusText(inv.status))),
     dl([
+      [t('inv.projectName'), doc.name ? h('span', { id: 'invoice-project-name' }, doc.name) : ''],
+      [t('inv.funding'), doc.funding ? h('span', { id: 'invoice-funding' }, doc.funding) : ''],
       [t('inv.number'), inv.number],
       [t('inv.total'), h('strong', { id: 'invoice-total' }, money(doc.total, cur))],
       [t('inv.cutoff'), time(inv.data_cutoff)],
@@ -299,7 +412,7 @@ async function invoicePage(ctx, id) {
     tzNote(),
     h('h2', {}, t('inv.lines')),
     table(t('inv.lines'), [
-      { label: t('inv.kind'), value: (l) => t('kind.' + l.kind) },
+      { label: t('inv.kind'), value: (l) => kindCell(l, doc.period) },
       { label: t('inv.user'), value: (l) => l.user },
       { label: t('inv.sku'), value: (l) => l.sku },
       { label: t('inv.sessions'), num: true, value: (l) => l.sessions },
@@ -336,6 +449,40 @@ async function invoicePage(ctx, id) {
   view.replaceChildren(...out);
 }
 
+// TERM_MONTHS are the months of a reservation's term.
+const TERM_MONTHS = { month: 1, quarter: 3, year: 12 };
+
+function addMonths(ym, n) {
+  const [y, m] = ym.split('-').map(Number);
+  const k = y * 12 + (m - 1) + n;
+  return `${Math.floor(k / 12)}-${String((k % 12) + 1).padStart(2, '0')}`;
+}
+
+// kindCell is a line's kind; a reservation line also says its term,
+// quantity, payment and months, and its discount off the monthly price
+// (amount = monthly price × months charged × (1 − discount) × quantity; an
+// upfront reservation is charged on its first month's invoice only).
+function kindCell(l, period) {
+  if (l.kind !== 'reservation') return t('kind.' + l.kind);
+  const months = TERM_MONTHS[l.term];
+  const bits = [];
+  if (months && l.start) {
+    bits.push(t('inv.resvTerm', { term: t('term.' + l.term), quantity: l.quantity || 0, billing: t('billing.' + (l.billing || 'monthly')),
+      start: l.start, end: addMonths(l.start, months - 1) }));
+    const charged = l.billing === 'upfront' ? months : 1;
+    const list = Number(l.unit_price) * charged * Number(l.quantity || 0);
+    if (Number(l.amount) > 0 && list > 0) {
+      // A display of the rate, not money: rounded to a tenth of a percent.
+      const pct = Math.round((1 - Number(l.amount) / list) * 1000) / 10;
+      const rest = Math.round((100 - pct) * 10) / 10; // 8 折 is 20 % off, 95 折 is 5 % off
+      bits.push(t('inv.resvDiscount', { pct: String(pct), zhe: String(rest % 10 === 0 ? rest / 10 : rest) }));
+    } else if (l.billing === 'upfront' && period && period !== l.start) {
+      bits.push(t('inv.resvUpfrontPaid', { start: l.start }));
+    }
+  }
+  return [t('kind.reservation'), ...bits.map((b) => [h('br'), h('small', { class: 'resv' }, b)])];
+}
+
 function voidControl(ctx, inv) {
   const open = h('button', { type: 'button', id: 'void', class: 'danger' }, t('inv.void'));
   const reason = h('textarea', { id: 'void-reason', required: true, rows: 3, maxlength: 2000 });
@@ -358,7 +505,7 @@ function voidControl(ctx, inv) {
       ctx.say(t('inv.voidOk', { credit: v.credit_note.number, revision: v.draft.revision }));
       ctx.go('invoices', null, [String(v.draft.id)]);
     } catch (ex) {
-      err.textContent = t('error', { detail: ex.message });
+      err.textContent = errorText(ex);
     }
   });
   return [open, dialog];
@@ -388,7 +535,8 @@ function label(key, fallback) {
 
 async function runsPage(ctx) {
   const { view, session, route } = ctx;
-  const period = route.params.get('period') || thisMonth();
+  const period = await periodOf(ctx, 'runs');
+  if (!ctx.isCurrent()) return;
   const input = h('input', { type: 'month', id: 'run-period', required: true, value: period });
   const button = h('button', { type: 'submit', id: 'run' }, t('runs.run'));
   const result = h('div', { id: 'run-result' });
@@ -402,7 +550,7 @@ async function runsPage(ctx) {
       sessionStorage.setItem('cardhour.lastRun', JSON.stringify(rep));
       showRun(result, rep, session);
     } catch (ex) {
-      result.replaceChildren(h('p', { class: 'error', role: 'alert' }, t('error', { detail: ex.message })));
+      result.replaceChildren(h('p', { class: 'error', role: 'alert' }, errorText(ex)));
     } finally {
       button.disabled = false;
     }
@@ -520,8 +668,8 @@ function rosterImport(ctx, project) {
       ctx.go('roster', { project, imported: Date.now() });
     } catch (ex) {
       const errs = ex instanceof ApiError ? ex.problem?.errors || [] : [];
-      res.replaceChildren(h('p', { class: 'error', role: 'alert' }, t('roster.problems'), ' ', ex.message),
-        errs.length ? h('ul', {}, errs.map((p) => h('li', {}, [p.line ? `line ${p.line}` : '', p.field, p.message].filter(Boolean).join(': ')))) : null);
+      res.replaceChildren(h('p', { class: 'error', role: 'alert' }, t('roster.problems'), ' ', errorText(ex)),
+        ...(errs.length ? [h('ul', {}, errs.map((p) => h('li', {}, [p.line ? `line ${p.line}` : '', p.field, p.message].filter(Boolean).join(': '))))] : []));
     }
   });
   return form;
@@ -575,7 +723,7 @@ async function statementPage(ctx, id) {
       ['csv', 'xlsx', 'pdf'].map((f) => exportButton(ctx, base, f, `statement-export-${f}`))),
     tzNote(),
     table(t('inv.lines'), [
-      { label: t('inv.kind'), value: (l) => t('kind.' + l.kind) },
+      { label: t('inv.kind'), value: (l) => kindCell(l, doc.period) },
       { label: t('inv.sku'), value: (l) => l.sku },
       { label: t('inv.sessions'), num: true, value: (l) => l.sessions },
       { label: t('inv.billed'), num: true, value: (l) => hours(l.billed_seconds) },

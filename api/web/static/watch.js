@@ -5,7 +5,7 @@
 // lets write.
 
 import { get, getAll, request } from './api.js';
-import { badge, getZone, h, table, time } from './format.js';
+import { badge, errorText, getZone, h, table, time } from './format.js';
 import { t } from './i18n.js';
 
 const STAFF = ['admin', 'finance', 'lead'];
@@ -19,9 +19,7 @@ function tz() {
   return h('p', { class: 'muted' }, t('tz.note', { tz: getZone() }));
 }
 
-function errorText(ex) {
-  return t('error', { detail: ex.message });
-}
+
 
 // select builds a labelled <select> of values (with "" as every value).
 function select(id, label, values, current, allLabel) {
@@ -203,7 +201,7 @@ async function exemptionsPage(ctx) {
   ], items, { id: 'exemptions' }));
   if (!list) return;
   view.replaceChildren(head(t('ex.title')), h('p', { class: 'muted' }, t('ex.help')),
-    h('p', {}, box, ' ', h('label', { for: 'ex-active' }, t('ex.onlyActive'))), tz(), list, staff ? grantForm(ctx, session) : null);
+    h('p', {}, box, ' ', h('label', { for: 'ex-active' }, t('ex.onlyActive'))), tz(), list, ...(staff ? [grantForm(ctx, session)] : []));
 }
 
 function grantForm(ctx, session) {

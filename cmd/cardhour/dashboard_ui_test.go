@@ -1,0 +1,251 @@
+//go:build !collector
+
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cardhour/cardhour/api"
+	"github.com/cardhour/cardhour/billing/export"
+	"github.com/cardhour/cardhour/billing/ledger"
+)
+
+// inGrace is half an hour after November ends: its invoices are drafts
+// that may not be finalized before 01:00 (startDashboard's grace: 1 h).
+var inGrace = time.Date(2026, 12, 1, 0, 30, 0, 0, shanghai)
+
+// browserNow is the browser's clock in these tests: December 2026, a month
+// without samples (the example samples are November's).
+const browserNow = "2026-12-10T02:00:00Z"
+
+// langTab is a tab in lang whose clock reads browserNow (ticking on).
+func langTab(t *testing.T, chromium, shots, lang string) *tab {
+	tb := newTab(t, chromium, 1280, 900, shots)
+	script := fmt.Sprintf(`(() => {
+  localStorage.setItem('cardhour.lang', %q);
+  const Real = Date, offset = Real.parse(%q) - Real.now();
+  class Shifted extends Real {
+    constructor(...a) { if (a.length === 0) super(Real.now() + offset); else super(...a); }
+    static now() { return Real.now() + offset; }
+  }
+  globalThis.Date = Shifted;
+})();`, lang, browserNow)
+	_, err := chromedp.Call(tb.ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: script})
+	require.NoError(t, err)
+	return tb
+}
+
+// novemberSamples are the example samples of November only (they reach
+// into 1 December), so that December has no usage.
+func novemberSamples(tb testing.TB) string {
+	tb.Helper()
+	b, err := os.ReadFile(exampleSamples)
+	require.NoError(tb, err)
+	var out []string
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if strings.Contains(l, `"ts":"2026-11-`) {
+			out = append(out, l)
+		}
+	}
+	require.NotEmpty(tb, out)
+	path := filepath.Join(tb.TempDir(), "november.jsonl")
+	require.NoError(tb, os.WriteFile(path, []byte(strings.Join(out, "")), 0o644))
+	return path
+}
+
+// apiDo sends a request with a token and returns the status and body.
+func (d *dashServer) apiDo(tb testing.TB, token, method, path, body string) (int, []byte) {
+	tb.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, d.base+path, rd)
+	require.NoError(tb, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(tb, err)
+	defer res.Body.Close() //nolint:errcheck // read to the end
+	b, err := io.ReadAll(res.Body)
+	require.NoError(tb, err)
+	return res.StatusCode, b
+}
+
+// TestDashboardMonthsGraceAndErrors: in English and Chinese, the pages open
+// on the data's month (not the browser's), usage says it is list price and
+// shows the invoiced amount beside it, the invoice list has totals, an
+// invoice shows its project name, funding code and reservation terms, and
+// finalizing is not offered during the grace period but says when it opens;
+// errors are in the page's language with the request ID; the student's
+// exemptions page prints no "null".
+func TestDashboardMonthsGraceAndErrors(t *testing.T) {
+	chromium := needChromium(t)
+	ds := startDashboard(t, novemberSamples(t), heldAt, inGrace, map[string]ledger.NewToken{
+		"finance": {Role: ledger.RoleFinance, Name: "browser test", TTL: time.Hour},
+		"student": {Role: ledger.RoleStudent, Project: "ai101", User: "2026010203", TTL: time.Hour},
+	})
+	fin := ds.tokens["finance"]
+	code, body := ds.apiDo(t, fin, http.MethodPost, "/api/v1/billing-runs", `{"period":"2026-11"}`)
+	require.Equal(t, http.StatusOK, code, string(body))
+
+	// What the API says: the drafts, their documents and totals.
+	var list api.Page[api.InvoiceBody]
+	ds.apiGet(t, fin, "/api/v1/invoices?period=2026-11&limit=100", &list)
+	require.NotEmpty(t, list.Items)
+	docs := map[string]export.Document{}
+	ids, shas := map[string]int64{}, map[string]string{}
+	var sum []decimal.Decimal
+	for _, inv := range list.Items {
+		var one api.InvoiceBody
+		ds.apiGet(t, fin, "/api/v1/invoices/"+strconv.FormatInt(inv.ID, 10), &one)
+		require.Equal(t, "draft", one.Status)
+		require.False(t, one.Finalizable, "November's grace period runs")
+		require.True(t, one.FinalizableFrom.Equal(time.Date(2026, 12, 1, 1, 0, 0, 0, shanghai)), "finalizable from %s", one.FinalizableFrom)
+		var doc export.Document
+		require.NoError(t, json.Unmarshal(one.Document, &doc))
+		docs[inv.Project], ids[inv.Project], shas[inv.Project] = doc, inv.ID, one.SHA256
+		sum = append(sum, doc.Total)
+	}
+	total := decimal.Sum(decimal.Zero, sum...)
+	var rep api.UsagePage
+	ds.apiGet(t, fin, "/api/v1/usage?period=2026-11", &rep)
+	listPrice, err := decimal.NewFromString(rep.Total.Cost)
+	require.NoError(t, err)
+	require.False(t, listPrice.Equal(total), "the example's invoices differ from the list price (reservations, hourly rounding)")
+
+	// The finalize refusal says its reason once.
+	nlp := strconv.FormatInt(ids["nlp-lab"], 10)
+	code, body = ds.apiDo(t, fin, http.MethodPost, "/api/v1/invoices/"+nlp+"/finalize", `{"if_sha256":"`+shas["nlp-lab"]+`"}`)
+	require.Equal(t, http.StatusConflict, code, string(body))
+	var prob api.Problem
+	require.NoError(t, json.Unmarshal(body, &prob))
+	require.Equal(t, api.ProblemGracePeriod, prob.Type)
+	require.Equal(t, 1, strings.Count(prob.Detail, "grace period not over"), "the detail: %s", prob.Detail)
+
+	shots := artifactDir(t, "dashboard-ui")
+	money := func(d decimal.Decimal) string { return "¥\u00a0" + groupThousands(d.StringFixed(2)) }
+	type texts struct {
+		listPrice, invoiced, finalizeFrom, yearly, upfrontPaid, quarterly, discount, notFound, rid, grace, projectName string
+	}
+	for _, lang := range []string{"en", "zh-CN"} {
+		x := texts{"List price", "Invoiced for 2026-11", "Finalizing opens 2026-12-01 01:00", "yearly (包年) × 2, paid upfront, from 2026-09 to 2027-08",
+			"charged on the invoice of 2026-09", "quarterly (包季) × 1, paid monthly, from 2026-10 to 2026-12", "5 % off the monthly price",
+			"not found", "(request ID ", "the invoice may be finalized from 2026-12-01 01:00", "Project name"}
+		if lang == "zh-CN" {
+			x = texts{"按目录价", "2026-11 账单金额", "定稿将于 2026-12-01 01:00 开放", "包年 × 2，预付，2026-09 至 2027-08",
+				"已在 2026-09 的账单中一次收取", "包季 × 1，按月付，2026-10 至 2026-12", "月价 95 折（优惠 5%）",
+				"未找到", "（请求编号 ", "账单可于 2026-12-01 01:00 起定稿", "项目名称"}
+		}
+		t.Run(lang, func(t *testing.T) {
+			tb := langTab(t, chromium, shots, lang)
+			tb.login(ds.base, fin)
+			require.Equal(t, lang, eval[string](tb, `document.documentElement.lang`))
+			require.Equal(t, "2026-12", eval[string](tb, `new Date().toISOString().slice(0, 7)`), "the browser's month")
+
+			// Usage opens on November (the data's month), at list price
+			// and said so, with the invoiced amount beside it.
+			tb.route("#/usage", "usage")
+			require.Contains(t, eval[string](tb, `location.hash`), "period=2026-11")
+			usage := eval[string](tb, `document.getElementById('page-usage').innerText`)
+			require.Contains(t, eval[string](tb, `document.getElementById('usage-total').innerText`), x.listPrice)
+			require.Contains(t, eval[string](tb, `document.getElementById('usage-total').innerText`), money(listPrice))
+			inv := eval[string](tb, `document.getElementById('usage-invoiced').innerText`)
+			require.Contains(t, inv, x.invoiced)
+			require.Contains(t, inv, money(total))
+			require.Contains(t, inv, money(total.Sub(listPrice)))
+			require.Contains(t, eval[string](tb, `document.getElementById('usage-table').innerText`), money(docs["nlp-lab"].Total))
+			require.NotZero(t, eval[int](tb, `echarts.getInstanceByDom(document.getElementById('chart-daily')).getOption().series.length`))
+			require.NotContains(t, usage, "null")
+			tb.screenshot(lang + "-01-usage")
+
+			// The invoice list: November, a total per invoice and in all.
+			tb.route("#/invoices", "invoices")
+			require.Contains(t, eval[string](tb, `location.hash`), "period=2026-11")
+			invList := eval[string](tb, `document.getElementById('invoice-list').innerText`)
+			for p, d := range docs {
+				require.Contains(t, invList, p)
+				require.Contains(t, invList, money(d.Total))
+			}
+			require.Contains(t, eval[string](tb, `document.getElementById('invoice-list-total').innerText`), money(total))
+			tb.screenshot(lang + "-02-invoices")
+
+			// An invoice in the grace period: its name and funding code,
+			// the reservation's term, no finalize button but when it opens.
+			tb.route("#/invoices/"+nlp, "invoices")
+			page := eval[string](tb, `document.getElementById('page-invoices').innerText`)
+			require.Contains(t, page, x.projectName)
+			require.Equal(t, docs["nlp-lab"].Name, eval[string](tb, `document.getElementById('invoice-project-name').innerText`))
+			require.Equal(t, docs["nlp-lab"].Funding, eval[string](tb, `document.getElementById('invoice-funding').innerText`))
+			require.Zero(t, eval[int](tb, `document.querySelectorAll('#finalize').length`), "no finalize during the grace period")
+			require.Contains(t, eval[string](tb, `document.getElementById('finalize-wait').innerText`), x.finalizeFrom)
+			lines := eval[string](tb, `document.getElementById('invoice-lines').innerText`)
+			require.Contains(t, lines, x.yearly)
+			require.Contains(t, lines, x.upfrontPaid)
+			tb.screenshot(lang + "-03-invoice-grace")
+			// Finalizing anyway (as a stale page would): the refusal in
+			// the page's language, once, with the request ID.
+			msg, err := chromedp.Run(tb.ctx, chromedp.Evaluate[string](`(async () => {
+  const a = await import('/ui/api.js'), f = await import('/ui/format.js');
+  try { await a.post('/api/v1/invoices/`+nlp+`/finalize', { if_sha256: '`+shas["nlp-lab"]+`' }); return 'finalized'; } catch (e) { return f.errorText(e); }
+})()`, chromedp.EvalAwaitPromise))
+			require.NoError(t, err)
+			require.Contains(t, msg, x.grace)
+			require.Contains(t, msg, x.rid)
+			require.LessOrEqual(t, strings.Count(msg, "grace period not over"), 1, msg)
+			if lang == "zh-CN" {
+				require.NotContains(t, msg, "grace period", "no English in the Chinese page: %s", msg)
+			}
+			tb.route("#/invoices/"+strconv.FormatInt(ids["cv-lab"], 10), "invoices")
+			lines = eval[string](tb, `document.getElementById('invoice-lines').innerText`)
+			require.Contains(t, lines, x.quarterly)
+			require.Contains(t, lines, x.discount)
+			tb.screenshot(lang + "-04-invoice-reservation")
+
+			// An invoice that does not exist: the page's error, translated,
+			// with the request ID.
+			tb.route("#/invoices/999999", "invoices")
+			errText := eval[string](tb, `document.getElementById('page-error').innerText`)
+			require.Contains(t, errText, x.notFound)
+			require.Regexp(t, `[0-9a-f]{24}`, errText)
+			if lang == "zh-CN" {
+				require.NotContains(t, errText, "invoice 999999", "the server's English detail stays out of the Chinese page")
+			}
+			tb.screenshot(lang + "-05-error")
+
+			// The billing runs page opens on November too.
+			tb.route("#/runs", "runs")
+			require.Equal(t, "2026-11", eval[string](tb, `document.getElementById('run-period').value`))
+
+			// The student: usage on November with their invoiced amount,
+			// and an exemptions page without "null".
+			st := langTab(t, chromium, shots, lang)
+			st.login(ds.base, ds.tokens["student"])
+			st.route("#/usage", "usage")
+			require.Contains(t, eval[string](st, `location.hash`), "period=2026-11")
+			require.Contains(t, eval[string](st, `document.getElementById('usage-invoiced').innerText`), x.invoiced)
+			st.screenshot(lang + "-11-student-usage")
+			st.route("#/exemptions", "exemptions")
+			ex := eval[string](st, `document.getElementById('page-exemptions').innerText`)
+			require.NotContains(t, ex, "null")
+			require.Zero(t, eval[int](st, `document.querySelectorAll('#grant-form').length`))
+			st.screenshot(lang + "-12-student-exemptions")
+		})
+	}
+}
