@@ -133,7 +133,11 @@ func (f *fakeFlow) Run(ctx context.Context, actor, period string) (*api.RunRepor
 		if err != nil {
 			return nil, err
 		}
-		r.Drafts = append(r.Drafts, api.RunDraft{Project: p, InvoiceID: inv.ID, Revision: inv.Revision, SHA256: inv.SHA256, Total: "1.00"})
+		outcome := "updated"
+		if inv.CreatedAt.Equal(inv.UpdatedAt) {
+			outcome = "created"
+		}
+		r.Drafts = append(r.Drafts, api.RunDraft{Project: p, InvoiceID: inv.ID, Revision: inv.Revision, SHA256: inv.SHA256, Total: "1.00", Outcome: outcome})
 	}
 	return r, nil
 }
