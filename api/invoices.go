@@ -216,7 +216,7 @@ func (s *Server) routesInvoices() {
 			return &body[InvoiceBody]{invoiceBody(inv)}, nil
 		})
 	register(s, huma.Operation{OperationID: "void-invoice", Method: http.MethodPost, Path: "/api/v1/invoices/{id}/void", Summary: "void a finalized invoice",
-		Description: "Keeps the number, issues a credit note and opens the next revision as a draft.", Tags: []string{"invoices"}},
+		Description: "Keeps the number and the stored document, issues a credit note (a document: the invoice's lines negated, credit_for naming it, stored with its SHA-256) and opens the next revision as a draft without a number or issue date; finalizing that draft gives it the next number.", Tags: []string{"invoices"}},
 		rolesFinance, func(ctx context.Context, in *voidInput) (*body[VoidedBody], error) {
 			fl, err := s.invoicing()
 			if err != nil {
@@ -244,7 +244,7 @@ func (s *Server) routesInvoices() {
 			return &body[Page[CreditNoteBody]]{out}, nil
 		})
 	register(s, huma.Operation{OperationID: "export-invoice", Method: http.MethodGet, Path: "/api/v1/invoices/{id}/export", Summary: "export an invoice",
-		Description: "Rendered from the stored document only: a finalized invoice exports byte-identical forever.",
+		Description: "Rendered from the stored document only: a finalized invoice exports byte-identical forever. A voided invoice's CSV, XLSX and PDF carry 已作废 / VOID and its credit note's number (its JSON is the stored document, unchanged); a draft's carry 草稿 / DRAFT.",
 		Tags:        []string{"invoices"}, Responses: fileResponses(FormatCSV, FormatXLSX, FormatPDF, FormatJSON)},
 		rolesStaff, func(ctx context.Context, in *struct {
 			InvoiceRef
