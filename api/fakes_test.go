@@ -133,7 +133,11 @@ func (f *fakeFlow) Run(ctx context.Context, actor, period string) (*api.RunRepor
 		if err != nil {
 			return nil, err
 		}
-		r.Drafts = append(r.Drafts, api.RunDraft{Project: p, InvoiceID: inv.ID, Revision: inv.Revision, SHA256: inv.SHA256, Total: "1.00"})
+		outcome := "updated"
+		if inv.CreatedAt.Equal(inv.UpdatedAt) {
+			outcome = "created"
+		}
+		r.Drafts = append(r.Drafts, api.RunDraft{Project: p, InvoiceID: inv.ID, Revision: inv.Revision, SHA256: inv.SHA256, Total: "1.00", Outcome: outcome})
 	}
 	return r, nil
 }
@@ -151,7 +155,33 @@ func (f *fakeFlow) Finalize(ctx context.Context, actor string, id int64, ifSHA25
 }
 
 func (f *fakeFlow) Void(ctx context.Context, actor string, id int64, reason string) (ledger.Voided, error) {
-	return f.led.Void(ctx, actor, id, reason)
+	return f.led.Void(ctx, actor, id, reason, ledger.VoidOptions{
+		CreditNote: func(number string, _ time.Time, voided []byte) ([]byte, error) {
+			var d fakeDoc
+			if err := json.Unmarshal(voided, &d); err != nil {
+				return nil, err
+			}
+			d.Number = number
+			for i := range d.Lines {
+				d.Lines[i].Amount = "-" + d.Lines[i].Amount
+			}
+			return json.Marshal(d)
+		}})
+}
+
+func (f *fakeFlow) RenderVoided(ctx context.Context, w io.Writer, format string, inv ledger.Invoice) error {
+	cns, err := f.led.CreditNotes(ctx, inv.ID)
+	if err != nil {
+		return err
+	}
+	if format != api.FormatJSON && len(cns) > 0 {
+		fmt.Fprintf(w, "%s,VOID,%s\n", format, cns[len(cns)-1].Number)
+	}
+	return f.Render(ctx, w, format, inv.Document)
+}
+
+func (f *fakeFlow) CreditNote(ctx context.Context, id int64) (ledger.CreditNote, error) {
+	return f.led.CreditNote(ctx, id)
 }
 
 func (f *fakeFlow) Statement(ctx context.Context, id int64, user string) ([]byte, error) {

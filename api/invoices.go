@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -90,6 +92,19 @@ func (s *Server) render(ctx context.Context, format, name string, docs ...[]byte
 		return nil, err
 	}
 	return &fileOutput{ContentType: formatTypes[format], ContentDisposition: fmt.Sprintf(`attachment; filename="%s.%s"`, name, format), Body: buf.Bytes()}, nil
+}
+
+// renderVoided renders a voided invoice's export with its void mark.
+func (s *Server) renderVoided(ctx context.Context, format string, inv ledger.Invoice) (*fileOutput, error) {
+	fl, err := s.invoicing()
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := fl.RenderVoided(ctx, &buf, format, inv); err != nil {
+		return nil, err
+	}
+	return &fileOutput{ContentType: formatTypes[format], ContentDisposition: fmt.Sprintf(`attachment; filename="%s-void.%s"`, invoiceFileName(inv), format), Body: buf.Bytes()}, nil
 }
 
 // scopedInvoice reads an invoice the token may see.
@@ -201,7 +216,7 @@ func (s *Server) routesInvoices() {
 			return &body[InvoiceBody]{invoiceBody(inv)}, nil
 		})
 	register(s, huma.Operation{OperationID: "void-invoice", Method: http.MethodPost, Path: "/api/v1/invoices/{id}/void", Summary: "void a finalized invoice",
-		Description: "Keeps the number, issues a credit note and opens the next revision as a draft.", Tags: []string{"invoices"}},
+		Description: "Keeps the number and the stored document, issues a credit note (a document: the invoice's lines negated, credit_for naming it, stored with its SHA-256) and opens the next revision as a draft without a number or issue date; finalizing that draft gives it the next number.", Tags: []string{"invoices"}},
 		rolesFinance, func(ctx context.Context, in *voidInput) (*body[VoidedBody], error) {
 			fl, err := s.invoicing()
 			if err != nil {
@@ -229,7 +244,7 @@ func (s *Server) routesInvoices() {
 			return &body[Page[CreditNoteBody]]{out}, nil
 		})
 	register(s, huma.Operation{OperationID: "export-invoice", Method: http.MethodGet, Path: "/api/v1/invoices/{id}/export", Summary: "export an invoice",
-		Description: "Rendered from the stored document only: a finalized invoice exports byte-identical forever.",
+		Description: "Rendered from the stored document only: a finalized invoice exports byte-identical forever. A voided invoice's CSV, XLSX and PDF carry 已作废 / VOID and its credit note's number (its JSON is the stored document, unchanged); a draft's carry 草稿 / DRAFT.",
 		Tags:        []string{"invoices"}, Responses: fileResponses(FormatCSV, FormatXLSX, FormatPDF, FormatJSON)},
 		rolesStaff, func(ctx context.Context, in *struct {
 			InvoiceRef
@@ -239,7 +254,32 @@ func (s *Server) routesInvoices() {
 			if err != nil {
 				return nil, err
 			}
+			if inv.Status == ledger.StatusVoid {
+				// Marked 已作废 / VOID with the credit note's number; the
+				// stored document keeps its bytes.
+				return s.renderVoided(ctx, in.Format, inv)
+			}
 			return s.render(ctx, in.Format, invoiceFileName(inv), inv.Document)
+		})
+	register(s, huma.Operation{OperationID: "export-credit-note", Method: http.MethodGet, Path: "/api/v1/credit-notes/{id}/export", Summary: "export a credit note",
+		Description: "The credit note's stored document (the voided invoice's lines negated, its own number, credit_for naming the invoice) in the formats an invoice exports in. List an invoice's credit notes with list-credit-notes.",
+		Tags:        []string{"invoices"}, Responses: fileResponses(FormatCSV, FormatXLSX, FormatPDF, FormatJSON)},
+		rolesStaff, func(ctx context.Context, in *struct {
+			ID     int64  `path:"id" minimum:"1"`
+			Format string `query:"format" enum:"csv,xlsx,pdf,json" default:"json"`
+		}) (*fileOutput, error) {
+			fl, err := s.invoicing()
+			if err != nil {
+				return nil, err
+			}
+			cn, err := fl.CreditNote(ctx, in.ID)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := s.scopedInvoice(ctx, cn.InvoiceID); err != nil {
+				return nil, err
+			}
+			return s.render(ctx, in.Format, "credit-note-"+safeName(cn.Number), cn.Document)
 		})
 	register(s, huma.Operation{OperationID: "get-statement", Method: http.MethodGet, Path: "/api/v1/invoices/{id}/statements/{user}", Summary: "read a student's statement",
 		Description: "Derived from the stored project invoice: only this user's lines and warnings. A student token may read only its own.", Tags: []string{"invoices"}},
@@ -319,7 +359,7 @@ func (s *Server) routesInvoices() {
 			return s.render(ctx, in.Format, invoiceFileName(inv)+"-"+safeName(in.User), doc)
 		})
 	register(s, huma.Operation{OperationID: "export-period", Method: http.MethodGet, Path: "/api/v1/periods/{period}/export", Summary: "export a period's finalized invoices",
-		Description: "Every finalized invoice of the period in one file; 404 when the period has none.",
+		Description: "Every finalized invoice of the period in one file, then the credit notes of its voided invoices; 404 when the period has no finalized invoice.",
 		Tags:        []string{"invoices"}, Responses: fileResponses(FormatCSV, FormatXLSX, FormatJSON)},
 		rolesFinance, func(ctx context.Context, in *struct {
 			Period string `path:"period" pattern:"^[0-9]{4}-(0[1-9]|1[0-2])$"`
@@ -347,8 +387,51 @@ func (s *Server) routesInvoices() {
 			if len(docs) == 0 {
 				return nil, fmt.Errorf("%w: period %s has no finalized invoice", ledger.ErrNotFound, in.Period)
 			}
-			return s.render(ctx, in.Format, "cardhour-"+in.Period, docs...)
+			credits, err := s.periodCreditNotes(ctx, in.Period)
+			if err != nil {
+				return nil, err
+			}
+			return s.render(ctx, in.Format, "cardhour-"+in.Period, append(docs, credits...)...)
 		})
+}
+
+// periodCreditNotes are the documents of the credit notes of period's
+// voided invoices, by invoice number and then credit note.
+func (s *Server) periodCreditNotes(ctx context.Context, period string) ([][]byte, error) {
+	fl, err := s.invoicing()
+	if err != nil {
+		return nil, err
+	}
+	var voided []ledger.Invoice
+	cursor := ""
+	for {
+		page, next, err := s.cfg.Ledger.Invoices(ctx, ledger.InvoiceFilter{Period: period, Status: ledger.StatusVoid, Cursor: cursor, Limit: ledger.MaxLimit})
+		if err != nil {
+			return nil, err
+		}
+		voided = append(voided, page...)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	slices.SortFunc(voided, func(a, b ledger.Invoice) int { return strings.Compare(a.Number, b.Number) })
+	var out [][]byte
+	for _, v := range voided {
+		cns, err := s.cfg.Ledger.CreditNotes(ctx, v.ID)
+		if err != nil {
+			return nil, err
+		}
+		for _, cn := range cns {
+			if cn.Document == nil { // issued before credit notes had documents
+				if cn, err = fl.CreditNote(ctx, cn.ID); err != nil {
+					return nil, err
+				}
+			}
+			out = append(out, cn.Document)
+		}
+	}
+	return out, nil
 }
 
 func invoiceFileName(inv ledger.Invoice) string {

@@ -107,6 +107,7 @@ type RunDraft struct {
 	Revision  int    `json:"revision"`
 	SHA256    string `json:"sha256"`
 	Total     string `json:"total"`
+	Outcome   string `json:"outcome" enum:"created,updated,unchanged" doc:"created (no open draft), updated (the open draft replaced) or unchanged (the open draft kept with its SHA-256: its content is what the run computed, apart from generated_at and data_cutoff)"`
 }
 
 // RunKept is a finalized invoice a run left as it is.
@@ -195,6 +196,13 @@ type Invoicing interface {
 	// Render writes documents (stored bytes) in format (FormatCSV, …; PDF:
 	// exactly one document).
 	Render(ctx context.Context, w io.Writer, format string, docs ...[]byte) error
+	// RenderVoided writes a voided invoice's export in format from its
+	// stored document, marked 已作废 / VOID with its credit note's number
+	// (the stored bytes are not changed).
+	RenderVoided(ctx context.Context, w io.Writer, format string, inv ledger.Invoice) error
+	// CreditNote reads credit note id with its document (one derived from
+	// the voided invoice for a credit note the ledger stored without one).
+	CreditNote(ctx context.Context, id int64) (ledger.CreditNote, error)
 }
 
 // LineProblem is one problem of an uploaded file, by line and field.

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -27,6 +28,18 @@ func fixed(u string) func(*fixture) string { return func(*fixture) string { retu
 
 func withID(format, name string) func(*fixture) string {
 	return func(f *fixture) string { return fmt.Sprintf(format, f.ids[name]) }
+}
+
+// creditNoteURL voids inv-oct-ai101 (once) and formats its credit note's ID.
+func creditNoteURL(format string) func(*fixture) string {
+	return func(f *fixture) string {
+		if _, ok := f.ids["credit-note"]; !ok {
+			v, err := f.flow.Void(context.Background(), "cli:test", f.ids["inv-oct-ai101"], "wrong catalog")
+			require.NoError(f.t, err)
+			f.ids["credit-note"] = v.CreditNote.ID
+		}
+		return fmt.Sprintf(format, f.ids["credit-note"])
+	}
 }
 
 const (
@@ -76,6 +89,7 @@ var routeTable = []routeCase{
 	{"POST", "/api/v1/invoices/:id/void", withID("/api/v1/invoices/%d/void", "inv-oct-ai101"), `{"reason":"wrong catalog"}`, "application/json", want{u401, ok, ok, f403, f403}},
 	{"GET", "/api/v1/invoices/:id/credit-notes", withID("/api/v1/invoices/%d/credit-notes", "inv-oct-ai101"), "", "", want{u401, ok, ok, ok, f403}},
 	{"GET", "/api/v1/invoices/:id/export", withID("/api/v1/invoices/%d/export?format=csv", "inv-oct-ai101"), "", "", want{u401, ok, ok, ok, f403}},
+	{"GET", "/api/v1/credit-notes/:id/export", creditNoteURL("/api/v1/credit-notes/%d/export?format=csv"), "", "", want{u401, ok, ok, ok, f403}},
 	{"GET", "/api/v1/invoices/:id/statements/:user", withID("/api/v1/invoices/%d/statements/s-alice", "inv-oct-ai101"), "", "", want{u401, ok, ok, ok, ok}},
 	{"GET", "/api/v1/invoices/:id/statements/:user/export", withID("/api/v1/invoices/%d/statements/s-alice/export?format=pdf", "inv-oct-ai101"), "", "", want{u401, ok, ok, ok, ok}},
 	{"GET", "/api/v1/statements", fixed("/api/v1/statements?user=s-alice"), "", "", want{u401, ok, ok, ok, ok}},

@@ -585,6 +585,8 @@ func Parse(b []byte) (*Document, error) {
 		return nil, errors.New("invoice document: timezone: missing")
 	case (d.Number == "") != (d.IssuedAt == nil):
 		return nil, errors.New("invoice document: number and issued_at: both or neither")
+	case d.CreditFor != "" && d.Number == "":
+		return nil, errors.New("invoice document: credit_for: a credit note has its own number")
 	}
 	for i, l := range d.Lines {
 		if l.Kind != billing.KindUsage && l.Kind != billing.KindReservation {
@@ -684,4 +686,91 @@ func Stamp(doc []byte, number string, issuedAt time.Time) ([]byte, error) {
 	at := issuedAt.In(loc)
 	d.Number, d.IssuedAt = number, &at
 	return d.Marshal()
+}
+
+// Reissue returns the starting document of the revision that replaces a
+// voided invoice: the voided document without its number and issue date (it
+// gets new ones when it is finalized), so that the reissue is a draft and
+// Stamp numbers it. Recomputing the draft (a billing run) replaces it.
+func Reissue(voided []byte) ([]byte, error) {
+	d, err := Parse(voided)
+	if err != nil {
+		return nil, fmt.Errorf("reissue: %w", err)
+	}
+	if d.CreditFor != "" {
+		return nil, fmt.Errorf("reissue: %s is a credit note, not an invoice", d.Number)
+	}
+	d.Number, d.IssuedAt = "", nil
+	return d.Marshal()
+}
+
+// CreditNote returns the canonical bytes of the credit note that cancels a
+// voided invoice: its own number and issue date (at, in the invoice's time
+// zone), CreditFor naming the invoice, the invoice's lines with their
+// amounts negated (unit prices, times and quantities as they were), the
+// students' subtotals and the total negated, in the invoice's currency. It
+// carries no warnings, data quality or releases: those are the invoice's.
+func CreditNote(voided []byte, number string, at time.Time) ([]byte, error) {
+	if number == "" {
+		return nil, errors.New("credit note: the number is empty")
+	}
+	if at.IsZero() {
+		return nil, errors.New("credit note: the issue date is zero")
+	}
+	d, err := Parse(voided)
+	if err != nil {
+		return nil, fmt.Errorf("credit note: %w", err)
+	}
+	switch {
+	case d.Number == "":
+		return nil, errors.New("credit note: the voided document is a draft (it has no number)")
+	case d.CreditFor != "":
+		return nil, fmt.Errorf("credit note: %s is a credit note itself", d.Number)
+	case d.User != "":
+		return nil, fmt.Errorf("credit note: the voided document is %s's statement, not the invoice", d.User)
+	}
+	loc, err := time.LoadLocation(d.Timezone)
+	if err != nil {
+		return nil, fmt.Errorf("credit note: timezone: %w", err)
+	}
+	issued := at.In(loc)
+	c := d.clone()
+	c.CreditFor, c.Number, c.IssuedAt, c.GeneratedAt = d.Number, number, &issued, issued
+	for i := range c.Lines {
+		c.Lines[i].Amount = c.Lines[i].Amount.Neg()
+	}
+	for i := range c.Students {
+		c.Students[i].Total = c.Students[i].Total.Neg()
+	}
+	c.Total = d.Total.Neg()
+	c.Unpriced, c.Warnings, c.DataQuality, c.Releases = []Unpriced{}, []Warning{}, nil, nil
+	return c.Marshal()
+}
+
+// SameContent reports whether two documents say the same thing: equal in
+// every field but generated_at and data_cutoff (when a billing run was made
+// and the newest usage it saw, which change with every run even when the
+// usage did not). Lines, totals, unpriced usage, students and their names,
+// warnings, data quality, releases, the project's name and funding, the
+// catalog version, currency, time zone, number and issue date are content.
+func SameContent(a, b []byte) (bool, error) {
+	da, err := Parse(a)
+	if err != nil {
+		return false, err
+	}
+	db, err := Parse(b)
+	if err != nil {
+		return false, err
+	}
+	da.GeneratedAt, da.DataCutoff = time.Time{}, time.Time{}
+	db.GeneratedAt, db.DataCutoff = time.Time{}, time.Time{}
+	ba, err := da.Marshal()
+	if err != nil {
+		return false, err
+	}
+	bb, err := db.Marshal()
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(ba, bb), nil
 }

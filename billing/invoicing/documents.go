@@ -66,4 +66,25 @@ type Documents interface {
 	// the students' names from the roster (user → name).
 	Statement(doc []byte, user string, names map[string]string) ([]byte, error)
 	Render(w io.Writer, f Format, docs ...[]byte) error
+	// RenderVoided writes a voided invoice's stored document in format f,
+	// marked 已作废 / VOID with what mark says of the voiding (the stored
+	// bytes are not changed).
+	RenderVoided(w io.Writer, f Format, doc []byte, mark VoidMark) error
+	// Reissue is the starting document of the revision that replaces a
+	// voided invoice: the voided one without its number and issue date.
+	Reissue(voided []byte) ([]byte, error)
+	// CreditNote is the document of the credit note number that cancels a
+	// voided invoice, issued at.
+	CreditNote(voided []byte, number string, at time.Time) ([]byte, error)
+	// SameContent reports whether two documents differ at most in when
+	// they were generated and the data cut-off.
+	SameContent(a, b []byte) (bool, error)
+}
+
+// VoidMark is what a voided invoice's later exports say of its voiding: the
+// credit note that cancels it, when and why.
+type VoidMark struct {
+	CreditNote string
+	VoidedAt   time.Time
+	Reason     string
 }

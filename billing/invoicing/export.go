@@ -130,6 +130,7 @@ type WebhookCreditNote struct {
 	Number        string `json:"number"`
 	InvoiceNumber string `json:"invoice_number"`
 	Reason        string `json:"reason"`
+	SHA256        string `json:"sha256"` // of its document (in the period's files)
 }
 
 // WebhookFile is one exported file, its content base64 (encoding/json).
@@ -203,7 +204,9 @@ type periodExport struct {
 }
 
 // periodFiles renders the files of a finalized period from the stored
-// documents: the period's CSV, XLSX and JSON, and a PDF per invoice.
+// documents: the period's CSV, XLSX and JSON (its finalized invoices, then
+// the credit notes of its voided ones), and a PDF per invoice and per
+// credit note.
 func (s *Service) periodFiles(ctx context.Context, periodStr string) (*periodExport, error) {
 	st, err := s.state(ctx, periodStr)
 	if err != nil {
@@ -217,13 +220,23 @@ func (s *Service) periodFiles(ctx context.Context, periodStr string) (*periodExp
 	}
 	pe := &periodExport{periodState: st, payload: WebhookPayload{Period: periodStr, Edition: st.edition,
 		Invoices: []WebhookInvoice{}, CreditNotes: []WebhookCreditNote{}}}
+	var credits []ledger.CreditNote
 	for _, v := range st.voided {
 		cns, err := s.cfg.Ledger.CreditNotes(ctx, v.ID)
 		if err != nil {
 			return nil, err
 		}
 		for _, cn := range cns {
-			pe.payload.CreditNotes = append(pe.payload.CreditNotes, WebhookCreditNote{Number: cn.Number, InvoiceNumber: cn.InvoiceNumber, Reason: cn.Reason})
+			if cn.Document == nil { // issued before credit notes had documents
+				if cn, err = s.CreditNote(ctx, cn.ID); err != nil {
+					return nil, err
+				}
+			} else if ledger.SHA256Hex(cn.Document) != cn.SHA256 {
+				return nil, fmt.Errorf("credit note %s: the stored document does not match its SHA-256 %s", cn.Number, cn.SHA256)
+			}
+			credits = append(credits, cn)
+			pe.payload.CreditNotes = append(pe.payload.CreditNotes, WebhookCreditNote{Number: cn.Number, InvoiceNumber: cn.InvoiceNumber,
+				Reason: cn.Reason, SHA256: ledger.SHA256Hex(cn.Document)})
 		}
 	}
 	live := slices.Clone(st.finalized)
@@ -238,6 +251,10 @@ func (s *Service) periodFiles(ctx context.Context, periodStr string) (*periodExp
 		}
 		live[i], docs[i] = full, full.Document
 		pe.payload.Invoices = append(pe.payload.Invoices, WebhookInvoice{Number: full.Number, Project: full.Project, Revision: full.Revision, SHA256: full.SHA256})
+	}
+	// The period's files list its credit notes after its invoices.
+	for _, cn := range credits {
+		docs = append(docs, cn.Document)
 	}
 	base := "cardhour-" + periodStr
 	var out []exportFile
@@ -262,6 +279,13 @@ func (s *Service) periodFiles(ctx context.Context, periodStr string) (*periodExp
 			return nil, fmt.Errorf("rendering the PDF of invoice %s: %w", inv.Number, err)
 		}
 		out = append(out, exportFile{"invoice-" + inv.Number + ".pdf", "application/pdf", b.Bytes()})
+	}
+	for _, cn := range credits {
+		var b bytes.Buffer
+		if err := s.cfg.Documents.Render(&b, FormatPDF, cn.Document); err != nil {
+			return nil, fmt.Errorf("rendering the PDF of credit note %s: %w", cn.Number, err)
+		}
+		out = append(out, exportFile{"credit-note-" + cn.Number + ".pdf", "application/pdf", b.Bytes()})
 	}
 	pe.files = out
 	return pe, nil

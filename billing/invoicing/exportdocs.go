@@ -72,6 +72,39 @@ func (e ExportDocuments) Render(w io.Writer, f Format, docs ...[]byte) error {
 		}
 		ds = append(ds, d)
 	}
+	return e.render(w, f, ds)
+}
+
+// RenderVoided writes a voided invoice's document with its void mark
+// (export.Document.Void: the renderers draw 已作废 / VOID and the credit
+// note's number); the stored bytes stay as they are.
+func (e ExportDocuments) RenderVoided(w io.Writer, f Format, doc []byte, mark VoidMark) error {
+	d, err := export.Parse(doc)
+	if err != nil {
+		return err
+	}
+	d.Void = &export.VoidMark{CreditNote: mark.CreditNote, VoidedAt: mark.VoidedAt, Reason: mark.Reason}
+	return e.render(w, f, []*export.Document{d})
+}
+
+// Reissue is export.Reissue.
+func (ExportDocuments) Reissue(voided []byte) ([]byte, error) { return export.Reissue(voided) }
+
+// CreditNote is export.CreditNote.
+func (ExportDocuments) CreditNote(voided []byte, number string, at time.Time) ([]byte, error) {
+	return export.CreditNote(voided, number, at)
+}
+
+// SameContent is export.SameContent.
+func (ExportDocuments) SameContent(a, b []byte) (bool, error) { return export.SameContent(a, b) }
+
+// renderHook, when set (by tests), sees the documents each rendering gets.
+var renderHook func(f Format, ds []*export.Document)
+
+func (e ExportDocuments) render(w io.Writer, f Format, ds []*export.Document) error {
+	if renderHook != nil {
+		renderHook(f, ds)
+	}
 	switch f {
 	case FormatCSV:
 		return export.WriteCSV(w, ds...)

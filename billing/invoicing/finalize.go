@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
@@ -31,6 +32,13 @@ func (s *Service) Finalize(ctx context.Context, actor string, id int64, ifSHA256
 	}
 	return s.cfg.Ledger.Finalize(ctx, actor, id, ledger.FinalizeOptions{IfSHA256: ifSHA256,
 		Stamp: func(number string, doc []byte) ([]byte, error) {
+			// A reissue draft opened by a void before reissues were
+			// unstamped still carries the voided number and issue date:
+			// it is stamped afresh, never refused.
+			doc, err := s.cfg.Documents.Reissue(doc)
+			if err != nil {
+				return nil, err
+			}
 			return s.cfg.Documents.Stamp(doc, number, s.now().UTC())
 		}})
 }
@@ -54,10 +62,70 @@ func (s *Service) checkGrace(ctx context.Context, inv ledger.Invoice) error {
 	return nil
 }
 
-// Void voids finalized invoice id: a credit note cancels it and the next
-// revision opens as a draft (the ledger does both, in one transaction).
+// Void voids finalized invoice id: a credit note cancels it (a document:
+// the invoice's lines negated, its own number, stored with its SHA-256) and
+// the next revision opens as a draft that starts from the voided document
+// without its number and issue date, so that finalizing it gives it the
+// next number. The ledger does all of it in one transaction; the voided
+// invoice's stored document keeps its bytes.
 func (s *Service) Void(ctx context.Context, actor string, id int64, reason string) (ledger.Voided, error) {
-	return s.cfg.Ledger.Void(ctx, actor, id, reason)
+	return s.cfg.Ledger.Void(ctx, actor, id, reason, ledger.VoidOptions{
+		Reissue: s.cfg.Documents.Reissue,
+		CreditNote: func(number string, at time.Time, voided []byte) ([]byte, error) {
+			return s.cfg.Documents.CreditNote(voided, number, at)
+		},
+	})
+}
+
+// CreditNote returns credit note id with its document. A credit note issued
+// before credit notes had documents (ledger migration 4) gets the one it
+// would have had, derived from the voided invoice's stored document and the
+// credit note's number and time (the same bytes on every call; its SHA256
+// stays empty: the ledger never stored it).
+func (s *Service) CreditNote(ctx context.Context, id int64) (ledger.CreditNote, error) {
+	cn, err := s.cfg.Ledger.CreditNote(ctx, id)
+	if err != nil || cn.Document != nil {
+		return cn, err
+	}
+	inv, err := s.cfg.Ledger.Invoice(ctx, cn.InvoiceID)
+	if err != nil {
+		return cn, err
+	}
+	if cn.Document, err = s.cfg.Documents.CreditNote(inv.Document, cn.Number, cn.CreatedAt); err != nil {
+		return cn, fmt.Errorf("credit note %s: %w", cn.Number, err)
+	}
+	return cn, nil
+}
+
+// VoidMark is what the exports of voided invoice inv say of its voiding:
+// its latest credit note, when and why it was voided.
+func (s *Service) VoidMark(ctx context.Context, inv ledger.Invoice) (VoidMark, error) {
+	if inv.Status != ledger.StatusVoid {
+		return VoidMark{}, fmt.Errorf("%w: invoice %d is %s, not void", ledger.ErrInvalidTransition, inv.ID, inv.Status)
+	}
+	cns, err := s.cfg.Ledger.CreditNotes(ctx, inv.ID)
+	if err != nil {
+		return VoidMark{}, err
+	}
+	m := VoidMark{VoidedAt: inv.VoidedAt, Reason: inv.VoidReason}
+	if len(cns) > 0 {
+		m.CreditNote = cns[len(cns)-1].Number
+	}
+	return m, nil
+}
+
+// RenderInvoice writes invoice inv's export in format f from its stored
+// document: a voided invoice's with its void mark (已作废 / VOID and the
+// credit note's number), a draft's marked by the renderers themselves.
+func (s *Service) RenderInvoice(ctx context.Context, w io.Writer, f Format, inv ledger.Invoice) error {
+	if inv.Status != ledger.StatusVoid {
+		return s.cfg.Documents.Render(w, f, inv.Document)
+	}
+	m, err := s.VoidMark(ctx, inv)
+	if err != nil {
+		return err
+	}
+	return s.cfg.Documents.RenderVoided(w, f, inv.Document, m)
 }
 
 // AutoFinalizeActor is the actor automatic finalization records.

@@ -213,6 +213,10 @@ func flow(t *testing.T, open openLedger) {
 	if nlp2.InvoiceID != nlp.InvoiceID || nlp2.Revision != 1 {
 		t.Fatalf("the open draft was not replaced: %+v then %+v", nlp, nlp2)
 	}
+	// No usage came since: the draft and its SHA-256 are kept.
+	if nlp2.SHA256 != nlp.SHA256 || nlp2.Outcome != invoicing.OutcomeUnchanged {
+		t.Fatalf("a run over the same usage replaced the draft: %+v then %+v", nlp, nlp2)
+	}
 	_, err = f.svc.Finalize(ctx, "finance", nlp2.InvoiceID, nlp2.SHA256)
 	if !errors.Is(err, invoicing.ErrGracePeriod) || !errors.Is(err, ledger.ErrInvalidTransition) ||
 		!strings.Contains(err.Error(), "2026-12-04T00:00:00+08:00") {
@@ -222,7 +226,7 @@ func flow(t *testing.T, open openLedger) {
 	// After the grace period: a stale SHA-256 is refused, the reviewed one
 	// finalizes, the number and issue date are stamped into the document.
 	f.clock.Set(at("2026-12-04 09:00"))
-	if _, err := f.svc.Finalize(ctx, "finance", nlp2.InvoiceID, nlp.SHA256); !errors.Is(err, ledger.ErrConflict) {
+	if _, err := f.svc.Finalize(ctx, "finance", nlp2.InvoiceID, strings.Repeat("0", 64)); !errors.Is(err, ledger.ErrConflict) {
 		t.Fatalf("finalize of a replaced document: %v", err)
 	}
 	inv := must[ledger.Invoice](t)(f.svc.Finalize(ctx, "finance", nlp2.InvoiceID, nlp2.SHA256))

@@ -197,7 +197,20 @@ type RunDraft struct {
 	Revision  int             `json:"revision"`
 	SHA256    string          `json:"sha256"`
 	Total     decimal.Decimal `json:"total"`
+	// Outcome is what the run did with the project's draft: OutcomeCreated,
+	// OutcomeUpdated or OutcomeUnchanged.
+	Outcome string `json:"outcome"`
 }
+
+// A draft's outcome in a run. A recomputed document whose content is the
+// stored draft's (it differs at most in generated_at and data_cutoff, see
+// export.SameContent) leaves the stored draft, its SHA-256 and its data
+// cut-off as they are: unchanged, so that a reviewed if_sha256 stays valid.
+const (
+	OutcomeCreated   = "created"   // the project had no open draft
+	OutcomeUpdated   = "updated"   // the open draft was replaced
+	OutcomeUnchanged = "unchanged" // the open draft was kept
+)
 
 // RunKept is a finalized invoice a run left as it is.
 type RunKept struct {
@@ -317,19 +330,47 @@ func (s *Service) Run(ctx context.Context, actor, periodStr string) (*Run, error
 	if err != nil {
 		return nil, fmt.Errorf("building the documents of %s: %w", p, err)
 	}
+	open, err := s.invoices(ctx, ledger.InvoiceFilter{Period: run.Period, Status: ledger.StatusDraft})
+	if err != nil {
+		return nil, err
+	}
+	openDraft := map[string]int64{}
+	for _, o := range open {
+		openDraft[o.Project] = o.ID
+	}
 	built := map[string][]byte{}
 	conflicted := map[string]error{}
 	for _, d := range docs {
 		built[d.Project] = d.Document
-		inv, err := s.cfg.Ledger.SaveDraft(ctx, actor, ledger.Draft{Project: d.Project, Period: run.Period, Document: d.Document,
-			CatalogVersion: version, DataCutoff: run.DataCutoff})
+		outcome := OutcomeCreated
+		var inv ledger.Invoice
+		var err error
+		if id, ok := openDraft[d.Project]; ok {
+			outcome = OutcomeUpdated
+			cur, cerr := s.cfg.Ledger.Invoice(ctx, id)
+			if cerr != nil {
+				return nil, cerr
+			}
+			same, cerr := s.cfg.Documents.SameContent(cur.Document, d.Document)
+			if cerr != nil { // a stored draft that does not parse is replaced
+				s.log.Warn("stored draft does not parse; replacing it", "invoice", id, "err", cerr)
+			}
+			if same && cur.Status == ledger.StatusDraft && cur.CatalogVersion == version {
+				outcome, inv = OutcomeUnchanged, cur
+			}
+		}
+		if outcome != OutcomeUnchanged {
+			inv, err = s.cfg.Ledger.SaveDraft(ctx, actor, ledger.Draft{Project: d.Project, Period: run.Period, Document: d.Document,
+				CatalogVersion: version, DataCutoff: run.DataCutoff})
+		}
 		switch {
 		case err == nil:
 			sum, err := s.cfg.Documents.Summary(inv.Document)
 			if err != nil {
 				return nil, fmt.Errorf("reading back the draft of %s/%s: %w", d.Project, run.Period, err)
 			}
-			run.Drafts = append(run.Drafts, RunDraft{Project: d.Project, InvoiceID: inv.ID, Revision: inv.Revision, SHA256: inv.SHA256, Total: sum.Total})
+			run.Drafts = append(run.Drafts, RunDraft{Project: d.Project, InvoiceID: inv.ID, Revision: inv.Revision, SHA256: inv.SHA256,
+				Total: sum.Total, Outcome: outcome})
 		case errors.Is(err, ledger.ErrConflict):
 			// A finalized revision: kept, and compared below.
 			conflicted[d.Project] = err

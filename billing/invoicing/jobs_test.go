@@ -164,7 +164,7 @@ func TestExportJobOnceWithSignedWebhook(t *testing.T) {
 			return
 		}
 		var p invoicing.WebhookPayload
-		if err := json.Unmarshal(body, &p); err != nil || p.Period != "2026-11" || len(p.Files) != 6 || len(p.Invoices) != 3 || p.Edition == "" {
+		if err := json.Unmarshal(body, &p); err != nil || p.Period != "2026-11" || len(p.Files) != 3+len(p.Invoices)+len(p.CreditNotes) || len(p.Invoices) != 3 || p.Edition == "" {
 			t.Errorf("payload: %v %+v", err, p)
 		}
 		payloads <- p

@@ -85,9 +85,10 @@ type Store interface {
 	// transaction; see FinalizeOptions.
 	Finalize(ctx context.Context, actor string, id int64, opt FinalizeOptions) (Invoice, error)
 	// Void voids a finalized invoice: it keeps its number, gets a credit
-	// note numbered after it, and the next revision opens as a draft with
-	// the voided document as its starting point. reason is required.
-	Void(ctx context.Context, actor string, id int64, reason string) (Voided, error)
+	// note numbered after it (with the document opt.CreditNote makes), and
+	// the next revision opens as a draft starting from the voided document
+	// (as opt.Reissue makes it). reason is required; see VoidOptions.
+	Void(ctx context.Context, actor string, id int64, reason string, opt VoidOptions) (Voided, error)
 	// Invoice returns one invoice with its document.
 	Invoice(ctx context.Context, id int64) (Invoice, error)
 	// InvoiceByKey returns the invoice with that natural key.
@@ -95,8 +96,11 @@ type Store interface {
 	// Invoices lists invoices, newest first, without documents; next is
 	// the cursor of the following page ("" on the last page).
 	Invoices(ctx context.Context, f InvoiceFilter) (page []Invoice, next string, err error)
-	// CreditNotes lists the credit notes of one invoice, oldest first.
+	// CreditNotes lists the credit notes of one invoice, oldest first,
+	// with their documents.
 	CreditNotes(ctx context.Context, invoiceID int64) ([]CreditNote, error)
+	// CreditNote returns one credit note with its document.
+	CreditNote(ctx context.Context, id int64) (CreditNote, error)
 
 	// CreateToken makes a new random token and returns its secret, which
 	// is shown this once: only its SHA-256 is stored.
@@ -227,6 +231,22 @@ type FinalizeOptions struct {
 	Stamp func(number string, document []byte) ([]byte, error)
 }
 
+// VoidOptions tunes Void. Both functions are called inside the voiding
+// transaction; an error from either rolls the void back (credit note
+// number included).
+type VoidOptions struct {
+	// Reissue, when set, returns the next revision's starting document
+	// from the voided one (e.g. without its number and issue date, which
+	// the reissue gets when it is finalized); it must be JSON. nil: the
+	// voided document as it is.
+	Reissue func(voided []byte) ([]byte, error)
+	// CreditNote, when set, returns the credit note's document from its
+	// number, the time of the void and the voided document; it must be
+	// JSON and is stored with its SHA-256. nil: the credit note has no
+	// document.
+	CreditNote func(number string, at time.Time, voided []byte) ([]byte, error)
+}
+
 // Voided is what Void did.
 type Voided struct {
 	Invoice    Invoice    // now void, number kept
@@ -243,6 +263,11 @@ type CreditNote struct {
 	Reason        string
 	CreatedBy     string
 	CreatedAt     time.Time
+	// Document is the credit note's document (VoidOptions.CreditNote) and
+	// SHA256 its hex SHA-256; both empty for a credit note issued without
+	// one (before ledger migration 4, or without VoidOptions.CreditNote).
+	Document []byte
+	SHA256   string
 }
 
 // InvoiceFilter selects invoices; zero fields match everything.

@@ -300,3 +300,11 @@ func (f *flow) Students(ctx context.Context, project, user, cursor string, limit
 func (f *flow) Render(_ context.Context, w io.Writer, format string, docs ...[]byte) error {
 	return f.docs.Render(w, invoicing.Format(format), docs...)
 }
+
+func (f *flow) RenderVoided(ctx context.Context, w io.Writer, format string, inv ledger.Invoice) error {
+	return f.svc.RenderInvoice(ctx, w, invoicing.Format(format), inv)
+}
+
+func (f *flow) CreditNote(ctx context.Context, id int64) (ledger.CreditNote, error) {
+	return f.svc.CreditNote(ctx, id)
+}

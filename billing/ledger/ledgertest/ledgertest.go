@@ -123,6 +123,12 @@ func wantErr(t *testing.T, err, want error, what string) {
 	}
 }
 
+func creditNotesEqual(a, b ledger.CreditNote) bool {
+	return a.ID == b.ID && a.InvoiceID == b.InvoiceID && a.InvoiceNumber == b.InvoiceNumber && a.Number == b.Number &&
+		a.Reason == b.Reason && a.CreatedBy == b.CreatedBy && a.CreatedAt.Equal(b.CreatedAt) &&
+		bytes.Equal(a.Document, b.Document) && a.SHA256 == b.SHA256
+}
+
 func doc(project, period string, cents int) []byte {
 	return []byte(fmt.Sprintf(`{"project":%q,"period":%q,"total":"%d.%02d","lines":[]}`, project, period, cents/100, cents%100))
 }
@@ -280,7 +286,7 @@ func testInvoiceLifecycle(t *testing.T, open Opener) {
 	if d1b.ID != d1.ID || d1b.Revision != 1 || d1b.SHA256 == d1.SHA256 || !d1b.UpdatedAt.Equal(clock.Now()) {
 		t.Fatalf("recomputed draft = %+v, want the same draft with a new document", d1b)
 	}
-	_, err := s.Void(ctx, "finance", d1.ID, "wrong")
+	_, err := s.Void(ctx, "finance", d1.ID, "wrong", ledger.VoidOptions{})
 	wantErr(t, err, ledger.ErrInvalidTransition, "voiding a draft")
 
 	// A finalize of what was reviewed before the recompute is refused.
@@ -305,27 +311,64 @@ func testInvoiceLifecycle(t *testing.T, open Opener) {
 		t.Fatal("the refused draft changed the finalized document")
 	}
 
-	_, err = s.Void(ctx, "finance", d1.ID, "  ")
+	_, err = s.Void(ctx, "finance", d1.ID, "  ", ledger.VoidOptions{})
 	wantErr(t, err, ledger.ErrInvalidArgument, "void without a reason")
 	clock.Advance(time.Hour)
-	v := get(s.Void(ctx, "finance", d1.ID, "GPU model mislabelled"))(t)
+	// A failing credit note or reissue rolls the void back, number included.
+	for name, opt := range map[string]ledger.VoidOptions{
+		"credit note": {CreditNote: func(string, time.Time, []byte) ([]byte, error) { return nil, errors.New("no") }},
+		"reissue":     {Reissue: func([]byte) ([]byte, error) { return []byte("not json"), nil }},
+	} {
+		_, err = s.Void(ctx, "finance", d1.ID, "x", opt)
+		if err == nil {
+			t.Fatalf("a void whose %s fails succeeded", name)
+		}
+		if got := get(s.Invoice(ctx, d1.ID))(t); got.Status != ledger.StatusFinalized {
+			t.Fatalf("a void whose %s failed left the invoice %s", name, got.Status)
+		}
+	}
+	clock.Advance(time.Hour)
+	reissued := doc("vision", "2026-11", 0)
+	var cnAt time.Time
+	v := get(s.Void(ctx, "finance", d1.ID, "GPU model mislabelled", ledger.VoidOptions{
+		Reissue: func(voided []byte) ([]byte, error) {
+			if !bytes.Equal(voided, d1b.Document) {
+				return nil, errors.New("reissue got another document")
+			}
+			return reissued, nil
+		},
+		CreditNote: func(number string, at time.Time, voided []byte) ([]byte, error) {
+			cnAt = at
+			return []byte(fmt.Sprintf(`{"number":%q,"credit_for":"2026-000001","total":"-123.99","voided_sha256":%q}`, number, ledger.SHA256Hex(voided))), nil
+		},
+	}))(t)
 	if v.Invoice.Status != ledger.StatusVoid || v.Invoice.Number != "2026-000001" || v.Invoice.VoidReason != "GPU model mislabelled" ||
-		!v.Invoice.VoidedAt.Equal(clock.Now()) || !bytes.Equal(v.Invoice.Document, d1b.Document) {
-		t.Fatalf("voided = %+v", v.Invoice)
+		!v.Invoice.VoidedAt.Equal(clock.Now()) || !bytes.Equal(v.Invoice.Document, d1b.Document) || v.Invoice.SHA256 != d1b.SHA256 {
+		t.Fatalf("voided = %+v (the frozen document keeps its bytes and hash)", v.Invoice)
 	}
-	if v.CreditNote.Number != "2026-000001-CN1" || v.CreditNote.InvoiceID != d1.ID || v.CreditNote.InvoiceNumber != "2026-000001" || v.CreditNote.ID == 0 {
-		t.Fatalf("credit note = %+v", v.CreditNote)
+	wantCN := fmt.Sprintf(`{"number":"2026-000001-CN1","credit_for":"2026-000001","total":"-123.99","voided_sha256":%q}`, d1b.SHA256)
+	if v.CreditNote.Number != "2026-000001-CN1" || v.CreditNote.InvoiceID != d1.ID || v.CreditNote.InvoiceNumber != "2026-000001" || v.CreditNote.ID == 0 ||
+		string(v.CreditNote.Document) != wantCN || v.CreditNote.SHA256 != ledger.SHA256Hex([]byte(wantCN)) || !cnAt.Equal(clock.Now()) {
+		t.Fatalf("credit note = %+v (document %s)", v.CreditNote, v.CreditNote.Document)
 	}
+	if byID := get(s.CreditNote(ctx, v.CreditNote.ID))(t); !creditNotesEqual(byID, v.CreditNote) {
+		t.Fatalf("credit note by id = %+v, want %+v", byID, v.CreditNote)
+	}
+	_, err = s.CreditNote(ctx, 999999)
+	wantErr(t, err, ledger.ErrNotFound, "credit note 999999")
 	if v.Draft.Revision != 2 || v.Draft.Status != ledger.StatusDraft || v.Draft.Project != "vision" || v.Draft.Period != "2026-11" ||
-		!bytes.Equal(v.Draft.Document, d1b.Document) || v.Draft.ID == d1.ID {
+		!bytes.Equal(v.Draft.Document, reissued) || v.Draft.SHA256 != ledger.SHA256Hex(reissued) || v.Draft.Number != "" || v.Draft.ID == d1.ID {
 		t.Fatalf("next revision = %+v", v.Draft)
 	}
-	_, err = s.Void(ctx, "finance", d1.ID, "again")
+	if got := get(s.Invoice(ctx, v.Draft.ID))(t); !bytes.Equal(got.Document, reissued) || got.SHA256 != v.Draft.SHA256 {
+		t.Fatalf("stored next revision = %+v", got)
+	}
+	_, err = s.Void(ctx, "finance", d1.ID, "again", ledger.VoidOptions{})
 	wantErr(t, err, ledger.ErrInvalidTransition, "voiding twice")
 	_, err = s.Finalize(ctx, "finance", d1.ID, ledger.FinalizeOptions{})
 	wantErr(t, err, ledger.ErrInvalidTransition, "finalizing a void invoice")
 	cns := get(s.CreditNotes(ctx, d1.ID))(t)
-	if len(cns) != 1 || cns[0] != v.CreditNote {
+	if len(cns) != 1 || !creditNotesEqual(cns[0], v.CreditNote) {
 		t.Fatalf("credit notes = %+v, want %+v", cns, v.CreditNote)
 	}
 	if cns := get(s.CreditNotes(ctx, v.Draft.ID))(t); len(cns) != 0 {
@@ -353,7 +396,7 @@ func testInvoiceLifecycle(t *testing.T, open Opener) {
 	wantErr(t, err, ledger.ErrNotFound, "invoice 999999")
 	_, err = s.Finalize(ctx, "finance", 999999, ledger.FinalizeOptions{})
 	wantErr(t, err, ledger.ErrNotFound, "finalizing invoice 999999")
-	_, err = s.Void(ctx, "finance", 999999, "x")
+	_, err = s.Void(ctx, "finance", 999999, "x", ledger.VoidOptions{})
 	wantErr(t, err, ledger.ErrNotFound, "voiding invoice 999999")
 
 	want := []string{

@@ -500,7 +500,7 @@ func (s *Store) Finalize(ctx context.Context, actor string, id int64, opt ledger
 }
 
 // Void implements ledger.Store.
-func (s *Store) Void(ctx context.Context, actor string, id int64, reason string) (ledger.Voided, error) {
+func (s *Store) Void(ctx context.Context, actor string, id int64, reason string, opt ledger.VoidOptions) (ledger.Voided, error) {
 	if err := ledger.CheckActor(actor); err != nil {
 		return ledger.Voided{}, err
 	}
@@ -541,8 +541,17 @@ func (s *Store) Void(ctx context.Context, actor string, id int64, reason string)
 		seq := int(last.Int64) + 1
 		cn := ledger.CreditNote{InvoiceID: id, InvoiceNumber: inv.Number, Number: ledger.CreditNoteNumber(inv.Number, seq),
 			Reason: reason, CreatedBy: actor, CreatedAt: now}
-		if err := tx.QueryRowContext(ctx, s.d.Rebind(`INSERT INTO ledger_credit_notes (invoice_id, seq, number, reason, created_by, created_ms)
-			VALUES (?, ?, ?, ?, ?, ?) RETURNING id`), id, seq, cn.Number, reason, actor, now.UnixMilli()).Scan(&cn.ID); err != nil {
+		if opt.CreditNote != nil {
+			if cn.Document, err = opt.CreditNote(cn.Number, now, inv.Document); err != nil {
+				return fmt.Errorf("cannot void %s: making credit note %s: %w", invoiceWhat(id), cn.Number, err)
+			}
+			if !json.Valid(cn.Document) {
+				return fmt.Errorf("%w: cannot void %s: the document of credit note %s is not valid JSON", ledger.ErrInvalidArgument, invoiceWhat(id), cn.Number)
+			}
+			cn.SHA256 = ledger.SHA256Hex(cn.Document)
+		}
+		if err := tx.QueryRowContext(ctx, s.d.Rebind(`INSERT INTO ledger_credit_notes (invoice_id, seq, number, reason, created_by, created_ms, document, sha256)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`), id, seq, cn.Number, reason, actor, now.UnixMilli(), cn.Document, cn.SHA256).Scan(&cn.ID); err != nil {
 			return fmt.Errorf("%s ledger: cannot issue credit note %s: %w", s.d.Name, cn.Number, err)
 		}
 		if _, err := s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "creditnote.issue",
@@ -550,8 +559,17 @@ func (s *Store) Void(ctx context.Context, actor string, id int64, reason string)
 			return err
 		}
 		// The next revision, a draft starting from the voided document.
+		start := inv.Document
+		if opt.Reissue != nil {
+			if start, err = opt.Reissue(inv.Document); err != nil {
+				return fmt.Errorf("cannot void %s: making the next revision's draft: %w", invoiceWhat(id), err)
+			}
+			if !json.Valid(start) {
+				return fmt.Errorf("%w: cannot void %s: the next revision's document is not valid JSON", ledger.ErrInvalidArgument, invoiceWhat(id))
+			}
+		}
 		next := ledger.Invoice{InvoiceKey: ledger.InvoiceKey{Project: inv.Project, Period: inv.Period, Revision: inv.Revision + 1},
-			Status: ledger.StatusDraft, Document: inv.Document, SHA256: inv.SHA256, CatalogVersion: inv.CatalogVersion,
+			Status: ledger.StatusDraft, Document: start, SHA256: ledger.SHA256Hex(start), CatalogVersion: inv.CatalogVersion,
 			DataCutoff: inv.DataCutoff, CreatedBy: actor, CreatedAt: now, UpdatedAt: now}
 		if next.ID, err = s.insertDraft(ctx, tx, next); err != nil {
 			return err
@@ -600,9 +618,26 @@ func (s *Store) Invoices(ctx context.Context, f ledger.InvoiceFilter) ([]ledger.
 		func(r *sql.Rows) (ledger.Invoice, error) { return scanInvoice(r, false) }, func(v *ledger.Invoice) int64 { return v.ID })
 }
 
+// creditNoteCols are read by scanCreditNote; the query joins the invoice
+// as i for its number.
+const creditNoteCols = `c.id, c.invoice_id, i.number, c.number, c.reason, c.created_by, c.created_ms, c.document, c.sha256`
+
+func scanCreditNote(sc interface{ Scan(...any) error }) (ledger.CreditNote, error) {
+	var c ledger.CreditNote
+	var created int64
+	if err := sc.Scan(&c.ID, &c.InvoiceID, &c.InvoiceNumber, &c.Number, &c.Reason, &c.CreatedBy, &created, &c.Document, &c.SHA256); err != nil {
+		return c, err
+	}
+	if len(c.Document) == 0 {
+		c.Document = nil
+	}
+	c.CreatedAt = fromMS(created)
+	return c, nil
+}
+
 // CreditNotes implements ledger.Store.
 func (s *Store) CreditNotes(ctx context.Context, invoiceID int64) ([]ledger.CreditNote, error) {
-	rows, err := s.db.QueryContext(ctx, s.d.Rebind(`SELECT c.id, c.invoice_id, i.number, c.number, c.reason, c.created_by, c.created_ms
+	rows, err := s.db.QueryContext(ctx, s.d.Rebind(`SELECT `+creditNoteCols+`
 		FROM ledger_credit_notes c JOIN ledger_invoices i ON i.id = c.invoice_id WHERE c.invoice_id = ? ORDER BY c.seq`), invoiceID)
 	if err != nil {
 		return nil, fmt.Errorf("%s ledger: cannot list credit notes: %w", s.d.Name, err)
@@ -610,12 +645,10 @@ func (s *Store) CreditNotes(ctx context.Context, invoiceID int64) ([]ledger.Cred
 	defer rows.Close() //nolint:errcheck // read-only; errors surface on Next/Err
 	var out []ledger.CreditNote
 	for rows.Next() {
-		var c ledger.CreditNote
-		var created int64
-		if err := rows.Scan(&c.ID, &c.InvoiceID, &c.InvoiceNumber, &c.Number, &c.Reason, &c.CreatedBy, &created); err != nil {
+		c, err := scanCreditNote(rows)
+		if err != nil {
 			return nil, fmt.Errorf("%s ledger: cannot read credit note: %w", s.d.Name, err)
 		}
-		c.CreatedAt = fromMS(created)
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
@@ -627,6 +660,19 @@ func (s *Store) CreditNotes(ctx context.Context, invoiceID int64) ([]ledger.Cred
 		}
 	}
 	return out, nil
+}
+
+// CreditNote implements ledger.Store.
+func (s *Store) CreditNote(ctx context.Context, id int64) (ledger.CreditNote, error) {
+	c, err := scanCreditNote(s.db.QueryRowContext(ctx, s.d.Rebind(`SELECT `+creditNoteCols+`
+		FROM ledger_credit_notes c JOIN ledger_invoices i ON i.id = c.invoice_id WHERE c.id = ?`), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, fmt.Errorf("%w: credit note %d", ledger.ErrNotFound, id)
+	}
+	if err != nil {
+		return c, fmt.Errorf("%s ledger: cannot read credit note %d: %w", s.d.Name, id, err)
+	}
+	return c, nil
 }
 
 // ---------------------------------------------------------------- tokens
@@ -666,8 +712,9 @@ func creditNoteView(c ledger.CreditNote) json.RawMessage {
 		InvoiceID int64  `json:"invoice_id"`
 		Number    string `json:"number"`
 		Reason    string `json:"reason"`
+		SHA256    string `json:"sha256,omitempty"`
 	}
-	return mustJSON(view{c.ID, c.InvoiceID, c.Number, c.Reason})
+	return mustJSON(view{c.ID, c.InvoiceID, c.Number, c.Reason, c.SHA256})
 }
 
 func tokenObject(id int64) string { return "token/" + strconv.FormatInt(id, 10) }
