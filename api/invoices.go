@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -78,18 +77,6 @@ func fileResponses(formats ...string) map[string]*huma.Response {
 	}
 	return map[string]*huma.Response{"200": {Description: "the file", Content: content,
 		Headers: map[string]*huma.Param{"Content-Disposition": {Schema: &huma.Schema{Type: "string"}}}}}
-}
-
-func (s *Server) render(ctx context.Context, format, name string, docs ...[]byte) (*fileOutput, error) {
-	inv, err := s.invoicing()
-	if err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	if err := inv.Render(ctx, &buf, format, docs...); err != nil {
-		return nil, err
-	}
-	return &fileOutput{ContentType: formatTypes[format], ContentDisposition: fmt.Sprintf(`attachment; filename="%s.%s"`, name, format), Body: buf.Bytes()}, nil
 }
 
 // scopedInvoice reads an invoice the token may see.
@@ -229,7 +216,7 @@ func (s *Server) routesInvoices() {
 			return &body[Page[CreditNoteBody]]{out}, nil
 		})
 	register(s, huma.Operation{OperationID: "export-invoice", Method: http.MethodGet, Path: "/api/v1/invoices/{id}/export", Summary: "export an invoice",
-		Description: "Rendered from the stored document only: a finalized invoice exports byte-identical forever.",
+		Description: "Rendered from the stored document only: a finalized invoice exports byte-identical forever. Renderings are kept in memory by the document's SHA-256, format and void mark, so a finalized invoice's PDF is rendered once; a voided invoice's exports carry its void mark.",
 		Tags:        []string{"invoices"}, Responses: fileResponses(FormatCSV, FormatXLSX, FormatPDF, FormatJSON)},
 		rolesStaff, func(ctx context.Context, in *struct {
 			InvoiceRef
@@ -239,7 +226,11 @@ func (s *Server) routesInvoices() {
 			if err != nil {
 				return nil, err
 			}
-			return s.render(ctx, in.Format, invoiceFileName(inv), inv.Document)
+			void, err := s.voidMark(ctx, inv)
+			if err != nil {
+				return nil, err
+			}
+			return s.export(ctx, in.Format, invoiceFileName(inv), "", void, inv.Document)
 		})
 	register(s, huma.Operation{OperationID: "get-statement", Method: http.MethodGet, Path: "/api/v1/invoices/{id}/statements/{user}", Summary: "read a student's statement",
 		Description: "Derived from the stored project invoice: only this user's lines and warnings. A student token may read only its own.", Tags: []string{"invoices"}},
@@ -316,7 +307,11 @@ func (s *Server) routesInvoices() {
 			if err != nil {
 				return nil, err
 			}
-			return s.render(ctx, in.Format, invoiceFileName(inv)+"-"+safeName(in.User), doc)
+			void, err := s.voidMark(ctx, inv)
+			if err != nil {
+				return nil, err
+			}
+			return s.export(ctx, in.Format, invoiceFileName(inv)+"-"+safeName(in.User), in.User, void, doc)
 		})
 	register(s, huma.Operation{OperationID: "export-period", Method: http.MethodGet, Path: "/api/v1/periods/{period}/export", Summary: "export a period's finalized invoices",
 		Description: "Every finalized invoice of the period in one file; 404 when the period has none.",
@@ -347,7 +342,7 @@ func (s *Server) routesInvoices() {
 			if len(docs) == 0 {
 				return nil, fmt.Errorf("%w: period %s has no finalized invoice", ledger.ErrNotFound, in.Period)
 			}
-			return s.render(ctx, in.Format, "cardhour-"+in.Period, docs...)
+			return s.export(ctx, in.Format, "cardhour-"+in.Period, "", nil, docs...)
 		})
 }
 

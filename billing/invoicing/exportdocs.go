@@ -72,6 +72,22 @@ func (e ExportDocuments) Render(w io.Writer, f Format, docs ...[]byte) error {
 		}
 		ds = append(ds, d)
 	}
+	return e.render(w, f, ds)
+}
+
+// RenderVoid writes a voided invoice's document in format f with its void
+// mark (已作废 / VOID and the credit note's number); the stored document
+// keeps its bytes.
+func (e ExportDocuments) RenderVoid(w io.Writer, f Format, mark export.VoidMark, doc []byte) error {
+	d, err := export.Parse(doc)
+	if err != nil {
+		return err
+	}
+	d.Void = &mark
+	return e.render(w, f, []*export.Document{d})
+}
+
+func (e ExportDocuments) render(w io.Writer, f Format, ds []*export.Document) error {
 	switch f {
 	case FormatCSV:
 		return export.WriteCSV(w, ds...)
