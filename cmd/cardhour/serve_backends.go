@@ -17,6 +17,7 @@ import (
 
 	"github.com/cardhour/cardhour/api"
 	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/billing/export"
 	"github.com/cardhour/cardhour/billing/invoicing"
 	"github.com/cardhour/cardhour/billing/ledger"
 	"github.com/cardhour/cardhour/ingest"
@@ -186,7 +187,7 @@ func (u *usageReads) Usage(ctx context.Context, q api.UsageQuery) (*api.UsageRep
 
 func usageGroup(g billing.UsageGroup) api.UsageGroup {
 	return api.UsageGroup{Project: g.Project, User: g.User, SKU: g.SKU, Instance: g.InstanceID, Node: g.Node, Day: g.Day, Hour: g.Hour,
-		HeldSeconds: g.HeldSeconds, IdleSeconds: g.IdleSeconds, Cost: g.Cost.StringFixed(2)}
+		HeldSeconds: g.HeldSeconds, IdleSeconds: g.IdleSeconds, Cost: billing.FormatMoney(g.Cost)}
 }
 
 func (u *usageReads) HeldNow(ctx context.Context) ([]api.Held, error) {
@@ -288,4 +289,10 @@ func (f *flow) Students(ctx context.Context, project, user, cursor string, limit
 
 func (f *flow) Render(_ context.Context, w io.Writer, format string, docs ...[]byte) error {
 	return f.docs.Render(w, invoicing.Format(format), docs...)
+}
+
+// RenderVoid renders a voided invoice's exports with its void mark
+// (api.VoidRenderer).
+func (f *flow) RenderVoid(_ context.Context, w io.Writer, format string, m api.VoidMark, doc []byte) error {
+	return f.docs.RenderVoid(w, invoicing.Format(format), export.VoidMark{CreditNote: m.CreditNote, VoidedAt: m.VoidedAt, Reason: m.Reason}, doc)
 }
