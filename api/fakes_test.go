@@ -169,15 +169,11 @@ func (f *fakeFlow) Void(ctx context.Context, actor string, id int64, reason stri
 		}})
 }
 
-func (f *fakeFlow) RenderVoided(ctx context.Context, w io.Writer, format string, inv ledger.Invoice) error {
-	cns, err := f.led.CreditNotes(ctx, inv.ID)
-	if err != nil {
-		return err
+func (f *fakeFlow) RenderVoid(ctx context.Context, w io.Writer, format string, m api.VoidMark, doc []byte) error {
+	if format != api.FormatJSON && m.CreditNote != "" {
+		fmt.Fprintf(w, "%s,VOID,%s\n", format, m.CreditNote)
 	}
-	if format != api.FormatJSON && len(cns) > 0 {
-		fmt.Fprintf(w, "%s,VOID,%s\n", format, cns[len(cns)-1].Number)
-	}
-	return f.Render(ctx, w, format, inv.Document)
+	return f.Render(ctx, w, format, doc)
 }
 
 func (f *fakeFlow) CreditNote(ctx context.Context, id int64) (ledger.CreditNote, error) {

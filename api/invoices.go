@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -80,31 +79,6 @@ func fileResponses(formats ...string) map[string]*huma.Response {
 	}
 	return map[string]*huma.Response{"200": {Description: "the file", Content: content,
 		Headers: map[string]*huma.Param{"Content-Disposition": {Schema: &huma.Schema{Type: "string"}}}}}
-}
-
-func (s *Server) render(ctx context.Context, format, name string, docs ...[]byte) (*fileOutput, error) {
-	inv, err := s.invoicing()
-	if err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	if err := inv.Render(ctx, &buf, format, docs...); err != nil {
-		return nil, err
-	}
-	return &fileOutput{ContentType: formatTypes[format], ContentDisposition: fmt.Sprintf(`attachment; filename="%s.%s"`, name, format), Body: buf.Bytes()}, nil
-}
-
-// renderVoided renders a voided invoice's export with its void mark.
-func (s *Server) renderVoided(ctx context.Context, format string, inv ledger.Invoice) (*fileOutput, error) {
-	fl, err := s.invoicing()
-	if err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	if err := fl.RenderVoided(ctx, &buf, format, inv); err != nil {
-		return nil, err
-	}
-	return &fileOutput{ContentType: formatTypes[format], ContentDisposition: fmt.Sprintf(`attachment; filename="%s-void.%s"`, invoiceFileName(inv), format), Body: buf.Bytes()}, nil
 }
 
 // scopedInvoice reads an invoice the token may see.
@@ -244,7 +218,7 @@ func (s *Server) routesInvoices() {
 			return &body[Page[CreditNoteBody]]{out}, nil
 		})
 	register(s, huma.Operation{OperationID: "export-invoice", Method: http.MethodGet, Path: "/api/v1/invoices/{id}/export", Summary: "export an invoice",
-		Description: "Rendered from the stored document only: a finalized invoice exports byte-identical forever. A voided invoice's CSV, XLSX and PDF carry 已作废 / VOID and its credit note's number (its JSON is the stored document, unchanged); a draft's carry 草稿 / DRAFT.",
+		Description: "Rendered from the stored document only: a finalized invoice exports byte-identical forever. A voided invoice's CSV, XLSX and PDF carry 已作废 / VOID and its credit note's number (its JSON is the stored document, unchanged); a draft's carry 草稿 / DRAFT. Renderings are kept in memory by the document's SHA-256, format and void mark, so a finalized invoice's PDF is rendered once.",
 		Tags:        []string{"invoices"}, Responses: fileResponses(FormatCSV, FormatXLSX, FormatPDF, FormatJSON)},
 		rolesStaff, func(ctx context.Context, in *struct {
 			InvoiceRef
@@ -254,12 +228,15 @@ func (s *Server) routesInvoices() {
 			if err != nil {
 				return nil, err
 			}
-			if inv.Status == ledger.StatusVoid {
-				// Marked 已作废 / VOID with the credit note's number; the
-				// stored document keeps its bytes.
-				return s.renderVoided(ctx, in.Format, inv)
+			void, err := s.voidMark(ctx, inv)
+			if err != nil {
+				return nil, err
 			}
-			return s.render(ctx, in.Format, invoiceFileName(inv), inv.Document)
+			name := invoiceFileName(inv)
+			if void != nil {
+				name += "-void"
+			}
+			return s.export(ctx, in.Format, name, "", void, inv.Document)
 		})
 	register(s, huma.Operation{OperationID: "export-credit-note", Method: http.MethodGet, Path: "/api/v1/credit-notes/{id}/export", Summary: "export a credit note",
 		Description: "The credit note's stored document (the voided invoice's lines negated, its own number, credit_for naming the invoice) in the formats an invoice exports in. List an invoice's credit notes with list-credit-notes.",
@@ -279,7 +256,7 @@ func (s *Server) routesInvoices() {
 			if _, err := s.scopedInvoice(ctx, cn.InvoiceID); err != nil {
 				return nil, err
 			}
-			return s.render(ctx, in.Format, "credit-note-"+safeName(cn.Number), cn.Document)
+			return s.export(ctx, in.Format, "credit-note-"+safeName(cn.Number), "", nil, cn.Document)
 		})
 	register(s, huma.Operation{OperationID: "get-statement", Method: http.MethodGet, Path: "/api/v1/invoices/{id}/statements/{user}", Summary: "read a student's statement",
 		Description: "Derived from the stored project invoice: only this user's lines and warnings. A student token may read only its own.", Tags: []string{"invoices"}},
@@ -356,7 +333,11 @@ func (s *Server) routesInvoices() {
 			if err != nil {
 				return nil, err
 			}
-			return s.render(ctx, in.Format, invoiceFileName(inv)+"-"+safeName(in.User), doc)
+			void, err := s.voidMark(ctx, inv)
+			if err != nil {
+				return nil, err
+			}
+			return s.export(ctx, in.Format, invoiceFileName(inv)+"-"+safeName(in.User), in.User, void, doc)
 		})
 	register(s, huma.Operation{OperationID: "export-period", Method: http.MethodGet, Path: "/api/v1/periods/{period}/export", Summary: "export a period's finalized invoices",
 		Description: "Every finalized invoice of the period in one file, then the credit notes of its voided invoices; 404 when the period has no finalized invoice.",
@@ -391,7 +372,7 @@ func (s *Server) routesInvoices() {
 			if err != nil {
 				return nil, err
 			}
-			return s.render(ctx, in.Format, "cardhour-"+in.Period, append(docs, credits...)...)
+			return s.export(ctx, in.Format, "cardhour-"+in.Period, "", nil, append(docs, credits...)...)
 		})
 }
 

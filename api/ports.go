@@ -196,10 +196,10 @@ type Invoicing interface {
 	// Render writes documents (stored bytes) in format (FormatCSV, …; PDF:
 	// exactly one document).
 	Render(ctx context.Context, w io.Writer, format string, docs ...[]byte) error
-	// RenderVoided writes a voided invoice's export in format from its
-	// stored document, marked 已作废 / VOID with its credit note's number
-	// (the stored bytes are not changed).
-	RenderVoided(ctx context.Context, w io.Writer, format string, inv ledger.Invoice) error
+	// RenderVoid writes a voided invoice's stored document in format,
+	// marked 已作废 / VOID with its credit note's number (the stored bytes are
+	// not changed).
+	RenderVoid(ctx context.Context, w io.Writer, format string, mark VoidMark, doc []byte) error
 	// CreditNote reads credit note id with its document (one derived from
 	// the voided invoice for a credit note the ledger stored without one).
 	CreditNote(ctx context.Context, id int64) (ledger.CreditNote, error)

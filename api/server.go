@@ -63,6 +63,10 @@ type Config struct {
 	// Registerer receives the request metrics; nil: a registry of the
 	// server's own, served at /metrics with Go and process collectors.
 	Registry *prometheus.Registry
+	// ExportCacheBytes bounds the renderings of exports kept in memory
+	// (see exportCache); 0: DefaultExportCacheBytes; negative: every
+	// export is rendered per request.
+	ExportCacheBytes int64
 }
 
 // Server is the HTTP API.
@@ -74,6 +78,7 @@ type Server struct {
 	now     func() time.Time
 	serving atomic.Bool
 	cats    catalogCache
+	exports *exportCache
 
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
@@ -96,7 +101,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Registry = prometheus.NewRegistry()
 		cfg.Registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Clock}
+	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Clock, exports: newExportCache(cmp.Or(cfg.ExportCacheBytes, DefaultExportCacheBytes))}
 	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "cardhour_http_requests_total",
 		Help: "HTTP requests by method, route template and status code.",

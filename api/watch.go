@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/shopspring/decimal"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/billing/ledger"
 )
 
@@ -137,7 +139,7 @@ type BudgetBody struct {
 	User       string    `json:"user,omitempty"`
 	Period     string    `json:"period" enum:"month,term"`
 	Unit       string    `json:"unit" enum:"money,card_hours"`
-	Limit      string    `json:"limit" doc:"decimal string: money in the catalog's currency, or card-hours"`
+	Limit      string    `json:"limit" doc:"decimal string: money in the catalog's currency with its minor digits (880.00), or card-hours as set"`
 	Thresholds []int     `json:"thresholds" doc:"percent of the limit that alert, ascending"`
 	Action     string    `json:"action" enum:"warn,release" doc:"at 100 %: warn only, or also release the held instances"`
 	CreatedBy  string    `json:"created_by"`
@@ -148,6 +150,9 @@ type BudgetBody struct {
 func budgetBody(b ledger.Budget) BudgetBody {
 	out := BudgetBody{ID: b.ID, Scope: string(b.Scope), Project: b.Project, User: b.User, Period: string(b.Period), Unit: string(b.Unit),
 		Limit: b.Limit, Thresholds: b.Thresholds, Action: string(b.Action), CreatedBy: b.CreatedBy, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt}
+	if b.Unit == ledger.BudgetMoney {
+		out.Limit = billing.FormatMoney(b.LimitDecimal()) // "880.00": the currency's minor digits, as every amount
+	}
 	if out.Thresholds == nil {
 		out.Thresholds = []int{}
 	}
@@ -235,7 +240,7 @@ type budgetInput struct {
 		User       string `json:"user,omitempty" doc:"scope student: the student"`
 		Period     string `json:"period" enum:"month,term"`
 		Unit       string `json:"unit" enum:"money,card_hours"`
-		Limit      string `json:"limit" pattern:"^[0-9]{1,12}(\\.[0-9]{1,6})?$" doc:"decimal string, more than 0"`
+		Limit      string `json:"limit" pattern:"^[0-9]{1,12}(\\.[0-9]{1,6})?$" doc:"decimal string, more than 0; a money limit has at most the currency's minor digits (2)"`
 		Thresholds []int  `json:"thresholds,omitempty" maxItems:"20" doc:"percent, 1 to 1000 (default 50, 80, 100)"`
 		Action     string `json:"action,omitempty" enum:"warn,release" doc:"at 100 % (default warn)"`
 	}
@@ -447,6 +452,11 @@ func (s *Server) routesBudgets() {
 			}
 			if project == "" {
 				return nil, invalid(ctx, "body.project", "project is required")
+			}
+			if in.Body.Unit == string(ledger.BudgetMoney) {
+				if d, err := decimal.NewFromString(in.Body.Limit); err == nil && d.Exponent() < -billing.MoneyDigits && !d.Equal(d.Round(billing.MoneyDigits)) {
+					return nil, invalid(ctx, "body.limit", "limit %q: a money limit has at most %d decimals (the currency's minor unit)", in.Body.Limit, billing.MoneyDigits)
+				}
 			}
 			scope := ledger.BudgetScope(in.Body.Scope)
 			if err := checkBudgetWrite(ctx, scope, project); err != nil {

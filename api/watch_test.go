@@ -203,7 +203,7 @@ func TestBudgets(t *testing.T) {
 	require.Equal(t, 200, r.Status, string(r.Body))
 	b = r.json(t)
 	require.EqualValues(t, f.ids["budget-ai101"], b["id"])
-	require.Equal(t, "750", b["limit"])
+	require.Equal(t, "750.00", b["limit"], "a money limit has the currency's minor digits")
 	require.Equal(t, []any{50.0, 80.0, 100.0}, b["thresholds"])
 	require.Equal(t, "warn", b["action"])
 

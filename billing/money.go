@@ -5,9 +5,14 @@ import "github.com/shopspring/decimal"
 // This file is the one place where money is rounded. Everything before it is
 // exact decimal arithmetic; everything after it adds already-rounded amounts.
 
+// MoneyDigits is the minor unit of every amount: the decimal places of the
+// currencies cardhour bills in (a catalog's currency must have 2 in ISO
+// 4217, see schemas/currency.go).
+const MoneyDigits = 2
+
 var (
 	secondsPerHour = decimal.NewFromInt(3600)
-	cent           = int32(2)
+	cent           = int32(MoneyDigits)
 )
 
 // RoundMoney rounds an exact amount once, half away from zero, to 0.01
@@ -35,8 +40,11 @@ func ReservationAmount(monthlyPrice decimal.Decimal, months int, discount decima
 	return RoundMoney(exact)
 }
 
-// FormatMoney renders an amount with exactly two decimals. Amounts reaching this
-// point are already rounded, so this never rounds again.
+// FormatMoney renders an amount with exactly the currency's minor digits
+// (MoneyDigits: "957.60", "880.00", "-10.00"). It is the one function that
+// writes an amount: documents and their exports, billing-run reports and
+// their differences, usage costs, budgets and alert facts. Amounts reaching
+// this point are already rounded, so this never rounds again.
 func FormatMoney(d decimal.Decimal) string { return d.StringFixed(cent) }
 
 // FormatPrice renders a catalog price with at least two decimals, keeping any

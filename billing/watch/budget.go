@@ -203,7 +203,7 @@ func (w *Watcher) budget(ctx context.Context, cat *schemas.Catalog, st *state, b
 			nr := ledger.NewRelease{Key: ledger.ReleaseKey(h.InstanceID, since), InstanceID: h.InstanceID, Node: h.Node,
 				Project: h.Project, User: h.User, StreakStart: since,
 				Evidence: mustJSON(map[string]any{"budget_id": b.ID, "scope": b.Scope, "period": period, "unit": b.Unit,
-					"limit": b.Limit, "used_money": used.money, "used_card_ms": used.ms, "held_since": since})}
+					"limit": budgetLimit(b), "used_money": billing.FormatMoney(used.money), "used_card_ms": used.ms, "held_since": since})}
 			rel, err := w.release(ctx, h, nr, Evidence{StreakStart: since, StreakEnd: now}, now, rep)
 			if err != nil {
 				return err
@@ -268,4 +268,13 @@ func (w *Watcher) holdingStart(ctx context.Context, h *billing.Held) (time.Time,
 		}
 	}
 	return h.Since, nil
+}
+
+// budgetLimit is a budget's limit as written in evidence: a money limit with
+// the currency's minor digits (billing.FormatMoney), card-hours as set.
+func budgetLimit(b ledger.Budget) string {
+	if b.Unit == ledger.BudgetMoney {
+		return billing.FormatMoney(b.LimitDecimal())
+	}
+	return b.Limit
 }

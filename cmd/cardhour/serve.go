@@ -51,6 +51,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	maxBody := fs.Int64("max-body-bytes", api.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
 	usageCache := fs.Bool("usage-cache", true, "answer usage reads from reports already computed while the usage store's data version is unchanged")
 	usageStale := fs.Duration("usage-max-stale", 10*time.Second, "with --usage-cache, how long after it was computed a report a write superseded may still be served while a fresh one is computed (negative: never)")
+	exportCache := fs.Int("export-cache-mb", api.DefaultExportCacheBytes>>20, "memory for rendered exports kept by document SHA-256, format and void mark, so that a finalized invoice's PDF is rendered once (0: render every request)")
 	drain := fs.Duration("shutdown-timeout", api.DefaultShutdownTimeout, "on SIGTERM or SIGINT, how long in-flight requests may finish")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: cardhour serve --store DSN [--state DSN] [--catalog FILE] [--addr 127.0.0.1:8080] [--tls-cert F --tls-key F]")
@@ -138,6 +139,10 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	cfg.Logger = log
 	cfg.Version = version
 	cfg.MaxBodyBytes = *maxBody
+	cfg.ExportCacheBytes = int64(*exportCache) << 20
+	if *exportCache <= 0 {
+		cfg.ExportCacheBytes = -1
+	}
 	srv, err := api.New(cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "cardhour serve:", err)

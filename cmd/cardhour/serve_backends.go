@@ -186,7 +186,7 @@ func (u *usageReads) Usage(ctx context.Context, q api.UsageQuery) (*api.UsageRep
 
 func usageGroup(g billing.UsageGroup) api.UsageGroup {
 	return api.UsageGroup{Project: g.Project, User: g.User, SKU: g.SKU, Instance: g.InstanceID, Node: g.Node, Day: g.Day, Hour: g.Hour,
-		HeldSeconds: g.HeldSeconds, IdleSeconds: g.IdleSeconds, Cost: g.Cost.StringFixed(2)}
+		HeldSeconds: g.HeldSeconds, IdleSeconds: g.IdleSeconds, Cost: billing.FormatMoney(g.Cost)}
 }
 
 func (u *usageReads) HeldNow(ctx context.Context) ([]api.Held, error) {
@@ -301,10 +301,11 @@ func (f *flow) Render(_ context.Context, w io.Writer, format string, docs ...[]b
 	return f.docs.Render(w, invoicing.Format(format), docs...)
 }
 
-func (f *flow) RenderVoided(ctx context.Context, w io.Writer, format string, inv ledger.Invoice) error {
-	return f.svc.RenderInvoice(ctx, w, invoicing.Format(format), inv)
-}
-
 func (f *flow) CreditNote(ctx context.Context, id int64) (ledger.CreditNote, error) {
 	return f.svc.CreditNote(ctx, id)
+}
+
+// RenderVoid renders a voided invoice's exports with its void mark.
+func (f *flow) RenderVoid(_ context.Context, w io.Writer, format string, m api.VoidMark, doc []byte) error {
+	return f.docs.RenderVoided(w, invoicing.Format(format), doc, invoicing.VoidMark{CreditNote: m.CreditNote, VoidedAt: m.VoidedAt, Reason: m.Reason})
 }

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/cardhour/cardhour/billing"
 )
 
 // Senders makes one Sender per channel, by channel name.
@@ -230,13 +232,16 @@ func NewWebhookPayload(e Envelope, sent time.Time) WebhookPayload {
 			Project: f.Project, User: f.User, Node: f.Node, GPUUUID: f.GPUUUID, GPUModel: f.GPUModel,
 			Profile: f.Profile, InstanceID: f.InstanceID, HeldSince: rfc3339(f.HeldSince),
 			IdleSince: rfc3339(f.IdleSince), At: rfc3339(f.At), NextAction: f.NextAction,
-			NextAt: rfc3339(f.NextAt), Cost: f.Cost.String(), Currency: f.Currency, Timezone: tz,
+			NextAt: rfc3339(f.NextAt), Cost: billing.FormatMoney(f.Cost), Currency: f.Currency, Timezone: tz,
 			Outcome: f.Outcome,
 		},
 	}
 	if b := f.Budget; b != nil {
 		wb := &WebhookBudget{Scope: b.Scope, Period: b.Period, Unit: b.Unit, Limit: b.Limit.String(),
 			Used: b.Used.String(), Percent: b.Percent, UsedShare: share(b)}
+		if b.Unit == "money" {
+			wb.Limit, wb.Used = billing.FormatMoney(b.Limit), billing.FormatMoney(b.Used)
+		}
 		p.Facts.Budget = wb
 	}
 	return p

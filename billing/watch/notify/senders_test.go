@@ -126,7 +126,7 @@ func TestWebhookSignedPost(t *testing.T) {
 	    "gpu_uuid": "GPU-5f1c2e8a-93b4-4c1d-8e2f-0a1b2c3d4e5f", "gpu_model": "A100-SXM4-40GB", "profile": "1g.5gb",
 	    "instance_id": "MIG-2b7e0c44-1f1e-5a3c-9d2b-77aa01c4e8f0",
 	    "held_since": "2026-11-27T06:05:00Z", "idle_since": "2026-11-29T14:40:00Z", "at": "2026-11-30T00:40:00Z",
-	    "next_action": "release", "next_at": "2026-11-30T14:40:00Z", "cost": "1234.5", "currency": "CNY",
+	    "next_action": "release", "next_at": "2026-11-30T14:40:00Z", "cost": "1234.50", "currency": "CNY",
 	    "timezone": "Asia/Shanghai"}
 	}`
 	require.JSONEq(t, wantJSON, string(r.body))
@@ -414,7 +414,7 @@ func TestWebhookBudgetPayload(t *testing.T) {
 	b, err := json.Marshal(p.Facts)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"project": "nlp-lab", "user": "bob", "at": "2027-01-05T01:00:00Z",
-	  "next_action": "release", "next_at": "2027-01-05T01:10:00Z", "cost": "0", "timezone": "Asia/Shanghai",
+	  "next_action": "release", "next_at": "2027-01-05T01:10:00Z", "cost": "0.00", "timezone": "Asia/Shanghai",
 	  "budget": {"scope": "student", "period": "2026 autumn term", "unit": "card_hours",
 	             "limit": "1500", "used": "1503.25", "percent": 100, "used_percent": "100.2"}}`, string(b))
 }
