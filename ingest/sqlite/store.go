@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"syscall"
 	"time"
 
 	"modernc.org/sqlite" // registers the "sqlite" driver
@@ -199,12 +200,21 @@ func checkReadable(path string) error {
 	case fi.IsDir():
 		return fmt.Errorf("SQLite store %s is a directory, not a database file", path)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("cannot read SQLite store %s: %w", path, err)
+	// access(2), never open(2): closing a descriptor of the file drops every
+	// POSIX lock this process holds on it, SQLite's included (serve keeps
+	// the state store in this very file by default), and another client
+	// would then take the database for unused and delete its WAL.
+	if err := syscall.Access(path, accessR); err != nil {
+		return fmt.Errorf("cannot read SQLite store %s: %w", path, &fs.PathError{Op: "access", Path: path, Err: err})
 	}
-	return f.Close()
+	return nil
 }
+
+// Modes of access(2).
+const (
+	accessR = 0x4
+	accessW = 0x2
+)
 
 // checkWritable says why SQLite could not create or write path, if it could
 // not: SQLite itself only says "unable to open database file". The directory
@@ -225,11 +235,10 @@ func checkWritable(path string) error {
 		if fi.IsDir() {
 			return fmt.Errorf("SQLite store %s is a directory, not a database file", path)
 		}
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
-		if err != nil {
-			return fmt.Errorf("cannot write SQLite store %s: %w", path, err)
+		// access(2), not open(2): see checkReadable.
+		if err := syscall.Access(path, accessR|accessW); err != nil {
+			return fmt.Errorf("cannot write SQLite store %s: %w", path, &fs.PathError{Op: "access", Path: path, Err: err})
 		}
-		_ = f.Close()
 	}
 	probe, err := os.CreateTemp(dir, ".cardhour-probe-*")
 	if err != nil {
