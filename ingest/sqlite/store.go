@@ -20,9 +20,10 @@ import (
 	"syscall"
 	"time"
 
-	"modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite"
 
 	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/internal/storefail"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -154,7 +155,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		}
 		dsn += "&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
 	}
-	db, err := sql.Open("sqlite", dsn)
+	db, err := openDB(dsn, cfg.Path)
 	if err != nil {
 		return nil, classify(fmt.Errorf("cannot open SQLite store %s: %w", cfg.Path, err))
 	}
@@ -172,7 +173,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 				return nil, ingest.Permanent(fmt.Errorf("cannot read SQLite store %s: its directory is not writable and its write-ahead log %s-wal holds changes only a writer can fold in: %w", cfg.Path, cfg.Path, err))
 			}
 			_ = db.Close()
-			if db, err = sql.Open("sqlite", dsn+"&immutable=1"); err != nil {
+			if db, err = openDB(dsn+"&immutable=1", cfg.Path); err != nil {
 				return nil, classify(fmt.Errorf("cannot open SQLite store %s: %w", cfg.Path, err))
 			}
 			db.SetMaxOpenConns(1)
@@ -187,6 +188,17 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// openDB opens the database with its errors classified: those of a store
+// that cannot answer for now (disk full, read-only, locked, I/O) wrap
+// storefail.ErrUnavailable and name the cause, so that the API answers 503.
+func openDB(dsn, path string) (*sql.DB, error) {
+	c, err := sqlite.NewConnector(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return sql.OpenDB(storefail.Connector(c, storefail.SQLite(path))), nil
 }
 
 // checkReadable says why path cannot be a store to read, if it cannot.
