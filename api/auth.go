@@ -79,6 +79,9 @@ func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
 	case errors.Is(err, ledger.ErrTokenExpired), errors.Is(err, ledger.ErrTokenRevoked):
 		unauthorized("the token " + err.Error())
 		return
+	case errors.Is(err, ledger.ErrUnavailable):
+		writeUnavailable(ctx, err)
+		return
 	case err != nil:
 		logFrom(ctx.Context()).Error("token lookup failed", "err", err)
 		_ = huma.WriteErr(s.api, ctx, http.StatusServiceUnavailable, "the state store did not answer")

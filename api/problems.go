@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/cardhour/cardhour/billing/ledger"
+	"github.com/cardhour/cardhour/internal/storefail"
 )
 
 // ProblemBase prefixes every problem type URI.
@@ -55,9 +57,45 @@ type Problem struct {
 	Instance  string          `json:"instance,omitempty"`
 	RequestID string          `json:"request_id,omitempty"`
 	Errors    []ProblemDetail `json:"errors,omitempty"`
+
+	headers http.Header // sent with the problem (Retry-After)
 }
 
 func (p *Problem) Error() string { return p.Title + ": " + p.Detail }
+
+// GetHeaders are the headers sent with the problem (huma.HeadersError).
+func (p *Problem) GetHeaders() http.Header { return p.headers }
+
+// RetryAfter is the Retry-After, in seconds, of a store that cannot answer
+// for now.
+const RetryAfter = 5
+
+// unavailableProblem is the 503 of a store that cannot answer for now:
+// the cause is named (disk full, read-only, unreachable, locked), the rest
+// of the error (paths, addresses) only logged.
+func unavailableProblem(ctx context.Context, err error) *Problem {
+	logFrom(ctx).Warn("store unavailable", "err", err)
+	p := newProblem(http.StatusServiceUnavailable, ProblemUnavailable,
+		fmt.Sprintf("a store cannot answer for now: %s; retry in %d s", storefail.Cause(err), RetryAfter))
+	p.headers = http.Header{"Retry-After": {strconv.Itoa(RetryAfter)}}
+	p.RequestID = RequestID(ctx)
+	return p
+}
+
+// writeUnavailable writes the problem of err, a store that cannot answer
+// for now, outside an operation's handler (the token lookup).
+func writeUnavailable(ctx huma.Context, err error) {
+	p := unavailableProblem(ctx.Context(), err)
+	p.Instance = ctx.URL().Path
+	for k, vs := range p.headers {
+		for _, v := range vs {
+			ctx.AppendHeader(k, v)
+		}
+	}
+	ctx.SetHeader("Content-Type", "application/problem+json")
+	ctx.SetStatus(p.Status)
+	_ = json.NewEncoder(ctx.BodyWriter()).Encode(p)
+}
 
 // GetStatus is the HTTP status.
 func (p *Problem) GetStatus() int { return p.Status }
@@ -174,6 +212,8 @@ func problem(ctx context.Context, err error) error {
 	}
 	var out *Problem
 	switch {
+	case errors.Is(err, storefail.ErrUnavailable):
+		return unavailableProblem(ctx, err)
 	case errors.Is(err, ledger.ErrNotFound):
 		out = newProblem(http.StatusNotFound, ProblemNotFound, err.Error())
 	case errors.Is(err, ErrGracePeriod):

@@ -35,6 +35,8 @@ func TestServeOnPostgresAndClickHouse(t *testing.T) {
 	})
 	code, out, errOut := runCLI(t, "", "ingest", "--store", store, "--from-file", exampleSamples, "--listen", "")
 	require.Zero(t, code, out+errOut)
+	code, _, errOut = runCLI(t, "", "migrate", "--state", state)
+	require.Zero(t, code, errOut)
 	code, out, errOut = runCLI(t, "", "token", "create", "--state", state, "--role", "admin")
 	require.Zero(t, code, errOut)
 	admin := strings.TrimSpace(out)

@@ -76,7 +76,7 @@ func TestMigrateSQLite(t *testing.T) {
 
 	code, _, errOut = runCLI(t, "", "migrate")
 	require.Equal(t, 2, code)
-	require.Contains(t, errOut, "--store is required")
+	require.Contains(t, errOut, "--store or --state is required")
 	code, _, errOut = runCLI(t, "", "migrate", "--store", "sqlite://"+path, "--clickhouse", "127.0.0.1:9000")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "not both")

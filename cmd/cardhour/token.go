@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/cardhour/cardhour/billing/ledger"
 	"github.com/cardhour/cardhour/billing/ledger/ledgerdsn"
+	"github.com/cardhour/cardhour/schemas"
 )
 
 func runToken(args []string, stdout, stderr io.Writer) int {
@@ -45,7 +47,9 @@ func runToken(args []string, stdout, stderr io.Writer) int {
 
 func openState(dsn string, stderr io.Writer, cmd string) (ledger.Store, context.Context, func(), bool) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	led, err := ledgerdsn.Open(ctx, dsn, ledgerdsn.Options{Clock: time.Now})
+	// Existing: a typo in --state is an error, never a new, empty state
+	// store (only migrate, serve and demo create one).
+	led, err := ledgerdsn.Open(ctx, dsn, ledgerdsn.Options{Clock: time.Now, Existing: true})
 	if err != nil {
 		stop()
 		fmt.Fprintf(stderr, "cardhour token %s: %v\n", cmd, err)
@@ -89,6 +93,12 @@ func runTokenCreate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer done()
+	if *project != "" {
+		if err := checkProject(ctx, led, *project); err != nil {
+			fmt.Fprintln(stderr, "cardhour token create:", err)
+			return 1
+		}
+	}
 	secret, tok, err := led.CreateToken(ctx, cliActor(), ledger.NewToken{Role: ledger.Role(*role), Project: *project, User: *user, Name: *name, TTL: *ttl})
 	if err != nil {
 		fmt.Fprintln(stderr, "cardhour token create:", err)
@@ -97,6 +107,29 @@ func runTokenCreate(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, secret)
 	fmt.Fprintf(stderr, "cardhour token create: token %d (%s), expires %s; the secret above is shown only this once\n", tok.ID, tok.Role, tok.ExpiresAt.Format(time.RFC3339))
 	return 0
+}
+
+// checkProject fails unless project is one of the current catalog's.
+func checkProject(ctx context.Context, led ledger.Store, project string) error {
+	v, err := led.CurrentCatalog(ctx)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return fmt.Errorf("--project %s: the state store holds no catalog yet, so no project can be checked: start `cardhour serve --catalog FILE` (or upload one with PUT /api/v1/catalog) first", project)
+	}
+	if err != nil {
+		return err
+	}
+	cat, err := schemas.ParseCatalog(v.Content, fmt.Sprintf("catalog version %d", v.Version))
+	if err != nil {
+		return err
+	}
+	if _, ok := cat.Project(project); ok {
+		return nil
+	}
+	ids := make([]string, len(cat.Projects))
+	for i, p := range cat.Projects {
+		ids[i] = p.ID
+	}
+	return fmt.Errorf("--project %s: no such project in the current catalog (version %d): want one of %s", project, v.Version, strings.Join(ids, ", "))
 }
 
 func runTokenList(args []string, stdout, stderr io.Writer) int {

@@ -17,11 +17,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"syscall"
 	"time"
 
-	"modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite"
 
 	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/internal/storefail"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -153,7 +155,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		}
 		dsn += "&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
 	}
-	db, err := sql.Open("sqlite", dsn)
+	db, err := openDB(dsn, cfg.Path)
 	if err != nil {
 		return nil, classify(fmt.Errorf("cannot open SQLite store %s: %w", cfg.Path, err))
 	}
@@ -171,7 +173,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 				return nil, ingest.Permanent(fmt.Errorf("cannot read SQLite store %s: its directory is not writable and its write-ahead log %s-wal holds changes only a writer can fold in: %w", cfg.Path, cfg.Path, err))
 			}
 			_ = db.Close()
-			if db, err = sql.Open("sqlite", dsn+"&immutable=1"); err != nil {
+			if db, err = openDB(dsn+"&immutable=1", cfg.Path); err != nil {
 				return nil, classify(fmt.Errorf("cannot open SQLite store %s: %w", cfg.Path, err))
 			}
 			db.SetMaxOpenConns(1)
@@ -188,6 +190,17 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// openDB opens the database with its errors classified: those of a store
+// that cannot answer for now (disk full, read-only, locked, I/O) wrap
+// storefail.ErrUnavailable and name the cause, so that the API answers 503.
+func openDB(dsn, path string) (*sql.DB, error) {
+	c, err := sqlite.NewConnector(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return sql.OpenDB(storefail.Connector(c, storefail.SQLite(path))), nil
+}
+
 // checkReadable says why path cannot be a store to read, if it cannot.
 func checkReadable(path string) error {
 	fi, err := os.Stat(path)
@@ -199,12 +212,21 @@ func checkReadable(path string) error {
 	case fi.IsDir():
 		return fmt.Errorf("SQLite store %s is a directory, not a database file", path)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("cannot read SQLite store %s: %w", path, err)
+	// access(2), never open(2): closing a descriptor of the file drops every
+	// POSIX lock this process holds on it, SQLite's included (serve keeps
+	// the state store in this very file by default), and another client
+	// would then take the database for unused and delete its WAL.
+	if err := syscall.Access(path, accessR); err != nil {
+		return fmt.Errorf("cannot read SQLite store %s: %w", path, &fs.PathError{Op: "access", Path: path, Err: err})
 	}
-	return f.Close()
+	return nil
 }
+
+// Modes of access(2).
+const (
+	accessR = 0x4
+	accessW = 0x2
+)
 
 // checkWritable says why SQLite could not create or write path, if it could
 // not: SQLite itself only says "unable to open database file". The directory
@@ -225,11 +247,10 @@ func checkWritable(path string) error {
 		if fi.IsDir() {
 			return fmt.Errorf("SQLite store %s is a directory, not a database file", path)
 		}
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
-		if err != nil {
-			return fmt.Errorf("cannot write SQLite store %s: %w", path, err)
+		// access(2), not open(2): see checkReadable.
+		if err := syscall.Access(path, accessR|accessW); err != nil {
+			return fmt.Errorf("cannot write SQLite store %s: %w", path, &fs.PathError{Op: "access", Path: path, Err: err})
 		}
-		_ = f.Close()
 	}
 	probe, err := os.CreateTemp(dir, ".cardhour-probe-*")
 	if err != nil {

@@ -22,9 +22,15 @@ import (
 // Options are the settings that do not fit in the URL.
 type Options struct {
 	Clock func() time.Time // required: the store never reads the time otherwise
+	// Existing opens only a state store that exists (a SQLite file holding
+	// the ledger or the usage store, a PostgreSQL database holding the
+	// ledger's schema) and never creates one: every command but migrate,
+	// serve and demo sets it.
+	Existing bool
 }
 
-// Open parses dsn and opens (migrating) the store it names.
+// Open parses dsn and opens (migrating) the store it names. Errors of a
+// store that cannot answer for now wrap ledger.ErrUnavailable.
 func Open(ctx context.Context, dsn string, opt Options) (ledger.Store, error) {
 	if opt.Clock == nil {
 		return nil, errors.New("state store: a clock is required")
@@ -42,12 +48,12 @@ func Open(ctx context.Context, dsn string, opt Options) (ledger.Store, error) {
 		if path == "" {
 			return nil, fmt.Errorf("state store %q: want sqlite:///path/to/file.db", dsn)
 		}
-		return sqlite.Open(ctx, sqlite.Config{Path: path, Clock: opt.Clock})
+		return sqlite.Open(ctx, sqlite.Config{Path: path, Clock: opt.Clock, Existing: opt.Existing})
 	case "postgres", "postgresql":
 		if u.Host == "" {
 			return nil, fmt.Errorf("state store %q: want postgres://user@host:port/database", dsn)
 		}
-		return postgres.Open(ctx, postgres.Config{DSN: dsn, Clock: opt.Clock})
+		return postgres.Open(ctx, postgres.Config{DSN: dsn, Clock: opt.Clock, Existing: opt.Existing})
 	}
 	return nil, fmt.Errorf("state store %q: unknown scheme %q (want sqlite:// or postgres://)", dsn, u.Scheme)
 }

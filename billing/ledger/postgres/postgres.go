@@ -9,7 +9,6 @@ package postgres
 
 import (
 	"context"
-	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
@@ -18,10 +17,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/cardhour/cardhour/billing/ledger"
 	"github.com/cardhour/cardhour/billing/ledger/internal/sqlstore"
+	"github.com/cardhour/cardhour/internal/storefail"
 )
 
 //go:embed migrations/*.sql
@@ -34,13 +34,20 @@ type Config struct {
 	DSN      string
 	Clock    func() time.Time // the store never reads the time otherwise
 	MaxConns int              // connection pool size; 0: 10
+	// Existing opens only a database that holds the ledger's schema; it
+	// never creates it (see sqlite.Config.Existing).
+	Existing bool
 }
 
 // migrationLockKey is the advisory lock key held while migrating ("cardhour
 // ledger" in ASCII, truncated to 63 bits).
 const migrationLockKey = 0x63686c6564676572
 
-// Open connects and applies pending migrations.
+// Open connects and applies pending migrations. Errors of a server that
+// cannot answer for now (unreachable, refusing connections, shutting down
+// or starting: 57P01, 57P02, 57P03, out of disk) wrap
+// ledger.ErrUnavailable and name the cause, at start-up and in every later
+// call.
 func Open(ctx context.Context, cfg Config) (ledger.Store, error) {
 	var errs []error
 	if cfg.DSN == "" {
@@ -59,7 +66,7 @@ func Open(ctx context.Context, cfg Config) (ledger.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := sql.Open("pgx", cfg.DSN)
+	db, err := storefail.OpenDB(stdlib.GetDefaultDriver(), cfg.DSN, storefail.Postgres)
 	if err != nil {
 		return nil, fmt.Errorf("postgres ledger: %w", err)
 	}
@@ -71,7 +78,18 @@ func Open(ctx context.Context, cfg Config) (ledger.Store, error) {
 	db.SetMaxIdleConns(n)
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("postgres ledger: cannot connect: %w", err)
+		return nil, fmt.Errorf("postgres ledger: cannot connect: %w", storefail.Wrap(err, storefail.Postgres))
+	}
+	if cfg.Existing {
+		var present bool
+		if err := db.QueryRowContext(ctx, `SELECT to_regclass('ledger_schema_migrations') IS NOT NULL`).Scan(&present); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("postgres ledger: cannot read the schema: %w", err)
+		}
+		if !present {
+			_ = db.Close()
+			return nil, errors.New("postgres ledger: the database holds no state store (schema missing): `cardhour migrate --state postgres://…` creates it (serve creates it at start)")
+		}
 	}
 	return sqlstore.New(ctx, sqlstore.Config{DB: db, Dialect: Dialect, Clock: cfg.Clock, Migrations: ms})
 }
