@@ -12,6 +12,7 @@ const sampleFile = `# watch configuration
 watch:
   interval: 30s
   budget_every: 5m
+  delivery_retry_for: 36h
   exemption_hint: ask your lead
   admins:
     - {name: Ops, email: ops@example.edu, im: ops-robot, lang: en}
@@ -33,7 +34,7 @@ func TestLoadFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Interval != 30*time.Second || f.BudgetEvery != 5*time.Minute || f.ExemptionHint != "ask your lead" {
+	if f.Interval != 30*time.Second || f.BudgetEvery != 5*time.Minute || f.ExemptionHint != "ask your lead" || f.DeliveryRetryFor != 36*time.Hour {
 		t.Fatalf("%+v", f)
 	}
 	if len(f.Admins) != 1 || f.Admins[0].IM != "ops-robot" || len(f.Leads["nlp"]) != 1 || f.Leads["nlp"][0].Lang != "zh-CN" {
