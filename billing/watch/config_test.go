@@ -12,7 +12,6 @@ const sampleFile = `# watch configuration
 watch:
   interval: 30s
   budget_every: 5m
-  delivery_retry_for: 36h
   exemption_hint: ask your lead
   admins:
     - {name: Ops, email: ops@example.edu, im: ops-robot, lang: en}
@@ -34,7 +33,7 @@ func TestLoadFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Interval != 30*time.Second || f.BudgetEvery != 5*time.Minute || f.ExemptionHint != "ask your lead" || f.DeliveryRetryFor != 36*time.Hour {
+	if f.Interval != 30*time.Second || f.BudgetEvery != 5*time.Minute || f.ExemptionHint != "ask your lead" {
 		t.Fatalf("%+v", f)
 	}
 	if len(f.Admins) != 1 || f.Admins[0].IM != "ops-robot" || len(f.Leads["nlp"]) != 1 || f.Leads["nlp"][0].Lang != "zh-CN" {
@@ -81,5 +80,18 @@ notfy: {}
 	}
 	if _, err := LoadFile(nil, "e.yaml"); err == nil || !strings.Contains(err.Error(), "empty") {
 		t.Fatalf("empty: %v", err)
+	}
+}
+
+func TestLoadFileDeliveryRetryFor(t *testing.T) {
+	f, err := LoadFile([]byte("watch:\n  delivery_retry_for: 36h\n"), "watch.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.DeliveryRetryFor != 36*time.Hour {
+		t.Fatalf("delivery_retry_for %s", f.DeliveryRetryFor)
+	}
+	if _, err := LoadFile([]byte("watch:\n  delivery_retry_for: -1h\n"), "watch.yaml"); err == nil || !strings.Contains(err.Error(), "watch.delivery_retry_for") {
+		t.Fatalf("a negative horizon: %v", err)
 	}
 }
