@@ -517,6 +517,7 @@ func dashboardFinance(t *testing.T, ds *dashServer, chromium, shots string) {
 	at.route("#/alerts", "alerts")
 	at.do(chromedp.Click(chromedp.CSS("[data-deliveries]")), chromedp.WaitVisible(chromedp.CSS("#deliveries-table")))
 	require.Equal(t, 1, eval[int](at, `document.querySelectorAll('#deliveries-table [data-resend]').length`))
+	at.screenshot("06c-alerts-resend")
 	at.do(chromedp.Click(chromedp.CSS("[data-resend]")), chromedp.WaitNotPresent(chromedp.CSS("[data-resend]")),
 		chromedp.WaitVisible(chromedp.CSS("#deliveries-table")))
 	require.Zero(t, eval[int](at, `document.querySelectorAll('#deliveries-table .badge-void').length`), "no failed delivery left")
