@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/cardhour/cardhour/billing/ledger"
 )
 
 var roles = []string{"anonymous", "admin", "finance", "lead", "student"}
@@ -100,6 +102,9 @@ var routeTable = []routeCase{
 	{"GET", "/api/v1/alerts", fixed("/api/v1/alerts"), "", "", want{u401, ok, ok, ok, ok}},
 	{"POST", "/api/v1/alerts/:id/ack", withID("/api/v1/alerts/%d/ack", "alert-alice"), "", "", want{u401, ok, ok, ok, ok}},
 	{"GET", "/api/v1/alerts/:id/deliveries", withID("/api/v1/alerts/%d/deliveries", "alert-alice"), "", "", want{u401, ok, ok, ok, f403}},
+	{"GET", "/api/v1/deliveries", fixed("/api/v1/deliveries?status=failed"), "", "", want{u401, ok, f403, f403, f403}},
+	{"GET", "/api/v1/deliveries/backlog", fixed("/api/v1/deliveries/backlog"), "", "", want{u401, ok, f403, f403, f403}},
+	{"POST", "/api/v1/deliveries/:id/resend", failedDelivery, "", "", want{u401, ok, f403, f403, f403}},
 	{"GET", "/api/v1/releases", fixed("/api/v1/releases"), "", "", want{u401, ok, ok, ok, ok}},
 	{"GET", "/api/v1/exemptions", fixed("/api/v1/exemptions"), "", "", want{u401, ok, ok, ok, ok}},
 	{"POST", "/api/v1/exemptions", fixed("/api/v1/exemptions"), `{"project":"ai101","user":"s-bob","until":"2026-12-12T00:00:00Z","reason":"thesis run"}`, "application/json", want{u401, made, made, made, f403}},
@@ -108,6 +113,18 @@ var routeTable = []routeCase{
 	{"PUT", "/api/v1/budgets", fixed("/api/v1/budgets"), `{"scope":"student","project":"ai101","user":"s-alice","period":"month","unit":"money","limit":"120.50"}`, "application/json", want{u401, ok, ok, ok, f403}},
 	{"DELETE", "/api/v1/budgets/:id", withID("/api/v1/budgets/%d", "budget-bob"), "", "", want{u401, ok, ok, ok, f403}},
 	{"GET", "/api/v1/audit", fixed("/api/v1/audit"), "", "", want{u401, ok, f403, f403, f403}},
+}
+
+// failedDelivery is the re-send URL of the fixture's delivery failed for good.
+// (found once: the URL is asked for again after the re-send).
+func failedDelivery(f *fixture) string {
+	if _, ok := f.ids["delivery-failed"]; !ok {
+		ds, _, err := f.led.Deliveries(context.Background(), ledger.DeliveryFilter{Status: ledger.DeliveryFailed})
+		require.NoError(f.t, err)
+		require.Len(f.t, ds, 1)
+		f.ids["delivery-failed"] = ds[0].ID
+	}
+	return fmt.Sprintf("/api/v1/deliveries/%d/resend", f.ids["delivery-failed"])
 }
 
 func TestRoleRouteTable(t *testing.T) {

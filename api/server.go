@@ -344,7 +344,14 @@ func (s *Server) healthz(c *gin.Context) {
 		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "starting"})
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ok"})
+	out := gin.H{"status": "ok"}
+	// The watcher's delivery backlog, for the eye: it never fails the check.
+	ctx, cancel := context.WithTimeout(c.Request.Context(), time.Second)
+	defer cancel()
+	if b, err := s.cfg.Ledger.DeliveryBacklog(ctx); err == nil {
+		out["deliveries"] = gin.H{"pending": b.Pending, "failed": b.Failed}
+	}
+	c.JSON(http.StatusOK, out)
 }
 
 // readyz checks that the state store and the usage store answer.

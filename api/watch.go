@@ -63,7 +63,7 @@ type DeliveryBody struct {
 	AlertID       int64     `json:"alert_id"`
 	Channel       string    `json:"channel"`
 	Recipient     string    `json:"recipient"`
-	Status        string    `json:"status" enum:"pending,sent,failed" doc:"failed: for good (a permanent error or too many attempts)"`
+	Status        string    `json:"status" enum:"pending,sent,failed" doc:"failed: for good (a permanent error, or retried for the whole retry horizon, watch.delivery_retry_for); an admin can re-send it"`
 	Attempts      int       `json:"attempts"`
 	LastError     string    `json:"last_error,omitempty" doc:"the error of the last failed attempt"`
 	NextAttemptAt time.Time `json:"next_attempt_at,omitzero" doc:"pending: when it is tried (again)"`
@@ -223,6 +223,17 @@ type AlertRef struct {
 	ID int64 `path:"id" minimum:"1"`
 }
 
+// DeliveryRef names a delivery.
+type DeliveryRef struct {
+	ID int64 `path:"id" minimum:"1"`
+}
+
+// DeliveryBacklogBody counts the deliveries not sent.
+type DeliveryBacklogBody struct {
+	Pending int64 `json:"pending" doc:"due now or waiting for a retry"`
+	Failed  int64 `json:"failed" doc:"failed for good; POST /api/v1/deliveries/{id}/resend sends one again"`
+}
+
 type exemptionInput struct {
 	Body struct {
 		Project    string    `json:"project,omitempty" doc:"required for admin and finance; a lead token: its own project"`
@@ -297,6 +308,38 @@ func (s *Server) routesWatch() {
 				return nil, err
 			}
 			page, next, err := s.cfg.Ledger.Deliveries(ctx, ledger.DeliveryFilter{AlertID: a.ID, Status: ledger.DeliveryStatus(in.Status), Cursor: in.Cursor, Limit: in.Limit})
+			if err != nil {
+				return nil, err
+			}
+			return pageBody(page, next, deliveryBody), nil
+		})
+	register(s, huma.Operation{OperationID: "resend-delivery", Method: http.MethodPost, Path: "/api/v1/deliveries/{id}/resend", Summary: "re-send a failed delivery",
+		Description: "Makes a delivery that failed for good pending again, due at once, with a new retry horizon (audited as delivery.resend). " +
+			"The leader sends it in its next delivery round. Re-sending one that is pending or sent is 409 invalid-transition.", Tags: []string{"watch"}},
+		rolesAdmin, func(ctx context.Context, in *DeliveryRef) (*body[DeliveryBody], error) {
+			d, err := s.cfg.Ledger.ResendDelivery(ctx, actor(ctx), in.ID)
+			if err != nil {
+				return nil, err
+			}
+			return &body[DeliveryBody]{deliveryBody(d)}, nil
+		})
+	register(s, huma.Operation{OperationID: "delivery-backlog", Method: http.MethodGet, Path: "/api/v1/deliveries/backlog", Summary: "count the deliveries not sent",
+		Description: "Deliveries pending (due or waiting for a retry) and failed for good, over all alerts. The same counts are the gauge cardhour_watch_delivery_backlog.",
+		Tags:        []string{"watch"}},
+		rolesAdmin, func(ctx context.Context, _ *struct{}) (*body[DeliveryBacklogBody], error) {
+			c, err := s.cfg.Ledger.DeliveryBacklog(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return &body[DeliveryBacklogBody]{DeliveryBacklogBody{Pending: c.Pending, Failed: c.Failed}}, nil
+		})
+	register(s, huma.Operation{OperationID: "list-deliveries", Method: http.MethodGet, Path: "/api/v1/deliveries", Summary: "list deliveries",
+		Description: "Deliveries of every alert, newest first, by status (failed: those to re-send).", Tags: []string{"watch"}},
+		rolesAdmin, func(ctx context.Context, in *struct {
+			Status string `query:"status" enum:"pending,sent,failed"`
+			PageParams
+		}) (*body[Page[DeliveryBody]], error) {
+			page, next, err := s.cfg.Ledger.Deliveries(ctx, ledger.DeliveryFilter{Status: ledger.DeliveryStatus(in.Status), Cursor: in.Cursor, Limit: in.Limit})
 			if err != nil {
 				return nil, err
 			}

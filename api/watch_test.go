@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -117,6 +118,33 @@ func TestDeliveriesShowFailures(t *testing.T) {
 	require.Equal(t, 403, f.do("lead", "GET", fmt.Sprintf("/api/v1/alerts/%d/deliveries", f.ids["alert-carol"]), "", "").Status)
 	require.Equal(t, 403, f.do("student", "GET", fmt.Sprintf("/api/v1/alerts/%d/deliveries", alice), "", "").Status)
 	require.Equal(t, 404, f.do("admin", "GET", "/api/v1/alerts/999/deliveries", "", "").Status)
+}
+
+// A delivery failed for good is re-sent by an admin: pending again, due
+// now; the backlog (API and /healthz) counts it; re-sending it again is 409.
+func TestResendAFailedDelivery(t *testing.T) {
+	f := newFixture(t)
+	failed, _ := items(t, f.do("admin", "GET", "/api/v1/deliveries?status=failed", "", ""))
+	require.Len(t, failed, 1)
+	var backlog map[string]any
+	r := f.do("admin", "GET", "/api/v1/deliveries/backlog", "", "")
+	require.Equal(t, 200, r.Status, string(r.Body))
+	require.NoError(t, json.Unmarshal(r.Body, &backlog))
+	require.Equal(t, 1.0, backlog["failed"])
+	pending := backlog["pending"].(float64)
+	id := int64(failed[0]["id"].(float64))
+	require.Equal(t, 403, f.do("finance", "POST", fmt.Sprintf("/api/v1/deliveries/%d/resend", id), "", "").Status)
+	r = f.do("admin", "POST", fmt.Sprintf("/api/v1/deliveries/%d/resend", id), "", "")
+	require.Equal(t, 200, r.Status, string(r.Body))
+	var d map[string]any
+	require.NoError(t, json.Unmarshal(r.Body, &d))
+	require.Equal(t, "pending", d["status"])
+	require.Contains(t, d, "next_attempt_at")
+	r = f.do("admin", "POST", fmt.Sprintf("/api/v1/deliveries/%d/resend", id), "", "")
+	require.Equal(t, 409, r.Status, string(r.Body))
+	r = f.do("admin", "GET", "/healthz", "", "")
+	require.Equal(t, 200, r.Status)
+	require.Contains(t, string(r.Body), fmt.Sprintf(`"deliveries":{"failed":0,"pending":%d}`, int(pending)+1))
 }
 
 func TestReleasesAreScopedByRole(t *testing.T) {

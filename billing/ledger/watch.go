@@ -49,6 +49,16 @@ type WatchStore interface {
 	FinishDelivery(ctx context.Context, actor string, id int64, failure string, retryAt time.Time) (Delivery, error)
 	// Deliveries lists deliveries, newest first, filtered and paginated.
 	Deliveries(ctx context.Context, f DeliveryFilter) (page []Delivery, next string, err error)
+	// Delivery returns one delivery.
+	Delivery(ctx context.Context, id int64) (Delivery, error)
+	// ResendDelivery makes a failed delivery pending again, due now, with
+	// a new retry horizon from now (RetryFrom); its attempts and last
+	// error are kept. Re-sending one that is not failed is
+	// ErrInvalidTransition.
+	ResendDelivery(ctx context.Context, actor string, id int64) (Delivery, error)
+	// DeliveryBacklog counts the deliveries pending (due or waiting for
+	// a retry) and failed for good.
+	DeliveryBacklog(ctx context.Context) (DeliveryCounts, error)
 
 	// BeginRelease records a release attempt before it is made: the
 	// release is created pending, or a pending one begun ReleaseStale ago
@@ -182,7 +192,8 @@ func CheckNewAlert(a *NewAlert) error {
 type DeliveryStatus string
 
 // Delivery statuses: pending (to be sent at NextAttemptAt), sent, failed
-// (for good: a permanent error or too many attempts).
+// (for good: a permanent error, or the retry horizon spent; an admin can
+// re-send it).
 const (
 	DeliveryPending DeliveryStatus = "pending"
 	DeliverySent    DeliveryStatus = "sent"
@@ -209,6 +220,15 @@ type Delivery struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	SentAt    time.Time // zero unless sent
+	// RetryFrom is the start of the retry horizon: when the delivery was
+	// first due, or when it was last re-sent (ResendDelivery).
+	RetryFrom time.Time
+}
+
+// DeliveryCounts is the delivery backlog.
+type DeliveryCounts struct {
+	Pending int64 // due now or waiting for a retry
+	Failed  int64 // failed for good (a permanent error or the horizon spent); ResendDelivery sends them again
 }
 
 // DeliveryFilter selects deliveries; zero fields match everything.

@@ -18,6 +18,7 @@ import (
 //	watch:
 //	  interval: 30s            # how often a cycle runs (--watch-every when absent)
 //	  budget_every: 5m         # how often budgets are checked (a billing run each)
+//	  delivery_retry_for: 24h  # how long a failed delivery is retried before it fails for good (default 24h)
 //	  exemption_hint: "ask your lead in the course chat"
 //	  admins:
 //	    - {name: Ops, email: ops@example.edu, im: ops-robot, lang: en}
@@ -32,13 +33,16 @@ import (
 // text, with their lines where they are in the file (the lines before them
 // blank), so that the errors their parsers report name the file's lines.
 type File struct {
-	Interval      time.Duration // 0: not set
-	BudgetEvery   time.Duration
-	ExemptionHint string
-	Admins        []Person
-	Leads         map[string][]Person
-	Notify        []byte // nil when the file has no notify: section
-	Release       []byte // nil when the file has no release: section
+	Interval    time.Duration // 0: not set
+	BudgetEvery time.Duration
+	// DeliveryRetryFor is watch.delivery_retry_for (0: not set, the
+	// default DefaultDeliveryRetryFor).
+	DeliveryRetryFor time.Duration
+	ExemptionHint    string
+	Admins           []Person
+	Leads            map[string][]Person
+	Notify           []byte // nil when the file has no notify: section
+	Release          []byte // nil when the file has no release: section
 }
 
 // LoadFile parses a watch configuration file; every problem is reported at
@@ -189,13 +193,15 @@ func (p *fileParser) duration(v *yaml.Node, path string) time.Duration {
 }
 
 func (p *fileParser) watch(n *yaml.Node, f *File) {
-	p.pairs(n, "watch", []string{"interval", "budget_every", "exemption_hint", "admins", "leads"}, func(key string, _, v *yaml.Node) {
+	p.pairs(n, "watch", []string{"interval", "budget_every", "delivery_retry_for", "exemption_hint", "admins", "leads"}, func(key string, _, v *yaml.Node) {
 		path := "watch." + key
 		switch key {
 		case "interval":
 			f.Interval = p.duration(v, path)
 		case "budget_every":
 			f.BudgetEvery = p.duration(v, path)
+		case "delivery_retry_for":
+			f.DeliveryRetryFor = p.duration(v, path)
 		case "exemption_hint":
 			f.ExemptionHint, _ = p.scalar(v, path)
 		case "admins":

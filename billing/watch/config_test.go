@@ -82,3 +82,16 @@ notfy: {}
 		t.Fatalf("empty: %v", err)
 	}
 }
+
+func TestLoadFileDeliveryRetryFor(t *testing.T) {
+	f, err := LoadFile([]byte("watch:\n  delivery_retry_for: 36h\n"), "watch.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.DeliveryRetryFor != 36*time.Hour {
+		t.Fatalf("delivery_retry_for %s", f.DeliveryRetryFor)
+	}
+	if _, err := LoadFile([]byte("watch:\n  delivery_retry_for: -1h\n"), "watch.yaml"); err == nil || !strings.Contains(err.Error(), "watch.delivery_retry_for") {
+		t.Fatalf("a negative horizon: %v", err)
+	}
+}

@@ -25,6 +25,9 @@ func (w *Watcher) startDeliveries(ctx context.Context, now time.Time) int {
 	if w.cfg.Notifier == nil {
 		return 0
 	}
+	if _, err := w.Backlog(ctx); err != nil {
+		w.log.Warn("cannot count the delivery backlog", "err", err)
+	}
 	// A channel whose earlier round ends after this read is skipped too:
 	// what this read found due, that round may have sent meanwhile.
 	w.mu.Lock()
@@ -75,8 +78,8 @@ func (w *Watcher) startDeliveries(ctx context.Context, now time.Time) int {
 }
 
 // deliver makes one attempt at d and records it: sent, retried after the
-// notifier's backoff, or failed for good (a permanent error, or the
-// attempts spent).
+// notifier's backoff, or failed for good (a permanent error, or the retry
+// horizon spent).
 func (w *Watcher) deliver(ctx context.Context, d ledger.Delivery, now time.Time) {
 	var e Envelope
 	var sendErr error
@@ -93,8 +96,8 @@ func (w *Watcher) deliver(ctx context.Context, d ledger.Delivery, now time.Time)
 	failure, retryAt := "", time.Time{}
 	if sendErr != nil {
 		failure = sendErr.Error()
-		if d.Attempts+1 < w.cfg.MaxDeliveryAttempts && !w.cfg.Notifier.Permanent(sendErr) {
-			retryAt = now.Add(w.cfg.Notifier.Backoff(d.Attempts + 1))
+		if !w.cfg.Notifier.Permanent(sendErr) {
+			retryAt = w.retryAt(d, now)
 		}
 	}
 	out, err := w.cfg.Ledger.FinishDelivery(context.WithoutCancel(ctx), Actor, d.ID, failure, retryAt)
@@ -112,4 +115,36 @@ func (w *Watcher) deliver(ctx context.Context, d ledger.Delivery, now time.Time)
 	default:
 		w.m.retried.WithLabelValues(d.Channel).Inc()
 	}
+}
+
+// retryAt is when d, whose attempt at now failed, is tried again: after
+// the notifier's backoff (capped), and at the latest when its retry
+// horizon (DeliveryRetryFor from RetryFrom) ends, so that the last
+// attempt is made then; zero once the horizon is spent (failed for good).
+func (w *Watcher) retryAt(d ledger.Delivery, now time.Time) time.Time {
+	from := d.RetryFrom
+	if from.IsZero() {
+		from = d.CreatedAt
+	}
+	end := from.Add(w.cfg.DeliveryRetryFor)
+	if !now.Before(end) {
+		return time.Time{}
+	}
+	next := now.Add(max(w.cfg.Notifier.Backoff(d.Attempts+1), time.Second))
+	if next.After(end) {
+		next = end
+	}
+	return next
+}
+
+// Backlog counts the deliveries pending and failed for good and sets the
+// backlog gauges.
+func (w *Watcher) Backlog(ctx context.Context) (ledger.DeliveryCounts, error) {
+	c, err := w.cfg.Ledger.DeliveryBacklog(ctx)
+	if err != nil {
+		return c, err
+	}
+	w.m.backlog.WithLabelValues(string(ledger.DeliveryPending)).Set(float64(c.Pending))
+	w.m.backlog.WithLabelValues(string(ledger.DeliveryFailed)).Set(float64(c.Failed))
+	return c, nil
 }

@@ -305,7 +305,13 @@ func (w *Watcher) record(ctx context.Context, st *state, a ledger.NewAlert, f Fa
 		}
 		seen := map[[2]string]bool{}
 		for _, e := range envs {
+			// The notifier plans one envelope per person and channel; two
+			// people with the same address (two admins with one mailbox,
+			// each with their own IM id) are told apart by their identity.
 			r := recipient(e.To)
+			if seen[[2]string{e.Channel, r}] {
+				r += " [" + identity(e.To) + "]"
+			}
 			if seen[[2]string{e.Channel, r}] {
 				continue
 			}
@@ -336,4 +342,18 @@ func recipient(p Person) string {
 		return "unnamed"
 	}
 	return p.Role
+}
+
+// identity names a person apart from their role, as the notifier tells
+// people apart (notify.Identity): user, else email, else IM, else name.
+func identity(p Person) string {
+	switch {
+	case p.User != "":
+		return "user:" + p.User
+	case p.Email != "":
+		return "email:" + strings.ToLower(p.Email)
+	case p.IM != "":
+		return "im:" + p.IM
+	}
+	return "name:" + p.Name
 }

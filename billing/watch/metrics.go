@@ -15,6 +15,7 @@ type metrics struct {
 	releases *prometheus.CounterVec // by status
 	cycle    prometheus.Histogram
 	leader   prometheus.Gauge
+	backlog  *prometheus.GaugeVec // by status: pending, failed
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -26,7 +27,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		retried: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cardhour_watch_delivery_retries_total",
 			Help: "Delivery attempts that failed and will be retried, by channel."}, []string{"channel"}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cardhour_watch_deliveries_failed_total",
-			Help: "Deliveries failed for good (a permanent error or the attempts spent), by channel."}, []string{"channel"}),
+			Help: "Deliveries failed for good (a permanent error or the retry horizon spent), by channel."}, []string{"channel"}),
 		releases: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cardhour_watch_releases_total",
 			Help: "Release attempts, by outcome (done, dry_run, failed)."}, []string{"status"}),
 		cycle: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cardhour_watch_cycle_seconds",
@@ -34,6 +35,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "cardhour_watch_leader",
 			Help: "1 while this replica holds the watch lease."}),
+		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cardhour_watch_delivery_backlog",
+			Help: "Deliveries not sent, by status: pending (due or waiting for a retry) and failed (for good; re-send them from the API or the dashboard). Counted after every delivery round of the leader."},
+			[]string{"status"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -46,6 +50,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.releases, err = register(reg, m.releases, err)
 	m.cycle, err = register(reg, m.cycle, err)
 	m.leader, err = register(reg, m.leader, err)
+	m.backlog, err = register(reg, m.backlog, err)
 	if err != nil {
 		return nil, fmt.Errorf("watch metrics: %w", err)
 	}

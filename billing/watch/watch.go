@@ -72,14 +72,21 @@ type Config struct {
 	// (default 20), so that a hanging releaser delays detection by at
 	// most that many timeouts; the others wait for the next cycle.
 	MaxReleasesPerCycle int
-	// MaxReleaseAttempts and MaxDeliveryAttempts: after this many failed
-	// attempts the release or delivery fails for good (defaults 5 and 8).
-	MaxReleaseAttempts  int
-	MaxDeliveryAttempts int
+	// MaxReleaseAttempts: after this many failed attempts the release
+	// fails for good (default 5).
+	MaxReleaseAttempts int
+	// DeliveryRetryFor is how long a delivery is retried (with the
+	// notifier's capped backoff) from when it was first due or re-sent
+	// before it fails for good (default DefaultDeliveryRetryFor): a
+	// receiver that is down for less loses nothing.
+	DeliveryRetryFor time.Duration
 	// Registerer receives the metrics; nil registers nowhere.
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
 }
+
+// DefaultDeliveryRetryFor is how long a delivery is retried by default.
+const DefaultDeliveryRetryFor = 24 * time.Hour
 
 // Watcher is the reconciler. Cycle and Deliver may be called from tests
 // with a frozen clock; Run drives both while holding the lease.
@@ -124,8 +131,8 @@ func New(cfg Config) (*Watcher, error) {
 	if cfg.MaxReleaseAttempts <= 0 {
 		cfg.MaxReleaseAttempts = 5
 	}
-	if cfg.MaxDeliveryAttempts <= 0 {
-		cfg.MaxDeliveryAttempts = 8
+	if cfg.DeliveryRetryFor <= 0 {
+		cfg.DeliveryRetryFor = DefaultDeliveryRetryFor
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -172,6 +179,9 @@ func (w *Watcher) Cycle(ctx context.Context, now time.Time) (CycleReport, error)
 		return rep, err
 	}
 	var errs []error
+	if err := w.settleStale(ctx, cat, st, held, now, &rep); err != nil {
+		errs = append(errs, err)
+	}
 	for i := range held {
 		if err := w.idle(ctx, cat, st, &held[i], now, &rep); err != nil {
 			errs = append(errs, err)

@@ -352,6 +352,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	samples := withIdleInstance(t, heldAt)
 	ds := startDashboard(t, samples, heldAt, afterNovember, map[string]ledger.NewToken{
 		"finance": {Role: ledger.RoleFinance, Name: "browser test", TTL: time.Hour},
+		"admin":   {Role: ledger.RoleAdmin, Name: "browser test", TTL: time.Hour},
 		"student": {Role: ledger.RoleStudent, Project: "ai101", User: "2026010203", TTL: time.Hour},
 		"lead":    {Role: ledger.RoleLead, Project: "nlp-lab", TTL: time.Hour},
 	})
@@ -509,6 +510,18 @@ func dashboardFinance(t *testing.T, ds *dashServer, chromium, shots string) {
 	require.Contains(t, alerts, "gpu-node-03")
 	tb.do(chromedp.Click(chromedp.CSS("[data-deliveries]")), chromedp.WaitVisible(chromedp.CSS("#deliveries-table")))
 	require.Contains(t, eval[string](tb, `document.getElementById('deliveries-table').innerText`), "550 mailbox unavailable")
+	require.Zero(t, eval[int](tb, `document.querySelectorAll('[data-resend]').length`), "re-sending is for admins")
+	// An admin re-sends the failed delivery: pending again, no button left.
+	at := newTab(t, chromium, 1280, 800, shots)
+	at.login(ds.base, ds.tokens["admin"])
+	at.route("#/alerts", "alerts")
+	at.do(chromedp.Click(chromedp.CSS("[data-deliveries]")), chromedp.WaitVisible(chromedp.CSS("#deliveries-table")))
+	require.Equal(t, 1, eval[int](at, `document.querySelectorAll('#deliveries-table [data-resend]').length`))
+	at.screenshot("06c-alerts-resend")
+	at.do(chromedp.Click(chromedp.CSS("[data-resend]")), chromedp.WaitNotPresent(chromedp.CSS("[data-resend]")),
+		chromedp.WaitVisible(chromedp.CSS("#deliveries-table")))
+	require.Zero(t, eval[int](at, `document.querySelectorAll('#deliveries-table .badge-void').length`), "no failed delivery left")
+	require.Contains(t, eval[string](at, `document.getElementById('status').innerText`), "will be sent again")
 	tb.do(chromedp.Click(chromedp.CSS("[data-ack]")), chromedp.WaitVisible(chromedp.CSS(`#page-alerts[data-ready="true"] #alerts .badge-finalized`)))
 	require.Contains(t, eval[string](tb, `document.getElementById('alerts').innerText`), "acknowledged")
 	require.NotContains(t, eval[string](tb, `document.getElementById('page-alerts').innerText`), "null")

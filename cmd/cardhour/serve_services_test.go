@@ -19,7 +19,7 @@ func TestServeOnPostgresAndClickHouse(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs PostgreSQL and ClickHouse")
 	}
-	state := testenv.PostgresDSN(t)
+	state := testenv.DurablePostgresDSN(t)
 	addr := testenv.ClickHouseAddr(t)
 	db := testenv.UniqueName(t, "serve")
 	store := "clickhouse://" + addr + "/" + db

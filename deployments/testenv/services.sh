@@ -677,10 +677,12 @@ port = $PG_PORT
 unix_socket_directories = ''
 max_connections = 100
 shared_buffers = 64MB
-# A throw-away test cluster: durability is not needed, speed is.
-fsync = off
-synchronous_commit = off
-full_page_writes = off
+# Durable, as in production: the fault tests kill processes and stop the
+# server and check that an acknowledged commit (a finalize) survives, which
+# fsync=off or synchronous_commit=off would not guarantee.
+fsync = on
+synchronous_commit = on
+full_page_writes = on
 timezone = 'UTC'
 log_timezone = 'UTC'
 CONF

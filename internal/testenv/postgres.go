@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,4 +93,42 @@ func withSearchPath(value, schema string) (string, error) {
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
 	return u.String(), nil
+}
+
+// DurablePostgresDSN is PostgresDSN for the fault tests (a process killed,
+// a server stopped, a restart): they check that what was acknowledged
+// survives, which holds only when the server writes commits durably. It
+// checks fsync, synchronous_commit and full_page_writes; a server with any
+// of them off fails the test under CI=true and skips it otherwise (an
+// older test cluster: `services.sh up` rewrites its settings, see
+// deployments/testenv/README.md).
+func DurablePostgresDSN(t testing.TB) string {
+	t.Helper()
+	dsn := PostgresDSN(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("testenv: PostgreSQL: %v", err)
+	}
+	defer c.Close(context.Background()) //nolint:errcheck // nothing to do about a failed goodbye
+	var off []string
+	for _, name := range []string{"fsync", "synchronous_commit", "full_page_writes"} {
+		var v string
+		if err := c.QueryRow(ctx, "SHOW "+name).Scan(&v); err != nil {
+			t.Fatalf("testenv: PostgreSQL: SHOW %s: %v", name, err)
+		}
+		if v == "off" {
+			off = append(off, name+"=off")
+		}
+	}
+	if len(off) > 0 {
+		msg := fmt.Sprintf("testenv: this fault test needs a durable PostgreSQL; the server runs with %s (restart it with deployments/testenv/services.sh up, which writes fsync, synchronous_commit and full_page_writes on)",
+			strings.Join(off, ", "))
+		if isCI(os.Getenv("CI")) {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return dsn
 }

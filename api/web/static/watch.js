@@ -91,6 +91,23 @@ async function alertsPage(ctx) {
       btn.disabled = false;
     }
   };
+  // A delivery failed for good: an admin sends it again (it goes in the
+  // leader's next delivery round).
+  const resendButton = (d, a) => {
+    const b = h('button', { type: 'button', class: 'secondary', 'data-resend': d.id, 'aria-label': t('dl.resendLabel', { id: d.id }) }, t('dl.resend'));
+    b.addEventListener('click', async () => {
+      b.disabled = true;
+      try {
+        await request('POST', `/api/v1/deliveries/${d.id}/resend`);
+        ctx.say(t('dl.resendOk', { id: d.id }));
+        await showDeliveries(a);
+      } catch (ex) {
+        b.disabled = false;
+        ctx.say(errorText(ex));
+      }
+    });
+    return b;
+  };
   const showDeliveries = async (a) => {
     deliveries.replaceChildren(h('p', {}, t('loading')));
     try {
@@ -103,6 +120,7 @@ async function alertsPage(ctx) {
         { label: t('dl.lastError'), value: (d) => d.last_error || '—' },
         { label: t('dl.next'), value: (d) => time(d.next_attempt_at) || '—' },
         { label: t('dl.sent'), value: (d) => time(d.sent_at) || '—' },
+        ...(session.me.role === 'admin' ? [{ label: t('alerts.actions'), value: (d) => (d.status !== 'failed' ? '' : resendButton(d, a)) }] : []),
       ], ds, { id: 'deliveries-table', showCaption: false }));
       deliveries.querySelector('h2').focus?.();
     } catch (ex) {

@@ -12,7 +12,10 @@ import (
 //   - group robots (dingtalk, feishu, wecom, slack): a post in the group that
 //     @mentions the person when their IM names an id for that type; people
 //     without one share a single post without a mention;
-//   - webhook: everyone served, the recipient named in the payload.
+//   - webhook: everyone served, the recipient named in the payload; each
+//     person (Identity: their user, else email, else IM, else name) is one
+//     recipient, so that two admins or two leads without a user each get
+//     their own.
 //
 // A person with the same address on a channel (a lead who is also the
 // holder) gets one envelope there, in the first role listed.
@@ -79,7 +82,7 @@ func (c *Config) Plan(m Message, people []Person) ([]Envelope, error) {
 			case isGroup(ch.Type):
 				addr = IMFor(p.IM, ch.Type)
 			default:
-				addr = p.Role + "\x00" + p.Project + "\x00" + p.User
+				addr = Identity(p)
 			}
 			if seen[ch.Name+"\x00"+addr] {
 				continue
@@ -94,6 +97,23 @@ func (c *Config) Plan(m Message, people []Person) ([]Envelope, error) {
 		}
 	}
 	return out, nil
+}
+
+// Identity names a person apart from their role: their user when the
+// watch file or the roster gives one, else their email (lower-cased),
+// else their IM handle, else their name. Two entries with the same
+// identity are the same person; entries that differ in it are different
+// people, even in the same role and project.
+func Identity(p Person) string {
+	switch {
+	case p.User != "":
+		return "user:" + p.User
+	case p.Email != "":
+		return "email:" + strings.ToLower(p.Email)
+	case p.IM != "":
+		return "im:" + p.IM
+	}
+	return "name:" + p.Name
 }
 
 func (c *Config) langFor(p Person) string {

@@ -93,7 +93,7 @@ func TestWatchWeek(t *testing.T) {
 	idleFrom := weekStart.AddDate(0, 0, 4).Add(18 * time.Hour) // Friday 18:00
 
 	// ------------------------------------------------------------ services
-	brokers, chAddr, dsn := testenv.KafkaBrokers(t), testenv.ClickHouseAddr(t), testenv.PostgresDSN(t)
+	brokers, chAddr, dsn := testenv.KafkaBrokers(t), testenv.ClickHouseAddr(t), testenv.DurablePostgresDSN(t)
 	topic := testenv.UniqueName(t, "samples")
 	db := testenv.UniqueName(t, "watch")
 	kc := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}

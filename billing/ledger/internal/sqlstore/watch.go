@@ -94,8 +94,8 @@ func (s *Store) RecordAlert(ctx context.Context, actor string, na ledger.NewAler
 				next = now
 			}
 			if _, err := s.exec(ctx, tx, `INSERT INTO ledger_deliveries (alert_id, channel, recipient, payload_json, status,
-				attempts, next_attempt_ms, created_ms, updated_ms) VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?)`,
-				id, d.Channel, d.Recipient, string(d.Payload), next.UnixMilli(), now.UnixMilli(), now.UnixMilli()); err != nil {
+				attempts, next_attempt_ms, created_ms, updated_ms, retry_from_ms) VALUES (?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?)`,
+				id, d.Channel, d.Recipient, string(d.Payload), next.UnixMilli(), now.UnixMilli(), now.UnixMilli(), next.UnixMilli()); err != nil {
 				return fmt.Errorf("%s ledger: cannot record a delivery of %s: %w", s.d.Name, what, err)
 			}
 		}
@@ -180,16 +180,20 @@ func (s *Store) AckAlert(ctx context.Context, actor string, id int64) (ledger.Al
 // ---------------------------------------------------------------- deliveries
 
 const deliveryCols = `id, alert_id, channel, recipient, payload_json, status, attempts, next_attempt_ms, last_error,
-	created_ms, updated_ms, sent_ms`
+	created_ms, updated_ms, sent_ms, retry_from_ms`
 
 func scanDelivery(sc interface{ Scan(...any) error }) (ledger.Delivery, error) {
 	var d ledger.Delivery
 	var payload, status string
-	var next, created, updated, sent int64
+	var next, created, updated, sent, retryFrom int64
 	err := sc.Scan(&d.ID, &d.AlertID, &d.Channel, &d.Recipient, &payload, &status, &d.Attempts, &next, &d.LastError,
-		&created, &updated, &sent)
+		&created, &updated, &sent, &retryFrom)
 	d.Payload, d.Status = json.RawMessage(payload), ledger.DeliveryStatus(status)
 	d.NextAttemptAt, d.CreatedAt, d.UpdatedAt, d.SentAt = fromMS(next), fromMS(created), fromMS(updated), fromMS(sent)
+	d.RetryFrom = fromMS(retryFrom)
+	if d.RetryFrom.IsZero() {
+		d.RetryFrom = d.CreatedAt
+	}
 	return d, err
 }
 
@@ -303,6 +307,70 @@ func (s *Store) Deliveries(ctx context.Context, f ledger.DeliveryFilter) ([]ledg
 	}
 	return readPage(ctx, s, &pq, `SELECT `+deliveryCols+` FROM ledger_deliveries`, limit, "deliveries",
 		func(r *sql.Rows) (ledger.Delivery, error) { return scanDelivery(r) }, func(v *ledger.Delivery) int64 { return v.ID })
+}
+
+// Delivery implements ledger.Store.
+func (s *Store) Delivery(ctx context.Context, id int64) (ledger.Delivery, error) {
+	what := "delivery " + strconv.FormatInt(id, 10)
+	d, err := scanDelivery(s.db.QueryRowContext(ctx, s.d.Rebind(`SELECT `+deliveryCols+` FROM ledger_deliveries WHERE id = ?`), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return d, fmt.Errorf("%w: %s", ledger.ErrNotFound, what)
+	}
+	if err != nil {
+		return d, fmt.Errorf("%s ledger: cannot read %s: %w", s.d.Name, what, err)
+	}
+	return d, nil
+}
+
+// ResendDelivery implements ledger.Store.
+func (s *Store) ResendDelivery(ctx context.Context, actor string, id int64) (ledger.Delivery, error) {
+	if err := ledger.CheckActor(actor); err != nil {
+		return ledger.Delivery{}, err
+	}
+	what := "delivery " + strconv.FormatInt(id, 10)
+	var out ledger.Delivery
+	err := s.tx(ctx, "resend "+what, func(tx *sql.Tx) error {
+		now := s.now()
+		cur, err := scanDelivery(tx.QueryRowContext(ctx, s.d.Rebind(`SELECT `+deliveryCols+` FROM ledger_deliveries WHERE id = ?`+s.d.ForUpdate), id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: %s", ledger.ErrNotFound, what)
+		}
+		if err != nil {
+			return fmt.Errorf("%s ledger: cannot read %s: %w", s.d.Name, what, err)
+		}
+		if cur.Status != ledger.DeliveryFailed {
+			return fmt.Errorf("%w: %s (%s to %s) is %s; only a failed delivery can be re-sent", ledger.ErrInvalidTransition, what,
+				cur.Channel, cur.Recipient, cur.Status)
+		}
+		before := cur
+		t := fromMS(now.UnixMilli())
+		cur.Status, cur.NextAttemptAt, cur.RetryFrom, cur.UpdatedAt = ledger.DeliveryPending, t, t, t
+		if _, err := s.exec(ctx, tx, `UPDATE ledger_deliveries SET status = 'pending', next_attempt_ms = ?, retry_from_ms = ?,
+			updated_ms = ? WHERE id = ?`, now.UnixMilli(), now.UnixMilli(), now.UnixMilli(), id); err != nil {
+			return fmt.Errorf("%s ledger: cannot update %s: %w", s.d.Name, what, err)
+		}
+		out = cur
+		_, err = s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "delivery.resend", Object: "delivery/" + strconv.FormatInt(id, 10),
+			Before: deliveryView(before), After: deliveryView(cur)})
+		return err
+	})
+	if err != nil {
+		return ledger.Delivery{}, err
+	}
+	return out, nil
+}
+
+// DeliveryBacklog implements ledger.Store.
+func (s *Store) DeliveryBacklog(ctx context.Context) (ledger.DeliveryCounts, error) {
+	var c ledger.DeliveryCounts
+	err := s.db.QueryRowContext(ctx, `SELECT
+		COALESCE(SUM(CASE WHEN status = 'pending' THEN 1 ELSE 0 END), 0),
+		COALESCE(SUM(CASE WHEN status = 'failed' THEN 1 ELSE 0 END), 0)
+		FROM ledger_deliveries WHERE status IN ('pending', 'failed')`).Scan(&c.Pending, &c.Failed)
+	if err != nil {
+		return c, fmt.Errorf("%s ledger: cannot count the delivery backlog: %w", s.d.Name, err)
+	}
+	return c, nil
 }
 
 // ---------------------------------------------------------------- releases
