@@ -52,7 +52,7 @@ var ErrNoFont = errors.New("a TrueType font of the PDF font set is missing")
 // FindFonts returns the font files WritePDF uses, in the order they are tried
 // per rune: opt.FontPath when set (it must exist and be a TrueType font), then
 // the first existing path of each role of DefaultFonts. A missing role is an
-// error naming its package.
+// error naming its package, unless opt.FontPath is set (then it is skipped).
 func (opt PDFOptions) FindFonts() ([]string, error) {
 	var paths []string
 	if opt.FontPath != "" {
@@ -81,7 +81,7 @@ func (opt PDFOptions) FindFonts() ([]string, error) {
 			paths = append(paths, found)
 		}
 	}
-	if len(missing) > 0 {
+	if len(missing) > 0 && opt.FontPath == "" { // with FontPath, a missing default font is skipped
 		return nil, fmt.Errorf("pdf font: %w: %s: install them (apt-get install -y %s)", ErrNoFont,
 			strings.Join(missing, "; "), strings.Join(pkgs, " "))
 	}

@@ -52,6 +52,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	usageCache := fs.Bool("usage-cache", true, "answer usage reads from reports already computed while the usage store's data version is unchanged")
 	usageStale := fs.Duration("usage-max-stale", 10*time.Second, "with --usage-cache, how long after it was computed a report a write superseded may still be served while a fresh one is computed (negative: never)")
 	exportCache := fs.Int("export-cache-mb", api.DefaultExportCacheBytes>>20, "memory for rendered exports kept by document SHA-256, format and void mark, so that a finalized invoice's PDF is rendered once (0: render every request)")
+	pdfFont := fs.String("pdf-font", "", "a TrueType font (.ttf) tried first for every rune of PDF exports and of the export job, before the default font set (docs/exports.md)")
 	drain := fs.Duration("shutdown-timeout", api.DefaultShutdownTimeout, "on SIGTERM or SIGINT, how long in-flight requests may finish")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: cardhour serve --store DSN [--state DSN] [--catalog FILE] [--addr 127.0.0.1:8080] [--tls-cert F --tls-key F]")
@@ -120,7 +121,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer usageStore.Close() //nolint:errcheck // read-only
-	jo := jobOptions{Grace: *grace, AutoFinalize: *autoFinalize, ExportDir: *exportDir, Every: *jobsEvery, Webhook: invoicing.Webhook{URL: *webhook},
+	jo := jobOptions{PDFFont: *pdfFont, Grace: *grace, AutoFinalize: *autoFinalize, ExportDir: *exportDir, Every: *jobsEvery, Webhook: invoicing.Webhook{URL: *webhook},
 		UsageCache: *usageCache, UsageMaxStale: *usageStale, Watch: wo}
 	if *webhookSecret != "" {
 		secret, err := os.ReadFile(*webhookSecret)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cardhour/cardhour/api"
 	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/billing/export"
 	"github.com/cardhour/cardhour/billing/invoicing"
 	"github.com/cardhour/cardhour/billing/ledger"
 	"github.com/cardhour/cardhour/ingest"
@@ -37,6 +38,9 @@ type jobOptions struct {
 	UsageCache    bool
 	UsageMaxStale time.Duration
 	Watch         watchOptions // File "": no watcher
+	// PDFFont is a TrueType font tried before the default font set for
+	// every PDF (API exports and the export job); "": the default set.
+	PDFFont string
 	// Clock is the time of the usage reads (what is held now) and of the
 	// invoice flow; nil: time.Now (cardhour demo runs a simulated clock).
 	Clock func() time.Time
@@ -52,7 +56,14 @@ func serveBackends(ctx context.Context, led ledger.Store, st ingest.Backend, jo 
 	if jo.Clock != nil {
 		now = jo.Clock
 	}
-	svc, err := invoicing.New(invoicing.Config{Ledger: led, Usage: st, Grace: jo.Grace,
+	docs := invoicing.ExportDocuments{PDF: export.PDFOptions{FontPath: jo.PDFFont}}
+	if jo.PDFFont != "" {
+		// A font named and unusable is said at start, not at the first PDF.
+		if _, err := docs.PDF.FindFonts(); err != nil {
+			return api.Config{}, fmt.Errorf("--pdf-font: %w", err)
+		}
+	}
+	svc, err := invoicing.New(invoicing.Config{Ledger: led, Usage: st, Grace: jo.Grace, Documents: docs,
 		ExportDir: jo.ExportDir, Webhook: jo.Webhook, Logger: log, Clock: now})
 	if err != nil {
 		return api.Config{}, err
@@ -89,7 +100,7 @@ func serveBackends(ctx context.Context, led ledger.Store, st ingest.Backend, jo 
 	return api.Config{
 		Registry:  reg,
 		Usage:     reads,
-		Invoicing: &flow{svc: svc, led: led, docs: invoicing.ExportDocuments{}},
+		Invoicing: &flow{svc: svc, led: led, docs: docs},
 		Advice:    adviceReads{st: st},
 		UsagePing: func(ctx context.Context) error {
 			_, err := st.RejectSummary(ctx, 0, 1, 0)

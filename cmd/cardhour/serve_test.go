@@ -85,6 +85,13 @@ func TestServeAndTokenCreate(t *testing.T) {
 	code, _, errOut = runCLI(t, "", "serve", "--store", store, "--catalog", exampleCatalog, "--addr", "256.0.0.1:1")
 	require.Equal(t, 1, code)
 	require.NotContains(t, errOut, "stored as catalog version")
+
+	// A PDF font named and unusable stops serve at start, naming the flag.
+	code, _, errOut = runCLI(t, "", "serve", "--store", store, "--catalog", exampleCatalog, "--addr", "127.0.0.1:0",
+		"--pdf-font", filepath.Join(t.TempDir(), "missing.ttf"))
+	require.Equal(t, 1, code, errOut)
+	require.Contains(t, errOut, "--pdf-font")
+	require.Contains(t, errOut, "missing.ttf")
 }
 
 func TestServeFlags(t *testing.T) {
