@@ -59,7 +59,7 @@ var routeTable = []routeCase{
 	{"GET", "/api/v1/openapi-3.0.json", fixed("/api/v1/openapi-3.0.json"), "", "", all200},
 	{"GET", "/api/v1/openapi-3.0.yaml", fixed("/api/v1/openapi-3.0.yaml"), "", "", all200},
 	{"GET", "/api/v1/me", fixed("/api/v1/me"), "", "", want{u401, ok, ok, ok, ok}},
-	{"GET", "/api/v1/catalog", fixed("/api/v1/catalog"), "", "", want{u401, ok, ok, ok, ok}},
+	{"GET", "/api/v1/catalog", fixed("/api/v1/catalog"), "", "", want{u401, ok, ok, ok, f403}},
 	{"GET", "/api/v1/catalog/versions", fixed("/api/v1/catalog/versions"), "", "", want{u401, ok, ok, ok, f403}},
 	{"GET", "/api/v1/catalog/versions/:version", fixed("/api/v1/catalog/versions/1"), "", "", want{u401, ok, ok, ok, f403}},
 	{"PUT", "/api/v1/catalog", fixed("/api/v1/catalog"), "catalog", "application/yaml", want{u401, ok, f403, f403, f403}},
