@@ -62,7 +62,8 @@ func (s *Server) paramsMiddleware(ctx huma.Context, next func(huma.Context)) {
 		next(ctx)
 		return
 	}
-	q := ctx.URL().Query()
+	u := ctx.URL()
+	q := u.Query()
 	var details []error
 	for _, p := range op.Parameters {
 		if p.In != "query" || p.Schema == nil {

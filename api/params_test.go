@@ -66,8 +66,20 @@ func TestDocumentAndServerAgreeOnParameters(t *testing.T) {
 			if c.body != "" {
 				req.Header.Set("Content-Type", "application/json")
 			}
-			docOK, verrs := v.ValidateHttpRequest(req)
-			require.Equal(t, c.docValid, docOK, "the document on %s %s: %v", c.method, c.url, verrs)
+			if strings.HasSuffix(c.url, "since=") {
+				// libopenapi-validator does not assert formats (schemathesis
+				// does): the document says date-time, which "" is not.
+				var since map[string]any
+				for _, p := range r.json(t)["paths"].(map[string]any)["/api/v1/alerts"].(map[string]any)["get"].(map[string]any)["parameters"].([]any) {
+					if p.(map[string]any)["name"] == "since" {
+						since = p.(map[string]any)["schema"].(map[string]any)
+					}
+				}
+				require.Equal(t, "date-time", since["format"])
+			} else {
+				docOK, verrs := v.ValidateHttpRequest(req)
+				require.Equal(t, c.docValid, docOK, "the document on %s %s: %v", c.method, c.url, verrs)
+			}
 			res := f.do("admin", c.method, c.url, c.body, "application/json")
 			require.Equal(t, c.status, res.Status, string(res.Body))
 			switch {
