@@ -17,6 +17,7 @@
 # notice, except under CI=true, where that fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$(pwd)
 
 SCHEMATHESIS_VERSION=4.32.5
 MAX_EXAMPLES=${API_FUZZ_MAX_EXAMPLES:-5}
@@ -81,7 +82,7 @@ fuzz() {
 	local token=$1
 	shift
 	echo "== schemathesis $*" >>"$work/report.txt"
-	(cd "$work" && "$VENV/bin/schemathesis" run "http://$addr/api/v1/openapi.json" \
+	(cd "$work" && "$VENV/bin/schemathesis" --config-file "$root/scripts/api-fuzz.toml" run "http://$addr/api/v1/openapi.json" \
 		--header "Authorization: Bearer $token" \
 		--checks all --max-examples "$MAX_EXAMPLES" --workers 1 \
 		--request-timeout 10 --seed 1 --no-color "$@" >>"$work/report.txt" 2>&1) || status=$?
