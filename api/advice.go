@@ -24,7 +24,7 @@ type Advisor interface {
 type AdviceParams struct {
 	Months      int    `query:"months" minimum:"0" maximum:"24" doc:"whole months before the current one (0: 3)"`
 	Project     string `query:"project" doc:"one project (a lead token: its own, whatever is asked)"`
-	MinCoverage string `query:"min_coverage" doc:"report a reservation whose covered hours are below this share of its hours (default 0.5)"`
+	MinCoverage string `query:"min_coverage" pattern:"^(0(\\.[0-9]{1,6})?|1(\\.0{1,6})?)$" doc:"a share in [0, 1] with at most 6 decimals, e.g. 0.5: report a reservation whose covered hours are below this share of its hours (default 0.5)"`
 }
 
 func (s *Server) routesAdvice() {

@@ -87,7 +87,7 @@ func TestAdviceScope(t *testing.T) {
 	require.Equal(t, 403, st)
 	st, _, p = projects("finance", "/api/v1/advice?min_coverage=2")
 	require.Equal(t, 422, st)
-	require.Contains(t, p["detail"], "min_coverage")
+	require.Equal(t, "query.min_coverage", p["errors"].([]any)[0].(map[string]any)["location"])
 	st, _, _ = projects("finance", "/api/v1/advice?months=30")
 	require.Equal(t, 422, st)
 

@@ -109,7 +109,7 @@ func TestProblemTypes(t *testing.T) {
 		{"no such route", "GET", "/api/v1/nothing", "", "", 404, "not-found"},
 		{"bad id", "GET", "/api/v1/invoices/x", "", "", 422, "validation"},
 		{"bad period", "GET", "/api/v1/usage?period=2026-13", "", "", 422, "validation"},
-		{"bad cursor", "GET", "/api/v1/invoices?cursor=zz", "", "", 422, "validation"},
+		{"bad cursor", "GET", "/api/v1/invoices?cursor=zz", "", "", 400, "bad-cursor"},
 		{"period and range", "GET", "/api/v1/usage?period=2026-11&from=2026-11-01T00:00:00Z&to=2026-11-02T00:00:00Z", "", "", 422, "validation"},
 		{"group twice", "GET", "/api/v1/usage?period=2026-11&group_by=day,day", "", "", 422, "validation"},
 		{"unknown group", "GET", "/api/v1/usage?period=2026-11&group_by=colour", "", "", 422, "validation"},

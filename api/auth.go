@@ -87,6 +87,14 @@ func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
 		_ = huma.WriteErr(s.api, ctx, http.StatusServiceUnavailable, "the state store did not answer")
 		return
 	}
+	if (tok.Role == ledger.RoleLead || tok.Role == ledger.RoleStudent) && tok.Project == "" {
+		// Every lead and student token is scoped to one project (token
+		// creation refuses one without); a token stored before that rule
+		// would otherwise see every project. Refused on every operation.
+		_ = huma.WriteErr(s.api, ctx, http.StatusForbidden, "this "+string(tok.Role)+" token names no project, so it may see nothing: "+
+			"ask an admin for a new one (cardhour token create --role "+string(tok.Role)+" --project P ...) and revoke this one")
+		return
+	}
 	if !slices.Contains(roles, tok.Role) {
 		_ = huma.WriteErr(s.api, ctx, http.StatusForbidden, "role "+string(tok.Role)+" may not "+ctx.Operation().Summary)
 		return
@@ -105,15 +113,16 @@ func actor(ctx context.Context) string {
 	return "token:" + strconv.FormatInt(principal(ctx).ID, 10)
 }
 
-// projectScope is the project a request may see: a lead's (or a student
-// token's) own project whatever is asked — asking for another is 403 —
-// and for admin and finance the one asked for ("" all).
+// projectScope is the project a request may see: a lead's or a student
+// token's own project whatever is asked — asking for another is 403 —
+// and for admin and finance the one asked for ("" all). A lead or student
+// token always has a project (authMiddleware refuses one without).
 func projectScope(ctx context.Context, asked string) (string, error) {
 	t := principal(ctx)
 	switch t.Role {
 	case ledger.RoleLead, ledger.RoleStudent:
 		if t.Project == "" {
-			return "", nil
+			return "", forbidden(ctx, "this %s token names no project", t.Role)
 		}
 		if asked != "" && asked != t.Project {
 			return "", forbidden(ctx, "this token is limited to project %s", t.Project)
@@ -126,7 +135,10 @@ func projectScope(ctx context.Context, asked string) (string, error) {
 // projectsScope is projectScope for a list filter.
 func projectsScope(ctx context.Context, asked []string) ([]string, error) {
 	t := principal(ctx)
-	if (t.Role == ledger.RoleLead || t.Role == ledger.RoleStudent) && t.Project != "" {
+	if t.Role == ledger.RoleLead || t.Role == ledger.RoleStudent {
+		if t.Project == "" {
+			return nil, forbidden(ctx, "this %s token names no project", t.Role)
+		}
 		for _, p := range asked {
 			if p != t.Project {
 				return nil, forbidden(ctx, "this token is limited to project %s", t.Project)
@@ -154,10 +166,10 @@ func usersScope(ctx context.Context, asked []string) ([]string, error) {
 }
 
 // checkInvoiceScope refuses an invoice of another project to a lead or a
-// student token with a project.
+// student token.
 func checkInvoiceScope(ctx context.Context, inv ledger.Invoice) error {
 	t := principal(ctx)
-	if (t.Role == ledger.RoleLead || t.Role == ledger.RoleStudent) && t.Project != "" && inv.Project != t.Project {
+	if (t.Role == ledger.RoleLead || t.Role == ledger.RoleStudent) && inv.Project != t.Project {
 		return forbidden(ctx, "this token is limited to project %s", t.Project)
 	}
 	return nil

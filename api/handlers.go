@@ -145,7 +145,7 @@ func pageBody[T, U any](items []T, next string, conv func(T) U) *body[Page[U]] {
 
 // PageParams are the cursor and page size of a list.
 type PageParams struct {
-	Cursor string `query:"cursor" doc:"next_cursor of the previous page"`
+	Cursor string `query:"cursor" doc:"next_cursor of the previous page: opaque, made by this server; any other string is 400 (problem type bad-cursor)"`
 	Limit  int    `query:"limit" minimum:"0" maximum:"1000" doc:"page size (0: 100)"`
 }
 
@@ -219,8 +219,10 @@ type ProjectBody struct {
 }
 
 func (s *Server) routesCatalog() {
+	// Not for students: the YAML names every project with its funding code
+	// (a student reads its own project through list-projects).
 	register(s, huma.Operation{OperationID: "get-catalog", Method: http.MethodGet, Path: "/api/v1/catalog", Summary: "read the current catalog", Tags: []string{"catalog"}},
-		rolesAll, func(ctx context.Context, _ *struct{}) (*body[CatalogVersionBody], error) {
+		rolesStaff, func(ctx context.Context, _ *struct{}) (*body[CatalogVersionBody], error) {
 			v, err := s.cfg.Ledger.CurrentCatalog(ctx)
 			if err != nil {
 				return nil, err
@@ -285,7 +287,7 @@ func (s *Server) routesCatalog() {
 		})
 	register(s, huma.Operation{OperationID: "list-students", Method: http.MethodGet, Path: "/api/v1/projects/{project}/students", Summary: "list a project's roster", Tags: []string{"projects"}},
 		rolesStaff, func(ctx context.Context, in *struct {
-			Project string `path:"project"`
+			Project string `path:"project" minLength:"1" maxLength:"200"`
 			User    string `query:"user"`
 			PageParams
 		}) (*body[Page[Student]], error) {
@@ -308,7 +310,7 @@ func (s *Server) routesCatalog() {
 	register(s, huma.Operation{OperationID: "import-roster", Method: http.MethodPost, Path: "/api/v1/projects/{project}/roster", Summary: "import a project's roster (CSV)",
 		Description: "CSV with a header row: student_id, name, project, email, im (or 学号, 姓名, 项目, 邮箱, IM), any order, the project column optional. The file replaces the project's roster, all or nothing; a 422 problem names each bad line and field.", Tags: []string{"projects"}},
 		rolesAdminLead, func(ctx context.Context, in *struct {
-			Project string `path:"project"`
+			Project string `path:"project" minLength:"1" maxLength:"200"`
 			RawBody []byte `contentType:"text/csv" required:"true"`
 		}) (*body[RosterResult], error) {
 			if _, err := projectScope(ctx, in.Project); err != nil {
@@ -344,7 +346,7 @@ func (s *Server) usage() (Usage, error) {
 
 // RangeParams select a period or a time range.
 type RangeParams struct {
-	Period string    `query:"period" pattern:"^[0-9]{4}-(0[1-9]|1[0-2])$" doc:"a calendar month YYYY-MM in the catalog's time zone (instead of from/to)"`
+	Period string    `query:"period" pattern:"^2[0-9]{3}-(0[1-9]|1[0-2])$" doc:"a calendar month YYYY-MM (years 2000 to 2999) in the catalog's time zone (instead of from/to)"`
 	From   time.Time `query:"from" doc:"start, RFC 3339 (with to, instead of period)"`
 	To     time.Time `query:"to" doc:"end (exclusive), RFC 3339"`
 }
@@ -397,19 +399,27 @@ func offsetCursor(n int) string {
 	return base64.RawURLEncoding.EncodeToString([]byte("o:" + strconv.Itoa(n)))
 }
 
-func decodeOffset(ctx context.Context, c string) (int, error) {
-	if c == "" {
-		return 0, nil
-	}
+// parseOffset reads an offset cursor.
+func parseOffset(c string) (int, bool) {
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err == nil {
 		if s, ok := strings.CutPrefix(string(b), "o:"); ok {
 			if n, err := strconv.Atoi(s); err == nil && n >= 0 {
-				return n, nil
+				return n, true
 			}
 		}
 	}
-	return 0, invalid(ctx, "query.cursor", "cursor %q is not one this server made", c)
+	return 0, false
+}
+
+func decodeOffset(ctx context.Context, c string) (int, error) {
+	if c == "" {
+		return 0, nil
+	}
+	if n, ok := parseOffset(c); ok {
+		return n, nil
+	}
+	return 0, badCursor(RequestID(ctx), c)
 }
 
 func (s *Server) routesUsage() {

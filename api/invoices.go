@@ -16,7 +16,7 @@ import (
 
 type runInput struct {
 	Body struct {
-		Period string `json:"period" pattern:"^[0-9]{4}-(0[1-9]|1[0-2])$" doc:"YYYY-MM; the current month gives month-to-date drafts"`
+		Period string `json:"period" pattern:"^2[0-9]{3}-(0[1-9]|1[0-2])$" doc:"YYYY-MM (years 2000 to 2999); the current month gives month-to-date drafts"`
 	}
 }
 
@@ -35,7 +35,7 @@ type finalizeInput struct {
 type voidInput struct {
 	InvoiceRef
 	Body struct {
-		Reason string `json:"reason" minLength:"1" maxLength:"2000"`
+		Reason string `json:"reason" minLength:"1" maxLength:"2000" pattern:"^[^\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]*$" doc:"free text; no control characters but tab and line breaks"`
 	}
 }
 
@@ -153,7 +153,7 @@ func (s *Server) routesInvoices() {
 	register(s, huma.Operation{OperationID: "list-invoices", Method: http.MethodGet, Path: "/api/v1/invoices", Summary: "list invoices", Tags: []string{"invoices"}},
 		rolesStaff, func(ctx context.Context, in *struct {
 			Project string `query:"project"`
-			Period  string `query:"period" pattern:"^[0-9]{4}-(0[1-9]|1[0-2])$"`
+			Period  string `query:"period" pattern:"^2[0-9]{3}-(0[1-9]|1[0-2])$" doc:"YYYY-MM (years 2000 to 2999)"`
 			Status  string `query:"status" enum:"draft,finalized,void"`
 			PageParams
 		}) (*body[Page[InvoiceBody]], error) {
@@ -273,7 +273,7 @@ func (s *Server) routesInvoices() {
 		rolesAll, func(ctx context.Context, in *struct {
 			User    string `query:"user" doc:"the student (a student token: itself, the default)"`
 			Project string `query:"project"`
-			Period  string `query:"period" pattern:"^[0-9]{4}-(0[1-9]|1[0-2])$"`
+			Period  string `query:"period" pattern:"^2[0-9]{3}-(0[1-9]|1[0-2])$" doc:"YYYY-MM (years 2000 to 2999)"`
 			PageParams
 		}) (*body[Page[StatementItem]], error) {
 			var asked []string
@@ -343,7 +343,7 @@ func (s *Server) routesInvoices() {
 		Description: "Every finalized invoice of the period in one file, then the credit notes of its voided invoices; 404 when the period has no finalized invoice.",
 		Tags:        []string{"invoices"}, Responses: fileResponses(FormatCSV, FormatXLSX, FormatJSON)},
 		rolesFinance, func(ctx context.Context, in *struct {
-			Period string `path:"period" pattern:"^[0-9]{4}-(0[1-9]|1[0-2])$"`
+			Period string `path:"period" pattern:"^2[0-9]{3}-(0[1-9]|1[0-2])$" doc:"YYYY-MM (years 2000 to 2999)"`
 			Format string `query:"format" enum:"csv,xlsx,json" default:"json"`
 		}) (*fileOutput, error) {
 			var docs [][]byte
@@ -438,7 +438,7 @@ func safeName(s string) string {
 type tokenInput struct {
 	Body struct {
 		Role    string `json:"role" enum:"admin,finance,lead,student"`
-		Project string `json:"project,omitempty" maxLength:"200" doc:"required for lead"`
+		Project string `json:"project,omitempty" maxLength:"200" doc:"required for lead and student (a student token sees one project)"`
 		User    string `json:"user,omitempty" maxLength:"200" doc:"required for student"`
 		Name    string `json:"name,omitempty" maxLength:"200"`
 		TTL     string `json:"ttl,omitempty" doc:"lifetime as a Go duration (e.g. 720h); default 2160h (90 days)"`

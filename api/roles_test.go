@@ -6,9 +6,11 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cardhour/cardhour/api"
 	"github.com/cardhour/cardhour/billing/ledger"
 )
 
@@ -74,7 +76,7 @@ var routeTable = []routeCase{
 	{"GET", "/api/v1/openapi-3.0.json", fixed("/api/v1/openapi-3.0.json"), "", "", all200},
 	{"GET", "/api/v1/openapi-3.0.yaml", fixed("/api/v1/openapi-3.0.yaml"), "", "", all200},
 	{"GET", "/api/v1/me", fixed("/api/v1/me"), "", "", want{u401, ok, ok, ok, ok}},
-	{"GET", "/api/v1/catalog", fixed("/api/v1/catalog"), "", "", want{u401, ok, ok, ok, ok}},
+	{"GET", "/api/v1/catalog", fixed("/api/v1/catalog"), "", "", want{u401, ok, ok, ok, f403}},
 	{"GET", "/api/v1/catalog/versions", fixed("/api/v1/catalog/versions"), "", "", want{u401, ok, ok, ok, f403}},
 	{"GET", "/api/v1/catalog/versions/:version", fixed("/api/v1/catalog/versions/1"), "", "", want{u401, ok, ok, ok, f403}},
 	{"PUT", "/api/v1/catalog", fixed("/api/v1/catalog"), "catalog", "application/yaml", want{u401, ok, f403, f403, f403}},
@@ -167,4 +169,171 @@ func TestEveryRouteHasARow(t *testing.T) {
 	sort.Strings(have)
 	sort.Strings(rows)
 	require.Equal(t, have, rows, "every route needs a row in routeTable (and every row a route)")
+}
+
+// legacyLedger answers one token as a student token without a project, as
+// tokens made before every student token had to name one were stored.
+type legacyLedger struct {
+	ledger.Store
+	secret string
+}
+
+func (l legacyLedger) LookupToken(ctx context.Context, secret string) (ledger.Token, error) {
+	t, err := l.Store.LookupToken(ctx, secret)
+	if err == nil && secret == l.secret {
+		t.Project = ""
+	}
+	return t, err
+}
+
+// crossProject is, per route of the role × route table, requests of project
+// B's data (nlp-lab, s-carol's lines there, its invoices, alerts,
+// exemptions and budgets) made with a student token of project A.
+var crossProject = map[string][]struct{ url, body, ctype string }{
+	"GET /healthz":                           {{"/healthz", "", ""}},
+	"GET /readyz":                            {{"/readyz", "", ""}},
+	"GET /metrics":                           {{"/metrics", "", ""}},
+	"GET /":                                  {{"/", "", ""}},
+	"GET /ui/*file":                          {{"/ui/", "", ""}},
+	"HEAD /ui/*file":                         {{"/ui/app.js", "", ""}},
+	"GET /api/v1/openapi.json":               {{"/api/v1/openapi.json", "", ""}},
+	"GET /api/v1/openapi.yaml":               {{"/api/v1/openapi.yaml", "", ""}},
+	"GET /api/v1/openapi-3.0.json":           {{"/api/v1/openapi-3.0.json", "", ""}},
+	"GET /api/v1/openapi-3.0.yaml":           {{"/api/v1/openapi-3.0.yaml", "", ""}},
+	"GET /api/v1/me":                         {{"/api/v1/me", "", ""}},
+	"GET /api/v1/catalog":                    {{"/api/v1/catalog", "", ""}},
+	"GET /api/v1/catalog/versions":           {{"/api/v1/catalog/versions", "", ""}},
+	"GET /api/v1/catalog/versions/:version":  {{"/api/v1/catalog/versions/1", "", ""}},
+	"PUT /api/v1/catalog":                    {{"/api/v1/catalog", "catalog", "application/yaml"}},
+	"GET /api/v1/projects":                   {{"/api/v1/projects", "", ""}},
+	"GET /api/v1/projects/:project/students": {{"/api/v1/projects/nlp-lab/students", "", ""}},
+	"POST /api/v1/projects/:project/roster":  {{"/api/v1/projects/nlp-lab/roster", "student_id,name\ns-carol,Carol\n", "text/csv"}},
+	"GET /api/v1/usage": {{"/api/v1/usage?period=2026-11&group_by=project,user", "", ""},
+		{"/api/v1/usage?period=2026-11&group_by=project&project=nlp-lab", "", ""}},
+	"GET /api/v1/held":          {{"/api/v1/held", "", ""}, {"/api/v1/held?project=nlp-lab", "", ""}},
+	"GET /api/v1/advice":        {{"/api/v1/advice?project=nlp-lab", "", ""}},
+	"POST /api/v1/billing-runs": {{"/api/v1/billing-runs", `{"period":"2026-11"}`, "application/json"}},
+	"GET /api/v1/invoices":      {{"/api/v1/invoices?project=nlp-lab", "", ""}},
+	"GET /api/v1/invoices/:id":  {{"/api/v1/invoices/{inv-nov-nlp}", "", ""}},
+	"POST /api/v1/invoices/:id/finalize": {{"/api/v1/invoices/{inv-nov-nlp}/finalize",
+		`{"if_sha256":"0000000000000000000000000000000000000000000000000000000000000000"}`, "application/json"}},
+	"POST /api/v1/invoices/:id/void":        {{"/api/v1/invoices/{inv-nov-nlp}/void", `{"reason":"x"}`, "application/json"}},
+	"GET /api/v1/invoices/:id/credit-notes": {{"/api/v1/invoices/{inv-nov-nlp}/credit-notes", "", ""}},
+	"GET /api/v1/invoices/:id/export":       {{"/api/v1/invoices/{inv-nov-nlp}/export?format=json", "", ""}},
+	// Staff only: a student is refused whatever credit note it names.
+	"GET /api/v1/credit-notes/:id/export":              {{"/api/v1/credit-notes/1/export?format=json", "", ""}},
+	"GET /api/v1/deliveries":                           {{"/api/v1/deliveries?status=failed", "", ""}},
+	"GET /api/v1/deliveries/backlog":                   {{"/api/v1/deliveries/backlog", "", ""}},
+	"POST /api/v1/deliveries/:id/resend":               {{"/api/v1/deliveries/1/resend", "", ""}},
+	"GET /api/v1/invoices/:id/statements/:user":        {{"/api/v1/invoices/{inv-nov-nlp}/statements/s-carol", "", ""}},
+	"GET /api/v1/invoices/:id/statements/:user/export": {{"/api/v1/invoices/{inv-nov-nlp}/statements/s-carol/export?format=json", "", ""}},
+	"GET /api/v1/statements": {{"/api/v1/statements?user=s-carol", "", ""}, {"/api/v1/statements", "", ""},
+		{"/api/v1/statements?user=s-carol&project=nlp-lab", "", ""}},
+	"GET /api/v1/periods/:period/export": {{"/api/v1/periods/2026-11/export?format=json", "", ""}},
+	"POST /api/v1/tokens":                {{"/api/v1/tokens", `{"role":"student","project":"nlp-lab","user":"s-carol"}`, "application/json"}},
+	"GET /api/v1/tokens":                 {{"/api/v1/tokens", "", ""}},
+	"DELETE /api/v1/tokens/:id":          {{"/api/v1/tokens/{spare-token}", "", ""}},
+	"GET /api/v1/alerts":                 {{"/api/v1/alerts", "", ""}, {"/api/v1/alerts?project=nlp-lab", "", ""}},
+	"POST /api/v1/alerts/:id/ack":        {{"/api/v1/alerts/{alert-carol}/ack", "", ""}},
+	"GET /api/v1/alerts/:id/deliveries":  {{"/api/v1/alerts/{alert-carol}/deliveries", "", ""}},
+	"GET /api/v1/releases":               {{"/api/v1/releases", "", ""}, {"/api/v1/releases?project=nlp-lab", "", ""}},
+	"GET /api/v1/exemptions":             {{"/api/v1/exemptions", "", ""}, {"/api/v1/exemptions?project=nlp-lab", "", ""}},
+	"POST /api/v1/exemptions":            {{"/api/v1/exemptions", `{"project":"nlp-lab","user":"s-carol","until":"2026-12-12T00:00:00Z","reason":"x"}`, "application/json"}},
+	"DELETE /api/v1/exemptions/:id":      {{"/api/v1/exemptions/{exemption-nlp}", "", ""}},
+	"GET /api/v1/budgets":                {{"/api/v1/budgets", "", ""}, {"/api/v1/budgets?project=nlp-lab", "", ""}},
+	"PUT /api/v1/budgets":                {{"/api/v1/budgets", `{"scope":"student","project":"nlp-lab","user":"s-carol","period":"month","unit":"money","limit":"1"}`, "application/json"}},
+	"DELETE /api/v1/budgets/:id":         {{"/api/v1/budgets/{budget-carol}", "", ""}},
+	"GET /api/v1/audit":                  {{"/api/v1/audit", "", ""}},
+}
+
+// What names project B (nlp-lab) in an answer: its ID, its name and funding
+// code in the catalog.
+var projectBMarks = []string{"nlp-lab", "NLP Lab", "NSFC-62276001"}
+
+// A student token of project A (ai101) whose user (s-carol) also has lines,
+// an alert and a budget in project B (nlp-lab) gets nothing of B on any
+// route: 403 or 404, or a list without B. Both a token made today (with its
+// project) and one stored without a project (tokens made before a student
+// token had to name one) are checked; the second sees nothing at all.
+func TestStudentOfProjectASeesNothingOfB(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	b, err := f.led.PutBudget(ctx, "cli:test", ledger.Budget{Scope: ledger.BudgetStudent, Project: "nlp-lab", User: "s-carol",
+		Period: ledger.BudgetMonth, Unit: ledger.BudgetMoney, Limit: "80"})
+	require.NoError(t, err)
+	f.ids["budget-carol"] = b.ID
+	for _, name := range []string{"student-a", "student-legacy"} {
+		secret, _, err := f.led.CreateToken(ctx, "cli:test", ledger.NewToken{Role: ledger.RoleStudent, Project: "ai101", User: "s-carol", Name: name, TTL: time.Hour})
+		require.NoError(t, err)
+		f.tokens[name] = secret
+	}
+	f.srv, err = api.New(api.Config{Ledger: legacyLedger{f.led, f.tokens["student-legacy"]}, Usage: f.usage, UsagePing: f.usage.ping,
+		Invoicing: f.flow, Advice: fakeAdvisor{}, Clock: func() time.Time { return now }, MaxBodyBytes: 1 << 20})
+	require.NoError(t, err)
+	f.srv.MarkServing(true)
+	f.h = f.srv.Handler()
+
+	// Project B's data is there to leak: an admin sees it.
+	for _, u := range []string{"/api/v1/projects", "/api/v1/exemptions", "/api/v1/budgets", "/api/v1/alerts",
+		"/api/v1/statements?user=s-carol", fmt.Sprintf("/api/v1/invoices/%d/statements/s-carol", f.ids["inv-nov-nlp"])} {
+		r := f.do("admin", "GET", u, "", "")
+		require.Equal(t, 200, r.Status, "%s: %s", u, r.Body)
+		require.Contains(t, string(r.Body), "nlp-lab", u)
+	}
+
+	var routes []string
+	for _, r := range f.srv.Engine().Routes() {
+		routes = append(routes, r.Method+" "+r.Path)
+	}
+	sort.Strings(routes)
+	for _, route := range routes {
+		reqs, okRow := crossProject[route]
+		require.True(t, okRow, "route %s has no cross-project request in crossProject", route)
+		for _, rq := range reqs {
+			url := rq.url
+			for name, id := range f.ids {
+				url = strings.ReplaceAll(url, "{"+name+"}", fmt.Sprint(id))
+			}
+			body := rq.body
+			if body == "catalog" {
+				body = changedCatalog(f)
+			}
+			method, _, _ := strings.Cut(route, " ")
+			for _, tok := range []string{"student-a", "student-legacy"} {
+				r := f.do(tok, method, url, body, rq.ctype)
+				what := fmt.Sprintf("%s %s as %s → %d: %s", method, url, tok, r.Status, r.Body)
+				require.Contains(t, []int{200, 302, 403, 404}, r.Status, what)
+				if r.Status < 400 { // a refusal echoes the path asked for, nothing more
+					for _, m := range projectBMarks {
+						require.NotContains(t, string(r.Body), m, what)
+					}
+				}
+				if tok == "student-legacy" && strings.HasPrefix(url, "/api/v1/") && !strings.HasPrefix(url, "/api/v1/openapi") {
+					require.Equal(t, 403, r.Status, what)
+				}
+			}
+		}
+	}
+	for route := range crossProject {
+		require.Contains(t, routes, route, "crossProject names a route the router does not have")
+	}
+
+	// The token without a project is told what to do.
+	r := f.do("student-legacy", "GET", "/api/v1/me", "", "")
+	require.Equal(t, 403, r.Status)
+	require.Contains(t, r.json(t)["detail"], "--project")
+	// The scoped token still sees its own project.
+	r = f.do("student-a", "GET", "/api/v1/projects", "", "")
+	require.Equal(t, 200, r.Status)
+	require.Contains(t, string(r.Body), `"id":"ai101"`)
+}
+
+// Neither the API nor the ledger makes a student token without a project.
+func TestStudentTokenNeedsProject(t *testing.T) {
+	f := newFixture(t)
+	r := f.do("admin", "POST", "/api/v1/tokens", `{"role":"student","user":"s-dave"}`, "application/json")
+	require.Equal(t, 422, r.Status, string(r.Body))
+	require.Contains(t, string(r.Body), "role student needs a project")
+	r = f.do("admin", "POST", "/api/v1/tokens", `{"role":"student","project":"ai101","user":"s-dave"}`, "application/json")
+	require.Equal(t, 201, r.Status, string(r.Body))
 }

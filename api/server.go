@@ -149,8 +149,9 @@ func New(cfg Config) (*Server, error) {
 		"bearer": {Type: "http", Scheme: "bearer", Description: "a token from `cardhour token create` or POST /api/v1/tokens"},
 	}
 	s.api = humagin.New(e, hc)
-	s.api.UseMiddleware(s.authMiddleware)
+	s.api.UseMiddleware(s.authMiddleware, s.paramsMiddleware)
 	s.routes()
+	s.documentLinks()
 	return s, nil
 }
 
@@ -384,4 +385,74 @@ func (s *Server) readyz(c *gin.Context) {
 	}
 	checks["status"] = map[bool]string{true: "ready", false: "not ready"}[ok]
 	c.JSON(status, checks)
+}
+
+// ---------------------------------------------------------------- document
+
+// documentLinks completes the generated document with what huma cannot
+// derive from the handlers: the 400 bad-cursor answer of every list with a
+// cursor, and the OpenAPI links of the invoice lifecycle (billing run ->
+// draft -> finalize -> void -> finalize the reissue draft), which clients
+// and schemathesis' stateful phase follow.
+func (s *Server) documentLinks() {
+	oapi := s.api.OpenAPI()
+	ops := map[string]*huma.Operation{}
+	for _, item := range oapi.Paths {
+		for _, op := range []*huma.Operation{item.Get, item.Put, item.Post, item.Delete, item.Patch, item.Head} {
+			if op == nil {
+				continue
+			}
+			ops[op.OperationID] = op
+			for _, p := range op.Parameters {
+				if p.In != "query" || p.Name != "cursor" {
+					continue
+				}
+				like := op.Responses["default"]
+				if like == nil {
+					like = op.Responses["422"]
+				}
+				if like != nil && op.Responses["400"] == nil {
+					op.Responses["400"] = &huma.Response{Description: "The cursor is not one this server made (problem type " + ProblemBadCursor + ").", Content: like.Content}
+				}
+			}
+		}
+	}
+	link := func(from, status, name string, l *huma.Link) {
+		op := ops[from]
+		if op == nil || ops[l.OperationID] == nil || op.Responses[status] == nil {
+			panic("api: link " + name + " from " + from + " to " + l.OperationID + ": no such operation or response")
+		}
+		r := op.Responses[status]
+		if r.Links == nil {
+			r.Links = map[string]*huma.Link{}
+		}
+		r.Links[name] = l
+	}
+	link("create-billing-run", "200", "GetFirstDraft", &huma.Link{OperationID: "get-invoice",
+		Parameters:  map[string]any{"id": "$response.body#/drafts/0/invoice_id"},
+		Description: "the first draft the run saved"})
+	link("create-billing-run", "200", "FinalizeFirstDraft", &huma.Link{OperationID: "finalize-invoice",
+		Parameters:  map[string]any{"id": "$response.body#/drafts/0/invoice_id"},
+		RequestBody: map[string]any{"if_sha256": "$response.body#/drafts/0/sha256"},
+		Description: "finalize the first draft as the run saved it"})
+	link("get-invoice", "200", "Finalize", &huma.Link{OperationID: "finalize-invoice",
+		Parameters:  map[string]any{"id": "$response.body#/id"},
+		RequestBody: map[string]any{"if_sha256": "$response.body#/sha256"},
+		Description: "finalize this draft as read"})
+	link("finalize-invoice", "200", "Void", &huma.Link{OperationID: "void-invoice",
+		Parameters:  map[string]any{"id": "$response.body#/id"},
+		Description: "void the finalized invoice"})
+	link("finalize-invoice", "200", "Export", &huma.Link{OperationID: "export-invoice",
+		Parameters:  map[string]any{"id": "$response.body#/id"},
+		Description: "export the finalized invoice"})
+	link("void-invoice", "200", "FinalizeReissue", &huma.Link{OperationID: "finalize-invoice",
+		Parameters:  map[string]any{"id": "$response.body#/draft/id"},
+		RequestBody: map[string]any{"if_sha256": "$response.body#/draft/sha256"},
+		Description: "finalize the reissue draft the void opened"})
+	link("void-invoice", "200", "GetReissue", &huma.Link{OperationID: "get-invoice",
+		Parameters:  map[string]any{"id": "$response.body#/draft/id"},
+		Description: "the reissue draft"})
+	link("void-invoice", "200", "CreditNotes", &huma.Link{OperationID: "list-credit-notes",
+		Parameters:  map[string]any{"id": "$response.body#/invoice/id"},
+		Description: "the voided invoice's credit notes"})
 }

@@ -240,7 +240,7 @@ type exemptionInput struct {
 		User       string    `json:"user,omitempty" doc:"one student; empty: every student of the project"`
 		InstanceID string    `json:"instance_id,omitempty" doc:"one instance; empty: every instance"`
 		Until      time.Time `json:"until" doc:"end of the exemption, RFC 3339, in the future"`
-		Reason     string    `json:"reason" minLength:"1" maxLength:"2000"`
+		Reason     string    `json:"reason" minLength:"1" maxLength:"2000" pattern:"^[^\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]*$" doc:"free text; no control characters but tab and line breaks"`
 	}
 }
 

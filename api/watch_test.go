@@ -66,7 +66,7 @@ func TestAlertsAreScopedByRole(t *testing.T) {
 	rest, last := items(t, f.do("admin", "GET", "/api/v1/alerts?limit=2&cursor="+next, "", ""))
 	require.Len(t, rest, 1)
 	require.Empty(t, last)
-	require.Equal(t, "https://cardhour.dev/problems/validation", problemType(t, f.do("admin", "GET", "/api/v1/alerts?cursor=nonsense", "", "")))
+	require.Equal(t, "https://cardhour.dev/problems/bad-cursor", problemType(t, f.do("admin", "GET", "/api/v1/alerts?cursor=nonsense", "", "")))
 	require.Equal(t, 422, f.do("admin", "GET", "/api/v1/alerts?kind=shout", "", "").Status)
 }
 

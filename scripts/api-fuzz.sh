@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Fuzz the whole HTTP API from its own OpenAPI document with schemathesis:
-# a real `cardhour serve` on a SQLite store seeded with the example usage and
-# an admin token; every check (no 5xx, statuses, content types, headers and
-# bodies as the document says). Fails on any finding.
+# a real `cardhour serve` on a SQLite store seeded with the example usage,
+# with an admin token (every operation) and a student token (the operations
+# a student may call); every check, none excluded (no 5xx; statuses, content
+# types, headers and bodies as the document says; every request the document
+# allows accepted and every one it forbids rejected; authentication and
+# object-level authorization), in every phase, the stateful one included: it
+# follows the document's links (billing run -> invoice -> finalize -> void ->
+# finalize the reissue draft). Fails on any finding.
 #
 #   scripts/api-fuzz.sh                      short budget (make test)
 #   API_FUZZ_MAX_EXAMPLES=500 scripts/api-fuzz.sh   longer (make api-fuzz API_FUZZ_MAX_EXAMPLES=500)
@@ -12,9 +17,13 @@
 # notice, except under CI=true, where that fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$(pwd)
 
 SCHEMATHESIS_VERSION=4.32.5
 MAX_EXAMPLES=${API_FUZZ_MAX_EXAMPLES:-5}
+# The stateful phase needs more: a scenario reaches void -> finalize only
+# after a billing run of a month with drafts, its finalize and its void.
+STATEFUL_EXAMPLES=${API_FUZZ_STATEFUL_EXAMPLES:-$((MAX_EXAMPLES * 8))}
 CACHE=${CARDHOUR_TESTENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cardhour-testenv}
 VENV=$CACHE/schemathesis-$SCHEMATHESIS_VERSION
 GO=${GO:-go}
@@ -41,6 +50,8 @@ work=$(mktemp -d)
 pid=""
 cleanup() {
 	if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+	# API_FUZZ_LOG=FILE keeps the server's log (every request with its status).
+	if [ -n "${API_FUZZ_LOG:-}" ] && [ -f "$work/serve.log" ]; then cp "$work/serve.log" "$API_FUZZ_LOG"; fi
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -49,7 +60,9 @@ $GO build -o "$work/cardhour" ./cmd/cardhour
 store="sqlite://$work/usage.db"
 "$work/cardhour" ingest --store "$store" --from-file schemas/examples/samples.jsonl --listen "" >/dev/null 2>&1
 admin=$("$work/cardhour" token create --state "$store" --role admin --name api-fuzz 2>/dev/null)
-"$work/cardhour" serve --store "$store" --catalog schemas/examples/catalog.yaml --addr 127.0.0.1:0 \
+# A student of nlp-lab with usage in the example samples.
+student=$("$work/cardhour" token create --state "$store" --role student --project nlp-lab --user 2023110042 --name api-fuzz-student 2>/dev/null)
+"$work/cardhour" serve --store "$store" --catalog schemas/examples/catalog.yaml --addr 127.0.0.1:0 --grace 1s \
 	>"$work/serve.out" 2>"$work/serve.log" &
 pid=$!
 for _ in $(seq 100); do
@@ -59,26 +72,48 @@ for _ in $(seq 100); do
 done
 addr=$(sed -n 's/.*listening on //p' "$work/serve.out")
 [ -n "$addr" ] || { cat "$work/serve.log" >&2; echo "api-fuzz: serve did not start" >&2; exit 1; }
-# Data to find: a billing run of November makes drafts to read, export and finalize.
+# Data to find: a billing run of November makes drafts to read, export and finalize
+# (--grace 1s: November may be finalized whatever today is, so the stateful
+# phase gets from finalize to void and to the reissue's finalize).
 curl -fsS -X POST -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
 	-d '{"period":"2026-11"}' "http://$addr/api/v1/billing-runs" >/dev/null 2>&1 || true
 
 echo "api-fuzz: schemathesis $SCHEMATHESIS_VERSION against http://$addr, $MAX_EXAMPLES examples per operation" >&2
 status=0
 # (from the work folder: schemathesis keeps a cache folder where it runs)
-# Two passes: token revocation last and alone, because a generated id can be
-# the fuzzing token's own, after which every other operation would only see 401.
 # One worker: with threads, hypothesis (describing its filter lambdas) once
 # crashed inside CPython's AST constructor ("recursion depth mismatch").
 fuzz() {
-	(cd "$work" && "$VENV/bin/schemathesis" run "http://$addr/api/v1/openapi.json" \
-		--header "Authorization: Bearer $admin" \
-		--checks all --exclude-checks positive_data_acceptance,negative_data_rejection,use_after_free,ensure_resource_availability,ignored_auth \
-		--max-examples "$MAX_EXAMPLES" --phases examples,coverage,fuzzing --workers 1 \
+	local token=$1
+	shift
+	echo "== schemathesis $*" >>"$work/report.txt"
+	(cd "$work" && "$VENV/bin/schemathesis" --config-file "$root/scripts/api-fuzz.toml" run "http://$addr/api/v1/openapi.json" \
+		--header "Authorization: Bearer $token" \
+		--checks all --max-examples "$MAX_EXAMPLES" --workers 1 \
 		--request-timeout 10 --seed 1 --no-color "$@" >>"$work/report.txt" 2>&1) || status=$?
 }
-fuzz --exclude-operation-id revoke-token
-fuzz --include-operation-id revoke-token
+# The operations a role may call, from the document's x-cardhour-roles.
+ops_for() {
+	"$VENV/bin/python" - "$work/openapi.json" "$1" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+for item in doc["paths"].values():
+    for op in item.values():
+        if isinstance(op, dict) and sys.argv[2] in op.get("x-cardhour-roles", []):
+            print("--include-operation-id=" + op["operationId"])
+PY
+}
+curl -fsS "http://$addr/api/v1/openapi.json" >"$work/openapi.json"
+mapfile -t student_ops < <(ops_for student)
+# Admin: every operation, in three passes. Token revocation last and alone,
+# because a generated id can be the fuzzing token's own, after which every
+# other operation would only see 401; the stateful phase alone, over the
+# invoice lifecycle's links.
+fuzz "$admin" --phases examples,coverage,fuzzing --exclude-operation-id revoke-token
+fuzz "$admin" --phases stateful --exclude-operation-id revoke-token --max-examples "$STATEFUL_EXAMPLES"
+# Student: what a student may call (the rest is 403, checked in api/roles_test.go).
+fuzz "$student" --phases examples,coverage,fuzzing "${student_ops[@]}"
+fuzz "$admin" --phases examples,coverage,fuzzing --include-operation-id revoke-token
 cat "$work/report.txt" >&2
 if grep -q "Authentication failed" "$work/report.txt"; then
 	echo "api-fuzz: some operations saw only 401/403: the fuzzing token did not reach them" >&2

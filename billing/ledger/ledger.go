@@ -293,7 +293,7 @@ const (
 // NewToken describes a token to create.
 type NewToken struct {
 	Role    Role
-	Project string // required for lead; optional for student; empty for admin and finance
+	Project string // required for lead and student; empty for admin and finance
 	User    string // required for student; empty otherwise
 	Name    string // what it is for, free text
 	TTL     time.Duration
@@ -436,6 +436,11 @@ func CheckNewToken(t *NewToken) error {
 			errs = append(errs, errors.New("role lead takes no user"))
 		}
 	case RoleStudent:
+		// A student token is always scoped to one project: without one it
+		// would see the user's lines and the exemptions of every project.
+		if t.Project == "" {
+			errs = append(errs, errors.New("role student needs a project (a student token sees one project)"))
+		}
 		if t.User == "" {
 			errs = append(errs, errors.New("role student needs a user"))
 		}

@@ -21,7 +21,7 @@ import (
 
 func runToken(args []string, stdout, stderr io.Writer) int {
 	usage := func() {
-		fmt.Fprintln(stderr, "usage: cardhour token create --state DSN --role admin|finance|lead|student [--project P] [--user U] [--name N] [--ttl 2160h]")
+		fmt.Fprintln(stderr, "usage: cardhour token create --state DSN --role admin|finance|lead|student [--project P] [--user U] [--name N] [--ttl 2160h]\n  (--project for lead and student, --user for student)")
 		fmt.Fprintln(stderr, "       cardhour token list --state DSN")
 		fmt.Fprintln(stderr, "       cardhour token revoke --state DSN --id N")
 	}
@@ -65,12 +65,12 @@ func runTokenCreate(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	state := fs.String("state", "", "state store: sqlite:///path.db or postgres://user@host:port/db")
 	role := fs.String("role", "", "admin | finance | lead | student")
-	project := fs.String("project", "", "the project (required for lead; optional for student)")
+	project := fs.String("project", "", "the project (required for lead and student: a student token sees one project)")
 	user := fs.String("user", "", "the student ID (required for student)")
 	name := fs.String("name", "", "what the token is for")
 	ttl := fs.Duration("ttl", 90*24*time.Hour, "lifetime")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: cardhour token create --state DSN --role admin|finance|lead|student [--project P] [--user U] [--name N] [--ttl 2160h]")
+		fmt.Fprintln(stderr, "usage: cardhour token create --state DSN --role admin|finance|lead|student [--project P] [--user U] [--name N] [--ttl 2160h]\n  (--project for lead and student, --user for student)")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {

@@ -792,6 +792,7 @@ func testTokenValidation(t *testing.T, open Opener) {
 		{Role: ledger.RoleLead, TTL: time.Hour},
 		{Role: ledger.RoleLead, Project: "p", User: "u", TTL: time.Hour},
 		{Role: ledger.RoleStudent, Project: "p", TTL: time.Hour},
+		{Role: ledger.RoleStudent, User: "u", TTL: time.Hour},
 		{Role: ledger.RoleAdmin},
 		{Role: ledger.RoleAdmin, TTL: -time.Hour},
 	} {
@@ -806,7 +807,7 @@ func testTokenValidation(t *testing.T, open Opener) {
 	for _, nt := range []ledger.NewToken{
 		{Role: ledger.RoleAdmin, TTL: time.Hour},
 		{Role: ledger.RoleFinance, TTL: time.Hour},
-		{Role: ledger.RoleStudent, User: "u", TTL: time.Hour},
+		{Role: ledger.RoleStudent, Project: "p", User: "u", TTL: time.Hour},
 	} {
 		get2(s.CreateToken(ctx, "admin", nt))(t)
 	}
