@@ -14,6 +14,8 @@ import (
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cardhour/cardhour/billing/export"
 )
 
 func loadCompose(t *testing.T, env map[string]string) *types.Project {
@@ -159,7 +161,18 @@ func TestDockerfile(t *testing.T) {
 		}
 	}
 	require.NoError(t, sc.Err())
-	require.Equal(t, []string{"build", "cardhour", "cardhour-collector"}, order)
+	// fonts: the PDF font set (docs/exports.md), copied into the cardhour image.
+	require.Equal(t, []string{"build", "fonts", "cardhour", "cardhour-collector"}, order)
+	// The cardhour image ships a file of every role of the PDF font set.
+	df, err := os.ReadFile(filepath.Join(root(t), "deployments/docker/Dockerfile"))
+	require.NoError(t, err)
+	for _, role := range export.DefaultFonts {
+		shipped := false
+		for _, p := range role.Paths {
+			shipped = shipped || strings.Contains(string(df), "COPY --from=fonts "+p+" ")
+		}
+		require.True(t, shipped, "the image ships no %s font (%s)", role.Role, role.Package)
+	}
 	require.True(t, strings.HasPrefix(stages["build"].from, "golang:1.26"), stages["build"].from)
 	require.Equal(t, "65532:65532", stages["cardhour"].user)
 	require.True(t, strings.HasSuffix(stages["cardhour"].from, ":nonroot"), stages["cardhour"].from)
