@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"os/user"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -122,7 +123,14 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	defer usageStore.Close() //nolint:errcheck // read-only
 	jo := jobOptions{PDFFont: *pdfFont, Grace: *grace, AutoFinalize: *autoFinalize, ExportDir: *exportDir, Every: *jobsEvery, Webhook: invoicing.Webhook{URL: *webhook},
-		UsageCache: *usageCache, UsageMaxStale: *usageStale, Watch: wo}
+		UsageCache: *usageCache, UsageMaxStale: *usageStale, Watch: wo, Jobs: &sync.WaitGroup{}}
+	// The jobs (auto-finalize, export) end with ctx; they are waited for
+	// before the stores close, so that a stop never cuts an export short
+	// and no job writes to a closed store.
+	defer func() {
+		stop()
+		jo.Jobs.Wait()
+	}()
 	if *webhookSecret != "" {
 		secret, err := os.ReadFile(*webhookSecret)
 		if err != nil {

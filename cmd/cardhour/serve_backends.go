@@ -38,6 +38,10 @@ type jobOptions struct {
 	UsageCache    bool
 	UsageMaxStale time.Duration
 	Watch         watchOptions // File "": no watcher
+	// Jobs, when set, counts the running background jobs, so that a caller
+	// can wait for them to end (after ctx ends) before it closes the stores
+	// they write to.
+	Jobs *sync.WaitGroup
 	// PDFFont is a TrueType font tried before the default font set for
 	// every PDF (API exports and the export job); "": the default set.
 	PDFFont string
@@ -71,7 +75,13 @@ func serveBackends(ctx context.Context, led ledger.Store, st ingest.Backend, jo 
 	host, _ := os.Hostname()
 	holder := fmt.Sprintf("serve:%s:%d", host, os.Getpid())
 	loop := func(name string, f func(context.Context, string, time.Duration) error) {
+		if jo.Jobs != nil {
+			jo.Jobs.Add(1)
+		}
 		go func() {
+			if jo.Jobs != nil {
+				defer jo.Jobs.Done()
+			}
 			if err := f(ctx, holder, jo.Every); err != nil && !errors.Is(err, context.Canceled) {
 				log.Error("background job stopped", "job", name, "err", err)
 			}
