@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/cardhour/cardhour/billing/export"
 )
 
 // The invoice lifecycle through the HTTP API of a real server: a billing run
@@ -84,6 +86,8 @@ func TestServeInvoiceLifecycle(t *testing.T) {
 	require.Equal(t, "finalized", inv.Status)
 	frozen := getInvoice(inv.ID)
 
+	st, finalPDF := sv.get(fmt.Sprintf("/api/v1/invoices/%d/export?format=pdf", inv.ID), fin)
+	require.Equal(t, 200, st)
 	st, body := sv.request("POST", fmt.Sprintf("/api/v1/invoices/%d/void", inv.ID), fin, "application/json", `{"reason":"wrong rate"}`)
 	require.Equal(t, 200, st, body)
 	var voided struct {
@@ -123,6 +127,13 @@ func TestServeInvoiceLifecycle(t *testing.T) {
 	for _, f := range []string{"csv", "xlsx", "pdf"} {
 		st, body = sv.get(fmt.Sprintf("/api/v1/invoices/%d/export?format=%s", inv.ID, f), fin)
 		require.Equal(t, 200, st, "%s of a voided invoice: %s", f, body)
+		switch f {
+		case "csv": // the mark row names the credit note
+			require.Contains(t, body, export.MarkVoid)
+			require.Contains(t, body, "已作废 VOID — voided by credit note 由红字发票 "+voided.CreditNote.Number)
+		case "pdf": // served after the void: not the cached finalized rendering
+			require.NotEqual(t, finalPDF, body, "the voided invoice's PDF is the finalized one")
+		}
 	}
 
 	// The credit note: a document with its four exports.
@@ -163,6 +174,8 @@ func TestServeInvoiceLifecycle(t *testing.T) {
 		case "csv":
 			require.Contains(t, body, voided.CreditNote.Number)
 			require.Contains(t, body, "-"+orig.Total)
+			require.Contains(t, body, export.MarkCredit)
+			require.Contains(t, body, "voids invoice 冲销发票 "+inv.Number)
 		case "pdf":
 			require.True(t, strings.HasPrefix(body, "%PDF-"))
 		}
