@@ -35,7 +35,7 @@ type finalizeInput struct {
 type voidInput struct {
 	InvoiceRef
 	Body struct {
-		Reason string `json:"reason" minLength:"1" maxLength:"2000" pattern:"^[^\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]*$" doc:"free text; no control characters but tab and line breaks"`
+		Reason string `json:"reason" minLength:"1" maxLength:"2000" pattern:"^[^\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]*[^\\x00-\\x20\\x7F\\x85\\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000][^\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]*$" doc:"free text, not only white space; no control characters but tab and line breaks"`
 	}
 }
 

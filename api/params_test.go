@@ -53,6 +53,9 @@ func TestDocumentAndServerAgreeOnParameters(t *testing.T) {
 		// free text without control characters
 		{"POST", fmt.Sprintf("/api/v1/invoices/%d/void", f.ids["inv-oct-ai101"]), `{"reason":"wrong\u0000catalog"}`, false, 422, "body.reason"},
 		{"POST", "/api/v1/exemptions", `{"project":"ai101","until":"2026-12-12T00:00:00Z","reason":"a\u0007b"}`, false, 422, "body.reason"},
+		// A reason of white space only is no reason (the ledger trims it).
+		{"POST", fmt.Sprintf("/api/v1/invoices/%d/void", f.ids["inv-oct-ai101"]), `{"reason":" \u3000\t"}`, false, 422, "body.reason"},
+		{"POST", "/api/v1/exemptions", `{"project":"ai101","until":"2026-12-12T00:00:00Z","reason":"  "}`, false, 422, "body.reason"},
 		// cursors are opaque: any string is valid in the document, the server
 		// answers one it did not make with 400 bad-cursor
 		{"GET", "/api/v1/invoices?cursor=anything", "", true, 400, ""},

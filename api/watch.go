@@ -240,7 +240,7 @@ type exemptionInput struct {
 		User       string    `json:"user,omitempty" doc:"one student; empty: every student of the project"`
 		InstanceID string    `json:"instance_id,omitempty" doc:"one instance; empty: every instance"`
 		Until      time.Time `json:"until" doc:"end of the exemption, RFC 3339, in the future"`
-		Reason     string    `json:"reason" minLength:"1" maxLength:"2000" pattern:"^[^\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]*$" doc:"free text; no control characters but tab and line breaks"`
+		Reason     string    `json:"reason" minLength:"1" maxLength:"2000" pattern:"^[^\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]*[^\\x00-\\x20\\x7F\\x85\\xA0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000][^\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\x7F]*$" doc:"free text, not only white space; no control characters but tab and line breaks"`
 	}
 }
 

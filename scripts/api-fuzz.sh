@@ -59,9 +59,8 @@ trap cleanup EXIT
 $GO build -o "$work/cardhour" ./cmd/cardhour
 store="sqlite://$work/usage.db"
 "$work/cardhour" ingest --store "$store" --from-file schemas/examples/samples.jsonl --listen "" >/dev/null 2>&1
-admin=$("$work/cardhour" token create --state "$store" --role admin --name api-fuzz 2>/dev/null)
-# A student of nlp-lab with usage in the example samples.
-student=$("$work/cardhour" token create --state "$store" --role student --project nlp-lab --user 2023110042 --name api-fuzz-student 2>/dev/null)
+admin=$("$work/cardhour" token create --state "$store" --role admin --name api-fuzz) ||
+	{ echo "api-fuzz: token create failed" >&2; exit 1; }
 "$work/cardhour" serve --store "$store" --catalog schemas/examples/catalog.yaml --addr 127.0.0.1:0 --grace 1s \
 	>"$work/serve.out" 2>"$work/serve.log" &
 pid=$!
@@ -72,6 +71,12 @@ for _ in $(seq 100); do
 done
 addr=$(sed -n 's/.*listening on //p' "$work/serve.out")
 [ -n "$addr" ] || { cat "$work/serve.log" >&2; echo "api-fuzz: serve did not start" >&2; exit 1; }
+# A student of nlp-lab with usage in the example samples; made through the API
+# once serve has stored the catalog (a student's project must be in it).
+student=$(curl -fsS -X POST -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
+	-d '{"role":"student","project":"nlp-lab","user":"2023110042","name":"api-fuzz-student"}' \
+	"http://$addr/api/v1/tokens" | python3 -c 'import json,sys; print(json.load(sys.stdin)["secret"])') ||
+	{ cat "$work/serve.log" >&2; echo "api-fuzz: the student token could not be made" >&2; exit 1; }
 # Data to find: a billing run of November makes drafts to read, export and finalize
 # (--grace 1s: November may be finalized whatever today is, so the stateful
 # phase gets from finalize to void and to the reissue's finalize).
