@@ -236,6 +236,19 @@ func (s *Store) DueDeliveries(ctx context.Context, now time.Time, limit int) ([]
 	return out, nil
 }
 
+// lockDelivery reads delivery id (what names it in errors) for update
+// inside tx: ledger.ErrNotFound when there is none.
+func (s *Store) lockDelivery(ctx context.Context, tx *sql.Tx, id int64, what string) (ledger.Delivery, error) {
+	d, err := scanDelivery(tx.QueryRowContext(ctx, s.d.Rebind(`SELECT `+deliveryCols+` FROM ledger_deliveries WHERE id = ?`+s.d.ForUpdate), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return d, fmt.Errorf("%w: %s", ledger.ErrNotFound, what)
+	}
+	if err != nil {
+		return d, fmt.Errorf("%s ledger: cannot read %s: %w", s.d.Name, what, err)
+	}
+	return d, nil
+}
+
 // FinishDelivery implements ledger.Store.
 func (s *Store) FinishDelivery(ctx context.Context, actor string, id int64, failure string, retryAt time.Time) (ledger.Delivery, error) {
 	if err := ledger.CheckActor(actor); err != nil {
@@ -245,12 +258,9 @@ func (s *Store) FinishDelivery(ctx context.Context, actor string, id int64, fail
 	var out ledger.Delivery
 	err := s.tx(ctx, "finish "+what, func(tx *sql.Tx) error {
 		now := s.now()
-		cur, err := scanDelivery(tx.QueryRowContext(ctx, s.d.Rebind(`SELECT `+deliveryCols+` FROM ledger_deliveries WHERE id = ?`+s.d.ForUpdate), id))
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: %s", ledger.ErrNotFound, what)
-		}
+		cur, err := s.lockDelivery(ctx, tx, id, what)
 		if err != nil {
-			return fmt.Errorf("%s ledger: cannot read %s: %w", s.d.Name, what, err)
+			return err
 		}
 		if cur.Status != ledger.DeliveryPending {
 			return fmt.Errorf("%w: %s (%s to %s) is %s; it is never changed", ledger.ErrInvalidTransition, what, cur.Channel, cur.Recipient, cur.Status)
@@ -331,12 +341,9 @@ func (s *Store) ResendDelivery(ctx context.Context, actor string, id int64) (led
 	var out ledger.Delivery
 	err := s.tx(ctx, "resend "+what, func(tx *sql.Tx) error {
 		now := s.now()
-		cur, err := scanDelivery(tx.QueryRowContext(ctx, s.d.Rebind(`SELECT `+deliveryCols+` FROM ledger_deliveries WHERE id = ?`+s.d.ForUpdate), id))
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: %s", ledger.ErrNotFound, what)
-		}
+		cur, err := s.lockDelivery(ctx, tx, id, what)
 		if err != nil {
-			return fmt.Errorf("%s ledger: cannot read %s: %w", s.d.Name, what, err)
+			return err
 		}
 		if cur.Status != ledger.DeliveryFailed {
 			return fmt.Errorf("%w: %s (%s to %s) is %s; only a failed delivery can be re-sent", ledger.ErrInvalidTransition, what,
