@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -93,26 +94,14 @@ func (w *Watcher) settle(ctx context.Context, cat *schemas.Catalog, st *state, h
 	// The alert is recorded first: a stop between the two settles the
 	// release again, and recording the alert again changes nothing.
 	key := ledger.IdleAlertKey(kind, r.InstanceID, r.StreakStart)
-	// The facts of the holding until the attempt began.
-	hh := billing.Held{InstanceID: r.InstanceID, Node: r.Node, Project: r.Project, User: r.User, Since: r.StreakStart, SinceClipped: true}
-	if h != nil {
-		hh = *h
-		hh.Since, hh.SinceClipped = minTime(h.Since, r.StreakStart), true
-	} else if s, ok := w.latestSample(ctx, r, now); ok {
-		hh.GPUUUID, hh.GPUModel, hh.Profile, hh.HolderRef = s.GPUUUID, s.GPUModel, s.Profile, s.HolderRef
-		if sku, ok := cat.ResolveSKU(s.GPUModel, s.Profile); ok {
-			hh.SKU = sku.ID
-		}
-	}
 	at := begun
 	if kind == KindIdleReleaseFailed {
 		at = now
 	}
-	since, err := w.heldSince(ctx, cat, st, &hh, r.StreakStart, now)
+	f, err := w.releaseFacts(ctx, cat, st, h, r, at, now)
 	if err != nil {
 		return err
 	}
-	f := w.facts(cat, &hh, since, r.StreakStart, at)
 	f.Outcome = outcomeText(ledger.Release{Status: res.Status, Action: res.Action, LastError: res.Failure})
 	if !st.alerts[key] {
 		if err := w.record(ctx, st, ledger.NewAlert{Key: key, Kind: kind, Project: r.Project, User: r.User, InstanceID: r.InstanceID,
@@ -128,6 +117,28 @@ func (w *Watcher) settle(ctx context.Context, cat *schemas.Catalog, st *state, h
 	w.m.releases.WithLabelValues(string(out.Status)).Inc()
 	w.log.Warn("stale release settled", "key", r.Key, "instance", r.InstanceID, "status", out.Status, "begun", begun)
 	return nil
+}
+
+// releaseFacts describes r's instance for the message that tells r's
+// outcome, as of at: from h, the instance as held now when it still is
+// (its holding counted from the streak's start at the latest), else from
+// the release's record and the latest sample of its instance.
+func (w *Watcher) releaseFacts(ctx context.Context, cat *schemas.Catalog, st *state, h *billing.Held, r ledger.Release, at, now time.Time) (Facts, error) {
+	hh := billing.Held{InstanceID: r.InstanceID, Node: r.Node, Project: r.Project, User: r.User, Since: r.StreakStart, SinceClipped: true}
+	if h != nil {
+		hh = *h
+		hh.Since, hh.SinceClipped = minTime(h.Since, r.StreakStart), true
+	} else if s, ok := w.latestSample(ctx, r, now); ok {
+		hh.GPUUUID, hh.GPUModel, hh.Profile, hh.HolderRef = s.GPUUUID, s.GPUModel, s.Profile, s.HolderRef
+		if sku, ok := cat.ResolveSKU(s.GPUModel, s.Profile); ok {
+			hh.SKU = sku.ID
+		}
+	}
+	since, err := w.heldSince(ctx, cat, st, &hh, r.StreakStart, now)
+	if err != nil {
+		return Facts{}, err
+	}
+	return w.facts(cat, &hh, since, r.StreakStart, at), nil
 }
 
 // latestSample is the latest held sample of r's instance and holder from
@@ -160,4 +171,117 @@ func minTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// tellFinished tells the outcome of every idle release finished (done,
+// dry_run, or failed for good: no retry time) whose outcome alert is not
+// recorded: the process stopped (kill -9, a crash) after FinishRelease and
+// before the alert, or the alert could not be recorded (the ledger was
+// unavailable). Once an instance is released it is no longer held, so
+// releaseIdle never comes back to it; this does, whether or not the
+// instance is still held. The alert is the one releaseIdle would have
+// recorded (its kind from the release's status, its outcome the release's
+// action and error, deferred to the end of quiet hours when now falls in
+// them), and its natural key makes it told once however many times this
+// runs.
+//
+// It reads the releases changed since the previous complete pass began,
+// less ledger.ReleaseStale (room for the ledger's clock and a pass under
+// way), or, on a process's first pass, since holdingLookback: a release
+// finished by a process that stopped is read by the first pass of the next
+// leader, and one finished while this process leads by its next pass.
+// Releases made by a budget are told by the budget's alert and are left
+// alone.
+func (w *Watcher) tellFinished(ctx context.Context, cat *schemas.Catalog, st *state, held []billing.Held, now time.Time, rep *CycleReport) error {
+	w.mu.Lock()
+	from := w.toldFrom
+	w.mu.Unlock()
+	if from.IsZero() || from.After(now) {
+		from = now.Add(-holdingLookback)
+	} else {
+		from = from.Add(-ledger.ReleaseStale)
+	}
+	var errs []error
+	cursor := ""
+	for {
+		page, next, err := w.cfg.Ledger.Releases(ctx, ledger.ReleaseFilter{UpdatedSince: from, Cursor: cursor, Limit: ledger.MaxLimit})
+		if err != nil {
+			return fmt.Errorf("watch: finished releases: %w", err)
+		}
+		for _, r := range page {
+			if err := w.tellRelease(ctx, cat, st, held, r, now, rep); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("watch: telling finished releases: %w", errors.Join(errs...))
+	}
+	w.mu.Lock()
+	w.toldFrom = now
+	w.mu.Unlock()
+	return nil
+}
+
+// outcomeKind is the alert that tells r's outcome; "" while it has none
+// (pending, or failed and to be retried).
+func outcomeKind(r ledger.Release) string {
+	switch {
+	case r.Status == ledger.ReleaseDone:
+		return KindIdleRelease
+	case r.Status == ledger.ReleaseDryRun:
+		return KindIdleReleaseDryRun
+	case r.Status == ledger.ReleaseFailed && r.RetryAt.IsZero():
+		return KindIdleReleaseFailed
+	}
+	return ""
+}
+
+// isBudgetRelease reports whether r was made by a budget (its evidence
+// names the budget).
+func isBudgetRelease(r ledger.Release) bool {
+	return bytes.Contains(r.Evidence, []byte(`"budget_id"`))
+}
+
+func (w *Watcher) tellRelease(ctx context.Context, cat *schemas.Catalog, st *state, held []billing.Held, r ledger.Release, now time.Time, rep *CycleReport) error {
+	kind := outcomeKind(r)
+	if kind == "" || isBudgetRelease(r) {
+		return nil
+	}
+	key := ledger.IdleAlertKey(kind, r.InstanceID, r.StreakStart)
+	if st.alerts[key] {
+		return nil
+	}
+	if _, err := w.cfg.Ledger.AlertByKey(ctx, key); err == nil {
+		st.alerts[key] = true
+		return nil
+	} else if !errors.Is(err, ledger.ErrNotFound) {
+		return fmt.Errorf("alert %s: %w", key, err)
+	}
+	var h *billing.Held
+	for i := range held {
+		if held[i].InstanceID == r.InstanceID && held[i].Project == r.Project && held[i].User == r.User {
+			h = &held[i]
+		}
+	}
+	f, err := w.releaseFacts(ctx, cat, st, h, r, r.UpdatedAt, now)
+	if err != nil {
+		return err
+	}
+	f.Outcome = outcomeText(r)
+	var deferTo time.Time
+	if p := cat.IdlePolicyFor(r.Project); p.QuietHours != nil && cat.Location != nil && p.QuietHours.Contains(now, cat.Location) {
+		deferTo = p.QuietHours.NextEnd(now, cat.Location)
+	}
+	if err := w.record(ctx, st, ledger.NewAlert{Key: key, Kind: kind, Project: r.Project, User: r.User, InstanceID: r.InstanceID,
+		StreakStart: r.StreakStart}, f, w.people(ctx, r.Project, r.User), deferTo); err != nil {
+		return err
+	}
+	rep.Alerts++
+	w.log.Warn("finished release told late", "key", r.Key, "instance", r.InstanceID, "status", r.Status, "finished", r.UpdatedAt)
+	return nil
 }

@@ -97,6 +97,7 @@ type Watcher struct {
 
 	mu         sync.Mutex
 	lastBudget time.Time
+	toldFrom   time.Time         // when the latest complete pass of tellFinished began
 	inFlight   map[string]bool   // channels with a delivery under way
 	roundSeq   uint64            // counts the delivery rounds that ended
 	roundEnd   map[string]uint64 // by channel: roundSeq when its latest round ended
@@ -186,6 +187,9 @@ func (w *Watcher) Cycle(ctx context.Context, now time.Time) (CycleReport, error)
 		if err := w.idle(ctx, cat, st, &held[i], now, &rep); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := w.tellFinished(ctx, cat, st, held, now, &rep); err != nil {
+		errs = append(errs, err)
 	}
 	w.mu.Lock()
 	runBudgets := w.cfg.BudgetEvery <= 0 || w.lastBudget.IsZero() || !now.Before(w.lastBudget.Add(w.cfg.BudgetEvery))

@@ -1,0 +1,140 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cardhour/cardhour/billing/ledger"
+)
+
+// errStopped stands for the process that died: nothing it does after the
+// point reaches the ledger.
+var errStopped = errors.New("the process stopped")
+
+// stopAfterFinish is a ledger whose process stops right after a release's
+// outcome is committed: FinishRelease commits and its answer is lost, and
+// no alert is recorded afterwards.
+type stopAfterFinish struct {
+	ledger.Store
+	stopped atomic.Bool
+}
+
+func (s *stopAfterFinish) FinishRelease(ctx context.Context, actor string, id int64, res ledger.ReleaseResult) (ledger.Release, error) {
+	if s.stopped.Load() {
+		return ledger.Release{}, errStopped
+	}
+	r, err := s.Store.FinishRelease(ctx, actor, id, res)
+	if err == nil {
+		s.stopped.Store(true)
+		err = errStopped
+	}
+	return r, err
+}
+
+func (s *stopAfterFinish) RecordAlert(ctx context.Context, actor string, a ledger.NewAlert, ds []ledger.NewDelivery) (ledger.Alert, bool, error) {
+	if s.stopped.Load() {
+		return ledger.Alert{}, false, errStopped
+	}
+	return s.Store.RecordAlert(ctx, actor, a, ds)
+}
+
+// A watcher that stops after a release's outcome is recorded and before
+// its alert: once released the instance is no longer held, and the
+// restarted watcher tells the outcome anyway, once, to each person, and
+// releases nothing again. Each outcome: released, a dry run, a failure
+// for good, and a release in quiet hours (told at their end).
+func TestStopAfterFinishReleaseIsTold(t *testing.T) {
+	for _, c := range []struct {
+		name, project, inst string
+		from, releaseAt     string
+		restart             []string // cycles of the restarted watcher
+		kind                string
+		outcome             string
+		status              ledger.ReleaseStatus
+		sentAt              string // when the message is sent ("": at the first restarted cycle)
+	}{
+		{name: "released", project: "nlp", inst: "gpu-1", from: "10:00", releaseAt: "11:01", restart: []string{"11:30", "11:31", "12:30"},
+			kind: KindIdleRelease, outcome: "deleted pod ml/gpu-1", status: ledger.ReleaseDone},
+		{name: "dry run", project: "dry", inst: "gpu-d", from: "10:00", releaseAt: "11:01", restart: []string{"11:30", "12:30"},
+			kind: KindIdleReleaseDryRun, outcome: "would delete pod ml/gpu-d", status: ledger.ReleaseDryRun},
+		{name: "failed for good", project: "nlp", inst: "gpu-p", from: "10:00", releaseAt: "11:01", restart: []string{"11:30", "12:30"},
+			kind: KindIdleReleaseFailed, outcome: "no handle", status: ledger.ReleaseFailed},
+		{name: "quiet hours", project: "quiet", inst: "gpu-q", from: "21:45", releaseAt: "22:46", restart: []string{"23:30", "+1 07:59", "+1 08:00", "+1 08:30"},
+			kind: KindIdleRelease, outcome: "deleted pod ml/gpu-q", status: ledger.ReleaseDone, sentAt: "+1 08:00"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// The samples stop when the release takes effect.
+			f := newFixture(t, span{c.project, "s1", c.inst, at(c.from), at(c.releaseAt), 0.0})
+			if c.inst == "gpu-p" {
+				f.rel.out = func(ReleaseRequest) (Outcome, error) { return Outcome{}, errNoHandle }
+			}
+			stop := &stopAfterFinish{Store: f.open()}
+			w := f.watcher(stop)
+			f.feed(at(c.releaseAt).Add(time.Second))
+			f.clock.Set(at(c.releaseAt))
+			if _, err := w.Cycle(context.Background(), at(c.releaseAt)); !errors.Is(err, errStopped) {
+				t.Fatalf("the first cycle: %v, want it stopped after FinishRelease", err)
+			}
+			key := ledger.IdleAlertKey(c.kind, c.inst, at(c.from))
+			r, err := f.ledger.ReleaseByKey(context.Background(), ledger.ReleaseKey(c.inst, at(c.from)))
+			if err != nil || r.Status != c.status || !r.RetryAt.IsZero() {
+				t.Fatalf("what the stop left: %+v, %v", r, err)
+			}
+			if _, err := f.ledger.AlertByKey(context.Background(), key); !errors.Is(err, ledger.ErrNotFound) {
+				t.Fatalf("the outcome was told before the stop: %v", err)
+			}
+			// Warnings and reminders were sent before the stop.
+			before := len(f.notify.sentKinds("s1@example.edu"))
+
+			w2 := f.watcher(f.open())
+			for _, s := range c.restart {
+				f.cycle(w2, at(s))
+				if c.sentAt != "" && at(s).Before(at(c.sentAt)) {
+					if got := f.notify.sentKinds("s1@example.edu")[before:]; len(got) != 0 {
+						t.Fatalf("%s: sent during quiet hours: %v", s, got)
+					}
+				}
+			}
+			want := []string{c.kind + " " + c.inst}
+			if got := f.notify.sentKinds("s1@example.edu")[before:]; !slices.Equal(got, want) {
+				t.Fatalf("the holder received %v, want %v", got, want)
+			}
+			n := 0
+			for _, e := range f.notify.sent {
+				if e.To.IM == "ops-im" && e.Message.Kind == c.kind {
+					n++
+					if !strings.Contains(e.Message.Facts.Outcome, c.outcome) {
+						t.Fatalf("the admin was told %q, want %q", e.Message.Facts.Outcome, c.outcome)
+					}
+				}
+			}
+			if n != 1 {
+				t.Fatalf("the admin received %d %s, want 1", n, c.kind)
+			}
+			a, err := f.ledger.AlertByKey(context.Background(), key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ds, _, err := f.ledger.Deliveries(context.Background(), ledger.DeliveryFilter{AlertID: a.ID})
+			if err != nil || len(ds) != 2 {
+				t.Fatalf("deliveries of %s: %d, %v", key, len(ds), err)
+			}
+			for _, d := range ds {
+				if d.Status != ledger.DeliverySent {
+					t.Fatalf("delivery %+v", d)
+				}
+				if c.sentAt != "" && !d.NextAttemptAt.Equal(at(c.sentAt)) {
+					t.Fatalf("delivery due %s, want %s", d.NextAttemptAt.In(sh), c.sentAt)
+				}
+			}
+			if got := f.rel.keys(); len(got) != 1 {
+				t.Fatalf("released again: %v", got)
+			}
+		})
+	}
+}
