@@ -2,9 +2,13 @@ package watch
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,7 +33,9 @@ import (
 // crossed at once only the highest is sent; the lower ones are recorded
 // without deliveries, so that they are never sent later. At 100 % and
 // over, a budget with action release releases the held instances of its
-// student (or, for a project budget, of its project), each holding once.
+// student (or, for a project budget, of its project), each holding once;
+// the alert at 100 % tells what the budget's releases of the period did, as
+// the ledger records them (budgetOutcome).
 
 // spent is what one subject used in one period.
 type spent struct {
@@ -189,7 +195,7 @@ func (w *Watcher) budget(ctx context.Context, cat *schemas.Catalog, st *state, b
 		}
 	}
 	over := len(b.Thresholds) > 0 && crossed(b, used, 100)
-	var outcome []string
+	var made []ledger.Release // this cycle's releases
 	if over && b.Action == ledger.BudgetRelease {
 		for i := range held {
 			h := &held[i]
@@ -208,16 +214,18 @@ func (w *Watcher) budget(ctx context.Context, cat *schemas.Catalog, st *state, b
 			if err != nil {
 				return err
 			}
-			switch rel.Status {
-			case ledger.ReleaseDone:
-				outcome = append(outcome, rel.Action)
-			case ledger.ReleaseFailed:
-				outcome = append(outcome, fmt.Sprintf("release of %s failed: %s", h.InstanceID, rel.LastError))
-			}
+			made = append(made, rel)
 		}
 	}
 	if len(due) == 0 {
 		return nil
+	}
+	var outcome []string
+	if due[len(due)-1] >= 100 && b.Action == ledger.BudgetRelease {
+		var err error
+		if outcome, err = w.budgetOutcome(ctx, b, period, made, now); err != nil {
+			return err
+		}
 	}
 	usedOut := used.money
 	if b.Unit == ledger.BudgetCardHours {
@@ -247,6 +255,56 @@ func (w *Watcher) budget(ctx context.Context, cat *schemas.Catalog, st *state, b
 		rep.Alerts++
 	}
 	return nil
+}
+
+// budgetOutcome is what the releases of budget b in period did, told by
+// its alert at 100 %: those made this cycle and those the ledger records
+// with the budget and period in their evidence, finished since
+// holdingLookback. Read from the ledger, a release finished by a process
+// that stopped before it recorded the alert is told by the alert the next
+// leader records.
+func (w *Watcher) budgetOutcome(ctx context.Context, b ledger.Budget, period string, made []ledger.Release, now time.Time) ([]string, error) {
+	byID := map[int64]ledger.Release{}
+	for _, r := range made {
+		if r.ID != 0 {
+			byID[r.ID] = r
+		}
+	}
+	f := ledger.ReleaseFilter{Project: b.Project, UpdatedSince: now.Add(-holdingLookback), Limit: ledger.MaxLimit}
+	if b.Scope == ledger.BudgetStudent {
+		f.User = b.User
+	}
+	for {
+		page, next, err := w.cfg.Ledger.Releases(ctx, f)
+		if err != nil {
+			return nil, fmt.Errorf("watch: releases of budget %d: %w", b.ID, err)
+		}
+		for _, r := range page {
+			var ev struct {
+				BudgetID int64  `json:"budget_id"`
+				Period   string `json:"period"`
+			}
+			if isBudgetRelease(r) && json.Unmarshal(r.Evidence, &ev) == nil && ev.BudgetID == b.ID && ev.Period == period {
+				byID[r.ID] = r
+			}
+		}
+		if next == "" {
+			break
+		}
+		f.Cursor = next
+	}
+	rels := slices.Collect(maps.Values(byID))
+	slices.SortFunc(rels, func(a, b ledger.Release) int { return cmp.Compare(a.ID, b.ID) })
+	var out []string
+	for _, r := range rels {
+		switch r.Status {
+		case ledger.ReleaseDone:
+			out = append(out, r.Action)
+		case ledger.ReleaseFailed:
+			out = append(out, fmt.Sprintf("release of %s failed: %s", r.InstanceID, r.LastError))
+		}
+	}
+	return out, nil
 }
 
 // holdingStart is when h's holding began, which names its budget release.

@@ -138,3 +138,52 @@ func TestStopAfterFinishReleaseIsTold(t *testing.T) {
 		})
 	}
 }
+
+// A budget release whose process stops after FinishRelease and before the
+// budget's 100 % alert: the alert the restarted watcher records tells the
+// release, once, although the instance is no longer held; no idle alert
+// tells it a second time.
+func TestStopAfterBudgetReleaseIsTold(t *testing.T) {
+	f := newFixture(t, span{"nlp", "s1", "gpu-1", at("09:00"), at("11:01"), 0.9})
+	ctx := context.Background()
+	// 1.00 CNY an hour: 50 % at 10:00, 80 % at 10:36, 100 % at 11:00.
+	if _, err := f.ledger.PutBudget(ctx, "lead:nlp", ledger.Budget{Scope: ledger.BudgetStudent, Project: "nlp", User: "s1",
+		Period: ledger.BudgetMonth, Unit: ledger.BudgetMoney, Limit: "2.00", Action: ledger.BudgetRelease}); err != nil {
+		t.Fatal(err)
+	}
+	w := f.watcher(f.ledger)
+	f.cycle(w, at("10:01"))
+	f.cycle(w, at("10:40"))
+	stop := &stopAfterFinish{Store: f.open()}
+	w = f.watcher(stop)
+	f.feed(at("11:01").Add(time.Second))
+	f.clock.Set(at("11:01"))
+	if _, err := w.Cycle(ctx, at("11:01")); !errors.Is(err, errStopped) {
+		t.Fatalf("the cycle at 11:01: %v, want it stopped after FinishRelease", err)
+	}
+	key := ledger.BudgetAlertKey(ledger.BudgetStudent, "nlp", "s1", ledger.BudgetMoney, "2026-12", 100)
+	if _, err := f.ledger.AlertByKey(ctx, key); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("the 100 %% alert was recorded before the stop: %v", err)
+	}
+	w2 := f.watcher(f.open())
+	for _, s := range []string{"11:30", "11:31", "12:30"} {
+		if rep := f.cycle(w2, at(s)); rep.Held != 0 {
+			t.Fatalf("%s: %d held, want the released instance gone", s, rep.Held)
+		}
+	}
+	var got []string
+	for _, e := range f.notify.sent {
+		if e.To.Email == "s1@example.edu" && e.Message.Kind == KindBudgetThreshold && e.Message.Facts.Budget.Percent == 100 {
+			got = append(got, e.Message.Facts.Outcome)
+		}
+		if e.Message.Kind != KindBudgetThreshold {
+			t.Fatalf("sent %s to %+v", e.Message.Kind, e.To)
+		}
+	}
+	if want := []string{"deleted pod ml/gpu-1"}; !slices.Equal(got, want) {
+		t.Fatalf("s1's 100 %% alerts told %q, want %q", got, want)
+	}
+	if got := f.rel.keys(); !slices.Equal(got, []string{"gpu-1 dry=false"}) {
+		t.Fatalf("releases %v, want one", got)
+	}
+}
