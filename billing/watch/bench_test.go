@@ -316,3 +316,76 @@ func padHistory(b *testing.B, st *clickhouse.Store, db string, instances int, fr
 	}
 	b.Logf("padded %d instances with %s of samples every 5 min before %s (%d rows)", instances, d, from.UTC(), n*k)
 }
+
+// BenchmarkReleasePasses is the cost of the passes over the releases that
+// run every cycle whatever is held (settleStale, tellFinished) on an
+// SQLite ledger holding CARDHOUR_WATCH_BENCH_RELEASES releases (default
+// 10 000) finished over the last 60 days, each with its outcome alert:
+// one op is a cycle with nothing held, a minute after the previous one;
+// first_cycle_s is a process's first, whose pass reads 31 days back.
+//
+//	go test -run '^$' -bench ReleasePasses -benchtime=20x ./billing/watch/
+func BenchmarkReleasePasses(b *testing.B) {
+	ctx := context.Background()
+	n := 10_000
+	if v := os.Getenv("CARDHOUR_WATCH_BENCH_RELEASES"); v != "" {
+		if _, err := fmt.Sscan(v, &n); err != nil || n <= 0 {
+			b.Fatalf("CARDHOUR_WATCH_BENCH_RELEASES=%q: want a positive count", v)
+		}
+	}
+	cat, err := schemas.ParseCatalog([]byte(testCatalog), "catalog")
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := at("12:00")
+	clock := ledgertest.NewClock(now)
+	led, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(b.TempDir(), "ledger.db"), Clock: clock.Now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = led.Close() })
+	step := 60 * 24 * time.Hour / time.Duration(n)
+	for i := range n {
+		t := now.Add(-60 * 24 * time.Hour).Add(time.Duration(i) * step)
+		clock.Set(t)
+		inst := fmt.Sprintf("mig-%d", i)
+		start := t.Add(-time.Hour)
+		r, _, err := led.BeginRelease(ctx, Actor, ledger.NewRelease{Key: ledger.ReleaseKey(inst, start), InstanceID: inst,
+			Project: "nlp", User: "s1", StreakStart: start})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := led.FinishRelease(ctx, Actor, r.ID, ledger.ReleaseResult{Status: ledger.ReleaseDone, Action: "deleted pod ml/" + inst}); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := led.RecordAlert(ctx, Actor, ledger.NewAlert{Key: ledger.IdleAlertKey(KindIdleRelease, inst, start),
+			Kind: KindIdleRelease, Project: "nlp", User: "s1", InstanceID: inst, StreakStart: start}, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	w, err := New(Config{Ledger: led, Usage: ingest.NewMemStore(), Catalog: func(context.Context) (*schemas.Catalog, error) { return cat, nil }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	clock.Set(now)
+	start := time.Now()
+	if _, err := w.Cycle(ctx, now); err != nil {
+		b.Fatal(err)
+	}
+	first := time.Since(start)
+	b.ResetTimer()
+	for i := range b.N {
+		t := now.Add(time.Duration(i+1) * time.Minute)
+		clock.Set(t)
+		rep, err := w.Cycle(ctx, t)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rep.Alerts != 0 {
+			b.Fatalf("a steady cycle told something: %+v", rep)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(first.Seconds(), "first_cycle_s")
+	b.ReportMetric(float64(n), "releases")
+}

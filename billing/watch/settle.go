@@ -196,10 +196,33 @@ func (w *Watcher) tellFinished(ctx context.Context, cat *schemas.Catalog, st *st
 	w.mu.Lock()
 	from := w.toldFrom
 	w.mu.Unlock()
-	if from.IsZero() || from.After(now) {
+	first := from.IsZero() || from.After(now)
+	if first {
 		from = now.Add(-holdingLookback)
 	} else {
 		from = from.Add(-ledger.ReleaseStale)
+	}
+	// On the first pass, the outcome alerts recorded since then are read
+	// at once; any other is looked up by its key (one recorded earlier, by
+	// a settled release; on later passes, those of the few releases of the
+	// last minutes whose instance is no longer held).
+	if first {
+		for _, k := range releaseKinds {
+			cursor := ""
+			for {
+				page, next, err := w.cfg.Ledger.Alerts(ctx, ledger.AlertFilter{Kind: k, Since: from, Cursor: cursor, Limit: ledger.MaxLimit})
+				if err != nil {
+					return fmt.Errorf("watch: release alerts: %w", err)
+				}
+				for _, a := range page {
+					st.alerts[a.Key] = true
+				}
+				if next == "" {
+					break
+				}
+				cursor = next
+			}
+		}
 	}
 	var errs []error
 	cursor := ""
