@@ -187,7 +187,8 @@ func minTime(a, b time.Time) time.Time {
 //
 // It reads the releases changed since the previous complete pass began,
 // less ledger.ReleaseStale (room for the ledger's clock and a pass under
-// way), or, on a process's first pass, since holdingLookback: a release
+// way), at most holdingLookback back, or, on a process's first pass (or
+// one whose clock went back), since holdingLookback: a release
 // finished by a process that stopped is read by the first pass of the next
 // leader, and one finished while this process leads by its next pass.
 // Releases made by a budget are told by the budget's alert and are left
@@ -201,6 +202,9 @@ func (w *Watcher) tellFinished(ctx context.Context, cat *schemas.Catalog, st *st
 		from = now.Add(-holdingLookback)
 	} else {
 		from = from.Add(-ledger.ReleaseStale)
+		if oldest := now.Add(-holdingLookback); from.Before(oldest) {
+			from = oldest // a pass that keeps failing reads no further back
+		}
 	}
 	// On the first pass, the outcome alerts recorded since then are read
 	// at once; any other is looked up by its key (one recorded earlier, by

@@ -187,3 +187,48 @@ func TestStopAfterBudgetReleaseIsTold(t *testing.T) {
 		t.Fatalf("releases %v, want one", got)
 	}
 }
+
+// downAlerts is a ledger that cannot record alerts while down.
+type downAlerts struct {
+	ledger.Store
+	down atomic.Bool
+}
+
+func (d *downAlerts) RecordAlert(ctx context.Context, actor string, a ledger.NewAlert, ds []ledger.NewDelivery) (ledger.Alert, bool, error) {
+	if d.down.Load() {
+		return ledger.Alert{}, false, errors.New("the ledger is read-only")
+	}
+	return d.Store.RecordAlert(ctx, actor, a, ds)
+}
+
+// A release's alert that cannot be recorded for longer than the pass's
+// margin (the ledger refuses it for 45 minutes, cycle after cycle, while
+// the released instance stops being held) is told when the ledger takes
+// it again, by the same process: a pass that failed is read again.
+func TestReleaseToldAfterTheLedgerRefusedItsAlert(t *testing.T) {
+	f := newFixture(t, span{"nlp", "s1", "gpu-1", at("10:00"), at("11:01"), 0.0})
+	l := &downAlerts{Store: f.ledger}
+	w := f.watcher(l)
+	f.cycle(w, at("10:31")) // the warning
+	l.down.Store(true)
+	for _, s := range []string{"11:01", "11:15", "11:30", "11:45"} {
+		f.feed(at(s).Add(time.Second))
+		f.clock.Set(at(s))
+		if _, err := w.Cycle(context.Background(), at(s)); err == nil {
+			t.Fatalf("%s: the cycle had no alert left to record with the ledger refusing them: the release was dropped", s)
+		}
+	}
+	if r, _ := f.ledger.ReleaseByKey(context.Background(), ledger.ReleaseKey("gpu-1", at("10:00"))); r.Status != ledger.ReleaseDone {
+		t.Fatalf("release %+v", r)
+	}
+	l.down.Store(false)
+	for _, s := range []string{"12:00", "12:01"} {
+		f.cycle(w, at(s))
+	}
+	if got := f.notify.sentKinds("s1@example.edu"); !slices.Equal(got, []string{"idle_warning gpu-1", "idle_release gpu-1"}) {
+		t.Fatalf("s1 received %v", got)
+	}
+	if got := f.rel.keys(); len(got) != 1 {
+		t.Fatalf("releases %v", got)
+	}
+}
