@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 	"github.com/xuri/excelize/v2"
 
@@ -247,4 +248,12 @@ func readTestdata(t *testing.T, name string) []byte {
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	require.NoError(t, err)
 	return b
+}
+
+// The PDF's discount cell: percent off and the 折 that pays the rest.
+func TestRateText(t *testing.T) {
+	for rate, want := range map[string]string{"0.20": "20% (8 折)", "0.05": "5% (95 折)", "0.125": "12.5% (87.5 折)",
+		"0.15": "15% (85 折)", "0": "0%", "0.00": "0%"} {
+		require.Equal(t, want, rateText(decimal.RequireFromString(rate)), rate)
+	}
 }

@@ -166,16 +166,16 @@ func reservationLine(l *billing.Line, period string) Line {
 	return dl
 }
 
-// FormatRate writes a discount rate as a percentage ("20", "5", "12.5"),
+// formatRate writes a discount rate as a percentage ("20", "5", "12.5"),
 // for the renderings; the document keeps the fraction.
-func FormatRate(rate decimal.Decimal) string {
+func formatRate(rate decimal.Decimal) string {
 	return rate.Shift(2).String()
 }
 
-// FormatZhe writes a discount rate as the Chinese 折 that pays the rest:
-// 0.20 off is 8 折, 0.05 off is 95 折, 0.125 off is 87.5 折, none is 10 折
-// (不打折 is said by the caller).
-func FormatZhe(rate decimal.Decimal) string {
+// formatZhe writes a discount rate as the Chinese 折 that pays the rest:
+// 0.20 off is 8 折, 0.05 off is 95 折, 0.125 off is 87.5 折 (a rate of 0 is
+// written as such by the caller, not as 10 折).
+func formatZhe(rate decimal.Decimal) string {
 	rest := decimal.NewFromInt(1).Sub(rate).Shift(2) // percent paid: 80, 95
 	if rest.Mod(decimal.NewFromInt(10)).IsZero() {
 		return rest.Shift(-1).String()

@@ -811,7 +811,7 @@ func rateText(rate decimal.Decimal) string {
 	if rate.IsZero() {
 		return "0%"
 	}
-	return FormatRate(rate) + "% (" + FormatZhe(rate) + " 折)"
+	return formatRate(rate) + "% (" + formatZhe(rate) + " 折)"
 }
 
 func orNone(s string) string {
