@@ -154,6 +154,12 @@ type Line struct {
 	Billing  string
 	Start    string // YYYY-MM
 	Index    int    // position of the reservation in the project's catalog entry
+	// Months is the months of the term this invoice charges: 1 (monthly),
+	// the term's months (upfront, its first month) or 0 (upfront, later).
+	Months int
+	// Discount is the fraction off the monthly price applied
+	// (schemas.Catalog.Discount: the SKU's override or the term's).
+	Discount decimal.Decimal
 }
 
 // UnpricedLine is usage whose (gpu_model, profile) matches no SKU. It is reported,
@@ -323,18 +329,22 @@ func (a *Accumulator) Invoices() *Result {
 			}
 			sku, _ := cat.SKUByID(r.SKU)
 			disc := cat.Discount(sku, r.Term)
-			amount := decimal.Zero
+			months := 0
 			switch {
 			case r.Billing == schemas.BillingMonthly:
-				amount = ReservationAmount(sku.MonthlyPrice, 1, disc, r.Quantity)
+				months = 1
 			case month == r.StartIndex():
-				amount = ReservationAmount(sku.MonthlyPrice, r.Term.Months(), disc, r.Quantity)
+				months = r.Term.Months()
+			}
+			amount := decimal.Zero
+			if months > 0 {
+				amount = ReservationAmount(sku.MonthlyPrice, months, disc, r.Quantity)
 			}
 			inv := invoice(p.ID)
 			inv.Lines = append(inv.Lines, Line{
 				Kind: KindReservation, SKU: r.SKU, Term: r.Term, Quantity: r.Quantity,
 				Billing: r.Billing, Start: fmt.Sprintf("%04d-%02d", r.StartYear, int(r.StartMonth)),
-				UnitPrice: sku.MonthlyPrice, Amount: amount, Index: ri,
+				UnitPrice: sku.MonthlyPrice, Amount: amount, Index: ri, Months: months, Discount: disc,
 			})
 		}
 	}

@@ -15,8 +15,30 @@ var CSVHeader = []string{
 	"period 账期", "invoice_number 发票号", "issued_at 开具日期", "project 项目", "project_name 项目名称",
 	"funding 经费来源", "kind 类型", "user 学号/用户", "student_name 姓名", "sku 规格", "term 期限",
 	"quantity 数量", "sessions 会话数", "used_seconds 使用秒数", "covered_seconds 预留覆盖秒数",
-	"idle_seconds 空闲秒数", "billed_seconds 计费秒数", "unit_price 单价", "amount 金额", "currency 币种",
+	"idle_seconds 空闲秒数", "billed_seconds 计费秒数", "unit_price 单价", "months_charged 计费月数",
+	"list_amount 标价金额", "discount_rate 折扣率", "discount_amount 折扣金额", "amount 金额", "currency 币种",
 	"message 说明",
+}
+
+// discountCells are a reservation line's months charged, list amount,
+// discount rate (the fraction) and discount amount, and its note (the
+// invoice that prepaid it); empty on other lines and on documents made
+// before the discount was recorded.
+func discountCells(l *Line) (cells []string, note string) {
+	if !l.HasDiscount() {
+		return []string{"", "", "", ""}, ""
+	}
+	return []string{strconv.Itoa(l.MonthsCharged), billing.FormatMoney(*l.ListAmount), billing.FormatPrice(*l.DiscountRate),
+		billing.FormatMoney(*l.DiscountAmount)}, prepaidNote(l)
+}
+
+// prepaidNote says which invoice charged an upfront reservation's whole
+// term, on its later months' lines; "" on others.
+func prepaidNote(l *Line) string {
+	if l.PrepaidIn == "" {
+		return ""
+	}
+	return "prepaid on the " + l.PrepaidIn + " invoice / 已于 " + l.PrepaidIn + " 账单预付"
 }
 
 // Row kinds of the CSV besides the line kinds (usage, reservation).
@@ -73,7 +95,7 @@ func csvRows(d *Document) [][]string {
 	}
 	var rows [][]string
 	for _, m := range d.Marks() {
-		rows = append(rows, append(head(m.Kind, ""), "", "", "", "", "", "", "", "", "", "", "", c(m.Text)))
+		rows = append(rows, append(head(m.Kind, ""), "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", c(m.Text)))
 	}
 	for _, l := range d.Lines {
 		row := head(l.Kind, l.User)
@@ -83,20 +105,23 @@ func csvRows(d *Document) [][]string {
 		} else {
 			row = append(row, t(l.SKU), c(l.Term+" "+l.Billing), strconv.FormatInt(l.Quantity, 10), "", "", "", "", "")
 		}
-		row = append(row, billing.FormatPrice(l.UnitPrice), billing.FormatMoney(l.Amount), c(d.Currency), "")
+		disc, note := discountCells(&l)
+		row = append(row, billing.FormatPrice(l.UnitPrice))
+		row = append(row, disc...)
+		row = append(row, billing.FormatMoney(l.Amount), c(d.Currency), c(note))
 		rows = append(rows, row)
 	}
 	for _, u := range d.Unpriced {
 		row := append(head(RowUnpriced, u.User), c(u.GPUModel+" "+u.Profile), "", "", strconv.Itoa(u.Sessions),
-			billing.FormatSeconds(u.UsedMS), "", billing.FormatSeconds(u.IdleMS), "", "", "", c(d.Currency), c(unpricedNote))
+			billing.FormatSeconds(u.UsedMS), "", billing.FormatSeconds(u.IdleMS), "", "", "", "", "", "", "", c(d.Currency), c(unpricedNote))
 		rows = append(rows, row)
 	}
 	for _, st := range d.Students {
-		row := append(head(RowSubtotal, st.User), "", "", "", strconv.Itoa(st.Sessions), "", "", "", "", "",
+		row := append(head(RowSubtotal, st.User), "", "", "", strconv.Itoa(st.Sessions), "", "", "", "", "", "", "", "", "",
 			billing.FormatMoney(st.Total), c(d.Currency), "")
 		rows = append(rows, row)
 	}
-	rows = append(rows, append(head(RowTotal, ""), "", "", "", "", "", "", "", "", "",
+	rows = append(rows, append(head(RowTotal, ""), "", "", "", "", "", "", "", "", "", "", "", "", "",
 		billing.FormatMoney(d.Total), c(d.Currency), ""))
 	for _, wn := range d.Warnings {
 		user := ""
@@ -108,7 +133,7 @@ func csvRows(d *Document) [][]string {
 		if wn.Project == "" {
 			row[4], row[5] = "", ""
 		}
-		row = append(row, "", "", "", "", "", "", "", "", "", "", "", c(wn.Code+": "+wn.Message))
+		row = append(row, "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", c(wn.Code+": "+wn.Message))
 		rows = append(rows, row)
 	}
 	return rows

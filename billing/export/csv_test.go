@@ -71,7 +71,7 @@ func TestCSVRowsTotalsAndWarnings(t *testing.T) {
 	found := false
 	for _, row := range rows {
 		if row[3] == "lab" && row[6] == RowTotal {
-			require.Equal(t, billing.FormatMoney(lab.Total), row[18])
+			require.Equal(t, billing.FormatMoney(lab.Total), row[csvColumn("amount 金额")])
 			found = true
 		}
 		if row[7] == "alice" && row[6] == billing.KindUsage {

@@ -126,6 +126,61 @@ type Line struct {
 	Quantity int64  `json:"quantity,omitempty"`
 	Billing  string `json:"billing,omitempty"`
 	Start    string `json:"start,omitempty"` // YYYY-MM
+	// What a reservation line's amount is made of, so that it can be checked
+	// from the document alone (absent from documents made before they were
+	// recorded, which keep their bytes): MonthsCharged, the months of the
+	// term this invoice charges (1 when paid monthly, the term's months on an
+	// upfront reservation's first invoice, absent on its later ones);
+	// DiscountRate, the fraction off the monthly price applied (the term's
+	// discount or the SKU's override); ListAmount, unit price × months
+	// charged × quantity; DiscountAmount, list amount − amount; PrepaidIn, on
+	// an upfront reservation's invoices after its first month (whose amounts
+	// are 0.00), the period (YYYY-MM) whose invoice charged the whole term.
+	MonthsCharged  int              `json:"months_charged,omitempty"`
+	DiscountRate   *decimal.Decimal `json:"discount_rate,omitempty"`
+	ListAmount     *decimal.Decimal `json:"list_amount,omitempty"`
+	DiscountAmount *decimal.Decimal `json:"discount_amount,omitempty"`
+	PrepaidIn      string           `json:"prepaid_in,omitempty"`
+}
+
+// HasDiscount reports whether a reservation line records its discount (a
+// document made since the discount was recorded).
+func (l *Line) HasDiscount() bool {
+	return l.Kind == billing.KindReservation && l.DiscountRate != nil && l.ListAmount != nil && l.DiscountAmount != nil
+}
+
+// reservationLine is the document's reservation line for a billed one: the
+// list amount is billing.ReservationAmount without discount (the rounding
+// billing does, where the amount was computed), the discount amount the
+// difference of two rounded amounts (exact).
+func reservationLine(l *billing.Line, period string) Line {
+	rate := l.Discount
+	list := billing.ReservationAmount(l.UnitPrice, l.Months, decimal.Zero, l.Quantity)
+	off := list.Sub(l.Amount)
+	dl := Line{Kind: l.Kind, User: l.User, SKU: l.SKU, UnitPrice: l.UnitPrice, Amount: l.Amount,
+		Term: string(l.Term), Quantity: l.Quantity, Billing: l.Billing, Start: l.Start,
+		MonthsCharged: l.Months, DiscountRate: &rate, ListAmount: &list, DiscountAmount: &off}
+	if l.Months == 0 && l.Start != period {
+		dl.PrepaidIn = l.Start
+	}
+	return dl
+}
+
+// formatRate writes a discount rate as a percentage ("20", "5", "12.5"),
+// for the renderings; the document keeps the fraction.
+func formatRate(rate decimal.Decimal) string {
+	return rate.Shift(2).String()
+}
+
+// formatZhe writes a discount rate as the Chinese 折 that pays the rest:
+// 0.20 off is 8 折, 0.05 off is 95 折, 0.125 off is 87.5 折 (a rate of 0 is
+// written as such by the caller, not as 10 折).
+func formatZhe(rate decimal.Decimal) string {
+	rest := decimal.NewFromInt(1).Sub(rate).Shift(2) // percent paid: 80, 95
+	if rest.Mod(decimal.NewFromInt(10)).IsZero() {
+		return rest.Shift(-1).String()
+	}
+	return rest.String()
 }
 
 // Unpriced is usage whose (GPU model, profile) matches no SKU: reported, not priced.
@@ -219,7 +274,7 @@ func Build(res *billing.Result, m Meta) []Document {
 				dl.UsedMS, dl.CoveredMS, dl.IdleMS = l.UsedMS, l.CoveredMS, l.IdleMS
 				users[l.User] = true
 			} else {
-				dl.Term, dl.Quantity, dl.Billing, dl.Start = string(l.Term), l.Quantity, l.Billing, l.Start
+				dl = reservationLine(&l, res.Period.String())
 			}
 			d.Lines = append(d.Lines, dl)
 		}
@@ -495,11 +550,24 @@ func compareLines(x, y Line) int {
 // decimals, the price with the catalog's digits (at least two).
 func (l Line) MarshalJSON() ([]byte, error) {
 	type plain Line
-	return json.Marshal(struct {
+	w := struct {
 		plain
-		UnitPrice string `json:"unit_price"`
-		Amount    string `json:"amount"`
-	}{plain(l), billing.FormatPrice(l.UnitPrice), billing.FormatMoney(l.Amount)})
+		UnitPrice      string `json:"unit_price"`
+		Amount         string `json:"amount"`
+		DiscountRate   string `json:"discount_rate,omitempty"`
+		ListAmount     string `json:"list_amount,omitempty"`
+		DiscountAmount string `json:"discount_amount,omitempty"`
+	}{plain: plain(l), UnitPrice: billing.FormatPrice(l.UnitPrice), Amount: billing.FormatMoney(l.Amount)}
+	if l.DiscountRate != nil {
+		w.DiscountRate = billing.FormatPrice(*l.DiscountRate) // a catalog value: its digits, at least two
+	}
+	if l.ListAmount != nil {
+		w.ListAmount = billing.FormatMoney(*l.ListAmount)
+	}
+	if l.DiscountAmount != nil {
+		w.DiscountAmount = billing.FormatMoney(*l.DiscountAmount)
+	}
+	return json.Marshal(w)
 }
 
 // MarshalJSON writes the total as a decimal string with two decimals.
@@ -593,6 +661,9 @@ func Parse(b []byte) (*Document, error) {
 			return nil, fmt.Errorf("invoice document: lines[%d].kind: %q is neither %q nor %q",
 				i, l.Kind, billing.KindUsage, billing.KindReservation)
 		}
+		if err := checkDiscount(i, &l); err != nil {
+			return nil, err
+		}
 	}
 	for i, r := range d.Releases {
 		if r.Status != ReleaseDone && r.Status != ReleaseFailed {
@@ -604,6 +675,31 @@ func Parse(b []byte) (*Document, error) {
 	}
 	d.normalize()
 	return &d, nil
+}
+
+// checkDiscount refuses a line's discount fields that do not add up: on a
+// usage line, or given in part, a rate outside [0, 1), a discount amount
+// other than list − amount, a prepaid period that is not YYYY-MM.
+func checkDiscount(i int, l *Line) error {
+	some := l.DiscountRate != nil || l.ListAmount != nil || l.DiscountAmount != nil || l.PrepaidIn != "" || l.MonthsCharged != 0
+	switch {
+	case !some:
+		return nil
+	case l.Kind != billing.KindReservation:
+		return fmt.Errorf("invoice document: lines[%d]: discount fields on a %s line", i, l.Kind)
+	case !l.HasDiscount():
+		return fmt.Errorf("invoice document: lines[%d]: discount_rate, list_amount and discount_amount: all or none", i)
+	case l.DiscountRate.IsNegative() || l.DiscountRate.GreaterThanOrEqual(decimal.NewFromInt(1)):
+		return fmt.Errorf("invoice document: lines[%d].discount_rate: %s is not in [0, 1)", i, l.DiscountRate)
+	case !l.ListAmount.Sub(l.Amount).Equal(*l.DiscountAmount):
+		return fmt.Errorf("invoice document: lines[%d].discount_amount: %s is not list_amount − amount (%s − %s)",
+			i, billing.FormatMoney(*l.DiscountAmount), billing.FormatMoney(*l.ListAmount), billing.FormatMoney(l.Amount))
+	case l.PrepaidIn != "" && !periodPattern.MatchString(l.PrepaidIn):
+		return fmt.Errorf("invoice document: lines[%d].prepaid_in: %q is not YYYY-MM", i, l.PrepaidIn)
+	case l.MonthsCharged < 0:
+		return fmt.Errorf("invoice document: lines[%d].months_charged: %d is negative", i, l.MonthsCharged)
+	}
+	return nil
 }
 
 var moneyPattern = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?$`)
@@ -630,8 +726,12 @@ func badMoney(b []byte) string {
 		return msg
 	}
 	for i, l := range raw.Lines {
-		for _, f := range []string{"unit_price", "amount"} {
-			if msg := check(fmt.Sprintf("lines[%d].%s", i, f), l[f]); msg != "" {
+		for _, f := range []string{"unit_price", "amount", "discount_rate", "list_amount", "discount_amount"} {
+			v, ok := l[f]
+			if !ok && f != "unit_price" && f != "amount" {
+				continue // the discount fields are optional
+			}
+			if msg := check(fmt.Sprintf("lines[%d].%s", i, f), v); msg != "" {
 				return msg
 			}
 		}
@@ -737,7 +837,12 @@ func CreditNote(voided []byte, number string, at time.Time) ([]byte, error) {
 	c := d.clone()
 	c.CreditFor, c.Number, c.IssuedAt, c.GeneratedAt = d.Number, number, &issued, issued
 	for i := range c.Lines {
-		c.Lines[i].Amount = c.Lines[i].Amount.Neg()
+		l := &c.Lines[i]
+		l.Amount = l.Amount.Neg()
+		if l.ListAmount != nil {
+			list, off := l.ListAmount.Neg(), l.DiscountAmount.Neg()
+			l.ListAmount, l.DiscountAmount = &list, &off
+		}
 	}
 	for i := range c.Students {
 		c.Students[i].Total = c.Students[i].Total.Neg()

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-pdf/fpdf"
+	"github.com/shopspring/decimal"
 
 	"github.com/cardhour/cardhour/billing"
 )
@@ -507,6 +508,7 @@ func (r *pdfDoc) render() {
 		r.row(cols, 8, "none 无", "", "", "", "", "", "", "")
 	}
 	r.end()
+	r.reservations()
 
 	if len(d.Students) > 0 {
 		r.section("Students 学生小计")
@@ -761,6 +763,55 @@ func (r *pdfDoc) rowAt(cols []pdfCol, size float64, cells []string, h float64) {
 		x += c.width
 	}
 	p.SetXY(x0, y0+h)
+}
+
+// Chinese names of the reservation terms and payments.
+var (
+	termZh    = map[string]string{"month": "包月", "quarter": "包季", "year": "包年"}
+	billingZh = map[string]string{"upfront": "预付", "monthly": "按月付"}
+)
+
+// reservations is the section that says what each reservation line's amount
+// is made of: months charged, list amount, discount rate and amount, and on
+// an upfront reservation's later months the invoice that prepaid it. Only
+// documents that record the discount have it (older ones render as they did).
+func (r *pdfDoc) reservations() {
+	var lines []*Line
+	for i := range r.d.Lines {
+		if r.d.Lines[i].HasDiscount() {
+			lines = append(lines, &r.d.Lines[i])
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	r.section("Reservations 预留")
+	cols := []pdfCol{{"SKU 规格", 24, "L", true}, {"Term 期限", 44, "L", false}, {"Qty 数量", 12, "R", false},
+		{"Months 计费月数", 14, "R", false}, {"List amount 标价金额", 22, "R", false}, {"Discount 折扣", 22, "R", false},
+		{"Discount amount 折扣金额", 22, "R", false}, {"Amount 金额", 20, "R", false}}
+	r.begin(cols)
+	var notes []string
+	for _, l := range lines {
+		term := l.Term + " " + termZh[l.Term] + ", " + l.Billing + " " + billingZh[l.Billing] + "\nfrom 起 " + l.Start
+		r.row(cols, 8, l.SKU, term, strconv.FormatInt(l.Quantity, 10), strconv.Itoa(l.MonthsCharged),
+			billing.FormatMoney(*l.ListAmount), rateText(*l.DiscountRate), billing.FormatMoney(*l.DiscountAmount),
+			billing.FormatMoney(l.Amount))
+		if n := prepaidNote(l); n != "" {
+			notes = append(notes, "• "+l.SKU+" "+l.Term+" × "+strconv.FormatInt(l.Quantity, 10)+" from "+l.Start+": "+n)
+		}
+	}
+	r.end()
+	for _, n := range notes {
+		r.para(n, 8.5)
+	}
+}
+
+// rateText is a discount rate as people read it: "20% (8 折)", "0%".
+func rateText(rate decimal.Decimal) string {
+	if rate.IsZero() {
+		return "0%"
+	}
+	return formatRate(rate) + "% (" + formatZhe(rate) + " 折)"
 }
 
 func orNone(s string) string {

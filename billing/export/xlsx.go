@@ -38,7 +38,9 @@ var (
 	XLSXDetailHeader = []string{
 		"经费来源 Funding", "项目 Project", "学号/用户 User", "姓名 Name", "类型 Kind", "规格 SKU", "期限 Term",
 		"数量 Quantity", "会话数 Sessions", "使用秒数 Used seconds", "预留覆盖秒数 Covered seconds",
-		"空闲秒数 Idle seconds", "计费秒数 Billed seconds", "单价 Unit price", "金额 Amount", "币种 Currency",
+		"空闲秒数 Idle seconds", "计费秒数 Billed seconds", "单价 Unit price", "计费月数 Months charged",
+		"标价金额 List amount", "折扣率 Discount rate", "折扣金额 Discount amount", "金额 Amount", "币种 Currency",
+		"说明 Note",
 	}
 	XLSXWarningsHeader = []string{
 		"项目 Project", "学号/用户 User", "代码 Code", "说明 Message",
@@ -58,6 +60,7 @@ const (
 	fmtMoney   = "#,##0.00"
 	fmtPrice   = "#,##0.00####"
 	fmtSeconds = "#,##0.###"
+	fmtRate    = "0.0%"
 )
 
 // WriteXLSX writes the documents as one workbook with excelize's stream writer.
@@ -176,6 +179,7 @@ func canonicalZip(w io.Writer, archive []byte) error {
 type xlsxWriter struct {
 	f                                    *excelize.File
 	header, money, price, seconds, total int
+	rate                                 int
 	mark                                 int
 	marks                                []string // the rows above every sheet's header (sheetMarks)
 }
@@ -267,6 +271,7 @@ func newXLSXWriter(f *excelize.File) (*xlsxWriter, error) {
 	x.money = style(&excelize.Style{CustomNumFmt: fmtOf(fmtMoney)})
 	x.price = style(&excelize.Style{CustomNumFmt: fmtOf(fmtPrice)})
 	x.seconds = style(&excelize.Style{CustomNumFmt: fmtOf(fmtSeconds)})
+	x.rate = style(&excelize.Style{CustomNumFmt: fmtOf(fmtRate)})
 	x.total = style(&excelize.Style{CustomNumFmt: fmtOf(fmtMoney), Font: &excelize.Font{Bold: true}})
 	x.mark = style(&excelize.Style{Font: &excelize.Font{Bold: true, Color: "C00000", Size: 12}})
 	return x, err
@@ -432,7 +437,7 @@ func (x *xlsxWriter) students(docs []*Document) error {
 }
 
 func (x *xlsxWriter) detail(docs []*Document) error {
-	s, err := x.open(SheetDetail, XLSXDetailHeader, 16, 16, 18, 18, 14, 18, 12, 8, 8, 14, 14, 14, 14, 12, 14, 8)
+	s, err := x.open(SheetDetail, XLSXDetailHeader, 16, 16, 18, 18, 14, 18, 12, 8, 8, 14, 14, 14, 14, 12, 10, 14, 10, 14, 14, 8, 40)
 	if err != nil {
 		return err
 	}
@@ -447,7 +452,16 @@ func (x *xlsxWriter) detail(docs []*Document) error {
 			} else {
 				row = append(row, text(l.Term+" "+l.Billing), s.int(l.Quantity, 0), "", "", "", "", "")
 			}
-			row = append(row, s.num(l.UnitPrice, x.price), s.num(l.Amount, x.money), text(d.Currency))
+			row = append(row, s.num(l.UnitPrice, x.price))
+			note := ""
+			if l.HasDiscount() {
+				row = append(row, s.int(int64(l.MonthsCharged), 0), s.num(*l.ListAmount, x.money), s.num(*l.DiscountRate, x.rate),
+					s.num(*l.DiscountAmount, x.money))
+				note = prepaidNote(&l)
+			} else {
+				row = append(row, "", "", "", "")
+			}
+			row = append(row, s.num(l.Amount, x.money), text(d.Currency), text(note))
 			if err := s.add(row...); err != nil {
 				return err
 			}
@@ -455,7 +469,7 @@ func (x *xlsxWriter) detail(docs []*Document) error {
 		for _, u := range d.Unpriced {
 			if err := s.add(text(fundingLabel(d.Funding)), text(d.Project), text(u.User), text(names[u.User]),
 				text(RowUnpriced), text(u.GPUModel+" "+u.Profile), "", "", s.int(int64(u.Sessions), 0), s.secs(u.UsedMS), "",
-				s.secs(u.IdleMS), "", "", "", text(d.Currency)); err != nil {
+				s.secs(u.IdleMS), "", "", "", "", "", "", "", "", text(d.Currency), ""); err != nil {
 				return err
 			}
 		}

@@ -109,9 +109,9 @@ func TestXLSXSheetsHeadersAndTypes(t *testing.T) {
 	props, err := f.GetDocProps()
 	require.NoError(t, err)
 	require.Equal(t, "2026-12-04T01:02:03Z", props.Created)
-	// Amount cells are numbers with a two-decimal format (column O: 金额 Amount).
-	require.Equal(t, "金额 Amount", XLSXDetailHeader[14])
-	ref := "O3"
+	// Amount cells are numbers with a two-decimal format (column S: 金额 Amount).
+	require.Equal(t, "金额 Amount", XLSXDetailHeader[18])
+	ref := "S3"
 	typ, err := f.GetCellType(SheetDetail, ref)
 	require.NoError(t, err)
 	require.Equal(t, "number", cellType(typ))

@@ -91,7 +91,8 @@ func (d *dashServer) apiDo(tb testing.TB, token, method, path, body string) (int
 // TestDashboardMonthsGraceAndErrors: in English and Chinese, the pages open
 // on the data's month (not the browser's), usage says it is list price and
 // shows the invoiced amount beside it, the invoice list has totals, an
-// invoice shows its project name, funding code and reservation terms, and
+// invoice shows its project name, funding code and reservation terms and
+// discounts (as the document records them), and
 // finalizing is not offered during the grace period but says when it opens;
 // errors are in the page's language with the request ID; the student's
 // exemptions page prints no "null".
@@ -141,16 +142,40 @@ func TestDashboardMonthsGraceAndErrors(t *testing.T) {
 
 	shots := artifactDir(t, "dashboard-ui")
 	money := func(d decimal.Decimal) string { return "¥\u00a0" + groupThousands(d.StringFixed(2)) }
+	// The reservation lines' discounts as the documents record them:
+	// nlp-lab's year (8 折) was prepaid on September's invoice, cv-lab's
+	// quarter (95 折) is paid monthly, ¥900 a month: 900.00 − 45.00.
+	resv := func(project string) export.Line {
+		for _, l := range docs[project].Lines {
+			if l.Kind == "reservation" {
+				require.True(t, l.HasDiscount(), "%s's reservation line records its discount", project)
+				return l
+			}
+		}
+		t.Fatalf("%s has no reservation line", project)
+		return export.Line{}
+	}
+	nlpResv, cvResv := resv("nlp-lab"), resv("cv-lab")
+	require.Equal(t, "2026-09", nlpResv.PrepaidIn)
+	require.Equal(t, "0.00", nlpResv.DiscountAmount.StringFixed(2))
+	require.Equal(t, "900.00", cvResv.ListAmount.StringFixed(2))
+	require.Equal(t, "45.00", cvResv.DiscountAmount.StringFixed(2))
 	type texts struct {
-		listPrice, invoiced, finalizeFrom, yearly, upfrontPaid, quarterly, discount, notFound, rid, grace, projectName string
+		listPrice, invoiced, finalizeFrom, yearly, upfrontPaid, yearDiscount, quarterly, quarterList, discount, notFound, rid, grace, projectName string
 	}
 	for _, lang := range []string{"en", "zh-CN"} {
 		x := texts{"List price", "Invoiced for 2026-11", "Finalizing opens 2026-12-01 01:00", "yearly (包年) × 2, paid upfront, from 2026-09 to 2027-08",
-			"charged on the invoice of 2026-09", "quarterly (包季) × 1, paid monthly, from 2026-10 to 2026-12", "5 % off the monthly price",
+			"prepaid on the 2026-09 invoice", "20 % off the monthly price: discount " + money(*nlpResv.DiscountAmount),
+			"quarterly (包季) × 1, paid monthly, from 2026-10 to 2026-12",
+			"list price " + money(*cvResv.ListAmount) + " (" + money(cvResv.UnitPrice) + " × 1 month(s) × 1)",
+			"5 % off the monthly price: discount " + money(*cvResv.DiscountAmount),
 			"not found", "(request ID ", "the invoice may be finalized from 2026-12-01 01:00", "Project name"}
 		if lang == "zh-CN" {
 			x = texts{"按目录价", "2026-11 账单金额", "定稿将于 2026-12-01 01:00 开放", "包年 × 2，预付，2026-09 至 2027-08",
-				"已在 2026-09 的账单中一次收取", "包季 × 1，按月付，2026-10 至 2026-12", "月价 95 折（优惠 5%）",
+				"已于 2026-09 账单预付", "月价 8 折（优惠 20%），折扣 " + money(*nlpResv.DiscountAmount),
+				"包季 × 1，按月付，2026-10 至 2026-12",
+				"标价 " + money(*cvResv.ListAmount) + "（" + money(cvResv.UnitPrice) + " × 1 个月 × 1）",
+				"月价 95 折（优惠 5%），折扣 " + money(*cvResv.DiscountAmount),
 				"未找到", "（请求编号 ", "账单可于 2026-12-01 01:00 起定稿", "项目名称"}
 		}
 		t.Run(lang, func(t *testing.T) {
@@ -198,6 +223,7 @@ func TestDashboardMonthsGraceAndErrors(t *testing.T) {
 			lines := eval[string](tb, `document.getElementById('invoice-lines').innerText`)
 			require.Contains(t, lines, x.yearly)
 			require.Contains(t, lines, x.upfrontPaid)
+			require.Contains(t, lines, x.yearDiscount)
 			tb.screenshot(lang + "-03-invoice-grace")
 			// Finalizing anyway (as a stale page would): the refusal in
 			// the page's language, once, with the request ID.
@@ -215,6 +241,7 @@ func TestDashboardMonthsGraceAndErrors(t *testing.T) {
 			tb.route("#/invoices/"+strconv.FormatInt(ids["cv-lab"], 10), "invoices")
 			lines = eval[string](tb, `document.getElementById('invoice-lines').innerText`)
 			require.Contains(t, lines, x.quarterly)
+			require.Contains(t, lines, x.quarterList)
 			require.Contains(t, lines, x.discount)
 			tb.screenshot(lang + "-04-invoice-reservation")
 

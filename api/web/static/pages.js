@@ -412,7 +412,7 @@ async function invoicePage(ctx, id) {
     tzNote(),
     h('h2', {}, t('inv.lines')),
     table(t('inv.lines'), [
-      { label: t('inv.kind'), value: (l) => kindCell(l, doc.period) },
+      { label: t('inv.kind'), value: (l) => kindCell(l, cur) },
       { label: t('inv.user'), value: (l) => l.user },
       { label: t('inv.sku'), value: (l) => l.sku },
       { label: t('inv.sessions'), num: true, value: (l) => l.sessions },
@@ -458,27 +458,40 @@ function addMonths(ym, n) {
   return `${Math.floor(k / 12)}-${String((k % 12) + 1).padStart(2, '0')}`;
 }
 
+// ratePercent is a discount rate (the document's fraction, "0.05") as
+// percent off and as the Chinese 折 that pays the rest (8 折 is 20 % off,
+// 95 折 is 5 % off): a display of a rate, not money.
+function ratePercent(rate) {
+  const bp = Math.round(Number(rate) * 10000); // basis points off
+  const rest = 10000 - bp;
+  return { pct: String(bp / 100), zhe: String(rest % 1000 === 0 ? rest / 1000 : rest / 100) };
+}
+
 // kindCell is a line's kind; a reservation line also says its term,
-// quantity, payment and months, and its discount off the monthly price
-// (amount = monthly price × months charged × (1 − discount) × quantity; an
-// upfront reservation is charged on its first month's invoice only).
-function kindCell(l, period) {
+// quantity, payment and months, and what its amount is made of as the
+// document records it: the list amount (monthly price × months charged ×
+// quantity), the discount rate (the term's or the SKU's) and amount, or, on
+// an upfront reservation's later months, the invoice that prepaid it.
+// Documents stored before the discount was recorded show the term only.
+function kindCell(l, cur) {
   if (l.kind !== 'reservation') return t('kind.' + l.kind);
   const months = TERM_MONTHS[l.term];
   const bits = [];
   if (months && l.start) {
     bits.push(t('inv.resvTerm', { term: t('term.' + l.term), quantity: l.quantity || 0, billing: t('billing.' + (l.billing || 'monthly')),
       start: l.start, end: addMonths(l.start, months - 1) }));
-    const charged = l.billing === 'upfront' ? months : 1;
-    const list = Number(l.unit_price) * charged * Number(l.quantity || 0);
-    if (Number(l.amount) > 0 && list > 0) {
-      // A display of the rate, not money: rounded to a tenth of a percent.
-      const pct = Math.round((1 - Number(l.amount) / list) * 1000) / 10;
-      const rest = Math.round((100 - pct) * 10) / 10; // 8 折 is 20 % off, 95 折 is 5 % off
-      bits.push(t('inv.resvDiscount', { pct: String(pct), zhe: String(rest % 10 === 0 ? rest / 10 : rest) }));
-    } else if (l.billing === 'upfront' && period && period !== l.start) {
-      bits.push(t('inv.resvUpfrontPaid', { start: l.start }));
+  }
+  if (l.discount_rate !== undefined && l.list_amount !== undefined && l.discount_amount !== undefined) {
+    if (l.prepaid_in) {
+      bits.push(h('span', { class: 'resv-prepaid' }, t('inv.resvPrepaid', { period: l.prepaid_in })));
+    } else {
+      bits.push(h('span', { class: 'resv-list' }, t('inv.resvList', { list: money(l.list_amount, cur), price: money(l.unit_price, cur),
+        months: l.months_charged || 0, quantity: l.quantity || 0 })));
     }
+    const r = ratePercent(l.discount_rate);
+    bits.push(h('span', { class: 'resv-discount' }, Number(l.discount_rate) === 0
+      ? t('inv.resvNoDiscount')
+      : t('inv.resvDiscount', { pct: r.pct, zhe: r.zhe, discount: money(l.discount_amount, cur) })));
   }
   return [t('kind.reservation'), ...bits.map((b) => [h('br'), h('small', { class: 'resv' }, b)])];
 }
@@ -723,7 +736,7 @@ async function statementPage(ctx, id) {
       ['csv', 'xlsx', 'pdf'].map((f) => exportButton(ctx, base, f, `statement-export-${f}`))),
     tzNote(),
     table(t('inv.lines'), [
-      { label: t('inv.kind'), value: (l) => kindCell(l, doc.period) },
+      { label: t('inv.kind'), value: (l) => kindCell(l, cur) },
       { label: t('inv.sku'), value: (l) => l.sku },
       { label: t('inv.sessions'), num: true, value: (l) => l.sessions },
       { label: t('inv.billed'), num: true, value: (l) => hours(l.billed_seconds) },
