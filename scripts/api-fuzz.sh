@@ -29,8 +29,8 @@ SCHEMATHESIS_VERSION=4.32.5
 MAX_EXAMPLES=${API_FUZZ_MAX_EXAMPLES:-5}
 # The stateful phase needs more: a scenario reaches void -> finalize only
 # after a billing run of a month with drafts, its finalize and its void.
-# The samples' month (2026-11) must be over: its drafts are finalizable
-# only from its end (plus --grace 1s).
+# (The lifecycle pass bills the four months before this one, which are over:
+# a draft is finalizable from its month's end, plus serve's --grace 1s.)
 STATEFUL_EXAMPLES=${API_FUZZ_STATEFUL_EXAMPLES:-$((MAX_EXAMPLES * 8))}
 # The lifecycle pass fails with fewer 2xx than this at any step of the chain.
 LIFECYCLE_LEAST=${API_FUZZ_LIFECYCLE_LEAST:-3}
@@ -69,11 +69,34 @@ trap cleanup EXIT
 $GO build -o "$work/cardhour" ./cmd/cardhour
 store="sqlite://$work/usage.db"
 "$work/cardhour" ingest --store "$store" --from-file schemas/examples/samples.jsonl --listen "" >/dev/null 2>&1
-# The samples' November again in August, September and October: months with
-# drafts for the lifecycle pass to finalize, void and reissue (with one month
-# it runs out of drafts: every invoice finalized and its scenario over).
-for month in 08 09 10; do
-	grep '"ts":"2026-11-' schemas/examples/samples.jsonl | sed "s/\"ts\":\"2026-11-/\"ts\":\"2026-$month-/" >"$work/samples-$month.jsonl"
+# The samples' November again in the four months before this one (days
+# after the 28th on the 28th): months that are over, with drafts for the
+# lifecycle pass to finalize, void and reissue whatever today is (with one
+# month it runs out of drafts: every invoice finalized, its scenario over).
+# Their list becomes the pass's dictionary of billing-run periods.
+months=$(python3 - schemas/examples/samples.jsonl "$work" <<'PY'
+import datetime, json, sys
+src, work = sys.argv[1], sys.argv[2]
+now = datetime.datetime.now(datetime.timezone.utc)
+months = []
+for k in range(1, 5):
+    y, m = divmod(now.year * 12 + now.month - 1 - k, 12)
+    months.append(f"{y:04d}-{m + 1:02d}")
+for month in months:
+    if month == "2026-11":
+        continue  # the samples themselves
+    with open(src) as f, open(f"{work}/samples-{month}.jsonl", "w") as out:
+        for line in f:
+            sample = json.loads(line)
+            if sample["ts"].startswith("2026-11-"):
+                day = min(int(sample["ts"][8:10]), 28)
+                sample["ts"] = f"{month}-{day:02d}" + sample["ts"][10:]
+                out.write(json.dumps(sample) + "\n")
+print(" ".join(months))
+PY
+)
+for month in $months; do
+	[ -f "$work/samples-$month.jsonl" ] || continue
 	"$work/cardhour" ingest --store "$store" --from-file "$work/samples-$month.jsonl" --listen "" >/dev/null 2>&1
 done
 admin=$("$work/cardhour" token create --state "$store" --role admin --name api-fuzz) ||
@@ -128,9 +151,13 @@ PY
 curl -fsS "http://$addr/api/v1/openapi.json" >"$work/openapi.json"
 mapfile -t student_ops < <(ops_for student)
 config=$root/scripts/api-fuzz.toml
-# The lifecycle pass: api-fuzz.toml with api-fuzz-stateful.toml, which fixes
-# the billing run's period to the example samples' month (see there).
-cat "$config" "$root/scripts/api-fuzz-stateful.toml" >"$work/lifecycle.toml"
+# The lifecycle pass: api-fuzz.toml with api-fuzz-stateful.toml, which draws
+# the billing run's period from the dictionary "months" (see there): the
+# months with usage ingested above.
+{
+	cat "$config" "$root/scripts/api-fuzz-stateful.toml"
+	printf '\n[dictionaries.months]\nvalues = [%s]\n' "$(printf '"%s", ' $months | sed 's/, $//')"
+} >"$work/lifecycle.toml"
 lifecycle_ops=(create-billing-run get-invoice finalize-invoice void-invoice export-invoice list-credit-notes)
 # Admin: every operation, in four passes. Token revocation last and alone,
 # because a generated id can be the fuzzing token's own, after which every
