@@ -117,9 +117,9 @@ student=$(curl -fsS -X POST -H "Authorization: Bearer $admin" -H 'Content-Type: 
 	-d '{"role":"student","project":"nlp-lab","user":"2023110042","name":"api-fuzz-student"}' \
 	"http://$addr/api/v1/tokens" | python3 -c 'import json,sys; print(json.load(sys.stdin)["secret"])') ||
 	{ cat "$work/serve.log" >&2; echo "api-fuzz: the student token could not be made" >&2; exit 1; }
-# Data to find: a billing run of November makes drafts to read, export and finalize
-# (--grace 1s: November may be finalized whatever today is, so the stateful
-# phase gets from finalize to void and to the reissue's finalize).
+# Data to find: a billing run of November makes drafts to read and export
+# in every pass (finalizable once November is over, with --grace 1s; the
+# lifecycle pass makes its own from the months ingested above).
 curl -fsS -X POST -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
 	-d '{"period":"2026-11"}' "http://$addr/api/v1/billing-runs" >/dev/null 2>&1 || true
 
