@@ -18,9 +18,9 @@ import (
 	"github.com/cardhour/cardhour/api"
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/billing/export"
-	"github.com/cardhour/cardhour/billing/invoicing"
-	"github.com/cardhour/cardhour/billing/ledger"
 	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/internal/invoicing"
+	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -52,7 +52,7 @@ type jobOptions struct {
 
 // serveBackends builds what the API reads and does besides the state store:
 // the usage reads (billing.Usage, billing.HeldNow over the usage store) and
-// the invoice flow (billing/invoicing with the billing/export documents); it
+// the invoice flow (internal/invoicing with the billing/export documents); it
 // starts the background jobs, which stop with ctx.
 func serveBackends(ctx context.Context, led ledger.Store, st ingest.Backend, jo jobOptions, log *slog.Logger) (api.Config, error) {
 	cats := &catalogs{led: led, parsed: map[int64]*schemas.Catalog{}}
