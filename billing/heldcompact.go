@@ -123,7 +123,7 @@ func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now
 			return nil
 		})
 		if err == nil {
-			err = feed.ResolveFrom(ctx, src)
+			err = ResolveIdle(ctx, feed, src)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("held now: %w", err)

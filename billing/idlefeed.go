@@ -2,7 +2,6 @@ package billing
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -149,25 +148,6 @@ func (f *IdleFeeder) Raw(pt *RawPoint) {
 			}
 		}
 	}
-}
-
-// ResolveFrom reads the raw samples of the pending runs from src, in one
-// RawIdle, and resolves them (nothing when none is pending).
-func (f *IdleFeeder) ResolveFrom(ctx context.Context, src UsageSource) error {
-	if !f.Pending() {
-		return nil
-	}
-	insts, from, to, below := f.PendingRange()
-	err := src.RawIdle(ctx, insts, from, to, below, func(pts []RawPoint) error {
-		for i := range pts {
-			f.Raw(&pts[i])
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	return f.Resolve()
 }
 
 // Resolve checks that every pending run got at least one raw sample. A run

@@ -32,39 +32,6 @@ type UsageSource interface {
 	RawIdle(ctx context.Context, instances []string, from, to int64, utilBelow float64, fn func([]RawPoint) error) error
 }
 
-// ScanWindow is the closed range [lo, hi] (Unix ms) of stored intervals that can
-// affect period p under cat: a gap that reaches into the period is bridged only by
-// a piece that ends at most the gap tolerance before it (or starts at most that
-// after it), so intervals ending before lo or starting after hi cannot change a
-// session in it. A reader must include every interval with end >= lo and
-// start <= hi; the accumulator drops the rest itself.
-func ScanWindow(cat *schemas.Catalog, p Period) (lo, hi int64) {
-	tol := cat.Defaults.GapToleranceMS
-	return p.StartMS() - tol, p.EndMS() + tol
-}
-
-// IsIdleUtil is IsIdle for a stored idle-candidate interval of a held instance:
-// utilKnown and util as sampled; processesZero whether the samples saw no
-// compute process (only consulted when util is unknown).
-func IsIdleUtil(cat *schemas.Catalog, project string, utilKnown bool, util float64, processesZero bool) bool {
-	if utilKnown {
-		return util < cat.IdlePolicyFor(project).Threshold
-	}
-	return processesZero
-}
-
-// MaxIdleThreshold is the largest idle threshold of any project in cat; a reader
-// may use it to pre-filter idle candidates before checking each with IsIdleUtil.
-func MaxIdleThreshold(cat *schemas.Catalog) float64 {
-	m := cat.Defaults.Idle.Threshold
-	for i := range cat.Projects {
-		if p := cat.Projects[i].Idle; p != nil && p.Threshold > m {
-			m = p.Threshold
-		}
-	}
-	return m
-}
-
 // BillFrom bills period p under cat from a stored source: occupancy and idle
 // runs are read in parallel, idle runs are decided with each project's
 // threshold (IdleVerdict), and the raw samples of runs a threshold cuts
@@ -112,7 +79,7 @@ func BillFrom(ctx context.Context, src UsageSource, cat *schemas.Catalog, p Peri
 	if err := errors.Join(<-errc, <-errc); err != nil {
 		return nil, err
 	}
-	if err := feed.ResolveFrom(ctx, src); err != nil {
+	if err := ResolveIdle(ctx, feed, src); err != nil {
 		return nil, err
 	}
 	return acc.Invoices(), nil
@@ -126,4 +93,23 @@ func send[T any](ctx context.Context, out chan<- []T, rows []T) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// ResolveIdle reads the raw samples of f's pending runs from src, in one
+// RawIdle, and resolves them (nothing when none is pending).
+func ResolveIdle(ctx context.Context, f *IdleFeeder, src UsageSource) error {
+	if !f.Pending() {
+		return nil
+	}
+	insts, from, to, below := f.PendingRange()
+	err := src.RawIdle(ctx, insts, from, to, below, func(pts []RawPoint) error {
+		for i := range pts {
+			f.Raw(&pts[i])
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return f.Resolve()
 }

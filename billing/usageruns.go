@@ -94,7 +94,7 @@ func (u runUsage) UsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageR
 	if err := errors.Join(<-errc, <-errc); err != nil {
 		return err
 	}
-	if err := feed.ResolveFrom(ctx, u.src); err != nil {
+	if err := ResolveIdle(ctx, feed, u.src); err != nil {
 		return err
 	}
 	sums := NewBucketSums(q)
