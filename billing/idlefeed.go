@@ -59,6 +59,13 @@ func NewIdleFeeder(acc *Accumulator, cat *schemas.Catalog, p Period) *IdleFeeder
 		add: func(k Key, s, e int64) { acc.AddOccupancy(k, s, e, true) }}
 }
 
+// NewIdleSink returns a feeder that hands the idle time it finds in
+// [fromMS, toMS) to add instead of an accumulator (usage reports and held-now
+// answers collect it themselves).
+func NewIdleSink(cat *schemas.Catalog, fromMS, toMS int64, add func(k Key, startMS, endMS int64)) *IdleFeeder {
+	return &IdleFeeder{cat: cat, p0: fromMS, p1: toMS, add: add}
+}
+
 // Add decides r: idle time counts only inside the period.
 func (f *IdleFeeder) Add(r *IdleRun) {
 	if r.EndMS <= f.p0 || r.StartMS >= f.p1 || r.EndMS <= r.StartMS {

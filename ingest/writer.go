@@ -9,6 +9,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 
+	"github.com/cardhour/cardhour/internal/retry"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -262,7 +263,7 @@ func Retry(ctx context.Context, log *slog.Logger, lo, hi time.Duration, m *Metri
 			return struct{}{}, backoff.Permanent(err)
 		}
 		return struct{}{}, err
-	}, backoff.WithBackOff(NewBackOff(lo, hi)), backoff.WithMaxElapsedTime(0),
+	}, backoff.WithBackOff(retry.Backoff(lo, hi)), backoff.WithMaxElapsedTime(0),
 		backoff.WithNotify(func(err error, next time.Duration) {
 			if !paused {
 				paused = true

@@ -12,9 +12,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/go-pdf/fpdf"
-
 	"github.com/cardhour/cardhour/billing"
+	"github.com/go-pdf/fpdf"
 )
 
 // PDFOptions configures WritePDF.

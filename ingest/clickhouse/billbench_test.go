@@ -11,6 +11,7 @@ import (
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/ingesttest"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/internal/testenv"
 )
 
@@ -25,7 +26,7 @@ func BenchmarkBillFromClickHouse(b *testing.B) {
 	cat := ingesttest.Catalogs(b)["example"]
 	p := billing.NewPeriod(2026, time.November, cat.Location)
 	for b.Loop() {
-		if _, err := billing.BillFrom(ctx, st, cat, p); err != nil {
+		if _, err := reads.BillFrom(ctx, st, cat, p); err != nil {
 			b.Fatal(err)
 		}
 	}

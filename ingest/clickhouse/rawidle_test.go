@@ -12,6 +12,7 @@ import (
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/ingesttest"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/internal/testenv"
 	"github.com/cardhour/cardhour/schemas"
 )
@@ -52,7 +53,7 @@ func BenchmarkRawIdleFallback(b *testing.B) {
 	cat := ingesttest.Catalogs(b)["thr-cuts"]
 	p := billing.NewPeriod(2026, time.November, cat.Location)
 	for b.Loop() {
-		if _, err := billing.BillFrom(ctx, st, cat, p); err != nil {
+		if _, err := reads.BillFrom(ctx, st, cat, p); err != nil {
 			b.Fatal(err)
 		}
 	}

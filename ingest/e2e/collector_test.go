@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/collector"
 	"github.com/cardhour/cardhour/collector/fleet"
 	"github.com/cardhour/cardhour/collector/kafkapub"
@@ -17,6 +16,7 @@ import (
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/ingesttest"
 	"github.com/cardhour/cardhour/ingest/sqlite"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -72,7 +72,7 @@ func TestSimulatedFleetThroughKafkaBillsLikeFile(t *testing.T) {
 	for _, run := range []struct {
 		e   *env
 		st  ingest.Store
-		src billing.UsageSource
+		src reads.UsageSource
 	}{{e, ch, ch}, {&eLite, lite, lite}} {
 		m := ingest.NewMetrics(nil)
 		stop := start(t, run.e.workerConfig(run.st, m))

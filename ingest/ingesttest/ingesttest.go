@@ -25,6 +25,7 @@ import (
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/internal/gen"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -168,14 +169,14 @@ func BillFile(t testing.TB, data []byte, cat *schemas.Catalog, period string) []
 
 // RequireSameInvoices checks, for every catalog variant and period, that src
 // bills byte-identically to the file path on data.
-func RequireSameInvoices(t testing.TB, data []byte, cats map[string]*schemas.Catalog, src billing.UsageSource) {
+func RequireSameInvoices(t testing.TB, data []byte, cats map[string]*schemas.Catalog, src reads.UsageSource) {
 	t.Helper()
 	for name, cat := range cats {
 		for _, period := range Periods {
 			want := BillFile(t, data, cat, period)
 			p, err := billing.ParsePeriod(period, cat.Location)
 			require.NoError(t, err)
-			res, err := billing.BillFrom(context.Background(), src, cat, p)
+			res, err := reads.BillFrom(context.Background(), src, cat, p)
 			require.NoError(t, err)
 			got := InvoiceJSON(t, res)
 			require.Equal(t, string(want), string(got), "catalog %s, period %s", name, period)

@@ -6,18 +6,18 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
 )
 
-// requireInstanceSamples checks billing.InstanceRows on the store
+// requireInstanceSamples checks reads.InstanceRows on the store
 // RequireReads wrote: only the instances asked for, only held samples
 // starting in the range, replays at most repeated.
 func requireInstanceSamples(t *testing.T, st ingest.Backend) {
 	ctx := context.Background()
-	ir, ok := st.(billing.InstanceRows)
-	require.True(t, ok, "every usage store reads samples by instance (billing.InstanceRows)")
+	ir, ok := st.(reads.InstanceRows)
+	require.True(t, ok, "every usage store reads samples by instance (reads.InstanceRows)")
 	read := func(insts []string, from, to string) map[string]map[int64]schemas.Sample {
 		t.Helper()
 		got := map[string]map[int64]schemas.Sample{}

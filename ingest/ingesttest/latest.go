@@ -7,13 +7,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
 )
 
-// LatestFields is s with the fields billing.LatestRows returns (those of
-// billing.HeldRows): memory, util source and schema cleared, util 0 when
+// LatestFields is s with the fields reads.LatestRows returns (those of
+// reads.HeldRows): memory, util source and schema cleared, util 0 when
 // unknown.
 func LatestFields(s schemas.Sample) schemas.Sample {
 	s.MemUsed, s.MemTotal, s.UtilSource, s.SchemaField = 0, 0, "", ""
@@ -38,7 +38,7 @@ func LatestOf(samples []schemas.Sample) map[string]schemas.Sample {
 
 // Latest reads st's latest samples from fromMS, by instance; an instance
 // returned twice fails the test.
-func Latest(t testing.TB, st billing.LatestRows, fromMS int64) map[string]schemas.Sample {
+func Latest(t testing.TB, st reads.LatestRows, fromMS int64) map[string]schemas.Sample {
 	t.Helper()
 	out := map[string]schemas.Sample{}
 	require.NoError(t, st.LatestSamples(context.Background(), fromMS, func(s *schemas.Sample) error {

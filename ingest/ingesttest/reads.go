@@ -14,6 +14,7 @@ import (
 
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -27,7 +28,7 @@ func ReadsCatalog(t testing.TB) *schemas.Catalog {
 	s := strings.NewReplacer("timezone: Asia/Shanghai", "timezone: America/New_York",
 		"      warn_after: 10m", "      threshold: 0.5\n      warn_after: 10m").Replace(string(y))
 	require.NotEqual(t, string(y), s)
-	cat, err := schemas.ParseCatalog([]byte(s), "reads.yaml")
+	cat, err := schemas.ParseCatalog([]byte(s), "billing.yaml")
 	require.NoError(t, err)
 	return cat
 }
@@ -51,8 +52,8 @@ func utc(s string) time.Time {
 	return t
 }
 
-// RequireReads checks billing.Usage, billing.HeldNow,
-// billing.CheckDataQuality and the latest samples (billing.LatestRows) on st,
+// RequireReads checks reads.Usage, reads.HeldNow,
+// reads.CheckDataQuality and the latest samples (reads.LatestRows) on st,
 // an empty store, against hand-computed answers: every store must give the
 // same (a replayed batch, a DST day, filters by node and SKU, per-project idle
 // thresholds, unpriced and unattributed usage).
@@ -88,8 +89,8 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 	setRef(carol[5:], "pid:4343")
 	// Written like the ingest worker does (samples with their runs); alice's
 	// first hour is replayed by a restarted worker (a new compactor).
-	ver, ok := st.(billing.DataVersioner)
-	require.True(t, ok, "every usage store tells its data version (billing.DataVersioner)")
+	ver, ok := st.(reads.DataVersioner)
+	require.True(t, ok, "every usage store tells its data version (reads.DataVersioner)")
 	version := func() string {
 		t.Helper()
 		v, err := ver.DataVersion(ctx)
@@ -113,68 +114,68 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 		{TimeMS: utc("2026-10-02T05:00:00Z").UnixMilli(), Source: "file:a:0", Reason: "malformed_json", Error: "october"},
 	}))
 
-	usage := func(q billing.UsageQuery) *billing.UsageReport {
+	usage := func(q reads.UsageQuery) *reads.UsageReport {
 		t.Helper()
 		if q.From.IsZero() {
 			q.From, q.To = utc("2026-11-01T00:00:00Z"), utc("2026-12-01T00:00:00Z")
 		}
-		r, err := billing.Usage(ctx, st, cat, q)
+		r, err := reads.Usage(ctx, st, cat, q)
 		require.NoError(t, err)
 		return r
 	}
 	dec := decimal.RequireFromString
-	byProject := usage(billing.UsageQuery{GroupBy: []string{billing.ByProject}})
-	require.Equal(t, []billing.UsageGroup{
+	byProject := usage(reads.UsageQuery{GroupBy: []string{reads.ByProject}})
+	require.Equal(t, []reads.UsageGroup{
 		{Project: "ai101", HeldSeconds: 1800, IdleSeconds: 1800, Cost: dec("1.50")},
 		{Project: "nlp-lab", HeldSeconds: 7800, IdleSeconds: 1800, Cost: dec("3.60")},
 	}, byProject.Rows)
-	require.Equal(t, billing.UsageGroup{HeldSeconds: 9600, IdleSeconds: 3600, Cost: dec("5.10")}, byProject.Total)
+	require.Equal(t, reads.UsageGroup{HeldSeconds: 9600, IdleSeconds: 3600, Cost: dec("5.10")}, byProject.Total)
 	require.EqualValues(t, 600, byProject.UnpricedSeconds)
 
-	byDay := usage(billing.UsageQuery{GroupBy: []string{billing.ByDay}})
-	require.Equal(t, []billing.UsageGroup{
+	byDay := usage(reads.UsageQuery{GroupBy: []string{reads.ByDay}})
+	require.Equal(t, []reads.UsageGroup{
 		{Day: "2026-11-01", HeldSeconds: 3600, IdleSeconds: 1800, Cost: dec("1.80")},
 		{Day: "2026-11-02", HeldSeconds: 6000, IdleSeconds: 1800, Cost: dec("3.30")},
 	}, byDay.Rows)
 
 	// Days of a fixed UTC offset (EST from 2026-11-02 local midnight): one-day
 	// buckets, by the runs and (filtered by node) by raw samples.
-	est := usage(billing.UsageQuery{From: utc("2026-11-02T05:00:00Z"), To: utc("2026-11-10T05:00:00Z"), GroupBy: []string{billing.ByDay}})
+	est := usage(reads.UsageQuery{From: utc("2026-11-02T05:00:00Z"), To: utc("2026-11-10T05:00:00Z"), GroupBy: []string{reads.ByDay}})
 	require.Equal(t, byDay.Rows[1:], est.Rows)
-	estN1 := usage(billing.UsageQuery{From: utc("2026-11-02T05:00:00Z"), To: utc("2026-11-10T05:00:00Z"), GroupBy: []string{billing.ByDay}, Nodes: []string{"n1"}})
-	require.Equal(t, []billing.UsageGroup{{Day: "2026-11-02", HeldSeconds: 3600, Cost: dec("1.80")}}, estN1.Rows)
+	estN1 := usage(reads.UsageQuery{From: utc("2026-11-02T05:00:00Z"), To: utc("2026-11-10T05:00:00Z"), GroupBy: []string{reads.ByDay}, Nodes: []string{"n1"}})
+	require.Equal(t, []reads.UsageGroup{{Day: "2026-11-02", HeldSeconds: 3600, Cost: dec("1.80")}}, estN1.Rows)
 
 	// A default threshold between class bounds (0.02): runs it cuts through
 	// are decided from raw samples; alice's 0.01 is still idle, 0.9 is not.
 	cut := *cat
 	cut.Defaults.Idle.Threshold = 0.02
-	cutDay, err := billing.Usage(ctx, st, &cut, billing.UsageQuery{From: utc("2026-11-01T00:00:00Z"), To: utc("2026-12-01T00:00:00Z"), GroupBy: []string{billing.ByDay}})
+	cutDay, err := reads.Usage(ctx, st, &cut, reads.UsageQuery{From: utc("2026-11-01T00:00:00Z"), To: utc("2026-12-01T00:00:00Z"), GroupBy: []string{reads.ByDay}})
 	require.NoError(t, err)
 	require.Equal(t, byDay.Rows, cutDay.Rows)
 
-	n1 := usage(billing.UsageQuery{GroupBy: []string{billing.ByHour, billing.ByNode, billing.BySKU, billing.ByUser}, Nodes: []string{"n1"}})
-	require.Equal(t, []billing.UsageGroup{
+	n1 := usage(reads.UsageQuery{GroupBy: []string{reads.ByHour, reads.ByNode, reads.BySKU, reads.ByUser}, Nodes: []string{"n1"}})
+	require.Equal(t, []reads.UsageGroup{
 		{User: "alice", SKU: "a100-80g-1g.10gb", Node: "n1", Hour: "2026-11-01T23:00:00-05:00", HeldSeconds: 3600, IdleSeconds: 1800, Cost: dec("1.80")},
 		{User: "alice", SKU: "a100-80g-1g.10gb", Node: "n1", Hour: "2026-11-02T00:00:00-05:00", HeldSeconds: 3600, Cost: dec("1.80")},
 	}, n1.Rows)
 
-	h := usage(billing.UsageQuery{GroupBy: []string{billing.ByInstance}, SKUs: []string{"h100-1g.10gb"}, Users: []string{"bob", "alice"}})
-	require.Equal(t, []billing.UsageGroup{{InstanceID: "mig-b", HeldSeconds: 1800, IdleSeconds: 1800, Cost: dec("1.50")}}, h.Rows)
-	none := usage(billing.UsageQuery{GroupBy: []string{billing.ByProject}, Projects: []string{"cv-lab"}})
+	h := usage(reads.UsageQuery{GroupBy: []string{reads.ByInstance}, SKUs: []string{"h100-1g.10gb"}, Users: []string{"bob", "alice"}})
+	require.Equal(t, []reads.UsageGroup{{InstanceID: "mig-b", HeldSeconds: 1800, IdleSeconds: 1800, Cost: dec("1.50")}}, h.Rows)
+	none := usage(reads.UsageQuery{GroupBy: []string{reads.ByProject}, Projects: []string{"cv-lab"}})
 	require.Empty(t, none.Rows)
-	part := usage(billing.UsageQuery{From: utc("2026-11-02T04:30:00Z"), To: utc("2026-11-02T05:00:00Z")})
-	require.Equal(t, []billing.UsageGroup{{HeldSeconds: 1800, Cost: dec("0.90")}}, part.Rows)
+	part := usage(reads.UsageQuery{From: utc("2026-11-02T04:30:00Z"), To: utc("2026-11-02T05:00:00Z")})
+	require.Equal(t, []reads.UsageGroup{{HeldSeconds: 1800, Cost: dec("0.90")}}, part.Rows)
 
-	_, err = billing.Usage(ctx, st, cat, billing.UsageQuery{From: utc("2026-11-02T00:00:00Z"), To: utc("2026-11-01T00:00:00Z")})
+	_, err = reads.Usage(ctx, st, cat, reads.UsageQuery{From: utc("2026-11-02T00:00:00Z"), To: utc("2026-11-01T00:00:00Z")})
 	require.ErrorContains(t, err, "is not before")
-	_, err = billing.Usage(ctx, st, cat, billing.UsageQuery{From: utc("2026-11-01T00:00:00Z"), To: utc("2026-11-02T00:00:00Z"), GroupBy: []string{"month"}})
+	_, err = reads.Usage(ctx, st, cat, reads.UsageQuery{From: utc("2026-11-01T00:00:00Z"), To: utc("2026-11-02T00:00:00Z"), GroupBy: []string{"month"}})
 	require.ErrorContains(t, err, `group_by: unknown dimension "month"`)
-	_, err = billing.Usage(ctx, st, cat, billing.UsageQuery{From: utc("2026-11-01T00:00:00Z"), To: utc("2026-11-02T00:00:00Z"), SKUs: []string{"nope"}})
+	_, err = reads.Usage(ctx, st, cat, reads.UsageQuery{From: utc("2026-11-01T00:00:00Z"), To: utc("2026-11-02T00:00:00Z"), SKUs: []string{"nope"}})
 	require.ErrorContains(t, err, `sku: "nope" is not in the catalog`)
 
-	held, err := billing.HeldNow(ctx, st, cat, utc("2026-11-02T06:30:10Z"))
+	held, err := reads.HeldNow(ctx, st, cat, utc("2026-11-02T06:30:10Z"))
 	require.NoError(t, err)
-	require.Equal(t, []billing.Held{
+	require.Equal(t, []reads.Held{
 		{InstanceID: "mig-b", Node: "n2", GPUUUID: "GPU-n2", Project: "ai101", User: "bob", SKU: "h100-1g.10gb", GPUModel: h100, Profile: "1g.10gb",
 			Since: utc("2026-11-02T06:00:00Z"), LastSample: utc("2026-11-02T06:29:00Z"), Idle: true, IdleSince: utc("2026-11-02T06:00:00Z"),
 			HolderRef: "k8s:ai101/nb-bob"},
@@ -183,15 +184,15 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 	}, held)
 	// HeldNow answers the present from the compact rows; the raw samples
 	// say the same.
-	compact, err := billing.HeldNowFrom(ctx, st, cat, utc("2026-11-02T06:30:10Z"), billing.HeldLookback)
+	compact, err := reads.HeldNowFrom(ctx, st, cat, utc("2026-11-02T06:30:10Z"), reads.HeldLookback)
 	require.NoError(t, err)
 	require.Equal(t, held, compact)
-	raw, err := billing.HeldNowWithin(ctx, st, cat, utc("2026-11-02T06:30:10Z"), billing.HeldLookback)
+	raw, err := reads.HeldNowWithin(ctx, st, cat, utc("2026-11-02T06:30:10Z"), reads.HeldLookback)
 	require.NoError(t, err)
 	require.Equal(t, held, raw)
 	requireInstanceSamples(t, st)
 	// A moment in the store's past (alice still held): from raw samples.
-	held, err = billing.HeldNow(ctx, st, cat, utc("2026-11-02T05:45:00Z"))
+	held, err = reads.HeldNow(ctx, st, cat, utc("2026-11-02T05:45:00Z"))
 	require.NoError(t, err)
 	require.Len(t, held, 1)
 	require.Equal(t, "mig-a", held[0].InstanceID)
@@ -218,24 +219,24 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 
 	p, err := billing.ParsePeriod("2026-11", cat.Location)
 	require.NoError(t, err)
-	dq, err := billing.CheckDataQuality(ctx, st, cat, p, utc("2026-11-02T06:35:00Z"))
+	dq, err := reads.CheckDataQuality(ctx, st, cat, p, utc("2026-11-02T06:35:00Z"))
 	require.NoError(t, err)
 	require.EqualValues(t, 2, dq.Rejected)
 	require.Len(t, dq.FirstRejected, 2)
 	require.Equal(t, "file:a:1", dq.FirstRejected[0].Source)
-	require.Equal(t, []billing.SilentNode{
+	require.Equal(t, []reads.SilentNode{
 		{Node: "n1", From: utc("2026-11-02T06:00:00Z"), Until: utc("2026-11-02T06:20:00Z")},
 		{Node: "n1", From: utc("2026-11-02T06:21:00Z")},
 	}, dq.Silent)
-	require.Equal(t, []billing.UnattributedUsage{{Node: "n2", InstanceID: "mig-c", Seconds: 600}}, dq.Unattributed)
+	require.Equal(t, []reads.UnattributedUsage{{Node: "n2", InstanceID: "mig-c", Seconds: 600}}, dq.Unattributed)
 
 	// The data version stays while nothing is written (reads and rejects
 	// change no usage report), and a cache over it answers like Usage until
 	// a write, then with the new data.
 	v := version()
 	require.Equal(t, v, version())
-	uc := billing.NewUsageCache(st, ver, billing.UsageCacheConfig{Poll: time.Nanosecond, MaxStale: -1})
-	q := billing.UsageQuery{From: utc("2026-11-01T00:00:00Z"), To: utc("2026-12-01T00:00:00Z"), GroupBy: []string{billing.ByProject}}
+	uc := reads.NewUsageCache(st, ver, reads.UsageCacheConfig{Poll: time.Nanosecond, MaxStale: -1})
+	q := reads.UsageQuery{From: utc("2026-11-01T00:00:00Z"), To: utc("2026-12-01T00:00:00Z"), GroupBy: []string{reads.ByProject}}
 	got, err := uc.Usage(ctx, cat, q)
 	require.NoError(t, err)
 	require.Equal(t, byProject, got)
@@ -245,7 +246,7 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 	require.NotEqual(t, v, version())
 	got, err = uc.Usage(ctx, cat, q)
 	require.NoError(t, err)
-	require.Equal(t, []billing.UsageGroup{
+	require.Equal(t, []reads.UsageGroup{
 		{Project: "ai101", HeldSeconds: 2400, IdleSeconds: 1800, Cost: dec("2.00")},
 		{Project: "nlp-lab", HeldSeconds: 7800, IdleSeconds: 1800, Cost: dec("3.60")},
 	}, got.Rows)

@@ -14,6 +14,7 @@ import (
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/ingesttest"
 	"github.com/cardhour/cardhour/ingest/sqlite"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -136,6 +137,6 @@ func TestOldIdleRunsMigrateAndRawFallback(t *testing.T) {
 	ingesttest.RequireSameInvoices(t, data, map[string]*schemas.Catalog{"example": cats["example"], "thr-bounds": cats["thr-bounds"]}, st)
 	p, err := billing.ParsePeriod(ingesttest.Periods[0], cats["thr-cuts"].Location)
 	require.NoError(t, err)
-	_, err = billing.BillFrom(ctx, st, cats["thr-cuts"], p)
+	_, err = reads.BillFrom(ctx, st, cats["thr-cuts"], p)
 	require.ErrorContains(t, err, "no longer stored")
 }

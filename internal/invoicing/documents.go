@@ -4,9 +4,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/shopspring/decimal"
-
 	"github.com/cardhour/cardhour/billing"
+	"github.com/shopspring/decimal"
 )
 
 // Meta is what a billing run knows about the documents it builds: the

@@ -21,8 +21,8 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 
-	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/internal/ledger"
+	"github.com/cardhour/cardhour/internal/retry"
 )
 
 // Statement is user's statement on invoice id: derived from the stored
@@ -452,7 +452,7 @@ func (s *Service) deliver(ctx context.Context, actor string, pe *periodExport) e
 		default: // the request itself is refused: retrying sends the same
 			return struct{}{}, backoff.Permanent(fmt.Errorf("POST %s: %s: %s", w.URL, resp.Status, bytes.TrimSpace(msg)))
 		}
-	}, backoff.WithBackOff(ingest.NewBackOff(lo, hi)), backoff.WithMaxElapsedTime(maxElapsed),
+	}, backoff.WithBackOff(retry.Backoff(lo, hi)), backoff.WithMaxElapsedTime(maxElapsed),
 		backoff.WithNotify(func(err error, next time.Duration) {
 			s.log.Warn("webhook delivery failed; retrying", "period", periodStr, "err", err, "retry_in", next)
 		}))

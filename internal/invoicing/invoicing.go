@@ -5,7 +5,7 @@
 // import, and the export of a finalized period to a directory and a
 // finance webhook, each exactly once.
 //
-// Usage comes from the usage store (billing.UsageSource), everything
+// Usage comes from the usage store (reads.UsageSource), everything
 // decided from the ledger (internal/ledger), and documents are built,
 // stamped and rendered by Documents (billing/export).
 package invoicing
@@ -24,6 +24,7 @@ import (
 
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -51,11 +52,11 @@ type QualityFunc func(ctx context.Context, cat *schemas.Catalog, p billing.Perio
 
 // Config configures a Service.
 type Config struct {
-	Ledger    ledger.Store        // required
-	Usage     billing.UsageSource // required: the usage store
-	Documents Documents           // the invoice document; nil: ExportDocuments{}
-	// Quality, when set (by default billing.CheckDataQuality when Usage
-	// implements billing.QualityRows), adds the usage store's data-quality checks to
+	Ledger    ledger.Store      // required
+	Usage     reads.UsageSource // required: the usage store
+	Documents Documents         // the invoice document; nil: ExportDocuments{}
+	// Quality, when set (by default reads.CheckDataQuality when Usage
+	// implements reads.QualityRows), adds the usage store's data-quality checks to
 	// every run (unpriced usage is reported from the bill itself).
 	Quality QualityFunc
 	Clock   func() time.Time // nil: time.Now
@@ -92,9 +93,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Documents == nil {
 		cfg.Documents = ExportDocuments{}
 	}
-	if q, ok := cfg.Usage.(billing.QualityRows); ok && cfg.Quality == nil {
+	if q, ok := cfg.Usage.(reads.QualityRows); ok && cfg.Quality == nil {
 		cfg.Quality = func(ctx context.Context, cat *schemas.Catalog, p billing.Period, now time.Time) (any, error) {
-			return billing.CheckDataQuality(ctx, q, cat, p, now)
+			return reads.CheckDataQuality(ctx, q, cat, p, now)
 		}
 	}
 	if cfg.Grace < 0 {
@@ -290,7 +291,7 @@ func (s *Service) Run(ctx context.Context, actor, periodStr string) (*Run, error
 		return nil, fmt.Errorf("%w: %w: %s begins %s (%s); bill it from then on",
 			ErrFuturePeriod, ledger.ErrInvalidArgument, p, p.Start.Format(time.RFC3339), cat.Timezone)
 	}
-	res, err := billing.BillFrom(ctx, s.cfg.Usage, cat, p)
+	res, err := reads.BillFrom(ctx, s.cfg.Usage, cat, p)
 	if err != nil {
 		return nil, fmt.Errorf("billing %s: %w", p, err)
 	}

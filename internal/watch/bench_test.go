@@ -18,6 +18,7 @@ import (
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/ledger/ledgertest"
 	"github.com/cardhour/cardhour/internal/ledger/sqlite"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/internal/testenv"
 	"github.com/cardhour/cardhour/schemas"
 )
@@ -59,7 +60,7 @@ func benchCycle(b *testing.B, store string, instances, budgets int) {
 	}
 	now := at("12:00")
 	// The history held instances have in the store (default 2 h; a site
-	// in steady state has at least billing.HeldLookback, which HeldNow
+	// in steady state has at least reads.HeldLookback, which HeldNow
 	// reads: CARDHOUR_WATCH_BENCH_HISTORY=24h measures that).
 	history := 2 * time.Hour
 	if v := os.Getenv("CARDHOUR_WATCH_BENCH_HISTORY"); v != "" {
@@ -143,10 +144,10 @@ func benchCycle(b *testing.B, store string, instances, budgets int) {
 		}
 	}
 	// CARDHOUR_WATCH_BENCH_RAW=1 hides the store's latest samples: the cycle
-	// reads what is held from a window of raw samples (billing.HeldNowWithin).
+	// reads what is held from a window of raw samples (reads.HeldNowWithin).
 	timed := &timedUsage{u: usage}
 	var measured Usage = timed
-	if lr, ok := usage.(billing.LatestRows); ok && os.Getenv("CARDHOUR_WATCH_BENCH_RAW") == "" {
+	if lr, ok := usage.(reads.LatestRows); ok && os.Getenv("CARDHOUR_WATCH_BENCH_RAW") == "" {
 		measured = timedCompact{timed, lr}
 	}
 	w, err := New(Config{Ledger: led, Usage: measured, Catalog: func(context.Context) (*schemas.Catalog, error) { return cat, nil },
@@ -186,7 +187,7 @@ type timedUsage struct {
 	u            Usage
 	mu           sync.Mutex
 	total, inner time.Duration
-	held         time.Duration // of which HeldSamples (billing.HeldNow, the evidence)
+	held         time.Duration // of which HeldSamples (reads.HeldNow, the evidence)
 }
 
 func (t *timedUsage) reset() {
@@ -240,17 +241,17 @@ func (t *timedUsage) RawIdle(ctx context.Context, instances []string, from, to i
 	})
 }
 
-func (t *timedUsage) UsageRows(ctx context.Context, q billing.UsageRowQuery, fn func(billing.UsageRow) error) error {
-	return timedCall(t, false, fn, func(f func(billing.UsageRow) error) error { return t.u.UsageRows(ctx, q, f) })
+func (t *timedUsage) UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) error {
+	return timedCall(t, false, fn, func(f func(schemas.UsageRow) error) error { return t.u.UsageRows(ctx, q, f) })
 }
 
-func (t *timedUsage) CompactUsageRows(ctx context.Context, q billing.UsageRowQuery, fn func(billing.UsageRow) error) (bool, error) {
-	cu, ok := t.u.(billing.CompactUsage)
+func (t *timedUsage) CompactUsageRows(ctx context.Context, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) (bool, error) {
+	cu, ok := t.u.(reads.CompactUsage)
 	if !ok {
 		return false, nil
 	}
 	var handled bool
-	err := timedCall(t, false, fn, func(f func(billing.UsageRow) error) error {
+	err := timedCall(t, false, fn, func(f func(schemas.UsageRow) error) error {
 		var err error
 		handled, err = cu.CompactUsageRows(ctx, q, f)
 		return err
@@ -259,10 +260,10 @@ func (t *timedUsage) CompactUsageRows(ctx context.Context, q billing.UsageRowQue
 }
 
 // timedCompact is timedUsage over a store that keeps the latest samples:
-// the watcher reads what is held from compact rows (billing.HeldNowFrom).
+// the watcher reads what is held from compact rows (reads.HeldNowFrom).
 type timedCompact struct {
 	*timedUsage
-	lr billing.LatestRows
+	lr reads.LatestRows
 }
 
 func (t timedCompact) LatestSamples(ctx context.Context, from int64, fn func(*schemas.Sample) error) error {

@@ -12,15 +12,16 @@ import (
 
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
 )
 
 // Budgets (配额). What a budget counts comes from the billing engine, never
 // from a formula of its own:
-//   - per month: the month-to-date bill (billing.BillFrom over the current
+//   - per month: the month-to-date bill (reads.BillFrom over the current
 //     period): a project's invoice total (reservations included), a
 //     student's usage lines; card-hours are the lines' used time;
-//   - per term: billing.Usage over [term start, now): held hours, and their
+//   - per term: reads.Usage over [term start, now): held hours, and their
 //     list price (terms need not start on a month's first day, which
 //     invoices do).
 //
@@ -39,7 +40,7 @@ type spent struct {
 
 type subject struct{ project, user string } // user "" for the project
 
-func (w *Watcher) budgets(ctx context.Context, cat *schemas.Catalog, held []billing.Held, now time.Time, rep *CycleReport) error {
+func (w *Watcher) budgets(ctx context.Context, cat *schemas.Catalog, held []reads.Held, now time.Time, rep *CycleReport) error {
 	var all []ledger.Budget
 	cursor := ""
 	for {
@@ -121,7 +122,7 @@ func (w *Watcher) budgets(ctx context.Context, cat *schemas.Catalog, held []bill
 }
 
 func (w *Watcher) monthSpent(ctx context.Context, cat *schemas.Catalog, p billing.Period) (map[subject]spent, error) {
-	res, err := billing.BillFrom(ctx, w.cfg.Usage, cat, p)
+	res, err := reads.BillFrom(ctx, w.cfg.Usage, cat, p)
 	if err != nil {
 		return nil, fmt.Errorf("watch: month-to-date bill of %s: %w", p, err)
 	}
@@ -153,7 +154,7 @@ func (w *Watcher) termSpent(ctx context.Context, cat *schemas.Catalog, from, now
 	if !from.Before(now) {
 		return map[subject]spent{}, nil
 	}
-	rep, err := billing.Usage(ctx, w.cfg.Usage, cat, billing.UsageQuery{From: from, To: now, GroupBy: []string{billing.ByProject, billing.ByUser}})
+	rep, err := reads.Usage(ctx, w.cfg.Usage, cat, reads.UsageQuery{From: from, To: now, GroupBy: []string{reads.ByProject, reads.ByUser}})
 	if err != nil {
 		return nil, fmt.Errorf("watch: term-to-date usage: %w", err)
 	}
@@ -181,7 +182,7 @@ func crossed(b ledger.Budget, used spent, pct int) bool {
 }
 
 func (w *Watcher) budget(ctx context.Context, cat *schemas.Catalog, st *state, b ledger.Budget, used spent, period string,
-	held []billing.Held, now time.Time, rep *CycleReport) error {
+	held []reads.Held, now time.Time, rep *CycleReport) error {
 	var due []int
 	for _, t := range b.Thresholds {
 		if crossed(b, used, t) && !st.alerts[ledger.BudgetAlertKey(b.Scope, b.Project, b.User, b.Unit, period, t)] {
@@ -250,11 +251,11 @@ func (w *Watcher) budget(ctx context.Context, cat *schemas.Catalog, st *state, b
 }
 
 // holdingStart is when h's holding began, which names its budget release.
-// A holding older than billing.HeldLookback is reported as beginning at
+// A holding older than reads.HeldLookback is reported as beginning at
 // the lookback's start, which moves with every cycle: its start is then
 // the one the latest budget release of the instance and holder recorded at
 // or before that point (a holding released once is not released again).
-func (w *Watcher) holdingStart(ctx context.Context, h *billing.Held) (time.Time, error) {
+func (w *Watcher) holdingStart(ctx context.Context, h *reads.Held) (time.Time, error) {
 	if !h.SinceClipped {
 		return h.Since, nil
 	}

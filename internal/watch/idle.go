@@ -11,6 +11,7 @@ import (
 
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -23,7 +24,7 @@ import (
 // waits release_after) from then on. Of warning and reminder only the
 // latest due is sent: a warning held back by quiet hours is not sent
 // after the reminder that superseded it.
-func (w *Watcher) idle(ctx context.Context, cat *schemas.Catalog, st *state, h *billing.Held, now time.Time, rep *CycleReport) error {
+func (w *Watcher) idle(ctx context.Context, cat *schemas.Catalog, st *state, h *reads.Held, now time.Time, rep *CycleReport) error {
 	if !h.Idle {
 		return nil
 	}
@@ -94,7 +95,7 @@ var releaseKinds = []string{KindIdleRelease, KindIdleReleaseDryRun, KindIdleRele
 // instance idle past release_after. The release is recorded pending before
 // the releaser is called; its outcome is told once, by the alert of its
 // kind, deferred to the end of quiet hours when it falls inside them.
-func (w *Watcher) releaseIdle(ctx context.Context, cat *schemas.Catalog, st *state, h *billing.Held, start, now time.Time,
+func (w *Watcher) releaseIdle(ctx context.Context, cat *schemas.Catalog, st *state, h *reads.Held, start, now time.Time,
 	p schemas.IdlePolicy, quiet bool, rep *CycleReport) error {
 	for _, k := range releaseKinds {
 		if st.alerts[ledger.IdleAlertKey(k, h.InstanceID, start)] {
@@ -152,7 +153,7 @@ func outcomeText(r ledger.Release) string {
 // and records the outcome: done only when the releaser says it released
 // something, dry_run for a dry run, failed otherwise (retried with backoff
 // unless the error is permanent or the attempts are spent).
-func (w *Watcher) release(ctx context.Context, h *billing.Held, nr ledger.NewRelease, ev Evidence, now time.Time, rep *CycleReport) (ledger.Release, error) {
+func (w *Watcher) release(ctx context.Context, h *reads.Held, nr ledger.NewRelease, ev Evidence, now time.Time, rep *CycleReport) (ledger.Release, error) {
 	if rep.Releases >= w.cfg.MaxReleasesPerCycle {
 		rep.Postponed++
 		return ledger.Release{NewRelease: nr, Status: ledger.ReleasePending}, nil // next cycle
@@ -210,7 +211,7 @@ func releaseBackoff(attempts int) time.Duration {
 
 // evidence is why an instance is released: its streak and the idle samples
 // in it, read from the usage store.
-func (w *Watcher) evidence(ctx context.Context, cat *schemas.Catalog, st *state, h *billing.Held, start, now time.Time, p schemas.IdlePolicy) (Evidence, json.RawMessage, error) {
+func (w *Watcher) evidence(ctx context.Context, cat *schemas.Catalog, st *state, h *reads.Held, start, now time.Time, p schemas.IdlePolicy) (Evidence, json.RawMessage, error) {
 	type point struct {
 		TS        time.Time `json:"ts"`
 		IntervalS float64   `json:"interval_s"`
@@ -257,7 +258,7 @@ func (w *Watcher) evidence(ctx context.Context, cat *schemas.Catalog, st *state,
 // price of its current occupancy (held time since heldSince, gaps within
 // the tolerance billed as held) as the billing engine prices it
 // (billing.UsageAmount with the SKU's hourly price); zero when unpriced.
-func (w *Watcher) facts(cat *schemas.Catalog, h *billing.Held, heldSince, idleSince, now time.Time) Facts {
+func (w *Watcher) facts(cat *schemas.Catalog, h *reads.Held, heldSince, idleSince, now time.Time) Facts {
 	f := Facts{Project: h.Project, User: h.User, Node: h.Node, GPUUUID: h.GPUUUID, GPUModel: h.GPUModel, Profile: h.Profile,
 		InstanceID: h.InstanceID, HeldSince: heldSince, IdleSince: idleSince, At: now, Currency: cat.Currency, TZ: cat.Location,
 		ExemptionHint: w.cfg.ExemptionHint, Cost: decimal.Zero}

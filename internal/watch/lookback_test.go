@@ -4,12 +4,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
 )
 
 // A cycle reads as much history as its longest policy needs (with its quiet
-// hours), at least 2 h and at most billing.HeldLookback.
+// hours), at least 2 h and at most reads.HeldLookback.
 func TestHeldLookback(t *testing.T) {
 	pol := func(warn, remind, release time.Duration, q *schemas.QuietHours) schemas.IdlePolicy {
 		return schemas.IdlePolicy{Threshold: 0.05, WarnAfter: warn, RemindAfter: remind, ReleaseAfter: release, QuietHours: q}
@@ -32,7 +32,7 @@ func TestHeldLookback(t *testing.T) {
 			4*time.Hour + 10*time.Minute + time.Hour},
 		{"quiet hours 22:00-08:00 add their 10 h", cat(pol(30*time.Minute, 0, time.Hour, &schemas.QuietHours{Start: 22 * 60, End: 8 * 60})),
 			time.Hour + 10*time.Hour + 10*time.Minute + time.Hour},
-		{"a policy longer than a day: the whole look-back", cat(pol(30*time.Hour, 0, 48*time.Hour, nil)), billing.HeldLookback},
+		{"a policy longer than a day: the whole look-back", cat(pol(30*time.Hour, 0, 48*time.Hour, nil)), reads.HeldLookback},
 	} {
 		if got := heldLookback(tc.cat); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)

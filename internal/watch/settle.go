@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -27,7 +27,7 @@ import (
 //
 // It runs every cycle, before the idle policy, whether or not the instance
 // is still held.
-func (w *Watcher) settleStale(ctx context.Context, cat *schemas.Catalog, st *state, held []billing.Held, now time.Time, rep *CycleReport) error {
+func (w *Watcher) settleStale(ctx context.Context, cat *schemas.Catalog, st *state, held []reads.Held, now time.Time, rep *CycleReport) error {
 	var stale []ledger.Release
 	cursor := ""
 	for {
@@ -57,8 +57,8 @@ func (w *Watcher) settleStale(ctx context.Context, cat *schemas.Catalog, st *sta
 	return nil
 }
 
-func (w *Watcher) settle(ctx context.Context, cat *schemas.Catalog, st *state, held []billing.Held, r ledger.Release, now time.Time, rep *CycleReport) error {
-	var h *billing.Held
+func (w *Watcher) settle(ctx context.Context, cat *schemas.Catalog, st *state, held []reads.Held, r ledger.Release, now time.Time, rep *CycleReport) error {
+	var h *reads.Held
 	for i := range held {
 		if held[i].InstanceID == r.InstanceID && held[i].Project == r.Project && held[i].User == r.User {
 			h = &held[i]
@@ -94,7 +94,7 @@ func (w *Watcher) settle(ctx context.Context, cat *schemas.Catalog, st *state, h
 	// release again, and recording the alert again changes nothing.
 	key := ledger.IdleAlertKey(kind, r.InstanceID, r.StreakStart)
 	// The facts of the holding until the attempt began.
-	hh := billing.Held{InstanceID: r.InstanceID, Node: r.Node, Project: r.Project, User: r.User, Since: r.StreakStart, SinceClipped: true}
+	hh := reads.Held{InstanceID: r.InstanceID, Node: r.Node, Project: r.Project, User: r.User, Since: r.StreakStart, SinceClipped: true}
 	if h != nil {
 		hh = *h
 		hh.Since, hh.SinceClipped = minTime(h.Since, r.StreakStart), true
@@ -143,7 +143,7 @@ func (w *Watcher) latestSample(ctx context.Context, r ledger.Release, now time.T
 	}
 	from, to := r.UpdatedAt.Add(-time.Hour).UnixMilli(), now.UnixMilli()+1
 	var err error
-	if ir, ok := w.cfg.Usage.(billing.InstanceRows); ok {
+	if ir, ok := w.cfg.Usage.(reads.InstanceRows); ok {
 		err = ir.InstanceSamples(ctx, []string{r.InstanceID}, from, to, fn)
 	} else {
 		err = w.cfg.Usage.HeldSamples(ctx, from, to, fn)

@@ -1,6 +1,6 @@
 // Package watch is the reconciler of cardhour serve: every interval, the
 // replica that holds the watch lease reads the held instances and their
-// idle streaks from the usage store (billing.HeldNow), applies each
+// idle streaks from the usage store (reads.HeldNow), applies each
 // project's idle policy (warn, remind, release off | dry-run | on, quiet
 // hours, exemptions) and the budgets (month- or term-to-date cost and
 // card-hours from the billing engine), and records every decision in the
@@ -26,8 +26,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -35,9 +35,12 @@ import (
 // HeldNow), the compact rows BillFrom bills from, and the sums Usage
 // groups. ingest.MemStore, ingest/sqlite and ingest/clickhouse are one.
 type Usage interface {
-	billing.HeldRows
-	billing.UsageSource
-	billing.UsageRows
+	reads.
+		HeldRows
+	reads.
+		UsageSource
+	reads.
+		UsageRows
 }
 
 // Actor is what the watcher's changes are recorded as in the audit log.
@@ -169,7 +172,7 @@ func (w *Watcher) Cycle(ctx context.Context, now time.Time) (CycleReport, error)
 	if err != nil {
 		return rep, fmt.Errorf("watch: catalog: %w", err)
 	}
-	held, err := billing.HeldAt(ctx, w.cfg.Usage, cat, now, heldLookback(cat))
+	held, err := reads.HeldAt(ctx, w.cfg.Usage, cat, now, heldLookback(cat))
 	if err != nil {
 		return rep, fmt.Errorf("watch: %w", err)
 	}
@@ -205,7 +208,7 @@ func (w *Watcher) Cycle(ctx context.Context, now time.Time) (CycleReport, error)
 // heldLookback is how far back a cycle reads held samples: the longest
 // idle policy (warn, remind or release after, plus its quiet hours, during
 // which no warning is recorded) with room for gaps and an hour to spare,
-// at least 2 h and at most billing.HeldLookback. Every decision falls
+// at least 2 h and at most reads.HeldLookback. Every decision falls
 // within it: a streak longer than it was warned about (and so recorded
 // with its start, which streakStarts gives back) before it left the
 // window, and a holding older than it takes its start from the occupancy
@@ -228,7 +231,7 @@ func heldLookback(cat *schemas.Catalog) time.Duration {
 		}
 	}
 	lb := longest + 2*time.Duration(cat.Defaults.GapToleranceMS)*time.Millisecond + time.Hour
-	return min(max(lb, 2*time.Hour), billing.HeldLookback)
+	return min(max(lb, 2*time.Hour), reads.HeldLookback)
 }
 
 // state is what a cycle reads once.
@@ -242,12 +245,12 @@ type state struct {
 	idleInsts        []string
 	idle             map[string][]schemas.Sample
 	// The occupancy runs of the last holdingLookback by key: read on the
-	// first message about a holding older than billing.HeldLookback.
+	// first message about a holding older than reads.HeldLookback.
 	runs map[schemas.Key][]schemas.Run
 }
 
 // holdingLookback is how far back the start of a holding older than
-// billing.HeldLookback is looked for, in the occupancy runs.
+// reads.HeldLookback is looked for, in the occupancy runs.
 const holdingLookback = 31 * 24 * time.Hour
 
 // heldSince is when h's holding began, for messages (held since, cost so
@@ -256,7 +259,7 @@ const holdingLookback = 31 * 24 * time.Hour
 // (once a cycle), the runs of its key joined while their gaps are within
 // the tolerance, as HeldNow joins samples. It is never after the streak's
 // start.
-func (w *Watcher) heldSince(ctx context.Context, cat *schemas.Catalog, st *state, h *billing.Held, idleSince, now time.Time) (time.Time, error) {
+func (w *Watcher) heldSince(ctx context.Context, cat *schemas.Catalog, st *state, h *reads.Held, idleSince, now time.Time) (time.Time, error) {
 	since := h.Since
 	if h.SinceClipped {
 		if st.runs == nil {
@@ -290,15 +293,15 @@ func (w *Watcher) heldSince(ctx context.Context, cat *schemas.Catalog, st *state
 
 // idleSamples returns the idle held samples of idleInsts in [idleFrom,
 // idleTo] by instance, reading them on first use: by instance where the
-// store can (billing.InstanceRows), else the window of every instance.
-func (st *state) idleSamples(ctx context.Context, src billing.HeldRows, cat *schemas.Catalog) (map[string][]schemas.Sample, error) {
+// store can (reads.InstanceRows), else the window of every instance.
+func (st *state) idleSamples(ctx context.Context, src reads.HeldRows, cat *schemas.Catalog) (map[string][]schemas.Sample, error) {
 	if st.idle != nil {
 		return st.idle, nil
 	}
 	read := func(fn func(*schemas.Sample) error) error {
 		return src.HeldSamples(ctx, st.idleFrom.UnixMilli(), st.idleTo.UnixMilli()+1, fn)
 	}
-	if ir, ok := src.(billing.InstanceRows); ok {
+	if ir, ok := src.(reads.InstanceRows); ok {
 		read = func(fn func(*schemas.Sample) error) error {
 			return ir.InstanceSamples(ctx, st.idleInsts, st.idleFrom.UnixMilli(), st.idleTo.UnixMilli()+1, fn)
 		}
@@ -310,7 +313,7 @@ func (st *state) idleSamples(ctx context.Context, src billing.HeldRows, cat *sch
 	}
 	seen := map[at]bool{} // a replayed sample counts once
 	err := read(func(s *schemas.Sample) error {
-		if k := (at{s.InstanceID, s.StartMS}); billing.IsIdleSample(cat, s) && !seen[k] {
+		if k := (at{s.InstanceID, s.StartMS}); reads.IsIdleSample(cat, s) && !seen[k] {
 			seen[k] = true
 			idle[s.InstanceID] = append(idle[s.InstanceID], *s)
 		}
@@ -323,7 +326,7 @@ func (st *state) idleSamples(ctx context.Context, src billing.HeldRows, cat *sch
 	return idle, nil
 }
 
-func (w *Watcher) loadState(ctx context.Context, cat *schemas.Catalog, held []billing.Held, now time.Time) (*state, error) {
+func (w *Watcher) loadState(ctx context.Context, cat *schemas.Catalog, held []reads.Held, now time.Time) (*state, error) {
 	st := &state{alerts: map[string]bool{}, idleTo: now, idleFrom: now}
 	if err := w.streakStarts(ctx, st, held); err != nil {
 		return nil, err
@@ -380,14 +383,14 @@ func (w *Watcher) loadState(ctx context.Context, cat *schemas.Catalog, held []bi
 var idleKinds = []string{KindIdleWarning, KindIdleReminder, KindIdleRelease, KindIdleReleaseDryRun, KindIdleReleaseFailed}
 
 // streakStarts gives back their start to the streaks longer than
-// billing.HeldLookback, whose IdleSince HeldNow reports as the lookback's
+// reads.HeldLookback, whose IdleSince HeldNow reports as the lookback's
 // start (it moves with every cycle, and every decision is keyed by the
 // streak's start): the start is the one the latest idle alert of the
 // instance and holder recorded at or before that point. Any streak that
 // began after it would have been warned about (or released) under its own
 // start while inside the lookback. An instance with no such alert keeps
 // the lookback's start. The alerts read are added to st.alerts.
-func (w *Watcher) streakStarts(ctx context.Context, st *state, held []billing.Held) error {
+func (w *Watcher) streakStarts(ctx context.Context, st *state, held []reads.Held) error {
 	for i := range held {
 		h := &held[i]
 		if !h.Idle || !h.IdleSinceClipped {

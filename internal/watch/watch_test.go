@@ -813,7 +813,7 @@ func TestReleasesPerCycleAreBounded(t *testing.T) {
 	}
 }
 
-// A streak longer than billing.HeldLookback (24 h): HeldNow sees its start
+// A streak longer than reads.HeldLookback (24 h): HeldNow sees its start
 // only as the lookback's start, which moves with every cycle. The streak
 // keeps the start its alerts recorded: warned once, reminded once, and a
 // release that failed for good is neither tried nor told again.
@@ -868,7 +868,7 @@ func TestStreakLongerThanLookback(t *testing.T) {
 	}
 }
 
-// A budget release of a holding older than billing.HeldLookback that
+// A budget release of a holding older than reads.HeldLookback that
 // failed for good is not tried again when the lookback's start moves.
 func TestBudgetReleaseOfALongHolding(t *testing.T) {
 	f := newFixture(t, span{"nlp", "s1", "gpu-1", at("08:00"), at("+1 14:00"), 0.9})

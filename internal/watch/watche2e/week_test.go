@@ -29,6 +29,7 @@ import (
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/ledger/ledgertest"
 	"github.com/cardhour/cardhour/internal/ledger/postgres"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/internal/testenv"
 	"github.com/cardhour/cardhour/internal/watch"
 	"github.com/cardhour/cardhour/internal/watch/edges"
@@ -175,7 +176,7 @@ func TestWatchWeek(t *testing.T) {
 	// and 90 % of the week.
 	mem := ingest.NewMemStore()
 	require.NoError(t, mem.Write(ctx, ingest.NewCompactor(0).Build(background)))
-	weekBill, err := billing.BillFrom(ctx, mem, cat, billing.NewPeriod(2026, time.November, loc))
+	weekBill, err := reads.BillFrom(ctx, mem, cat, billing.NewPeriod(2026, time.November, loc))
 	require.NoError(t, err)
 	visionTotal := decimal.Zero
 	for _, inv := range weekBill.Invoices {
@@ -451,7 +452,7 @@ channels:
 
 	// The invoice from the same store ends at the release: Monday 09:00 to
 	// Saturday 20:00 for the forgotten slice; 5 × 9 h for the steady one.
-	bill, err := billing.BillFrom(ctx, store, cat, billing.NewPeriod(2026, time.November, loc))
+	bill, err := reads.BillFrom(ctx, store, cat, billing.NewPeriod(2026, time.November, loc))
 	require.NoError(t, err)
 	used := map[string]int64{}
 	for _, inv := range bill.Invoices {

@@ -1,4 +1,4 @@
-package billing
+package reads
 
 import (
 	"cmp"
@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -59,7 +60,7 @@ type LatestRows interface {
 // IsIdleSample reports whether a held sample is idle under cat: util known
 // and below the project's threshold, or util unknown and no process.
 func IsIdleSample(cat *schemas.Catalog, s *schemas.Sample) bool {
-	return IsIdleUtil(cat, s.Project, s.UtilKnown, s.Util, s.Processes == 0)
+	return billing.IsIdleUtil(cat, s.Project, s.UtilKnown, s.Util, s.Processes == 0)
 }
 
 // HeldNow returns the instances held at now: those whose latest sample ends

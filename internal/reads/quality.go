@@ -1,4 +1,4 @@
-package billing
+package reads
 
 import (
 	"cmp"
@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -90,7 +91,7 @@ type QualityRows interface {
 }
 
 // CheckDataQuality checks the stored usage of period p up to now.
-func CheckDataQuality(ctx context.Context, src QualityRows, cat *schemas.Catalog, p Period, now time.Time) (*DataQuality, error) {
+func CheckDataQuality(ctx context.Context, src QualityRows, cat *schemas.Catalog, p billing.Period, now time.Time) (*DataQuality, error) {
 	from, to := p.StartMS(), min(p.EndMS(), now.UnixMilli())
 	dq := &DataQuality{Period: p.String(), CheckedAt: now.UTC()}
 	if to <= from {

@@ -1,4 +1,4 @@
-package billing
+package reads
 
 import (
 	"cmp"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -250,13 +251,13 @@ func Usage(ctx context.Context, src UsageRows, cat *schemas.Catalog, q UsageQuer
 	for _, a := range groups {
 		a.g.HeldSeconds /= 1000
 		a.g.IdleSeconds /= 1000
-		a.g.Cost = RoundMoney(a.cost)
+		a.g.Cost = billing.RoundMoney(a.cost)
 		rep.Rows = append(rep.Rows, a.g)
 	}
 	rep.Total.HeldSeconds /= 1000
 	rep.Total.IdleSeconds /= 1000
 	rep.UnpricedSeconds /= 1000
-	rep.Total.Cost = RoundMoney(total)
+	rep.Total.Cost = billing.RoundMoney(total)
 	slices.SortFunc(rep.Rows, func(a, b UsageGroup) int {
 		return cmp.Or(cmp.Compare(a.Project, b.Project), cmp.Compare(a.User, b.User), cmp.Compare(a.SKU, b.SKU),
 			cmp.Compare(a.InstanceID, b.InstanceID), cmp.Compare(a.Node, b.Node), cmp.Compare(a.Day, b.Day), cmp.Compare(a.Hour, b.Hour))

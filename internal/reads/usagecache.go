@@ -1,4 +1,4 @@
-package billing
+package reads
 
 import (
 	"container/list"
@@ -129,7 +129,7 @@ func (c *UsageCache) Stats() UsageCacheStats {
 	return s
 }
 
-// Usage is billing.Usage through the cache. cat must be the same pointer
+// Usage is reads.Usage through the cache. cat must be the same pointer
 // for the same catalog (a new catalog version is a new pointer and never
 // shares reports with the old one).
 func (c *UsageCache) Usage(ctx context.Context, cat *schemas.Catalog, q UsageQuery) (*UsageReport, error) {

@@ -1,4 +1,4 @@
-package billing
+package reads
 
 import (
 	"cmp"
@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -89,8 +90,8 @@ func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now
 	}
 	// The runs of the held instances (every key of each: another holder's
 	// run ends a holding) and the idle time of the keys idle now.
-	runs := map[string][]Run{}
-	err = src.Occupancy(ctx, lo, nowMS, func(rs []Run) error {
+	runs := map[string][]billing.Run{}
+	err = src.Occupancy(ctx, lo, nowMS, func(rs []billing.Run) error {
 		for _, r := range rs {
 			if _, ok := latest[r.Key.InstanceID]; ok && r.EndMS > r.StartMS {
 				runs[r.Key.InstanceID] = append(runs[r.Key.InstanceID], r)
@@ -101,20 +102,20 @@ func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now
 	if err != nil {
 		return nil, fmt.Errorf("held now: %w", err)
 	}
-	idleKeys := map[Key]bool{}
+	idleKeys := map[billing.Key]bool{}
 	for _, s := range latest {
 		if IsIdleSample(cat, &s) {
 			idleKeys[schemas.KeyOf(&s)] = true
 		}
 	}
-	idleTime := map[Key][]Run{}
+	idleTime := map[billing.Key][]billing.Run{}
 	if len(idleKeys) > 0 {
-		feed := &IdleFeeder{cat: cat, p0: lo, p1: nowMS + 1, add: func(k Key, s, e int64) {
+		feed := billing.NewIdleSink(cat, lo, nowMS+1, func(k billing.Key, s, e int64) {
 			if e > s {
-				idleTime[k] = append(idleTime[k], Run{StartMS: s, EndMS: e})
+				idleTime[k] = append(idleTime[k], billing.Run{StartMS: s, EndMS: e})
 			}
-		}}
-		err = src.IdleRuns(ctx, lo, nowMS+1, MaxIdleThreshold(cat)+1e-9, func(rs []IdleRun) error {
+		})
+		err = src.IdleRuns(ctx, lo, nowMS+1, billing.MaxIdleThreshold(cat)+1e-9, func(rs []billing.IdleRun) error {
 			for i := range rs {
 				if idleKeys[rs[i].Key] {
 					feed.Add(&rs[i])
@@ -165,8 +166,8 @@ func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now
 // the runs read. Runs are visited latest end first, so the runs of other
 // keys ending after the one visited are those visited before it: the
 // earliest start among them decides whether one comes between.
-func holdingStart(rs []Run, k Key, startMS, tol int64) (since int64, broke bool) {
-	slices.SortFunc(rs, func(a, b Run) int { return cmp.Compare(b.EndMS, a.EndMS) })
+func holdingStart(rs []billing.Run, k billing.Key, startMS, tol int64) (since int64, broke bool) {
+	slices.SortFunc(rs, func(a, b billing.Run) int { return cmp.Compare(b.EndMS, a.EndMS) })
 	cur := startMS
 	otherStart := int64(math.MaxInt64) // earliest start of the other keys' runs visited
 	for i := range rs {
@@ -197,9 +198,9 @@ func holdingStart(rs []Run, k Key, startMS, tol int64) (since int64, broke bool)
 // over the idle time, a stretch where the key held the instance without
 // being idle ends the streak; a stretch without samples does not (the
 // holding bridged it).
-func streakStart(idle []Run, runs []Run, k Key, since, lastMS int64) int64 {
+func streakStart(idle []billing.Run, runs []billing.Run, k billing.Key, since, lastMS int64) int64 {
 	merged := union(idle)
-	var occ []Run
+	var occ []billing.Run
 	for i := range runs {
 		if runs[i].Key == k {
 			occ = append(occ, runs[i])
@@ -207,8 +208,8 @@ func streakStart(idle []Run, runs []Run, k Key, since, lastMS int64) int64 {
 	}
 	occ = union(occ)
 	// The first stretch ending after a time t (binary search over the disjoint, sorted union).
-	after := func(u []Run, t int64) int {
-		i, _ := slices.BinarySearchFunc(u, t, func(r Run, t int64) int { return cmp.Compare(r.EndMS, t+1) })
+	after := func(u []billing.Run, t int64) int {
+		i, _ := slices.BinarySearchFunc(u, t, func(r billing.Run, t int64) int { return cmp.Compare(r.EndMS, t+1) })
 		return i
 	}
 	// The idle stretch holding the latest sample.
