@@ -55,7 +55,7 @@ func (v *versionedRows) UsageRows(ctx context.Context, q UsageRowQuery, fn func(
 
 func cacheFixture(t *testing.T) (*schemas.Catalog, UsageQuery) {
 	t.Helper()
-	cat, err := schemas.LoadCatalog("../schemas/examples/catalog.yaml")
+	cat, err := schemas.LoadCatalog("../../schemas/examples/catalog.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,8 @@
-// Package ingesttest has helpers for tests of ingest and its stores: a sample
+// Package storetest is the conformance suite every usage store passes: a sample
 // trace with the hard cases (month boundaries, gaps near the tolerance, idle
 // signatures, replays), catalog variants, and the check that a store bills
 // byte-identically to the file path.
-package ingesttest
+package storetest
 
 import (
 	"bytes"

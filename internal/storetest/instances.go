@@ -1,4 +1,4 @@
-package ingesttest
+package storetest
 
 import (
 	"context"
