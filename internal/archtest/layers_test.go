@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"sort"
@@ -211,5 +212,42 @@ func TestViolationsFindsBadArrows(t *testing.T) {
 	good := []pkgInfo{{ImportPath: m("internal/invoicing"), Imports: []string{m("billing/export"), m("internal/ledger"), "fmt"}}}
 	if v := violations(good); len(v) != 0 {
 		t.Errorf("allowed imports reported: %q", v)
+	}
+}
+
+// docs/architecture.md draws the layers as a table: the same rows, in the
+// same order, with the same imports.
+func TestArchitectureDocDrawsTheLayers(t *testing.T) {
+	b, err := os.ReadFile("../../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []rule
+	for _, line := range strings.Split(string(b), "\n") {
+		cells := strings.Split(line, " | ")
+		if len(cells) != 3 || !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		r := rule{pkg: strings.Trim(strings.TrimPrefix(cells[0], "| "), "`")}
+		switch may := cells[1]; may {
+		case "—":
+		case "anything":
+			r.may = []string{"..."}
+		case "anything but `cmd/...`":
+			r.may = []string{"!cmd/...", "..."}
+		default:
+			for _, m := range strings.Split(may, ", ") {
+				r.may = append(r.may, strings.Trim(m, "`"))
+			}
+		}
+		rows = append(rows, r)
+	}
+	if len(rows) != len(layers) {
+		t.Fatalf("docs/architecture.md has %d layer rows, internal/archtest %d", len(rows), len(layers))
+	}
+	for i, r := range layers {
+		if rows[i].pkg != r.pkg || !slices.Equal(rows[i].may, r.may) {
+			t.Errorf("row %d: docs say %s may import %q; the test says %s may import %q", i+1, rows[i].pkg, rows[i].may, r.pkg, r.may)
+		}
 	}
 }
