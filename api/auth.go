@@ -10,7 +10,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/cardhour/cardhour/billing/ledger"
+	"github.com/cardhour/cardhour/internal/ledger"
 )
 
 // Role sets of the operations.

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/cardhour/cardhour/api"
-	"github.com/cardhour/cardhour/billing/ledger"
+	"github.com/cardhour/cardhour/internal/ledger"
 )
 
 // fakeUsage answers from fixed rows, filtering and grouping like the store.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/cardhour/cardhour/billing/ledger"
+	"github.com/cardhour/cardhour/internal/ledger"
 )
 
 // GraceReporter is implemented by an Invoicing that can tell when a draft

@@ -16,7 +16,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/cardhour/cardhour/billing"
-	"github.com/cardhour/cardhour/billing/ledger"
+	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/schemas"
 )
 

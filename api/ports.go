@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/cardhour/cardhour/billing/ledger"
+	"github.com/cardhour/cardhour/internal/ledger"
 )
 
 // The API's dependencies besides the state store are declared here, by their

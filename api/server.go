@@ -33,7 +33,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cardhour/cardhour/api/web"
-	"github.com/cardhour/cardhour/billing/ledger"
+	"github.com/cardhour/cardhour/internal/ledger"
 )
 
 // Defaults of Config.

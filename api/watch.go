@@ -12,10 +12,10 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/cardhour/cardhour/billing"
-	"github.com/cardhour/cardhour/billing/ledger"
+	"github.com/cardhour/cardhour/internal/ledger"
 )
 
-// What the watcher (billing/watch) recorded in the state store, scoped by
+// What the watcher (internal/watch) recorded in the state store, scoped by
 // role: admin and finance see everything; a lead its project; a student
 // only the alerts, releases, exemptions and budgets about themself.
 //

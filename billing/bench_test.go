@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cardhour/cardhour/billing/gen"
+	"github.com/cardhour/cardhour/internal/gen"
 	"github.com/cardhour/cardhour/schemas"
 )
 

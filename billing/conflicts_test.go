@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cardhour/cardhour/billing/gen"
+	"github.com/cardhour/cardhour/internal/gen"
 	"github.com/cardhour/cardhour/schemas"
 )
 

@@ -154,3 +154,36 @@ func (a *Accumulator) Merge(b *Accumulator) {
 
 // Keys is the number of distinct usage keys seen.
 func (a *Accumulator) Keys() int { return len(a.keys) }
+
+// ScanWindow is the closed range [lo, hi] (Unix ms) of stored intervals that can
+// affect period p under cat: a gap that reaches into the period is bridged only by
+// a piece that ends at most the gap tolerance before it (or starts at most that
+// after it), so intervals ending before lo or starting after hi cannot change a
+// session in it. A reader must include every interval with end >= lo and
+// start <= hi; the accumulator drops the rest itself.
+func ScanWindow(cat *schemas.Catalog, p Period) (lo, hi int64) {
+	tol := cat.Defaults.GapToleranceMS
+	return p.StartMS() - tol, p.EndMS() + tol
+}
+
+// IsIdleUtil is IsIdle for a stored idle-candidate interval of a held instance:
+// utilKnown and util as sampled; processesZero whether the samples saw no
+// compute process (only consulted when util is unknown).
+func IsIdleUtil(cat *schemas.Catalog, project string, utilKnown bool, util float64, processesZero bool) bool {
+	if utilKnown {
+		return util < cat.IdlePolicyFor(project).Threshold
+	}
+	return processesZero
+}
+
+// MaxIdleThreshold is the largest idle threshold of any project in cat; a reader
+// may use it to pre-filter idle candidates before checking each with IsIdleUtil.
+func MaxIdleThreshold(cat *schemas.Catalog) float64 {
+	m := cat.Defaults.Idle.Threshold
+	for i := range cat.Projects {
+		if p := cat.Projects[i].Idle; p != nil && p.Threshold > m {
+			m = p.Threshold
+		}
+	}
+	return m
+}

@@ -2,7 +2,6 @@ package billing
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -58,6 +57,13 @@ type straddles struct {
 func NewIdleFeeder(acc *Accumulator, cat *schemas.Catalog, p Period) *IdleFeeder {
 	return &IdleFeeder{cat: cat, p0: p.StartMS(), p1: p.EndMS(),
 		add: func(k Key, s, e int64) { acc.AddOccupancy(k, s, e, true) }}
+}
+
+// NewIdleSink returns a feeder that hands the idle time it finds in
+// [fromMS, toMS) to add instead of an accumulator (usage reports and held-now
+// answers collect it themselves).
+func NewIdleSink(cat *schemas.Catalog, fromMS, toMS int64, add func(k Key, startMS, endMS int64)) *IdleFeeder {
+	return &IdleFeeder{cat: cat, p0: fromMS, p1: toMS, add: add}
 }
 
 // Add decides r: idle time counts only inside the period.
@@ -149,25 +155,6 @@ func (f *IdleFeeder) Raw(pt *RawPoint) {
 			}
 		}
 	}
-}
-
-// ResolveFrom reads the raw samples of the pending runs from src, in one
-// RawIdle, and resolves them (nothing when none is pending).
-func (f *IdleFeeder) ResolveFrom(ctx context.Context, src UsageSource) error {
-	if !f.Pending() {
-		return nil
-	}
-	insts, from, to, below := f.PendingRange()
-	err := src.RawIdle(ctx, insts, from, to, below, func(pts []RawPoint) error {
-		for i := range pts {
-			f.Raw(&pts[i])
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	return f.Resolve()
 }
 
 // Resolve checks that every pending run got at least one raw sample. A run

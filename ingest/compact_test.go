@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cardhour/cardhour/billing"
-	"github.com/cardhour/cardhour/billing/gen"
 	"github.com/cardhour/cardhour/ingest"
-	"github.com/cardhour/cardhour/ingest/ingesttest"
+	"github.com/cardhour/cardhour/internal/gen"
+	"github.com/cardhour/cardhour/internal/storetest"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -208,7 +208,7 @@ func (c *collapsed) runs() map[idleKey]int64 {
 // batches, rebuilds the runs of the first pass with the same (key, start): the
 // stores collapse them, and the rows they keep are those of one pass.
 func TestReplayRebuildsTheSameRows(t *testing.T) {
-	samples := ingesttest.Samples(t, ingesttest.Trace(t, 60_000, 7))
+	samples := storetest.Samples(t, storetest.Trace(t, 60_000, 7))
 	c := ingest.NewCompactor(0)
 	var once, thrice collapsed
 	emitted := 0
@@ -246,8 +246,8 @@ func maps[K comparable](m map[K]int64) map[K]int64 {
 // as the Kafka worker does, bills exactly like the file, and its stored rows
 // are those of one pass after collapse.
 func TestMonthReplayedThriceBillsLikeOnce(t *testing.T) {
-	data := ingesttest.Trace(t, 40_000, 11)
-	samples := ingesttest.Samples(t, data)
+	data := storetest.Trace(t, 40_000, 11)
+	samples := storetest.Samples(t, data)
 	ctx := context.Background()
 	store := ingest.NewMemStore()
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: store, Logger: quietLogger()})
@@ -256,20 +256,20 @@ func TestMonthReplayedThriceBillsLikeOnce(t *testing.T) {
 		require.NoError(t, w.Write(ctx, samples[i:min(i+4000, len(samples))]))
 	}
 	_, occ1, idle1, _ := store.Counts()
-	ingesttest.WriteStreamed(t, w, samples, 7000, 1000)
-	ingesttest.WriteStreamed(t, w, samples, 2500, 512)
+	storetest.WriteStreamed(t, w, samples, 7000, 1000)
+	storetest.WriteStreamed(t, w, samples, 2500, 512)
 	_, occ3, idle3, _ := store.Counts()
 	t.Logf("rows written: occupancy %d once, %d in all; idle %d once, %d in all", occ1, occ3, idle1, idle3)
 	require.Less(t, occ3, 3*occ1, "the replays write fewer occupancy rows than the first pass")
 	require.Less(t, idle3, 3*idle1, "the replays write fewer idle rows than the first pass")
-	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), store)
+	storetest.RequireSameInvoices(t, data, storetest.Catalogs(t), store)
 }
 
 // Under a small MaxOpenRuns, with late samples and shuffled batches, the rows
 // emitted after every batch cover exactly the samples added so far (per key),
 // and the state stays within its bound.
 func TestCompactorRowsCoverSamples(t *testing.T) {
-	samples := ingesttest.Samples(t, ingesttest.Trace(t, 20_000, 9))
+	samples := storetest.Samples(t, storetest.Trace(t, 20_000, 9))
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, maxOpen := range []int{1, 16, 0} {
 		c := ingest.NewCompactor(maxOpen)
@@ -372,7 +372,7 @@ func BenchmarkCompactor(b *testing.B) {
 // collector keeps sampling): the late samples grow runs of their own, joined to
 // the runs they reach, instead of one row per late sample.
 func TestSpoolBacklogInterleavedWithLiveSamples(t *testing.T) {
-	samples := ingesttest.Samples(t, ingesttest.Trace(t, 60_000, 23))
+	samples := storetest.Samples(t, storetest.Trace(t, 60_000, 23))
 	lo, hi := samples[0].StartMS, samples[len(samples)-1].StartMS
 	outFrom, outTo := lo+(hi-lo)/4, lo+(hi-lo)/2
 	var live, backlog []schemas.Sample

@@ -3,9 +3,6 @@ package ingest
 import (
 	"errors"
 	"syscall"
-	"time"
-
-	"github.com/cenkalti/backoff/v5"
 )
 
 // PermanentError marks a store error that retrying cannot cure: a read-only
@@ -47,18 +44,4 @@ func IsPermanent(err error) bool {
 		}
 	}
 	return false
-}
-
-// NewBackOff is the backoff of every retry in ingest: exponential from lo to
-// hi (doubling), each delay randomised by ±50 % so that workers that failed
-// together do not retry together, and no limit on the elapsed time (the caller's
-// context decides when to give up).
-func NewBackOff(lo, hi time.Duration) *backoff.ExponentialBackOff {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = lo
-	b.MaxInterval = hi
-	b.Multiplier = 2
-	b.RandomizationFactor = 0.5
-	b.Reset()
-	return b
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
-	"github.com/cardhour/cardhour/ingest/ingesttest"
+	"github.com/cardhour/cardhour/internal/storetest"
 )
 
 func TestIsPermanent(t *testing.T) {
@@ -55,7 +55,7 @@ func (f *failingStore) WriteRejects(context.Context, []ingest.Reject) error {
 // exactly one attempt, classified; a transient one is retried until the
 // context ends.
 func TestWriterFailsAtOnceOnPermanentError(t *testing.T) {
-	samples := ingesttest.Samples(t, ingesttest.Trace(t, 100, 1))
+	samples := storetest.Samples(t, storetest.Trace(t, 100, 1))
 	ro := &failingStore{err: fmt.Errorf("cannot write: %w", &fs.PathError{Op: "open", Path: "/ro/x.db", Err: syscall.EROFS})}
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: ro, Logger: quietLogger(), RetryMin: time.Millisecond, RetryMax: 2 * time.Millisecond})
 	require.NoError(t, err)
@@ -82,10 +82,10 @@ func TestWriterFailsAtOnceOnPermanentError(t *testing.T) {
 // ts when it has one; a second back-fill of the same input counts nothing
 // twice; billing's warning names the count and the first reasons.
 func TestBackfillRecordsRejects(t *testing.T) {
-	data := ingesttest.Trace(t, 2000, 5)
+	data := storetest.Trace(t, 2000, 5)
 	lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
 	lines[10] = []byte(`{"ts": "2026-11-05T00:00:00+08:00", "interval_s": -5}`)
-	cutTS := ingesttest.Samples(t, lines[20])[0].StartMS
+	cutTS := storetest.Samples(t, lines[20])[0].StartMS
 	lines[20] = lines[20][:len(lines[20])/2] // cut in the middle: its ts is still readable
 	lines[30] = []byte(`not json at all`)
 	input := bytes.Join(lines, []byte("\n"))
@@ -98,7 +98,7 @@ func TestBackfillRecordsRejects(t *testing.T) {
 		require.NoError(t, err)
 		require.EqualValues(t, 3, stats.InvalidCount)
 	}
-	p := billing.NewPeriod(2026, time.November, ingesttest.Shanghai(t))
+	p := billing.NewPeriod(2026, time.November, storetest.Shanghai(t))
 	sum, err := store.RejectSummary(context.Background(), 0, 1<<62, 10)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, sum.Count, "a second back-fill of the same file records no new rejects")

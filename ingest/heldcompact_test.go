@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -94,11 +94,11 @@ func TestHeldNowFromMatchesRawSamples(t *testing.T) {
 			}
 			samples = samples[n:]
 		}
-		var src billing.CompactHeld = m
+		var src reads.CompactHeld = m
 		for _, lookback := range []time.Duration{24 * time.Hour, 2 * time.Hour, 20 * time.Minute} {
-			want, err := billing.HeldNowWithin(ctx, m, cat, now, lookback)
+			want, err := reads.HeldNowWithin(ctx, m, cat, now, lookback)
 			require.NoError(t, err)
-			got, err := billing.HeldNowFrom(ctx, src, cat, now, lookback)
+			got, err := reads.HeldNowFrom(ctx, src, cat, now, lookback)
 			require.NoError(t, err)
 			lo := now.Add(-lookback)
 			require.Len(t, got, len(want), "seed %d lookback %s", seed, lookback)
@@ -158,10 +158,10 @@ func TestHeldNowFromInThePast(t *testing.T) {
 	m := ingest.NewMemStore()
 	require.NoError(t, m.Write(ctx, ingest.NewCompactor(0).Build(samples)))
 	past := now.Add(-90 * time.Minute)
-	want, err := billing.HeldNowWithin(ctx, m, cat, past, 2*time.Hour)
+	want, err := reads.HeldNowWithin(ctx, m, cat, past, 2*time.Hour)
 	require.NoError(t, err)
 	require.NotEmpty(t, want)
-	got, err := billing.HeldNowFrom(ctx, m, cat, past, 2*time.Hour)
+	got, err := reads.HeldNowFrom(ctx, m, cat, past, 2*time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, want, got)
 }
@@ -190,9 +190,9 @@ func TestHeldNowFromNodeAhead(t *testing.T) {
 		}
 		m := ingest.NewMemStore()
 		require.NoError(t, m.Write(ctx, ingest.NewCompactor(0).Build(samples)))
-		want, err := billing.HeldNowWithin(ctx, m, cat, now, 24*time.Hour)
+		want, err := reads.HeldNowWithin(ctx, m, cat, now, 24*time.Hour)
 		require.NoError(t, err)
-		got, err := billing.HeldNowFrom(ctx, m, cat, now, 24*time.Hour)
+		got, err := reads.HeldNowFrom(ctx, m, cat, now, 24*time.Hour)
 		require.NoError(t, err)
 		require.Equal(t, want, got, "seed %d", seed)
 		for _, h := range want {

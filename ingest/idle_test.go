@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cardhour/cardhour/ingest"
-	"github.com/cardhour/cardhour/ingest/ingesttest"
+	"github.com/cardhour/cardhour/internal/storetest"
 	"github.com/cardhour/cardhour/schemas"
 	chmigrations "github.com/cardhour/cardhour/schemas/clickhouse"
 )
@@ -20,7 +20,7 @@ func TestClickHouseMigrationIdleClassesMatchGo(t *testing.T) {
 	n := 0
 	for _, m := range ms {
 		if strings.Contains(m.SQL, "INSERT INTO idle_spans") {
-			ingesttest.RequireIdleClassSQL(t, m.SQL)
+			storetest.RequireIdleClassSQL(t, m.SQL)
 			n++
 		}
 	}

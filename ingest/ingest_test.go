@@ -16,7 +16,7 @@ import (
 
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
-	"github.com/cardhour/cardhour/ingest/ingesttest"
+	"github.com/cardhour/cardhour/internal/storetest"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -26,9 +26,9 @@ func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // compactors know nothing of each other, and restarted compactors: the store
 // bills exactly like the file, for every catalog.
 func TestCompactedStoreBillsLikeFile(t *testing.T) {
-	data := ingesttest.Trace(t, 60_000, 3)
-	samples := ingesttest.Samples(t, data)
-	cats := ingesttest.Catalogs(t)
+	data := storetest.Trace(t, 60_000, 3)
+	samples := storetest.Samples(t, data)
+	cats := storetest.Catalogs(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 
 	store := ingest.NewMemStore()
@@ -54,14 +54,14 @@ func TestCompactedStoreBillsLikeFile(t *testing.T) {
 	}
 	raw, _, _, _ := store.Counts()
 	require.GreaterOrEqual(t, raw, len(samples))
-	ingesttest.RequireSameInvoices(t, data, cats, store)
-	require.Equal(t, ingesttest.LatestOf(samples), ingesttest.Latest(t, store, 0), "the latest held sample of each instance")
+	storetest.RequireSameInvoices(t, data, cats, store)
+	require.Equal(t, storetest.LatestOf(samples), storetest.Latest(t, store, 0), "the latest held sample of each instance")
 }
 
 // In order, one worker, batches of a few seconds: rows are far fewer than samples.
 func TestCompaction(t *testing.T) {
-	data := ingesttest.Trace(t, 60_000, 3)
-	samples := ingesttest.Samples(t, data)
+	data := storetest.Trace(t, 60_000, 3)
+	samples := storetest.Samples(t, data)
 	store := ingest.NewMemStore()
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: store, Logger: quietLogger()})
 	require.NoError(t, err)
@@ -71,7 +71,7 @@ func TestCompaction(t *testing.T) {
 	raw, occ, idle, _ := store.Counts()
 	t.Logf("samples %d, raw rows %d, occupancy rows %d, idle rows %d", len(samples), raw, occ, idle)
 	require.Less(t, occ, len(samples)/20, "occupancy rows must be far fewer than samples")
-	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), store)
+	storetest.RequireSameInvoices(t, data, storetest.Catalogs(t), store)
 }
 
 func TestWriterRetriesUntilStoreAccepts(t *testing.T) {
@@ -79,7 +79,7 @@ func TestWriterRetriesUntilStoreAccepts(t *testing.T) {
 	store.FailNext(3)
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: store, Logger: quietLogger(), RetryMin: time.Millisecond, RetryMax: 2 * time.Millisecond})
 	require.NoError(t, err)
-	samples := ingesttest.Samples(t, ingesttest.Trace(t, 100, 1))
+	samples := storetest.Samples(t, storetest.Trace(t, 100, 1))
 	require.NoError(t, w.Write(context.Background(), samples))
 	raw, _, _, writes := store.Counts()
 	require.Equal(t, len(samples), raw)
@@ -94,7 +94,7 @@ func TestWriterRetriesUntilStoreAccepts(t *testing.T) {
 }
 
 func TestBackfillReportsInvalidLines(t *testing.T) {
-	data := ingesttest.Trace(t, 2000, 5)
+	data := storetest.Trace(t, 2000, 5)
 	lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
 	lines[10] = []byte(`{"ts": "2026-11-01T00:00:00Z", "interval_s": -5}`)
 	lines[20] = lines[20][:len(lines[20])/2]
@@ -118,7 +118,7 @@ func TestReason(t *testing.T) {
 		require.Error(t, err)
 		require.Equal(t, want, ingest.Reason(err), line)
 	}
-	good := string(ingesttest.Trace(t, 1, 1))
+	good := string(storetest.Trace(t, 1, 1))
 	good = good[:strings.IndexByte(good, '\n')]
 	f(good[:len(good)/2], "malformed_json")
 	f(strings.Replace(good, `"interval_s":10`, `"interval_s":-10`, 1), "invalid_field")
@@ -135,11 +135,11 @@ func TestReason(t *testing.T) {
 // ingest --from-file: a line over the interval bound or ending beyond the clock
 // skew is reported with its line number and reason, and not stored.
 func TestBackfillRejectsLongAndFutureSamples(t *testing.T) {
-	data := ingesttest.Trace(t, 2000, 5)
+	data := storetest.Trace(t, 2000, 5)
 	lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
 	lines[4] = bytes.Replace(lines[4], []byte(`"interval_s":10`), []byte(`"interval_s":2592000`), 1)
 	require.Contains(t, string(lines[4]), "2592000")
-	samples := ingesttest.Samples(t, data)
+	samples := storetest.Samples(t, data)
 	last := slices.MaxFunc(samples, func(a, b schemas.Sample) int { return cmp.Compare(a.EndMS(), b.EndMS()) })
 	clock := time.UnixMilli(last.EndMS()).Add(-6 * time.Minute) // the last sample lies 6 min ahead
 	store := ingest.NewMemStore()
@@ -165,9 +165,9 @@ func TestBackfillRejectsLongAndFutureSamples(t *testing.T) {
 // decided from runs alone; others cut through some runs, which wait for their
 // raw samples, and without them billing fails instead of guessing.
 func TestIdleClassesAndRawFallback(t *testing.T) {
-	data := ingesttest.Trace(t, 60_000, 5)
-	samples := ingesttest.Samples(t, data)
-	cats := ingesttest.Catalogs(t)
+	data := storetest.Trace(t, 60_000, 5)
+	samples := storetest.Samples(t, data)
+	cats := storetest.Catalogs(t)
 	b := ingest.NewCompactor(0).Build(samples)
 	candidates := 0
 	for i := range samples {
@@ -180,7 +180,7 @@ func TestIdleClassesAndRawFallback(t *testing.T) {
 
 	for name, want := range map[string]bool{"example": false, "thr-bounds": false, "thr-cuts": true, "tol0-thr": true} {
 		cat := cats[name]
-		for _, period := range ingesttest.Periods {
+		for _, period := range storetest.Periods {
 			p, err := billing.ParsePeriod(period, cat.Location)
 			require.NoError(t, err)
 			f := billing.NewIdleFeeder(billing.NewAccumulator(cat, p), cat, p)
@@ -263,9 +263,9 @@ func (m *memStream) Abort() { m.aborted = true }
 // writer (what the Kafka worker does) leaves nothing missing and the invoices
 // unchanged.
 func TestStreamStoresLikeWrite(t *testing.T) {
-	data := ingesttest.Trace(t, 20_000, 5)
-	samples := ingesttest.Samples(t, data)
-	cats := ingesttest.Catalogs(t)
+	data := storetest.Trace(t, 20_000, 5)
+	samples := storetest.Samples(t, data)
+	cats := storetest.Catalogs(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name                   string
@@ -310,12 +310,12 @@ func TestStreamStoresLikeWrite(t *testing.T) {
 				store.failAppend, store.failFinish = 0, 0
 				w, err = ingest.NewWriter(ingest.WriterConfig{Store: store, Logger: quietLogger()})
 				require.NoError(t, err)
-				ingesttest.WriteStreamed(t, w, samples[flushed:], batch, piece)
+				storetest.WriteStreamed(t, w, samples[flushed:], batch, piece)
 			}
 			raw, _, _, _ := store.Counts()
 			require.Equal(t, len(samples), raw, "every sample stored once: a failed insert stores nothing")
-			ingesttest.RequireSameInvoices(t, data, cats, store)
-			require.Equal(t, ingesttest.LatestOf(samples), ingesttest.Latest(t, store, 0), "FlushRuns writes the latest samples")
+			storetest.RequireSameInvoices(t, data, cats, store)
+			require.Equal(t, storetest.LatestOf(samples), storetest.Latest(t, store, 0), "FlushRuns writes the latest samples")
 		})
 	}
 }
@@ -325,9 +325,9 @@ func TestStreamStoresLikeWrite(t *testing.T) {
 // fewer rows and fewer writes. Streamed batches are not covered until
 // FlushRuns: the runs they extend are written only then.
 func TestStagedBatchesFlushTogether(t *testing.T) {
-	data := ingesttest.Trace(t, 20_000, 5)
-	samples := ingesttest.Samples(t, data)
-	cats := ingesttest.Catalogs(t)
+	data := storetest.Trace(t, 20_000, 5)
+	samples := storetest.Samples(t, data)
+	cats := storetest.Catalogs(t)
 	ctx := context.Background()
 	occRows := map[int]int{}
 	for _, every := range []int{1, 4, 1000} {
@@ -352,8 +352,8 @@ func TestStagedBatchesFlushTogether(t *testing.T) {
 		}
 		occRows[every] = occ
 		t.Logf("flush every %d batches: %d occupancy rows, %d writes", every, occ, writes)
-		ingesttest.RequireSameInvoices(t, data, cats, store)
-		require.Equal(t, ingesttest.LatestOf(samples), ingesttest.Latest(t, store, 0))
+		storetest.RequireSameInvoices(t, data, cats, store)
+		require.Equal(t, storetest.LatestOf(samples), storetest.Latest(t, store, 0))
 	}
 	require.Less(t, occRows[4], occRows[1], "open runs are written once per flush, not once per batch")
 }

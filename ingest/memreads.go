@@ -126,7 +126,7 @@ func (m *MemStore) heldSamples(ctx context.Context, fromMS, toMS int64, keep fun
 	return ctx.Err()
 }
 
-// LatestSamples implements billing.LatestRows from the latest samples written
+// LatestSamples implements reads.LatestRows from the latest samples written
 // (Batch.Latest), with the fields the database stores keep (no memory, util
 // source or schema field).
 func (m *MemStore) LatestSamples(ctx context.Context, fromMS int64, fn func(*schemas.Sample) error) error {

@@ -64,7 +64,7 @@ func (m *MemStore) Write(ctx context.Context, b *Batch) error {
 	return nil
 }
 
-// DataVersion implements billing.DataVersioner: the number of writes, so it
+// DataVersion implements reads.DataVersioner: the number of writes, so it
 // changes with every batch (rejects are not usage).
 func (m *MemStore) DataVersion(ctx context.Context) (string, error) {
 	m.mu.Lock()
@@ -129,7 +129,7 @@ func (m *MemStore) RejectSummary(ctx context.Context, fromMS, toMS int64, first 
 // Close implements Store.
 func (m *MemStore) Close() error { return nil }
 
-// Occupancy implements billing.UsageSource from the stored runs.
+// Occupancy implements reads.UsageSource from the stored runs.
 func (m *MemStore) Occupancy(ctx context.Context, lo, hi int64, fn func([]Run) error) error {
 	var out []Run
 	m.mu.Lock()
@@ -147,7 +147,7 @@ func (m *MemStore) Occupancy(ctx context.Context, lo, hi int64, fn func([]Run) e
 	return ctx.Err()
 }
 
-// IdleRuns implements billing.UsageSource from the stored runs.
+// IdleRuns implements reads.UsageSource from the stored runs.
 func (m *MemStore) IdleRuns(ctx context.Context, from, to int64, maxUtil float64, fn func([]IdleRun) error) error {
 	var out []IdleRun
 	m.mu.Lock()
@@ -165,7 +165,7 @@ func (m *MemStore) IdleRuns(ctx context.Context, from, to int64, maxUtil float64
 	return ctx.Err()
 }
 
-// RawIdle implements billing.UsageSource from the stored samples.
+// RawIdle implements reads.UsageSource from the stored samples.
 func (m *MemStore) RawIdle(ctx context.Context, instances []string, from, to int64, utilBelow float64, fn func([]schemas.RawPoint) error) error {
 	var out []schemas.RawPoint
 	m.mu.Lock()

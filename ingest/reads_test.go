@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/cardhour/cardhour/ingest"
-	"github.com/cardhour/cardhour/ingest/ingesttest"
+	"github.com/cardhour/cardhour/internal/storetest"
 )
 
-func TestMemStoreReads(t *testing.T) { ingesttest.RequireReads(t, ingest.NewMemStore()) }
+func TestMemStoreReads(t *testing.T) { storetest.RequireReads(t, ingest.NewMemStore()) }

@@ -1,9 +1,10 @@
 package ingest
 
 import (
-	"github.com/cardhour/cardhour/schemas"
 	"strconv"
 	"strings"
+
+	"github.com/cardhour/cardhour/schemas"
 )
 
 // Dialect is what differs between the SQL of the stores' reads.

@@ -98,8 +98,8 @@ type Rejects interface {
 }
 
 // Backend is a store that billing can also read from. Its read methods are
-// those of billing.UsageSource (invoices), billing.UsageRows (usage),
-// billing.HeldRows and billing.LatestRows (held now) and billing.QualityRows
+// those of reads.UsageSource (invoices), reads.UsageRows (usage),
+// reads.HeldRows and reads.LatestRows (held now) and reads.QualityRows
 // (data quality): a store only fetches rows, billing owns every read
 // algorithm. They are spelled here over the stored row types so that ingest
 // does not depend on billing.

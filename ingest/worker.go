@@ -14,6 +14,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/cardhour/cardhour/internal/retry"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -398,7 +399,7 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 		cfg.Metrics.Workers.Dec()
 	}()
 	log.Info("consuming", "topic", cfg.Topic, "group", cfg.GroupID, "batch_size", cfg.BatchSize, "batch_age", cfg.BatchAge)
-	bo := NewBackOff(cfg.RetryMin, cfg.RetryMax)
+	bo := retry.Backoff(cfg.RetryMin, cfg.RetryMax)
 	// From a failure until the next commit, the consumer counts as paused, and
 	// each failure lengthens the backoff.
 	paused := false
@@ -613,7 +614,7 @@ type piece struct {
 func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done bool) {
 	cfg := &c.w.cfg
 	fctx := ctx // no deadline until the batch has a first message
-	bo := NewBackOff(cfg.RetryMin, cfg.RetryMax)
+	bo := retry.Backoff(cfg.RetryMin, cfg.RetryMax)
 	valid := 0
 	caughtUp := false // the last message was the last of its partition when fetched
 	defer func() {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 
+	"github.com/cardhour/cardhour/internal/retry"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -234,7 +235,7 @@ func (w *Writer) FlushRuns(ctx context.Context) error {
 
 // Retry calls op until it succeeds, fails permanently (IsPermanent: returned at
 // once, after one attempt) or ctx ends, sleeping between attempts with the
-// jittered exponential backoff of NewBackOff from lo to hi. While it waits, the
+// jittered exponential backoff of retry.Backoff from lo to hi. While it waits, the
 // Paused gauge is up and one warning per attempt is logged (attempts are spaced
 // by the backoff, so the log is throttled by construction).
 func Retry(ctx context.Context, log *slog.Logger, lo, hi time.Duration, m *Metrics, notify func(bool, error), what string, op func(context.Context) error) error {
@@ -262,7 +263,7 @@ func Retry(ctx context.Context, log *slog.Logger, lo, hi time.Duration, m *Metri
 			return struct{}{}, backoff.Permanent(err)
 		}
 		return struct{}{}, err
-	}, backoff.WithBackOff(NewBackOff(lo, hi)), backoff.WithMaxElapsedTime(0),
+	}, backoff.WithBackOff(retry.Backoff(lo, hi)), backoff.WithMaxElapsedTime(0),
 		backoff.WithNotify(func(err error, next time.Duration) {
 			if !paused {
 				paused = true

@@ -1,7 +1,7 @@
 package schemas
 
-// Rows of the usage, held-now and data-quality reads (billing.Usage,
-// billing.HeldNow, billing.CheckDataQuality): what a store's queries return.
+// Rows of the usage, held-now and data-quality reads (reads.Usage,
+// reads.HeldNow, reads.CheckDataQuality): what a store's queries return.
 
 // UsageRowQuery is what Usage asks a store for: sums of held samples over
 // [FromMS, ToMS) (by sample start), grouped by the fields with their By flag

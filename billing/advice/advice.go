@@ -70,13 +70,6 @@ type Options struct {
 // usage (billing.Result.Invoices[].Sessions).
 type Biller func(ctx context.Context, p billing.Period) (*billing.Result, error)
 
-// FromSource bills from a usage store with billing.BillFrom.
-func FromSource(src billing.UsageSource, cat *schemas.Catalog) Biller {
-	return func(ctx context.Context, p billing.Period) (*billing.Result, error) {
-		return billing.BillFrom(ctx, src, cat, p)
-	}
-}
-
 // Window returns the n whole months before now's month in the catalog's zone.
 func Window(cat *schemas.Catalog, now time.Time, n int) []billing.Period {
 	t := now.In(cat.Location)

@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shopspring/decimal"
-
 	"github.com/cardhour/cardhour/billing"
+	"github.com/shopspring/decimal"
 )
 
 // periodDocs is a period of students spread over projects of 100 students

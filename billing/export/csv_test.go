@@ -6,9 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/cardhour/cardhour/billing"
+	"github.com/stretchr/testify/require"
 )
 
 func ptrs(docs []Document) []*Document {

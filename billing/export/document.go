@@ -15,9 +15,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/shopspring/decimal"
-
 	"github.com/cardhour/cardhour/billing"
+	"github.com/shopspring/decimal"
 )
 
 // Schema names the document format; Parse rejects any other.

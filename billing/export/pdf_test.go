@@ -15,9 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/cardhour/cardhour/billing"
+	"github.com/stretchr/testify/require"
 )
 
 // needPDFTools returns the font set's paths, or skips the test loudly when

@@ -10,10 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/shopspring/decimal"
 	"github.com/xuri/excelize/v2"
-
-	"github.com/cardhour/cardhour/billing"
 )
 
 // Sheet names of WriteXLSX.

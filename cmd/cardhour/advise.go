@@ -18,6 +18,7 @@ import (
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/billing/advice"
 	"github.com/cardhour/cardhour/ingest/storedsn"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -101,7 +102,7 @@ func runAdvise(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer st.Close() //nolint:errcheck // read-only
-		bill = advice.FromSource(st, cat)
+		bill = reads.Biller(st, cat)
 	} else {
 		var in io.Reader = os.Stdin
 		if *samplesPath != "-" {

@@ -10,6 +10,7 @@ import (
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/storedsn"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -28,7 +29,7 @@ func billFromStore(ctx context.Context, dsn string, cat *schemas.Catalog, p bill
 		return nil, err
 	}
 	defer st.Close() //nolint:errcheck // nothing written is pending at close
-	res, err := billing.BillFrom(ctx, st, cat, p)
+	res, err := reads.BillFrom(ctx, st, cat, p)
 	if err != nil {
 		return nil, fmt.Errorf("cannot bill %s from %s: %w", p, dsn, err)
 	}

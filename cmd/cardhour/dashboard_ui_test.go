@@ -21,7 +21,7 @@ import (
 
 	"github.com/cardhour/cardhour/api"
 	"github.com/cardhour/cardhour/billing/export"
-	"github.com/cardhour/cardhour/billing/ledger"
+	"github.com/cardhour/cardhour/internal/ledger"
 )
 
 // inGrace is half an hour after November ends: its invoices are drafts

@@ -24,10 +24,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"gopkg.in/yaml.v3"
 
-	"github.com/cardhour/cardhour/billing/ledger"
-	"github.com/cardhour/cardhour/billing/watch"
 	"github.com/cardhour/cardhour/collector"
 	"github.com/cardhour/cardhour/collector/fleet"
+	"github.com/cardhour/cardhour/internal/ledger"
+	"github.com/cardhour/cardhour/internal/watch"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -334,7 +334,7 @@ var (
 	}
 )
 
-// demoWatcher is the watcher of billing/watch with notify's webhook channel
+// demoWatcher is the watcher of internal/watch with notify's webhook channel
 // and release's webhook releaser, both pointed at the demo's sink. Alerts
 // go to the holder, the project's leads and the admin, each in their
 // language.

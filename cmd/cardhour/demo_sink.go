@@ -15,9 +15,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/cardhour/cardhour/billing/ledger"
-	"github.com/cardhour/cardhour/billing/watch/release"
 	"github.com/cardhour/cardhour/collector/fleet"
+	"github.com/cardhour/cardhour/internal/ledger"
+	"github.com/cardhour/cardhour/internal/watch/release"
 )
 
 // demoSinkKeep is how many notifications and releases the sink keeps.

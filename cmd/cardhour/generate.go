@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/cardhour/cardhour/billing"
-	"github.com/cardhour/cardhour/billing/gen"
+	"github.com/cardhour/cardhour/internal/gen"
 	"github.com/cardhour/cardhour/schemas"
 )
 

@@ -14,10 +14,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cardhour/cardhour/billing/ledger/ledgerdsn"
 	"github.com/cardhour/cardhour/ingest/clickhouse"
 	"github.com/cardhour/cardhour/ingest/sqlite"
 	"github.com/cardhour/cardhour/ingest/storedsn"
+	"github.com/cardhour/cardhour/internal/ledger/ledgerdsn"
 )
 
 func runMigrate(args []string, stdout, stderr io.Writer) int {

@@ -5,17 +5,17 @@ package main
 import (
 	"context"
 
-	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/billing/advice"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
 )
 
 // adviceReads answers the advice route from the usage store: the window's
-// months billed with billing.BillFrom, then billing/advice.
+// months billed with reads.BillFrom, then billing/advice.
 type adviceReads struct {
-	st billing.UsageSource
+	st reads.UsageSource
 }
 
 func (a adviceReads) Advise(ctx context.Context, cat *schemas.Catalog, opt advice.Options) (*advice.Report, error) {
-	return advice.Advise(ctx, cat, advice.FromSource(a.st, cat), opt)
+	return advice.Advise(ctx, cat, reads.Biller(a.st, cat), opt)
 }

@@ -18,9 +18,10 @@ import (
 	"github.com/cardhour/cardhour/api"
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/billing/export"
-	"github.com/cardhour/cardhour/billing/invoicing"
-	"github.com/cardhour/cardhour/billing/ledger"
 	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/internal/invoicing"
+	"github.com/cardhour/cardhour/internal/ledger"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -33,7 +34,7 @@ type jobOptions struct {
 	ExportDir    string
 	Webhook      invoicing.Webhook
 	Every        time.Duration
-	// UsageCache answers usage reads through billing.UsageCache when the
+	// UsageCache answers usage reads through reads.UsageCache when the
 	// usage store tells its data version; UsageMaxStale is its MaxStale.
 	UsageCache    bool
 	UsageMaxStale time.Duration
@@ -51,8 +52,8 @@ type jobOptions struct {
 }
 
 // serveBackends builds what the API reads and does besides the state store:
-// the usage reads (billing.Usage, billing.HeldNow over the usage store) and
-// the invoice flow (billing/invoicing with the billing/export documents); it
+// the usage reads (reads.Usage, reads.HeldNow over the usage store) and
+// the invoice flow (internal/invoicing with the billing/export documents); it
 // starts the background jobs, which stop with ctx.
 func serveBackends(ctx context.Context, led ledger.Store, st ingest.Backend, jo jobOptions, log *slog.Logger) (api.Config, error) {
 	cats := &catalogs{led: led, parsed: map[int64]*schemas.Catalog{}}
@@ -95,11 +96,11 @@ func serveBackends(ctx context.Context, led ledger.Store, st ingest.Backend, jo 
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
-	reads := &usageReads{cats: cats, st: st, now: now}
-	if ver, ok := st.(billing.DataVersioner); ok && jo.UsageCache {
-		if rows, ok := st.(billing.UsageRows); ok {
-			reads.cache = billing.NewUsageCache(rows, ver, billing.UsageCacheConfig{MaxStale: jo.UsageMaxStale})
-			registerUsageCacheMetrics(reg, reads.cache)
+	ur := &usageReads{cats: cats, st: st, now: now}
+	if ver, ok := st.(reads.DataVersioner); ok && jo.UsageCache {
+		if rows, ok := st.(reads.UsageRows); ok {
+			ur.cache = reads.NewUsageCache(rows, ver, reads.UsageCacheConfig{MaxStale: jo.UsageMaxStale})
+			registerUsageCacheMetrics(reg, ur.cache)
 		}
 	}
 	if jo.Watch.File != "" {
@@ -109,7 +110,7 @@ func serveBackends(ctx context.Context, led ledger.Store, st ingest.Backend, jo 
 	}
 	return api.Config{
 		Registry:  reg,
-		Usage:     reads,
+		Usage:     ur,
 		Invoicing: &flow{svc: svc, led: led, docs: docs},
 		Advice:    adviceReads{st: st},
 		UsagePing: func(ctx context.Context) error {
@@ -145,27 +146,27 @@ func (c *catalogs) current(ctx context.Context) (*schemas.Catalog, error) {
 }
 
 // usageReads answers the usage routes with the one read algorithm
-// (billing.Usage, billing.HeldNow) over the store's grouped rows.
+// (reads.Usage, reads.HeldNow) over the store's grouped rows.
 type usageReads struct {
 	cats  *catalogs
 	st    ingest.Backend
 	now   func() time.Time
-	cache *billing.UsageCache // nil: every read computes
+	cache *reads.UsageCache // nil: every read computes
 }
 
 // registerUsageCacheMetrics exports the usage cache's counters.
-func registerUsageCacheMetrics(reg *prometheus.Registry, c *billing.UsageCache) {
-	counter := func(outcome string, f func(billing.UsageCacheStats) uint64) {
+func registerUsageCacheMetrics(reg *prometheus.Registry, c *reads.UsageCache) {
+	counter := func(outcome string, f func(reads.UsageCacheStats) uint64) {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "cardhour_usage_cache_requests_total",
 			Help:        "Usage reads by how the report cache answered them: hit (current report), stale (superseded report served while it is recomputed), miss (computed for the request), bypass (no data version: computed).",
 			ConstLabels: prometheus.Labels{"outcome": outcome},
 		}, func() float64 { return float64(f(c.Stats())) }))
 	}
-	counter("hit", func(s billing.UsageCacheStats) uint64 { return s.Hits })
-	counter("stale", func(s billing.UsageCacheStats) uint64 { return s.Stale })
-	counter("miss", func(s billing.UsageCacheStats) uint64 { return s.Misses })
-	counter("bypass", func(s billing.UsageCacheStats) uint64 { return s.Bypassed })
+	counter("hit", func(s reads.UsageCacheStats) uint64 { return s.Hits })
+	counter("stale", func(s reads.UsageCacheStats) uint64 { return s.Stale })
+	counter("miss", func(s reads.UsageCacheStats) uint64 { return s.Misses })
+	counter("bypass", func(s reads.UsageCacheStats) uint64 { return s.Bypassed })
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "cardhour_usage_cache_rows",
 		Help: "Rows of usage reports kept by the report cache.",
@@ -173,7 +174,7 @@ func registerUsageCacheMetrics(reg *prometheus.Registry, c *billing.UsageCache) 
 }
 
 func (u *usageReads) Usage(ctx context.Context, q api.UsageQuery) (*api.UsageReport, error) {
-	rows, ok := u.st.(billing.UsageRows)
+	rows, ok := u.st.(reads.UsageRows)
 	if !ok {
 		return nil, fmt.Errorf("%w: this usage store cannot group usage", api.ErrUnavailable)
 	}
@@ -186,13 +187,13 @@ func (u *usageReads) Usage(ctx context.Context, q api.UsageQuery) (*api.UsageRep
 			return nil, fmt.Errorf("%w: sku %q is not in the catalog", ledger.ErrInvalidArgument, id)
 		}
 	}
-	bq := billing.UsageQuery{From: q.From, To: q.To, GroupBy: q.GroupBy,
+	bq := reads.UsageQuery{From: q.From, To: q.To, GroupBy: q.GroupBy,
 		Projects: q.Projects, Users: q.Users, SKUs: q.SKUs, Nodes: q.Nodes}
-	var rep *billing.UsageReport
+	var rep *reads.UsageReport
 	if u.cache != nil {
 		rep, err = u.cache.Usage(ctx, cat, bq)
 	} else {
-		rep, err = billing.Usage(ctx, rows, cat, bq)
+		rep, err = reads.Usage(ctx, rows, cat, bq)
 	}
 	if err != nil {
 		return nil, err
@@ -205,13 +206,13 @@ func (u *usageReads) Usage(ctx context.Context, q api.UsageQuery) (*api.UsageRep
 	return out, nil
 }
 
-func usageGroup(g billing.UsageGroup) api.UsageGroup {
+func usageGroup(g reads.UsageGroup) api.UsageGroup {
 	return api.UsageGroup{Project: g.Project, User: g.User, SKU: g.SKU, Instance: g.InstanceID, Node: g.Node, Day: g.Day, Hour: g.Hour,
 		HeldSeconds: g.HeldSeconds, IdleSeconds: g.IdleSeconds, Cost: billing.FormatMoney(g.Cost)}
 }
 
 func (u *usageReads) HeldNow(ctx context.Context) ([]api.Held, error) {
-	rows, ok := u.st.(billing.HeldRows)
+	rows, ok := u.st.(reads.HeldRows)
 	if !ok {
 		return nil, fmt.Errorf("%w: this usage store cannot say what is held", api.ErrUnavailable)
 	}
@@ -219,7 +220,7 @@ func (u *usageReads) HeldNow(ctx context.Context) ([]api.Held, error) {
 	if err != nil {
 		return nil, err
 	}
-	held, err := billing.HeldNow(ctx, rows, cat, u.now())
+	held, err := reads.HeldNow(ctx, rows, cat, u.now())
 	if err != nil {
 		return nil, err
 	}

@@ -12,9 +12,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/cardhour/cardhour/billing/ledger"
-	"github.com/cardhour/cardhour/billing/watch"
 	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/internal/ledger"
+	"github.com/cardhour/cardhour/internal/watch"
 )
 
 // The notify: and release: sections of the watch file are read by their

@@ -13,14 +13,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cardhour/cardhour/billing/watch/edges"
-	"github.com/cardhour/cardhour/billing/watch/notify"
-	"github.com/cardhour/cardhour/billing/watch/release"
+	"github.com/cardhour/cardhour/internal/watch/edges"
+	"github.com/cardhour/cardhour/internal/watch/notify"
+	"github.com/cardhour/cardhour/internal/watch/release"
 )
 
 // The example watch file of docs/watch.md is read by serve's own parsers
-// (its notify: and release: sections by billing/watch/notify and
-// billing/watch/release), with the files it names made up, and routes
+// (its notify: and release: sections by internal/watch/notify and
+// internal/watch/release), with the files it names made up, and routes
 // as the text under it says.
 func TestWatchDocExample(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/watch.md")

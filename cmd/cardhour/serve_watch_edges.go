@@ -3,15 +3,15 @@
 package main
 
 import (
-	"github.com/cardhour/cardhour/billing/watch"
-	"github.com/cardhour/cardhour/billing/watch/edges"
-	"github.com/cardhour/cardhour/billing/watch/notify"
-	"github.com/cardhour/cardhour/billing/watch/release"
+	"github.com/cardhour/cardhour/internal/watch"
+	"github.com/cardhour/cardhour/internal/watch/edges"
+	"github.com/cardhour/cardhour/internal/watch/notify"
+	"github.com/cardhour/cardhour/internal/watch/release"
 )
 
-// The watcher's edges: the notify: section becomes billing/watch/notify's
-// channels, the release: section billing/watch/release's releasers. The
-// adapters of billing/watch/edges copy the watcher's types into theirs.
+// The watcher's edges: the notify: section becomes internal/watch/notify's
+// channels, the release: section internal/watch/release's releasers. The
+// adapters of internal/watch/edges copy the watcher's types into theirs.
 func init() {
 	watchNotifier = func(section []byte) (watch.Notifier, error) {
 		cfg, err := notify.ParseConfig(section)

@@ -22,12 +22,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cardhour/cardhour/billing/ledger"
-	"github.com/cardhour/cardhour/billing/ledger/ledgertest"
-	ledgersqlite "github.com/cardhour/cardhour/billing/ledger/sqlite"
-	"github.com/cardhour/cardhour/billing/watch"
 	"github.com/cardhour/cardhour/ingest"
 	ingestsqlite "github.com/cardhour/cardhour/ingest/sqlite"
+	"github.com/cardhour/cardhour/internal/ledger"
+	"github.com/cardhour/cardhour/internal/ledger/ledgertest"
+	ledgersqlite "github.com/cardhour/cardhour/internal/ledger/sqlite"
+	"github.com/cardhour/cardhour/internal/watch"
 	"github.com/cardhour/cardhour/schemas"
 )
 

@@ -17,12 +17,12 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/cardhour/cardhour/api"
-	"github.com/cardhour/cardhour/billing/ledger"
-	"github.com/cardhour/cardhour/billing/ledger/ledgerdsn"
 	"github.com/cardhour/cardhour/collector"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/sqlite"
 	"github.com/cardhour/cardhour/ingest/storedsn"
+	"github.com/cardhour/cardhour/internal/ledger"
+	"github.com/cardhour/cardhour/internal/ledger/ledgerdsn"
 	"github.com/cardhour/cardhour/schemas"
 )
 

@@ -14,8 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cardhour/cardhour/billing/ledger"
-	"github.com/cardhour/cardhour/billing/ledger/ledgerdsn"
+	"github.com/cardhour/cardhour/internal/ledger"
+	"github.com/cardhour/cardhour/internal/ledger/ledgerdsn"
 	"github.com/cardhour/cardhour/schemas"
 )
 

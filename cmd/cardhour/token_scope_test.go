@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cardhour/cardhour/billing/ledger/ledgerdsn"
+	"github.com/cardhour/cardhour/internal/ledger/ledgerdsn"
 )
 
 // A student token is always scoped to one project: token create refuses

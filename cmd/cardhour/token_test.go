@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cardhour/cardhour/billing/ledger/ledgerdsn"
+	"github.com/cardhour/cardhour/internal/ledger/ledgerdsn"
 	"github.com/cardhour/cardhour/internal/testenv"
 )
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/clickhouse"
-	"github.com/cardhour/cardhour/ingest/ingesttest"
+	"github.com/cardhour/cardhour/internal/storetest"
 	"github.com/cardhour/cardhour/internal/testenv"
 	chschema "github.com/cardhour/cardhour/schemas/clickhouse"
 )
@@ -75,19 +75,19 @@ func TestClickHouse26(t *testing.T) {
 	_, err = reads.Migrate(ctx)
 	require.NoError(t, err)
 	require.NoError(t, reads.CheckSchema(ctx))
-	rec.label("ingesttest.RequireReads")
-	ingesttest.RequireReads(t, reads)
+	rec.label("storetest.RequireReads")
+	storetest.RequireReads(t, reads)
 
 	// Billing from the store (streamed and plain writes) equals the file path.
 	billed := open(testenv.UniqueName(t, "ch26b"))
 	rec.label("writes and billing")
-	data := ingesttest.Trace(t, 3000, 5)
-	samples := ingesttest.Samples(t, data)
+	data := storetest.Trace(t, 3000, 5)
+	samples := storetest.Samples(t, data)
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: billed, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	ingesttest.WriteStreamed(t, w, samples[:len(samples)/2], 700, 200)
+	storetest.WriteStreamed(t, w, samples[:len(samples)/2], 700, 200)
 	require.NoError(t, w.Write(ctx, samples[len(samples)/2:]))
-	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), billed)
+	storetest.RequireSameInvoices(t, data, storetest.Catalogs(t), billed)
 
 	// The dashboards' panels.
 	rec.label("Grafana dashboard panels")

@@ -10,7 +10,8 @@ import (
 
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
-	"github.com/cardhour/cardhour/ingest/ingesttest"
+	"github.com/cardhour/cardhour/internal/reads"
+	"github.com/cardhour/cardhour/internal/storetest"
 	"github.com/cardhour/cardhour/internal/testenv"
 )
 
@@ -21,11 +22,11 @@ func BenchmarkBillFromClickHouse(b *testing.B) {
 	ctx := context.Background()
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(b, err)
-	require.NoError(b, w.Write(ctx, ingesttest.Samples(b, ingesttest.Trace(b, 400_000, 3))))
-	cat := ingesttest.Catalogs(b)["example"]
+	require.NoError(b, w.Write(ctx, storetest.Samples(b, storetest.Trace(b, 400_000, 3))))
+	cat := storetest.Catalogs(b)["example"]
 	p := billing.NewPeriod(2026, time.November, cat.Location)
 	for b.Loop() {
-		if _, err := billing.BillFrom(ctx, st, cat, p); err != nil {
+		if _, err := reads.BillFrom(ctx, st, cat, p); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/cardhour/cardhour/schemas"
 )
 
-// InstanceSamples implements billing.InstanceRows: raw_samples is sorted
+// InstanceSamples implements reads.InstanceRows: raw_samples is sorted
 // by (instance_id, start_ms), so the instances (sent as an external table)
 // and the range of start_ms select index ranges, where a window of ts
 // alone would scan the month's partition. FINAL collapses replays.

@@ -11,7 +11,8 @@ import (
 
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
-	"github.com/cardhour/cardhour/ingest/ingesttest"
+	"github.com/cardhour/cardhour/internal/reads"
+	"github.com/cardhour/cardhour/internal/storetest"
 	"github.com/cardhour/cardhour/internal/testenv"
 	"github.com/cardhour/cardhour/schemas"
 )
@@ -24,7 +25,7 @@ func TestRawIdleFallbackAt7000Instances(t *testing.T) {
 	addr := testenv.ClickHouseAddr(t)
 	st := open(t, addr, testenv.UniqueName(t, "ch"))
 	ctx := context.Background()
-	data, idBytes := ingesttest.StraddlingInstances(t, 7000)
+	data, idBytes := storetest.StraddlingInstances(t, 7000)
 	var maxQuery string
 	require.NoError(t, st.Conn().QueryRow(ctx, "SELECT value FROM system.settings WHERE name = 'max_query_size'").Scan(&maxQuery))
 	limit, err := strconv.Atoi(maxQuery)
@@ -33,10 +34,10 @@ func TestRawIdleFallbackAt7000Instances(t *testing.T) {
 
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	require.NoError(t, w.Write(ctx, ingesttest.Samples(t, data)))
-	cat := ingesttest.Catalogs(t)["thr-cuts"] // threshold 0.02 for nlp-lab: inside class 1 [0, 0.05)
+	require.NoError(t, w.Write(ctx, storetest.Samples(t, data)))
+	cat := storetest.Catalogs(t)["thr-cuts"] // threshold 0.02 for nlp-lab: inside class 1 [0, 0.05)
 	require.InDelta(t, 0.02, cat.IdlePolicyFor("nlp-lab").Threshold, 1e-12)
-	ingesttest.RequireSameInvoices(t, data, map[string]*schemas.Catalog{"thr-cuts": cat}, st)
+	storetest.RequireSameInvoices(t, data, map[string]*schemas.Catalog{"thr-cuts": cat}, st)
 }
 
 // BenchmarkRawIdleFallback bills a month whose idle runs all need their raw
@@ -45,14 +46,14 @@ func BenchmarkRawIdleFallback(b *testing.B) {
 	addr := testenv.ClickHouseAddr(b)
 	st := open(b, addr, testenv.UniqueName(b, "ch"))
 	ctx := context.Background()
-	data, _ := ingesttest.StraddlingInstances(b, 3000)
+	data, _ := storetest.StraddlingInstances(b, 3000)
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(b, err)
-	require.NoError(b, w.Write(ctx, ingesttest.Samples(b, data)))
-	cat := ingesttest.Catalogs(b)["thr-cuts"]
+	require.NoError(b, w.Write(ctx, storetest.Samples(b, data)))
+	cat := storetest.Catalogs(b)["thr-cuts"]
 	p := billing.NewPeriod(2026, time.November, cat.Location)
 	for b.Loop() {
-		if _, err := billing.BillFrom(ctx, st, cat, p); err != nil {
+		if _, err := reads.BillFrom(ctx, st, cat, p); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -64,8 +65,8 @@ func TestRawIdleFallbackOddInstanceIDs(t *testing.T) {
 	addr := testenv.ClickHouseAddr(t)
 	st := open(t, addr, testenv.UniqueName(t, "ch"))
 	ctx := context.Background()
-	gen, _ := ingesttest.StraddlingInstances(t, 4)
-	samples := ingesttest.Samples(t, gen)
+	gen, _ := storetest.StraddlingInstances(t, 4)
+	samples := storetest.Samples(t, gen)
 	odd := map[string]string{}
 	var data []byte
 	for i := range samples {
@@ -78,6 +79,6 @@ func TestRawIdleFallbackOddInstanceIDs(t *testing.T) {
 	}
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	require.NoError(t, w.Write(ctx, ingesttest.Samples(t, data)))
-	ingesttest.RequireSameInvoices(t, data, map[string]*schemas.Catalog{"thr-cuts": ingesttest.Catalogs(t)["thr-cuts"]}, st)
+	require.NoError(t, w.Write(ctx, storetest.Samples(t, data)))
+	storetest.RequireSameInvoices(t, data, map[string]*schemas.Catalog{"thr-cuts": storetest.Catalogs(t)["thr-cuts"]}, st)
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/schemas"
 )
@@ -19,15 +18,15 @@ func (s *Store) samples(fromMS, toMS int64) string {
 		") AND ts < toDateTime(" + itoa(toMS/1000+1) + "))"
 }
 
-// UsageRows implements billing.UsageRows with one GROUP BY.
-func (s *Store) UsageRows(ctx context.Context, q billing.UsageRowQuery, fn func(billing.UsageRow) error) error {
+// UsageRows implements reads.UsageRows with one GROUP BY.
+func (s *Store) UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) error {
 	query, args := ingest.UsageSQL(ingest.Dialect{Samples: s.samples(q.FromMS, q.ToMS), Zero: "toInt64(0)"}, q)
 	rows, err := s.conn.Query(ctx, query, args...)
 	if err != nil {
 		return classify(fmt.Errorf("cannot read usage: %w", err))
 	}
 	defer func() { _ = rows.Close() }()
-	var r billing.UsageRow
+	var r schemas.UsageRow
 	for rows.Next() {
 		if err := rows.Scan(&r.Project, &r.User, &r.InstanceID, &r.Node, &r.GPUModel, &r.Profile, &r.BucketMS, &r.HeldMS, &r.IdleMS); err != nil {
 			return fmt.Errorf("cannot read usage row: %w", err)
@@ -39,7 +38,7 @@ func (s *Store) UsageRows(ctx context.Context, q billing.UsageRowQuery, fn func(
 	return rows.Err()
 }
 
-// HeldSamples implements billing.HeldRows.
+// HeldSamples implements reads.HeldRows.
 func (s *Store) HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(*schemas.Sample) error) error {
 	rows, err := s.conn.Query(ctx, "SELECT "+heldColumns+" FROM "+
 		s.samples(fromMS, toMS)+" WHERE start_ms >= "+itoa(fromMS)+" AND start_ms < "+itoa(toMS)+" AND project != ''")
@@ -72,14 +71,14 @@ func scanHeld(rows driver.Rows, fn func(*schemas.Sample) error) error {
 	return rows.Err()
 }
 
-// Rejects implements billing.QualityRows.
-func (s *Store) Rejects(ctx context.Context, fromMS, toMS int64, first int) (int64, []billing.RejectRow, error) {
+// Rejects implements reads.QualityRows.
+func (s *Store) Rejects(ctx context.Context, fromMS, toMS int64, first int) (int64, []schemas.RejectRow, error) {
 	sum, err := s.RejectSummary(ctx, fromMS, toMS, first)
 	return sum.Count, ingest.RejectRows(sum.First), err
 }
 
-// NodeBuckets implements billing.QualityRows (no FINAL: a replay adds no bucket).
-func (s *Store) NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, fn func(billing.NodeBucketRow) error) error {
+// NodeBuckets implements reads.QualityRows (no FINAL: a replay adds no bucket).
+func (s *Store) NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, fn func(schemas.NodeBucketRow) error) error {
 	rows, err := s.conn.Query(ctx, "SELECT toString(node), start_ms - start_ms % "+itoa(bucketMS)+" AS b FROM "+s.table("raw_samples")+
 		" WHERE ts >= toDateTime("+itoa(max(fromMS/1000, 0))+") AND ts < toDateTime("+itoa(toMS/1000+1)+") AND start_ms >= "+itoa(fromMS)+
 		" AND start_ms < "+itoa(toMS)+" GROUP BY node, b")
@@ -88,7 +87,7 @@ func (s *Store) NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, f
 	}
 	defer func() { _ = rows.Close() }()
 	for rows.Next() {
-		var r billing.NodeBucketRow
+		var r schemas.NodeBucketRow
 		if err := rows.Scan(&r.Node, &r.BucketMS); err != nil {
 			return fmt.Errorf("cannot read node activity: %w", err)
 		}
@@ -99,8 +98,8 @@ func (s *Store) NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, f
 	return rows.Err()
 }
 
-// Unattributed implements billing.QualityRows.
-func (s *Store) Unattributed(ctx context.Context, fromMS, toMS int64, minUtil float64, fn func(billing.UnattributedUsage) error) error {
+// Unattributed implements reads.QualityRows.
+func (s *Store) Unattributed(ctx context.Context, fromMS, toMS int64, minUtil float64, fn func(schemas.UnattributedUsage) error) error {
 	rows, err := s.conn.Query(ctx, "SELECT toString(node), instance_id, sum(interval_ms) FROM "+s.samples(fromMS, toMS)+
 		" WHERE start_ms >= "+itoa(fromMS)+" AND start_ms < "+itoa(toMS)+" AND project = '' AND (processes > 0 OR (util IS NOT NULL AND util >= ?))"+
 		" GROUP BY node, instance_id", minUtil)
@@ -109,7 +108,7 @@ func (s *Store) Unattributed(ctx context.Context, fromMS, toMS int64, minUtil fl
 	}
 	defer func() { _ = rows.Close() }()
 	for rows.Next() {
-		var u billing.UnattributedUsage
+		var u schemas.UnattributedUsage
 		if err := rows.Scan(&u.Node, &u.InstanceID, &u.Seconds); err != nil {
 			return fmt.Errorf("cannot read unattributed usage: %w", err)
 		}

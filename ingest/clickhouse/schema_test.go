@@ -11,7 +11,7 @@ import (
 
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/clickhouse"
-	"github.com/cardhour/cardhour/ingest/ingesttest"
+	"github.com/cardhour/cardhour/internal/storetest"
 	"github.com/cardhour/cardhour/internal/testenv"
 )
 
@@ -72,7 +72,7 @@ func TestWriteErrorsAreClassified(t *testing.T) {
 	addr := testenv.ClickHouseAddr(t)
 	ctx := context.Background()
 	st := open(t, addr, testenv.UniqueName(t, "ch"))
-	samples := ingesttest.Samples(t, ingesttest.Trace(t, 200, 1))
+	samples := storetest.Samples(t, storetest.Trace(t, 200, 1))
 	require.NoError(t, st.Conn().Exec(ctx, "DROP TABLE `"+st.Database()+"`.occupancy"))
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.DiscardHandler), RetryMin: time.Millisecond, RetryMax: time.Millisecond})
 	require.NoError(t, err)
@@ -83,7 +83,7 @@ func TestWriteErrorsAreClassified(t *testing.T) {
 	require.True(t, ingest.IsPermanent(err))
 	require.ErrorContains(t, err, "failed permanently")
 
-	proxy := ingesttest.NewProxy(t, addr)
+	proxy := storetest.NewProxy(t, addr)
 	other := openConfig(t, clickhouse.Config{Addr: proxy.Addr(), Database: testenv.UniqueName(t, "ch"), DialTimeout: time.Second})
 	proxy.Pause()
 	err = other.Write(ctx, &ingest.Batch{Samples: samples})

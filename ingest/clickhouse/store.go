@@ -1,5 +1,5 @@
 // Package clickhouse is the ClickHouse implementation of ingest.Store and
-// billing.UsageSource, written for ClickHouse 18.16 and current releases: native
+// reads.UsageSource, written for ClickHouse 18.16 and current releases: native
 // protocol, explicit column lists in every INSERT, DateTime plus millisecond
 // integer columns (no DateTime64), GROUP BY … max() instead of trusting merges.
 package clickhouse
@@ -18,7 +18,6 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/ext"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/schemas"
 )
@@ -318,7 +317,7 @@ func (s *Store) insert(ctx context.Context, table, columns string, n int, cols .
 }
 
 // keyCols are the key columns of a rollup insert.
-func keyCols(n int, key func(i int) (*billing.Key, int64)) (start []time.Time, project, user, inst, model, profile []string, startMS []int64) {
+func keyCols(n int, key func(i int) (*schemas.Key, int64)) (start []time.Time, project, user, inst, model, profile []string, startMS []int64) {
 	start = make([]time.Time, n)
 	project, user, inst, model, profile = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	startMS = make([]int64, n)
@@ -333,7 +332,7 @@ func keyCols(n int, key func(i int) (*billing.Key, int64)) (start []time.Time, p
 
 func (s *Store) writeOccupancy(ctx context.Context, runs []ingest.Run) error {
 	n := len(runs)
-	start, project, user, inst, model, profile, startMS := keyCols(n, func(i int) (*billing.Key, int64) { return &runs[i].Key, runs[i].StartMS })
+	start, project, user, inst, model, profile, startMS := keyCols(n, func(i int) (*schemas.Key, int64) { return &runs[i].Key, runs[i].StartMS })
 	endMS := make([]int64, n)
 	for i := range runs {
 		endMS[i] = runs[i].EndMS
@@ -344,7 +343,7 @@ func (s *Store) writeOccupancy(ctx context.Context, runs []ingest.Run) error {
 
 func (s *Store) writeIdle(ctx context.Context, runs []ingest.IdleRun) error {
 	n := len(runs)
-	start, project, user, inst, model, profile, startMS := keyCols(n, func(i int) (*billing.Key, int64) { return &runs[i].Key, runs[i].StartMS })
+	start, project, user, inst, model, profile, startMS := keyCols(n, func(i int) (*schemas.Key, int64) { return &runs[i].Key, runs[i].StartMS })
 	endMS, class, lo, hi := make([]int64, n), make([]uint8, n), make([]float64, n), make([]float64, n)
 	for i := range runs {
 		endMS[i], class[i], lo[i], hi[i] = runs[i].EndMS, runs[i].Class, runs[i].MinUtil, runs[i].MaxUtil
@@ -383,7 +382,7 @@ func (s *Store) writeLatest(ctx context.Context, samples []schemas.Sample) error
 		inst, startMS, intervalMS, node, uuid, model, profile, project, user, util, known, procs, ref)
 }
 
-// LatestSamples implements billing.LatestRows: per instance the row with the
+// LatestSamples implements reads.LatestRows: per instance the row with the
 // greatest start_ms, decided by argMax in the query (rows that no merge has
 // collapsed yet are read too; the table holds instances × unmerged inserts).
 // The WHERE on start_ms only drops rows older than fromMS, which never win
@@ -420,7 +419,7 @@ func (s *Store) LatestSamples(ctx context.Context, fromMS int64, fn func(*schema
 
 const keyColumns = "project, user, instance_id, gpu_model, profile"
 
-// Occupancy implements billing.UsageSource: the runs of [lo, hi], replays
+// Occupancy implements reads.UsageSource: the runs of [lo, hi], replays
 // merged to their longest end in the query, streamed in chunks (memory grows
 // with the number of runs, not with raw samples). BillFrom runs it
 // concurrently with IdleRuns.
@@ -459,7 +458,7 @@ func (s *Store) Occupancy(ctx context.Context, lo, hi int64, fn func([]ingest.Ru
 	return nil
 }
 
-// IdleRuns implements billing.UsageSource: the idle runs overlapping [from,
+// IdleRuns implements reads.UsageSource: the idle runs overlapping [from,
 // to) of class 0 or with a util below maxUtil, replays merged in the query.
 func (s *Store) IdleRuns(ctx context.Context, from, to int64, maxUtil float64, fn func([]ingest.IdleRun) error) error {
 	q := "SELECT " + keyColumns + ", class, start_ms, max(end_ms) AS e, min(min_util), max(max_util) FROM " + s.table("idle_spans") +
@@ -521,7 +520,7 @@ func (in interner) key(k *schemas.Key) {
 	in.of(&k.Profile)
 }
 
-// RawIdle implements billing.UsageSource, the exact fallback: the raw samples
+// RawIdle implements reads.UsageSource, the exact fallback: the raw samples
 // of the instances whose idle runs a threshold cuts through. The instances
 // travel as an external table (sent with the query as data, any number of
 // them), not as a literal list in the query text, which the server's

@@ -10,7 +10,7 @@ import (
 
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/clickhouse"
-	"github.com/cardhour/cardhour/ingest/ingesttest"
+	"github.com/cardhour/cardhour/internal/storetest"
 	"github.com/cardhour/cardhour/internal/testenv"
 	"github.com/cardhour/cardhour/schemas"
 )
@@ -56,30 +56,30 @@ func TestMigrateIsIdempotent(t *testing.T) {
 func TestBillFromClickHouseEqualsFile(t *testing.T) {
 	addr := testenv.ClickHouseAddr(t)
 	st := open(t, addr, testenv.UniqueName(t, "ch"))
-	data := ingesttest.Trace(t, 80_000, 11)
-	cats := ingesttest.Catalogs(t)
+	data := storetest.Trace(t, 80_000, 11)
+	cats := storetest.Catalogs(t)
 
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	ctx := context.Background()
-	samples := ingesttest.Samples(t, data)
+	samples := storetest.Samples(t, data)
 	for i := 0; i < len(samples); i += 7000 {
 		require.NoError(t, w.Write(ctx, samples[i:min(i+7000, len(samples))]))
 	}
-	ingesttest.RequireSameInvoices(t, data, cats, st)
+	storetest.RequireSameInvoices(t, data, cats, st)
 
 	// A replay of part of the stream through a fresh compactor (a restart)
 	// changes nothing.
 	w2, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	require.NoError(t, w2.Write(ctx, samples[len(samples)/3:len(samples)/2]))
-	ingesttest.RequireSameInvoices(t, data, cats, st)
+	storetest.RequireSameInvoices(t, data, cats, st)
 
 	var raw uint64
 	require.NoError(t, st.Conn().QueryRow(ctx, "SELECT count() FROM (SELECT DISTINCT instance_id, start_ms, project, user FROM `"+
 		st.Database()+"`.raw_samples)").Scan(&raw))
 	require.Greater(t, raw, uint64(len(samples)*9/10), "every distinct sample is stored raw")
-	require.Equal(t, ingesttest.LatestOf(samples), ingesttest.Latest(t, st, 0))
+	require.Equal(t, storetest.LatestOf(samples), storetest.Latest(t, st, 0))
 }
 
 // A database written before schema version 4 keeps its idle time in idle_runs
@@ -88,11 +88,11 @@ func TestOldIdleRunsMigrate(t *testing.T) {
 	addr := testenv.ClickHouseAddr(t)
 	st := open(t, addr, testenv.UniqueName(t, "ch"))
 	ctx := context.Background()
-	data := ingesttest.Trace(t, 20_000, 19)
-	cats := ingesttest.Catalogs(t)
+	data := storetest.Trace(t, 20_000, 19)
+	cats := storetest.Catalogs(t)
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	samples := ingesttest.Samples(t, data)
+	samples := storetest.Samples(t, data)
 	require.NoError(t, w.Write(ctx, samples))
 
 	// Back to version 3: idle time only in the old table, no migration recorded
@@ -134,7 +134,7 @@ func TestOldIdleRunsMigrate(t *testing.T) {
 	var n uint64
 	require.NoError(t, st.Conn().QueryRow(ctx, "SELECT count() FROM "+db+".idle_spans").Scan(&n))
 	require.NotZero(t, n)
-	ingesttest.RequireSameInvoices(t, data, cats, st)
+	storetest.RequireSameInvoices(t, data, cats, st)
 }
 
 // A database written before schema version 8 has no latest samples:
@@ -166,7 +166,7 @@ func TestLatestSamplesBackfill(t *testing.T) {
 	for _, ss := range [][]schemas.Sample{a, free, b, c, a[10:40]} { // raw rows only, as before version 8; a replay
 		require.NoError(t, st.Write(ctx, &ingest.Batch{Samples: ss}))
 	}
-	require.Empty(t, ingesttest.Latest(t, st, 0), "raw samples alone write no latest samples")
+	require.Empty(t, storetest.Latest(t, st, 0), "raw samples alone write no latest samples")
 
 	require.NoError(t, st.Conn().Exec(ctx, "TRUNCATE TABLE "+db+".schema_migrations"))
 	rec, err := st.Conn().PrepareBatch(ctx, "INSERT INTO "+db+".schema_migrations (version, name, applied_at)")
@@ -179,9 +179,9 @@ func TestLatestSamplesBackfill(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int{9}, res.Applied)
 	require.Equal(t, map[string]schemas.Sample{
-		"a": ingesttest.LatestFields(a[len(a)-1]),
-		"c": ingesttest.LatestFields(c[len(c)-1]),
-	}, ingesttest.Latest(t, st, 0))
+		"a": storetest.LatestFields(a[len(a)-1]),
+		"c": storetest.LatestFields(c[len(c)-1]),
+	}, storetest.Latest(t, st, 0))
 	// Applied again (two processes migrating at once) it changes nothing.
 	require.NoError(t, st.Conn().Exec(ctx, "ALTER TABLE "+db+".schema_migrations DELETE WHERE version = 9"))
 	require.Eventually(t, func() bool {
@@ -192,8 +192,8 @@ func TestLatestSamplesBackfill(t *testing.T) {
 	res, err = st.Migrate(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []int{9}, res.Applied)
-	require.Len(t, ingesttest.Latest(t, st, 0), 2)
-	require.Equal(t, ingesttest.LatestFields(c[len(c)-1]), ingesttest.Latest(t, st, c[len(c)-1].StartMS)["c"])
+	require.Len(t, storetest.Latest(t, st, 0), 2)
+	require.Equal(t, storetest.LatestFields(c[len(c)-1]), storetest.Latest(t, st, c[len(c)-1].StartMS)["c"])
 }
 
 // A batch streamed in pieces within one insert bills like the file; an aborted
@@ -201,9 +201,9 @@ func TestLatestSamplesBackfill(t *testing.T) {
 func TestStreamedRawInsert(t *testing.T) {
 	addr := testenv.ClickHouseAddr(t)
 	st := open(t, addr, testenv.UniqueName(t, "ch"))
-	data := ingesttest.Trace(t, 40_000, 13)
-	cats := ingesttest.Catalogs(t)
-	samples := ingesttest.Samples(t, data)
+	data := storetest.Trace(t, 40_000, 13)
+	cats := storetest.Catalogs(t)
+	samples := storetest.Samples(t, data)
 	ctx := context.Background()
 
 	// An insert abandoned half-way (a worker stopping mid-batch).
@@ -214,13 +214,13 @@ func TestStreamedRawInsert(t *testing.T) {
 
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	ingesttest.WriteStreamed(t, w, samples, 15_000, 4096)
-	ingesttest.RequireSameInvoices(t, data, cats, st)
+	storetest.WriteStreamed(t, w, samples, 15_000, 4096)
+	storetest.RequireSameInvoices(t, data, cats, st)
 	var raw uint64
 	require.NoError(t, st.Conn().QueryRow(ctx, "SELECT count() FROM (SELECT DISTINCT instance_id, start_ms, project, user FROM `"+
 		st.Database()+"`.raw_samples)").Scan(&raw))
 	require.Greater(t, raw, uint64(len(samples)*9/10), "every distinct sample is stored raw")
-	require.Equal(t, ingesttest.LatestOf(samples), ingesttest.Latest(t, st, 0))
+	require.Equal(t, storetest.LatestOf(samples), storetest.Latest(t, st, 0))
 }
 
 // The compression setting reaches the wire: the same samples take several
@@ -228,10 +228,10 @@ func TestStreamedRawInsert(t *testing.T) {
 // stored the same.
 func TestCompressionSetting(t *testing.T) {
 	addr := testenv.ClickHouseAddr(t)
-	samples := ingesttest.Samples(t, ingesttest.Trace(t, 20_000, 3))
+	samples := storetest.Samples(t, storetest.Trace(t, 20_000, 3))
 	sent := map[string]int64{}
 	for _, method := range []string{"lz4", "zstd", "none"} {
-		proxy := ingesttest.NewProxy(t, addr)
+		proxy := storetest.NewProxy(t, addr)
 		db := testenv.UniqueName(t, "ch_"+method)
 		st := openConfig(t, clickhouse.Config{Addr: proxy.Addr(), Database: db, Compression: method})
 		before := proxy.Sent()

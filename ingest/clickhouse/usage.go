@@ -6,12 +6,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/schemas"
 )
 
-// CompactUsageRows implements billing.CompactUsage: the whole usage GROUP BY
+// CompactUsageRows implements reads.CompactUsage: the whole usage GROUP BY
 // over occupancy and idle_spans in ClickHouse (tens of thousands of rows
 // instead of millions of raw samples). Per key, runs are deduplicated to the
 // longest per start (replays), clipped to [FromMS, ToMS) and unioned: sorted
@@ -20,7 +19,7 @@ import (
 // Idle time is the union of the idle runs under the project's threshold. It
 // declines (false) queries by node (occupancy has none) and thresholds that
 // can cut through an idle run (not a class bound), which need raw samples.
-func (s *Store) CompactUsageRows(ctx context.Context, q billing.UsageRowQuery, fn func(billing.UsageRow) error) (bool, error) {
+func (s *Store) CompactUsageRows(ctx context.Context, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) (bool, error) {
 	if q.ByNode || len(q.Nodes) > 0 || !atClassBound(q.IdleDefault) {
 		return false, nil
 	}
@@ -37,9 +36,9 @@ func (s *Store) CompactUsageRows(ctx context.Context, q billing.UsageRowQuery, f
 	defer func() { _ = rows.Close() }()
 	// Rows are per group and bucket index: direct parts and difference-array
 	// entries, held and idle; a group's buckets are their prefix sums.
-	sums := billing.NewBucketSums(q)
+	sums := schemas.NewBucketSums(q)
 	for rows.Next() {
-		var g billing.UsageRow
+		var g schemas.UsageRow
 		var idx, h, hd, i, id int64
 		if err := rows.Scan(&g.Project, &g.User, &g.InstanceID, &g.GPUModel, &g.Profile, &idx, &h, &hd, &i, &id); err != nil {
 			return true, fmt.Errorf("cannot read usage row: %w", err)
@@ -67,7 +66,7 @@ func atClassBound(t float64) bool {
 	return false
 }
 
-func compactUsageSQL(s *Store, q billing.UsageRowQuery) (string, []any) {
+func compactUsageSQL(s *Store, q schemas.UsageRowQuery) (string, []any) {
 	from, to := itoa(q.FromMS), itoa(q.ToMS)
 	monthFrom := "toDateTime(" + itoa(ingest.MonthStartMS(q.FromMS-1)/1000) + ")"
 	// Filters on the key.
@@ -118,7 +117,7 @@ func compactUsageSQL(s *Store, q billing.UsageRowQuery) (string, []any) {
 	bw, base := int64(1)<<62, int64(0)
 	if q.BucketMS > 0 {
 		bw = q.BucketMS
-		base = billing.NewBucketSums(q).Base()
+		base = schemas.NewBucketSums(q).Base()
 	}
 	b, bs := itoa(bw), itoa(base)
 	i0 := "intDiv(p.1 - " + bs + ", " + b + ")"
@@ -137,7 +136,7 @@ func quote(s string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
 }
 
-// DataVersion implements billing.DataVersioner from the metadata of the
+// DataVersion implements reads.DataVersioner from the metadata of the
 // database's active parts, without reading data: every insert makes a part
 // whose block number is the table's newest, and dropping a partition changes
 // the table's count of partitions. Merges change neither (a merged part

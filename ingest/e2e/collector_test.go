@@ -9,14 +9,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/collector"
 	"github.com/cardhour/cardhour/collector/fleet"
 	"github.com/cardhour/cardhour/collector/kafkapub"
 	"github.com/cardhour/cardhour/collector/spool"
 	"github.com/cardhour/cardhour/ingest"
-	"github.com/cardhour/cardhour/ingest/ingesttest"
 	"github.com/cardhour/cardhour/ingest/sqlite"
+	"github.com/cardhour/cardhour/internal/reads"
+	"github.com/cardhour/cardhour/internal/storetest"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -54,7 +54,7 @@ func TestSimulatedFleetThroughKafkaBillsLikeFile(t *testing.T) {
 	require.NoError(t, err)
 	var file bytes.Buffer
 	jl := collector.NewJSONLPublisher(&file)
-	from := time.Date(2026, 11, 2, 0, 0, 0, 0, ingesttest.Shanghai(t))
+	from := time.Date(2026, 11, 2, 0, 0, 0, 0, storetest.Shanghai(t))
 	require.NoError(t, fleet.Simulate(ctx, fleet.SimulateConfig{Spec: spec, From: from, To: from.Add(48 * time.Hour), Publisher: tee{pub, jl}}))
 	require.NoError(t, jl.Flush())
 	require.NoError(t, pub.Drain(ctx))
@@ -72,7 +72,7 @@ func TestSimulatedFleetThroughKafkaBillsLikeFile(t *testing.T) {
 	for _, run := range []struct {
 		e   *env
 		st  ingest.Store
-		src billing.UsageSource
+		src reads.UsageSource
 	}{{e, ch, ch}, {&eLite, lite, lite}} {
 		m := ingest.NewMetrics(nil)
 		stop := start(t, run.e.workerConfig(run.st, m))
@@ -80,6 +80,6 @@ func TestSimulatedFleetThroughKafkaBillsLikeFile(t *testing.T) {
 		require.NoError(t, stop())
 		require.EqualValues(t, jl.Count(), value(m.SamplesWritten), "every sample written once (no replays here)")
 		require.Zero(t, value(m.Messages.WithLabelValues("invalid")), "no dead letters")
-		ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), run.src)
+		storetest.RequireSameInvoices(t, data, storetest.Catalogs(t), run.src)
 	}
 }

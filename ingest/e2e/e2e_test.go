@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cardhour/cardhour/ingest"
-	"github.com/cardhour/cardhour/ingest/ingesttest"
+	"github.com/cardhour/cardhour/internal/storetest"
 )
 
 // Samples → Kafka (3 partitions, with replays) → two workers in one group →
@@ -26,7 +26,7 @@ import (
 func TestKafkaToClickHouseBillsLikeFile(t *testing.T) {
 	e := newEnv(t, 3)
 	st := e.store(t, e.chAddr)
-	data := ingesttest.Trace(t, 40_000, 21)
+	data := storetest.Trace(t, 40_000, 21)
 	n := e.produce(t, data)
 	// The same stream again: a collector replaying its spool.
 	e.produce(t, data[:bytes.LastIndexByte(data[:len(data)/4], '\n')+1])
@@ -47,8 +47,8 @@ func TestKafkaToClickHouseBillsLikeFile(t *testing.T) {
 	require.Positive(t, value(m.SamplesEarly), "batches are streamed to ClickHouse while they are read")
 	require.Zero(t, value(m.DLQ.WithLabelValues("malformed_json")))
 	require.Equal(t, distinctSamples(t, data), countRaw(t, st))
-	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), st)
-	require.Equal(t, ingesttest.LatestOf(ingesttest.Samples(t, data)), ingesttest.Latest(t, st, 0),
+	storetest.RequireSameInvoices(t, data, storetest.Catalogs(t), st)
+	require.Equal(t, storetest.LatestOf(storetest.Samples(t, data)), storetest.Latest(t, st, 0),
 		"the latest held sample of each instance, whichever worker wrote it")
 }
 
@@ -73,7 +73,7 @@ func TestBacklogIsCommittedPromptly(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, 1)
 			st := e.store(t, e.chAddr)
-			data := ingesttest.Trace(t, tc.samples, 9)
+			data := storetest.Trace(t, tc.samples, 9)
 			n := e.produce(t, data)
 			m := ingest.NewMetrics(nil)
 			cfg := e.workerConfig(st, m)
@@ -86,7 +86,7 @@ func TestBacklogIsCommittedPromptly(t *testing.T) {
 			if tc.commits > 0 {
 				require.EqualValues(t, tc.commits, value(m.Commits))
 			}
-			ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), st)
+			storetest.RequireSameInvoices(t, data, storetest.Catalogs(t), st)
 		})
 	}
 }
@@ -100,12 +100,12 @@ func TestBacklogIsCommittedPromptly(t *testing.T) {
 func TestDeadLetters(t *testing.T) {
 	e := newEnv(t, 1)
 	st := e.store(t, e.chAddr)
-	good := bytes.Split(bytes.TrimSpace(ingesttest.Trace(t, 200, 5)), []byte("\n"))
+	good := bytes.Split(bytes.TrimSpace(storetest.Trace(t, 200, 5)), []byte("\n"))
 	line := string(good[0])
 	// A message of about 1 500 samples (600 KB, ten times the dead-letter
 	// limit below) with one invalid line in the middle, and the same lines under
 	// a schema header this build does not read.
-	large := bytes.Split(bytes.TrimSpace(ingesttest.Trace(t, 1500, 6)), []byte("\n"))
+	large := bytes.Split(bytes.TrimSpace(storetest.Trace(t, 1500, 6)), []byte("\n"))
 	largeMsg := string(bytes.Join(large, []byte("\n"))) + "\n"
 	largeBad := string(bytes.Join(large[:700], []byte("\n"))) + "\n" +
 		strings.Replace(string(large[700]), `"processes":`, `"processes":"two","x":`, 1) + "\n" +
@@ -240,7 +240,7 @@ func TestDeadLetters(t *testing.T) {
 		require.NotEmpty(t, r.Reason)
 		require.NotEmpty(t, r.Error)
 	}
-	ts := ingesttest.Samples(t, good[0])[0].StartMS
+	ts := storetest.Samples(t, good[0])[0].StartMS
 	sum, err = st.RejectSummary(context.Background(), ts, ts+1, 0)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, sum.Count, int64(5), "the cut line, the two invalid fields and both unknown schemas are dated by the first sample's ts")
@@ -252,7 +252,7 @@ func TestPermanentStoreErrorStopsTheWorker(t *testing.T) {
 	e := newEnv(t, 2)
 	st := e.store(t, e.chAddr)
 	require.NoError(t, st.Conn().Exec(context.Background(), "DROP TABLE `"+e.db+"`.raw_samples"))
-	e.produce(t, ingesttest.Trace(t, 2000, 3))
+	e.produce(t, storetest.Trace(t, 2000, 3))
 	cfg := e.workerConfig(st, ingest.NewMetrics(nil))
 	cfg.Consumers = 2
 	w, err := ingest.NewWorker(cfg)
@@ -279,7 +279,7 @@ func TestKillWorkerMidBatch(t *testing.T) {
 	}
 	e := newEnv(t, 2)
 	st := e.store(t, e.chAddr)
-	data := ingesttest.Trace(t, 40_000, 33)
+	data := storetest.Trace(t, 40_000, 33)
 	e.produce(t, data)
 
 	bin := filepath.Join(t.TempDir(), "cardhour")
@@ -325,7 +325,7 @@ func TestKillWorkerMidBatch(t *testing.T) {
 	require.NoError(t, cmd.Wait(), "clean shutdown on SIGTERM")
 
 	require.Equal(t, total, countRaw(t, st), "no sample missing")
-	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), st)
+	storetest.RequireSameInvoices(t, data, storetest.Catalogs(t), st)
 }
 
 // ClickHouse goes away under load: the worker stops committing, retries with
@@ -333,9 +333,9 @@ func TestKillWorkerMidBatch(t *testing.T) {
 func TestClickHouseOutage(t *testing.T) {
 	e := newEnv(t, 2)
 	direct := e.store(t, e.chAddr) // creates the database; used to verify
-	proxy := ingesttest.NewProxy(t, e.chAddr)
+	proxy := storetest.NewProxy(t, e.chAddr)
 	st := e.store(t, proxy.Addr())
-	data := ingesttest.Trace(t, 30_000, 44)
+	data := storetest.Trace(t, 30_000, 44)
 	half := bytes.LastIndexByte(data[:len(data)/2], '\n') + 1
 	e.produce(t, data[:half])
 
@@ -355,7 +355,7 @@ func TestClickHouseOutage(t *testing.T) {
 	require.NoError(t, stop())
 
 	require.Equal(t, distinctSamples(t, data), countRaw(t, direct))
-	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), direct)
+	storetest.RequireSameInvoices(t, data, storetest.Catalogs(t), direct)
 }
 
 // ClickHouse hangs instead of failing (connections open, no byte moves): each
@@ -364,9 +364,9 @@ func TestClickHouseOutage(t *testing.T) {
 func TestClickHouseStall(t *testing.T) {
 	e := newEnv(t, 2)
 	direct := e.store(t, e.chAddr)
-	proxy := ingesttest.NewProxy(t, e.chAddr)
+	proxy := storetest.NewProxy(t, e.chAddr)
 	st := e.store(t, proxy.Addr())
-	data := ingesttest.Trace(t, 20_000, 45)
+	data := storetest.Trace(t, 20_000, 45)
 	half := bytes.LastIndexByte(data[:len(data)/2], '\n') + 1
 	e.produce(t, data[:half])
 
@@ -395,7 +395,7 @@ func TestClickHouseStall(t *testing.T) {
 	require.NoError(t, <-done)
 
 	require.Equal(t, distinctSamples(t, data), countRaw(t, direct))
-	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), direct)
+	storetest.RequireSameInvoices(t, data, storetest.Catalogs(t), direct)
 }
 
 // Kafka goes away (every connection of the worker cut and refused): the worker
@@ -403,7 +403,7 @@ func TestClickHouseStall(t *testing.T) {
 func TestKafkaOutage(t *testing.T) {
 	e := newEnv(t, 2)
 	st := e.store(t, e.chAddr)
-	data := ingesttest.Trace(t, 30_000, 55)
+	data := storetest.Trace(t, 30_000, 55)
 	half := bytes.LastIndexByte(data[:len(data)/2], '\n') + 1
 	e.produce(t, data[:half])
 
@@ -422,7 +422,7 @@ func TestKafkaOutage(t *testing.T) {
 	require.NoError(t, stop())
 
 	require.Equal(t, distinctSamples(t, data), countRaw(t, st))
-	ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), st)
+	storetest.RequireSameInvoices(t, data, storetest.Catalogs(t), st)
 }
 
 // value reads a counter or gauge.
@@ -442,7 +442,7 @@ func value(c prometheus.Metric) float64 {
 // commits it, or commits nothing: what is committed is stored.
 func TestShutdownMidBatchCommitsOnlyWhatItStored(t *testing.T) {
 	e := newEnv(t, 1)
-	data := ingesttest.Trace(t, 300, 17)
+	data := storetest.Trace(t, 300, 17)
 	n := e.produce(t, data)
 	m := ingest.NewMetrics(nil)
 	cfg := e.workerConfig(ingest.NewMemStore(), m)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/clickhouse"
-	"github.com/cardhour/cardhour/ingest/ingesttest"
+	"github.com/cardhour/cardhour/internal/storetest"
 	"github.com/cardhour/cardhour/internal/testenv"
 	"github.com/cardhour/cardhour/schemas"
 )
@@ -191,7 +191,7 @@ func distinctSamples(t *testing.T, data []byte) uint64 {
 		start               int64
 	}
 	seen := map[k]bool{}
-	for _, s := range ingesttest.Samples(t, data) {
+	for _, s := range storetest.Samples(t, data) {
 		seen[k{s.InstanceID, s.Project, s.User, s.StartMS}] = true
 	}
 	return uint64(len(seen))

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cardhour/cardhour/ingest/ingesttest"
+	"github.com/cardhour/cardhour/internal/storetest"
 )
 
 // The migration that carried exact-util idle runs over to classes spells the
@@ -15,7 +15,7 @@ func TestMigrationIdleClassesMatchGo(t *testing.T) {
 	n := 0
 	for _, m := range migrations {
 		if strings.Contains(m, "INSERT INTO idle_spans") {
-			ingesttest.RequireIdleClassSQL(t, m)
+			storetest.RequireIdleClassSQL(t, m)
 			n++
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/cardhour/cardhour/schemas"
 )
 
-// InstanceSamples implements billing.InstanceRows: one range of the
+// InstanceSamples implements reads.InstanceRows: one range of the
 // primary key (instance_id, start_ms, …) per instance.
 func (s *Store) InstanceSamples(ctx context.Context, instances []string, fromMS, toMS int64, fn func(*schemas.Sample) error) error {
 	for _, inst := range instances {

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cardhour/cardhour/ingest"
-	"github.com/cardhour/cardhour/ingest/ingesttest"
 	"github.com/cardhour/cardhour/ingest/sqlite"
+	"github.com/cardhour/cardhour/internal/storetest"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -68,7 +68,7 @@ func TestReadOnlyOpenNeedsAStore(t *testing.T) {
 	st, err = sqlite.Open(ctx, sqlite.Config{Path: good, Logger: quiet, ReadOnly: true})
 	require.NoError(t, err)
 	defer st.Close()
-	err = st.Write(ctx, &ingest.Batch{Samples: ingesttest.Samples(t, ingesttest.Trace(t, 10, 1))})
+	err = st.Write(ctx, &ingest.Batch{Samples: storetest.Samples(t, storetest.Trace(t, 10, 1))})
 	require.ErrorContains(t, err, "readonly database")
 	require.True(t, ingest.IsPermanent(err), "SQLITE_READONLY is permanent")
 }
@@ -89,7 +89,7 @@ func TestIngestIntoReadOnlyStoreFailsAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second) // only reached if it were retried
 	defer cancel()
-	err = w.Write(wctx, ingesttest.Samples(t, ingesttest.Trace(t, 100, 1)))
+	err = w.Write(wctx, storetest.Samples(t, storetest.Trace(t, 100, 1)))
 	require.Error(t, err)
 	require.True(t, ingest.IsPermanent(err))
 	require.ErrorContains(t, err, path)
@@ -194,10 +194,10 @@ func TestRawIdleFallbackAt7000Instances(t *testing.T) {
 	st, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "i.db"), Logger: quiet})
 	require.NoError(t, err)
 	defer st.Close()
-	data, _ := ingesttest.StraddlingInstances(t, 7000)
+	data, _ := storetest.StraddlingInstances(t, 7000)
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: quiet})
 	require.NoError(t, err)
-	require.NoError(t, w.Write(ctx, ingesttest.Samples(t, data)))
-	cat := ingesttest.Catalogs(t)["thr-cuts"]
-	ingesttest.RequireSameInvoices(t, data, map[string]*schemas.Catalog{"thr-cuts": cat}, st)
+	require.NoError(t, w.Write(ctx, storetest.Samples(t, data)))
+	cat := storetest.Catalogs(t)["thr-cuts"]
+	storetest.RequireSameInvoices(t, data, map[string]*schemas.Catalog{"thr-cuts": cat}, st)
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/schemas"
 )
@@ -14,15 +13,15 @@ import (
 // replaced its row: the table itself is deduplicated.
 var dialect = ingest.Dialect{Samples: "raw_samples", Zero: "0"}
 
-// UsageRows implements billing.UsageRows with one GROUP BY.
-func (s *Store) UsageRows(ctx context.Context, q billing.UsageRowQuery, fn func(billing.UsageRow) error) error {
+// UsageRows implements reads.UsageRows with one GROUP BY.
+func (s *Store) UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) error {
 	query, args := ingest.UsageSQL(dialect, q)
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return fmt.Errorf("cannot read usage: %w", err)
 	}
 	defer rows.Close() //nolint:errcheck // errors surface on Next/Err
-	var r billing.UsageRow
+	var r schemas.UsageRow
 	for rows.Next() {
 		if err := rows.Scan(&r.Project, &r.User, &r.InstanceID, &r.Node, &r.GPUModel, &r.Profile, &r.BucketMS, &r.HeldMS, &r.IdleMS); err != nil {
 			return fmt.Errorf("cannot read usage row: %w", err)
@@ -34,7 +33,7 @@ func (s *Store) UsageRows(ctx context.Context, q billing.UsageRowQuery, fn func(
 	return rows.Err()
 }
 
-// HeldSamples implements billing.HeldRows.
+// HeldSamples implements reads.HeldRows.
 func (s *Store) HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(*schemas.Sample) error) error {
 	rows, err := s.db.QueryContext(ctx, `SELECT instance_id, start_ms, project, user, interval_ms, node, gpu_uuid, gpu_model, profile,
 		util, processes, holder_ref FROM raw_samples WHERE start_ms >= ? AND start_ms < ? AND project != ''`, fromMS, toMS)
@@ -57,7 +56,7 @@ func (s *Store) HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(*sc
 	return rows.Err()
 }
 
-// LatestSamples implements billing.LatestRows: one row per instance already.
+// LatestSamples implements reads.LatestRows: one row per instance already.
 func (s *Store) LatestSamples(ctx context.Context, fromMS int64, fn func(*schemas.Sample) error) error {
 	rows, err := s.db.QueryContext(ctx, `SELECT instance_id, start_ms, interval_ms, node, gpu_uuid, gpu_model, profile, project, user,
 		util, util_known, processes, holder_ref FROM latest_samples WHERE start_ms >= ? AND project != ''`, fromMS)
@@ -84,14 +83,14 @@ func (s *Store) LatestSamples(ctx context.Context, fromMS int64, fn func(*schema
 	return nil
 }
 
-// Rejects implements billing.QualityRows.
-func (s *Store) Rejects(ctx context.Context, fromMS, toMS int64, first int) (int64, []billing.RejectRow, error) {
+// Rejects implements reads.QualityRows.
+func (s *Store) Rejects(ctx context.Context, fromMS, toMS int64, first int) (int64, []schemas.RejectRow, error) {
 	sum, err := s.RejectSummary(ctx, fromMS, toMS, first)
 	return sum.Count, ingest.RejectRows(sum.First), err
 }
 
-// NodeBuckets implements billing.QualityRows.
-func (s *Store) NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, fn func(billing.NodeBucketRow) error) error {
+// NodeBuckets implements reads.QualityRows.
+func (s *Store) NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, fn func(schemas.NodeBucketRow) error) error {
 	rows, err := s.db.QueryContext(ctx, `SELECT node, start_ms - start_ms % ? AS b FROM raw_samples
 		WHERE start_ms >= ? AND start_ms < ? GROUP BY node, b`, bucketMS, fromMS, toMS)
 	if err != nil {
@@ -99,7 +98,7 @@ func (s *Store) NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, f
 	}
 	defer rows.Close() //nolint:errcheck // errors surface on Next/Err
 	for rows.Next() {
-		var r billing.NodeBucketRow
+		var r schemas.NodeBucketRow
 		if err := rows.Scan(&r.Node, &r.BucketMS); err != nil {
 			return fmt.Errorf("cannot read node activity: %w", err)
 		}
@@ -110,8 +109,8 @@ func (s *Store) NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, f
 	return rows.Err()
 }
 
-// Unattributed implements billing.QualityRows.
-func (s *Store) Unattributed(ctx context.Context, fromMS, toMS int64, minUtil float64, fn func(billing.UnattributedUsage) error) error {
+// Unattributed implements reads.QualityRows.
+func (s *Store) Unattributed(ctx context.Context, fromMS, toMS int64, minUtil float64, fn func(schemas.UnattributedUsage) error) error {
 	rows, err := s.db.QueryContext(ctx, `SELECT node, instance_id, sum(interval_ms) FROM raw_samples
 		WHERE start_ms >= ? AND start_ms < ? AND project = '' AND (processes > 0 OR (util IS NOT NULL AND util >= ?))
 		GROUP BY node, instance_id`, fromMS, toMS, minUtil)
@@ -120,7 +119,7 @@ func (s *Store) Unattributed(ctx context.Context, fromMS, toMS int64, minUtil fl
 	}
 	defer rows.Close() //nolint:errcheck // errors surface on Next/Err
 	for rows.Next() {
-		var u billing.UnattributedUsage
+		var u schemas.UnattributedUsage
 		if err := rows.Scan(&u.Node, &u.InstanceID, &u.Seconds); err != nil {
 			return fmt.Errorf("cannot read unattributed usage: %w", err)
 		}

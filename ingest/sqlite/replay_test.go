@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cardhour/cardhour/ingest"
-	"github.com/cardhour/cardhour/ingest/ingesttest"
 	"github.com/cardhour/cardhour/ingest/sqlite"
+	"github.com/cardhour/cardhour/internal/storetest"
 )
 
 // A file holding the month three times, back-filled through one running
@@ -22,7 +22,7 @@ import (
 func TestMonthReplayedThriceStoresOnePass(t *testing.T) {
 	ctx := context.Background()
 	log := slog.New(slog.DiscardHandler)
-	data := ingesttest.Trace(t, 30_000, 19)
+	data := storetest.Trace(t, 30_000, 19)
 	fill := func(name string, copies int) string {
 		path := filepath.Join(t.TempDir(), name+".db")
 		st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
@@ -32,7 +32,7 @@ func TestMonthReplayedThriceStoresOnePass(t *testing.T) {
 		_, err = ingest.Backfill(ctx, bytes.NewReader(bytes.Repeat(data, copies)), ingest.FileConfig{Writer: w, BatchSize: 4000})
 		require.NoError(t, err)
 		if copies > 1 {
-			ingesttest.RequireSameInvoices(t, data, ingesttest.Catalogs(t), st)
+			storetest.RequireSameInvoices(t, data, storetest.Catalogs(t), st)
 		}
 		require.NoError(t, st.Close())
 		return path

@@ -92,7 +92,7 @@ var migrations = []string{
 	// Reads by time over the whole fleet (usage, held now, data quality).
 	`CREATE INDEX IF NOT EXISTS raw_samples_start ON raw_samples (start_ms)`,
 	// A counter every batch bumps in its transaction: readers that cache
-	// usage reports (billing.UsageCache) know from it whether data changed.
+	// usage reports (reads.UsageCache) know from it whether data changed.
 	`CREATE TABLE IF NOT EXISTS data_version (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)`,
 	`INSERT OR IGNORE INTO data_version (id, version) VALUES (1, 0)`,
 	// The sample's holder_ref (see the ClickHouse migration 0007); older rows read ''.
@@ -417,7 +417,7 @@ func (s *Store) Write(ctx context.Context, b *ingest.Batch) error {
 	})
 }
 
-// DataVersion implements billing.DataVersioner: the number of batches
+// DataVersion implements reads.DataVersioner: the number of batches
 // written, counted in each batch's transaction.
 func (s *Store) DataVersion(ctx context.Context) (string, error) {
 	var v int64
@@ -547,7 +547,7 @@ func (s *Store) RejectSummary(ctx context.Context, fromMS, toMS int64, first int
 // chunk is how many rows a read hands to billing at a time.
 const chunk = 8192
 
-// Occupancy implements billing.UsageSource: runs of equal key and start are
+// Occupancy implements reads.UsageSource: runs of equal key and start are
 // one row already (the primary key keeps the longest end).
 func (s *Store) Occupancy(ctx context.Context, lo, hi int64, fn func([]ingest.Run) error) error {
 	rows, err := s.db.QueryContext(ctx, `SELECT project, user, instance_id, gpu_model, profile, start_ms, end_ms
@@ -578,7 +578,7 @@ func (s *Store) Occupancy(ctx context.Context, lo, hi int64, fn func([]ingest.Ru
 	return nil
 }
 
-// IdleRuns implements billing.UsageSource.
+// IdleRuns implements reads.UsageSource.
 func (s *Store) IdleRuns(ctx context.Context, from, to int64, maxUtil float64, fn func([]ingest.IdleRun) error) error {
 	rows, err := s.db.QueryContext(ctx, `SELECT project, user, instance_id, gpu_model, profile, class, min_util, max_util, start_ms, end_ms
 		FROM idle_spans WHERE end_ms > ? AND start_ms < ? AND (class = 0 OR min_util < ?)
@@ -609,7 +609,7 @@ func (s *Store) IdleRuns(ctx context.Context, from, to int64, maxUtil float64, f
 	return nil
 }
 
-// RawIdle implements billing.UsageSource: one query per instance, each on the
+// RawIdle implements reads.UsageSource: one query per instance, each on the
 // primary key's prefix (instance_id, start_ms).
 func (s *Store) RawIdle(ctx context.Context, instances []string, from, to int64, utilBelow float64, fn func([]schemas.RawPoint) error) error {
 	for _, inst := range instances {

@@ -12,8 +12,9 @@ import (
 
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
-	"github.com/cardhour/cardhour/ingest/ingesttest"
 	"github.com/cardhour/cardhour/ingest/sqlite"
+	"github.com/cardhour/cardhour/internal/reads"
+	"github.com/cardhour/cardhour/internal/storetest"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -23,11 +24,11 @@ func TestBillFromSQLiteEqualsFile(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
 	require.NoError(t, err)
-	data := ingesttest.Trace(t, 40_000, 13)
-	cats := ingesttest.Catalogs(t)
+	data := storetest.Trace(t, 40_000, 13)
+	cats := storetest.Catalogs(t)
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: log})
 	require.NoError(t, err)
-	samples := ingesttest.Samples(t, data)
+	samples := storetest.Samples(t, data)
 	for i := 0; i < len(samples); i += 5000 {
 		require.NoError(t, w.Write(ctx, samples[i:min(i+5000, len(samples))]))
 	}
@@ -40,8 +41,8 @@ func TestBillFromSQLiteEqualsFile(t *testing.T) {
 	w, err = ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: log})
 	require.NoError(t, err)
 	require.NoError(t, w.Write(ctx, samples[100:9000]))
-	ingesttest.RequireSameInvoices(t, data, cats, st)
-	require.Equal(t, ingesttest.LatestOf(samples), ingesttest.Latest(t, st, 0))
+	storetest.RequireSameInvoices(t, data, cats, st)
+	require.Equal(t, storetest.LatestOf(samples), storetest.Latest(t, st, 0))
 }
 
 // A store written before latest_samples existed gets them from its raw
@@ -52,9 +53,9 @@ func TestLatestSamplesBackfill(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
 	require.NoError(t, err)
-	samples := ingesttest.Samples(t, ingesttest.Trace(t, 20_000, 23))
+	samples := storetest.Samples(t, storetest.Trace(t, 20_000, 23))
 	require.NoError(t, st.Write(ctx, &ingest.Batch{Samples: samples})) // raw rows only
-	require.Empty(t, ingesttest.Latest(t, st, 0))
+	require.Empty(t, storetest.Latest(t, st, 0))
 	require.NoError(t, st.Close())
 
 	// Back to the version before latest_samples.
@@ -71,15 +72,15 @@ func TestLatestSamplesBackfill(t *testing.T) {
 	defer st.Close()
 	from, to := st.Migrated()
 	require.Equal(t, [2]int{sqlite.SchemaVersion - 2, sqlite.SchemaVersion}, [2]int{from, to})
-	want := ingesttest.LatestOf(samples)
+	want := storetest.LatestOf(samples)
 	require.Greater(t, len(want), 40)
-	require.Equal(t, want, ingesttest.Latest(t, st, 0))
+	require.Equal(t, want, storetest.Latest(t, st, 0))
 
 	// Later writes keep the newer sample: an older replay changes nothing.
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: log})
 	require.NoError(t, err)
 	require.NoError(t, w.Write(ctx, samples[:len(samples)/2]))
-	require.Equal(t, want, ingesttest.Latest(t, st, 0))
+	require.Equal(t, want, storetest.Latest(t, st, 0))
 }
 
 // Idle runs written before the class layout (idle_runs, one exact util per run)
@@ -91,11 +92,11 @@ func TestOldIdleRunsMigrateAndRawFallback(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
 	require.NoError(t, err)
-	data := ingesttest.Trace(t, 20_000, 17)
-	cats := ingesttest.Catalogs(t)
+	data := storetest.Trace(t, 20_000, 17)
+	cats := storetest.Catalogs(t)
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: log})
 	require.NoError(t, err)
-	samples := ingesttest.Samples(t, data)
+	samples := storetest.Samples(t, data)
 	require.NoError(t, w.Write(ctx, samples))
 	require.NoError(t, st.Close())
 
@@ -123,7 +124,7 @@ func TestOldIdleRunsMigrateAndRawFallback(t *testing.T) {
 	st, err = sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
 	require.NoError(t, err)
 	defer st.Close()
-	ingesttest.RequireSameInvoices(t, data, cats, st)
+	storetest.RequireSameInvoices(t, data, cats, st)
 
 	// Raw samples expired: thresholds on class bounds still bill exactly, the
 	// others refuse (once class runs with mixed utilisations are stored).
@@ -133,9 +134,9 @@ func TestOldIdleRunsMigrateAndRawFallback(t *testing.T) {
 	_, err = db.Exec(`DELETE FROM raw_samples`)
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
-	ingesttest.RequireSameInvoices(t, data, map[string]*schemas.Catalog{"example": cats["example"], "thr-bounds": cats["thr-bounds"]}, st)
-	p, err := billing.ParsePeriod(ingesttest.Periods[0], cats["thr-cuts"].Location)
+	storetest.RequireSameInvoices(t, data, map[string]*schemas.Catalog{"example": cats["example"], "thr-bounds": cats["thr-bounds"]}, st)
+	p, err := billing.ParsePeriod(storetest.Periods[0], cats["thr-cuts"].Location)
 	require.NoError(t, err)
-	_, err = billing.BillFrom(ctx, st, cats["thr-cuts"], p)
+	_, err = reads.BillFrom(ctx, st, cats["thr-cuts"], p)
 	require.ErrorContains(t, err, "no longer stored")
 }

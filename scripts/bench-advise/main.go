@@ -1,5 +1,5 @@
 // Command bench-advise fills a store with a generated fleet over three months
-// and times the advice over them (billing/advice over billing.BillFrom).
+// and times the advice over them (billing/advice over reads.BillFrom).
 //
 //	go run ./scripts/bench-advise -store clickhouse://127.0.0.1:19000/bench_advise -load 16000000 -instances 7000
 //	go run ./scripts/bench-advise -store clickhouse://127.0.0.1:19000/bench_advise   # advice only, store already filled
@@ -23,9 +23,10 @@ import (
 
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/billing/advice"
-	"github.com/cardhour/cardhour/billing/gen"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/storedsn"
+	"github.com/cardhour/cardhour/internal/gen"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -111,7 +112,7 @@ func run() error {
 		if *verbose {
 			opt.Progress = func(msg string) { fmt.Fprintf(os.Stderr, "  %.2f s %s\n", time.Since(t0).Seconds(), msg) }
 		}
-		src := advice.FromSource(st, cat)
+		src := reads.Biller(st, cat)
 		var mu sync.Mutex
 		timed := func(ctx context.Context, p billing.Period) (*billing.Result, error) {
 			t := time.Now()

@@ -27,11 +27,11 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/cardhour/cardhour/billing"
-	"github.com/cardhour/cardhour/billing/gen"
 	"github.com/cardhour/cardhour/collector/kafkapub"
 	"github.com/cardhour/cardhour/collector/spool"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/storedsn"
+	"github.com/cardhour/cardhour/internal/gen"
 	"github.com/cardhour/cardhour/schemas"
 )
 

@@ -16,9 +16,10 @@ import (
 	"time"
 
 	"github.com/cardhour/cardhour/billing"
-	"github.com/cardhour/cardhour/billing/gen"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/storedsn"
+	"github.com/cardhour/cardhour/internal/gen"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -120,7 +121,7 @@ func replay(args []string) error {
 		var inv []byte
 		for range *repeat {
 			t0, c0 := time.Now(), cpuSeconds()
-			res, err := billing.BillFrom(ctx, st, cat, p)
+			res, err := reads.BillFrom(ctx, st, cat, p)
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,6 @@
 // Command bench-reads fills a store with a generated fleet and times the
-// reads of the service: billing.Usage grouped by project and day over a month
-// (p50, p99, max of sequential calls) and a full-month billing.BillFrom.
+// reads of the service: reads.Usage grouped by project and day over a month
+// (p50, p99, max of sequential calls) and a full-month reads.BillFrom.
 //
 //	go run ./scripts/bench-reads -store clickhouse://127.0.0.1:19000/bench -load 10000000 -instances 7000
 //	go run ./scripts/bench-reads -store sqlite:///tmp/bench.db -load 1000000 -instances 7000
@@ -20,9 +20,10 @@ import (
 	"time"
 
 	"github.com/cardhour/cardhour/billing"
-	"github.com/cardhour/cardhour/billing/gen"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/storedsn"
+	"github.com/cardhour/cardhour/internal/gen"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -76,12 +77,12 @@ func run() error {
 		}
 		fmt.Printf("loaded %d samples over %d instances (interval %d s) in %.1f s\n", n, *instances, interval/1000, time.Since(t0).Seconds())
 	}
-	q := billing.UsageQuery{From: p.Start, To: p.End, GroupBy: []string{billing.ByProject, billing.ByDay}}
+	q := reads.UsageQuery{From: p.Start, To: p.End, GroupBy: []string{reads.ByProject, reads.ByDay}}
 	var lat []time.Duration
 	var rows int
 	for range *queries {
 		t0 := time.Now()
-		rep, err := billing.Usage(ctx, st, cat, q)
+		rep, err := reads.Usage(ctx, st, cat, q)
 		if err != nil {
 			return err
 		}
@@ -95,7 +96,7 @@ func run() error {
 	var bills []time.Duration
 	for range 3 {
 		t0 := time.Now()
-		if _, err := billing.BillFrom(ctx, st, cat, p); err != nil {
+		if _, err := reads.BillFrom(ctx, st, cat, p); err != nil {
 			return err
 		}
 		bills = append(bills, time.Since(t0))

@@ -1,0 +1,266 @@
+package reads
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/schemas"
+)
+
+// Usage dimensions a UsageQuery can group by.
+const (
+	ByProject  = "project"
+	ByUser     = "user"
+	BySKU      = "sku"
+	ByInstance = "instance"
+	ByNode     = "node"
+	ByDay      = "day"
+	ByHour     = "hour"
+)
+
+// UsageDimensions lists every dimension Usage can group by.
+var UsageDimensions = []string{ByProject, ByUser, BySKU, ByInstance, ByNode, ByDay, ByHour}
+
+// UsageQuery selects and groups stored usage for Usage.
+type UsageQuery struct {
+	From, To time.Time // [From, To); both required
+	GroupBy  []string  // any subset of UsageDimensions, in any order
+	// Filters: empty means all; several values of one filter are alternatives.
+	Projects, Users, SKUs, Nodes []string
+}
+
+// UsageReport is the answer of Usage.
+//
+// Cost is the list price of the usage (held hours × the SKU's hourly price),
+// before per-session rounding, minimum billed seconds and reservations: it
+// says what usage is worth, not what an invoice charges. Invoices (BillFrom)
+// are exact.
+type UsageReport struct {
+	From, To time.Time
+	Timezone string
+	Currency string
+	GroupBy  []string
+	Rows     []UsageGroup // sorted by project, user, sku, instance, node, day, hour
+	Total    UsageGroup   // the sum of every row (group fields empty)
+	// UnpricedSeconds is held time of instances no catalog SKU prices (they
+	// count in HeldSeconds with SKU empty and no cost).
+	UnpricedSeconds int64
+}
+
+// UsageGroup is one group of a UsageReport. Fields not grouped by are empty.
+type UsageGroup struct {
+	Project, User, SKU, InstanceID, Node string
+	// Day is the group's local calendar day (YYYY-MM-DD) and Hour its local
+	// start hour (RFC 3339 with offset) in the catalog time zone.
+	Day, Hour string
+	// HeldSeconds are card-seconds held (the union of held sample intervals);
+	// IdleSeconds the part of them idle under the project's idle threshold.
+	HeldSeconds, IdleSeconds int64
+	// Cost is list price, rounded once to the cent (see UsageReport).
+	Cost decimal.Decimal
+}
+
+// UsageRowQuery and UsageRow are what Usage asks a store for and gets
+// back (see schemas).
+type (
+	UsageRowQuery = schemas.UsageRowQuery
+	UsageRow      = schemas.UsageRow
+)
+
+// UsageRows is a store that sums held samples in the database (a GROUP BY).
+// Implemented by ingest.MemStore, ingest/sqlite and ingest/clickhouse. A
+// replayed sample (same instance, start and holder) counts once.
+type UsageRows interface {
+	UsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageRow) error) error
+}
+
+// CompactUsage is a store that answers a UsageRowQuery from its compact rows
+// (occupancy and idle runs) in the database, with the result Usage computes
+// from UsageSource rows (ingest/clickhouse). It returns false, having called
+// fn never, for a query it leaves to Usage.
+type CompactUsage interface {
+	CompactUsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageRow) error) (bool, error)
+}
+
+// bucketFor returns the UTC bucket width in which every local day or hour
+// boundary of loc over [from, to) falls on a bucket boundary: an hour when
+// every UTC offset in the range is a whole number of hours, else 15 minutes
+// (every zone offset in use is a multiple of it).
+func bucketFor(loc *time.Location, from, to time.Time) int64 {
+	whole := func(t time.Time) bool { _, off := t.In(loc).Zone(); return off%3600 == 0 }
+	if !whole(from) || !whole(to) {
+		return 15 * 60_000
+	}
+	for t := from; t.Before(to); t = t.Add(24 * time.Hour) {
+		if !whole(t) {
+			return 15 * 60_000
+		}
+	}
+	return 3_600_000
+}
+
+// dayBucket returns one-day buckets starting at local midnight when the UTC
+// offset of loc is the same over [from, to) (checked every hour), else the
+// bucket width b with offset 0: fewer rows when grouping by day.
+func dayBucket(loc *time.Location, from, to time.Time, b int64) (width, offset int64) {
+	_, off := from.In(loc).Zone()
+	for t := from; t.Before(to); t = t.Add(time.Hour) {
+		if _, o := t.In(loc).Zone(); o != off {
+			return b, 0
+		}
+	}
+	if _, o := to.Add(-time.Millisecond).In(loc).Zone(); o != off {
+		return b, 0
+	}
+	const day = 86_400_000
+	return day, mod(-int64(off)*1000, day)
+}
+
+// IdleThresholds returns the default idle threshold of cat and those of the
+// projects that override it.
+func IdleThresholds(cat *schemas.Catalog) (def float64, byProject map[string]float64) {
+	byProject = map[string]float64{}
+	for i := range cat.Projects {
+		if p := cat.Projects[i].Idle; p != nil {
+			byProject[cat.Projects[i].ID] = p.Threshold
+		}
+	}
+	return cat.Defaults.Idle.Threshold, byProject
+}
+
+// Usage sums held time, idle time and list cost of stored usage over
+// [q.From, q.To) grouped as q asks. A store that keeps compact rows
+// (UsageSource) is read through them: held time is the union of its occupancy
+// runs per key, idle time the union of its idle runs under each project's
+// threshold (raw samples only for runs a threshold cuts through), both clipped
+// to [q.From, q.To) and split at bucket boundaries. A query grouped or filtered
+// by node, or a store without compact rows, is answered by the store's GROUP BY
+// over raw samples (UsageRows), where a sample counts in the bucket its start
+// falls in. Usage then maps buckets to local days or hours, prices each SKU and
+// merges groups.
+func Usage(ctx context.Context, src UsageRows, cat *schemas.Catalog, q UsageQuery) (*UsageReport, error) {
+	if q.From.IsZero() || q.To.IsZero() {
+		return nil, fmt.Errorf("usage: from and to are required")
+	}
+	if !q.From.Before(q.To) {
+		return nil, fmt.Errorf("usage: from %s is not before to %s", q.From.Format(time.RFC3339), q.To.Format(time.RFC3339))
+	}
+	loc := cat.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	by := map[string]bool{}
+	for _, d := range q.GroupBy {
+		if !slices.Contains(UsageDimensions, d) {
+			return nil, fmt.Errorf("usage: group_by: unknown dimension %q (want one of %v)", d, UsageDimensions)
+		}
+		if by[d] {
+			return nil, fmt.Errorf("usage: group_by: dimension %q given twice", d)
+		}
+		by[d] = true
+	}
+	rq := UsageRowQuery{FromMS: q.From.UnixMilli(), ToMS: q.To.UnixMilli(),
+		Projects: q.Projects, Users: q.Users, Nodes: q.Nodes,
+		ByProject: by[ByProject], ByUser: by[ByUser], ByInstance: by[ByInstance], ByNode: by[ByNode]}
+	rq.IdleDefault, rq.IdleByProject = IdleThresholds(cat)
+	if len(q.SKUs) > 0 {
+		rq.Models = [][2]string{}
+		for _, id := range q.SKUs {
+			sku, ok := cat.SKUByID(id)
+			if !ok {
+				return nil, fmt.Errorf("usage: sku: %q is not in the catalog", id)
+			}
+			rq.Models = append(rq.Models, [2]string{sku.GPUModel, sku.Profile})
+		}
+	}
+	if by[ByDay] || by[ByHour] {
+		rq.BucketMS = bucketFor(loc, q.From, q.To)
+		if !by[ByHour] {
+			rq.BucketMS, rq.BucketOffsetMS = dayBucket(loc, q.From, q.To, rq.BucketMS)
+		}
+	}
+	type acc struct {
+		g    UsageGroup
+		cost decimal.Decimal // exact
+	}
+	groups := map[UsageGroup]*acc{}
+	rep := &UsageReport{From: q.From, To: q.To, Timezone: cat.Timezone, Currency: cat.Currency, GroupBy: slices.Clone(q.GroupBy)}
+	var total decimal.Decimal
+	add := func(r UsageRow) error {
+		var k UsageGroup
+		if by[ByProject] {
+			k.Project = r.Project
+		}
+		if by[ByUser] {
+			k.User = r.User
+		}
+		if by[ByInstance] {
+			k.InstanceID = r.InstanceID
+		}
+		if by[ByNode] {
+			k.Node = r.Node
+		}
+		sku, priced := cat.ResolveSKU(r.GPUModel, r.Profile)
+		if by[BySKU] && priced {
+			k.SKU = sku.ID
+		}
+		if rq.BucketMS > 0 {
+			t := time.UnixMilli(r.BucketMS).In(loc)
+			if by[ByDay] {
+				k.Day = t.Format(time.DateOnly)
+			}
+			if by[ByHour] {
+				k.Hour = t.Truncate(0).Add(-time.Duration(t.Minute())*time.Minute - time.Duration(t.Second())*time.Second).Format(time.RFC3339)
+			}
+		}
+		a := groups[k]
+		if a == nil {
+			a = &acc{g: k}
+			groups[k] = a
+		}
+		a.g.HeldSeconds += r.HeldMS
+		a.g.IdleSeconds += r.IdleMS
+		if priced {
+			c := sku.HourlyPrice.Mul(decimal.NewFromInt(r.HeldMS)).Div(decimal.NewFromInt(3_600_000))
+			a.cost = a.cost.Add(c)
+			total = total.Add(c)
+		} else {
+			rep.UnpricedSeconds += r.HeldMS
+		}
+		rep.Total.HeldSeconds += r.HeldMS
+		rep.Total.IdleSeconds += r.IdleMS
+		return nil
+	}
+	handled := false
+	var err error
+	if cu, ok := src.(CompactUsage); ok {
+		handled, err = cu.CompactUsageRows(ctx, rq, add)
+	}
+	if !handled && err == nil {
+		err = usageSourceFor(src, cat, rq).UsageRows(ctx, rq, add)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("usage: %w", err)
+	}
+	for _, a := range groups {
+		a.g.HeldSeconds /= 1000
+		a.g.IdleSeconds /= 1000
+		a.g.Cost = billing.RoundMoney(a.cost)
+		rep.Rows = append(rep.Rows, a.g)
+	}
+	rep.Total.HeldSeconds /= 1000
+	rep.Total.IdleSeconds /= 1000
+	rep.UnpricedSeconds /= 1000
+	rep.Total.Cost = billing.RoundMoney(total)
+	slices.SortFunc(rep.Rows, func(a, b UsageGroup) int {
+		return cmp.Or(cmp.Compare(a.Project, b.Project), cmp.Compare(a.User, b.User), cmp.Compare(a.SKU, b.SKU),
+			cmp.Compare(a.InstanceID, b.InstanceID), cmp.Compare(a.Node, b.Node), cmp.Compare(a.Day, b.Day), cmp.Compare(a.Hour, b.Hour))
+	})
+	return rep, nil
+}

@@ -1,0 +1,150 @@
+package reads
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/schemas"
+)
+
+// runUsage answers a UsageRowQuery from a store's compact rows (occupancy and
+// idle runs, UsageSource) instead of its raw samples: per key the union of its
+// runs, clipped to [FromMS, ToMS) and split at bucket boundaries, and the union
+// of its idle time, decided per run with the project's threshold like BillFrom
+// (runs the threshold cuts through are resolved from their raw samples).
+// Occupancy carries no node: a query grouped or filtered by node goes to the
+// store's GROUP BY over raw samples instead (usageSourceFor).
+type runUsage struct {
+	src UsageSource
+	cat *schemas.Catalog
+}
+
+// usageSourceFor returns the reader Usage uses for rq: the compact rows of src
+// when it has them and rq needs no node, else src's own GROUP BY.
+func usageSourceFor(src UsageRows, cat *schemas.Catalog, rq UsageRowQuery) UsageRows {
+	us, ok := src.(UsageSource)
+	if !ok || rq.ByNode || len(rq.Nodes) > 0 {
+		return src
+	}
+	return runUsage{src: us, cat: cat}
+}
+
+type spans struct {
+	held, idle []billing.
+
+		// UsageRows implements UsageRows over compact rows.
+		Run
+}
+
+func (u runUsage) UsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageRow) error) error {
+	keep := func(k billing.Key) bool {
+		return k.Project != "" && inList(q.Projects, k.Project) && inList(q.Users, k.User) &&
+			(q.Models == nil || slices.Contains(q.Models, [2]string{k.GPUModel, k.Profile}))
+	}
+	byKey := map[billing.Key]*spans{}
+	get := func(k billing.Key) *spans {
+		s := byKey[k]
+		if s == nil {
+			s = &spans{}
+			byKey[k] = s
+		}
+		return s
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	occ := make(chan []billing.Run, 4)
+	idle := make(chan []billing.IdleRun, 4)
+	errc := make(chan error, 2)
+	go func() {
+		defer close(occ)
+		errc <- u.src.Occupancy(ctx, q.FromMS, q.ToMS, func(rs []billing.Run) error { return send(ctx, occ, rs) })
+	}()
+	go func() {
+		defer close(idle)
+		errc <- u.src.IdleRuns(ctx, q.FromMS, q.ToMS, billing.MaxIdleThreshold(u.cat)+1e-9, func(rs []billing.IdleRun) error { return send(ctx, idle, rs) })
+	}()
+	feed := billing.NewIdleSink(u.cat, q.FromMS, q.ToMS, func(k billing.Key, s, e int64) {
+		x := get(k)
+		x.idle = append(x.idle, billing.Run{Key: k, StartMS: s, EndMS: e})
+	})
+	for occ != nil || idle != nil {
+		select {
+		case rows, ok := <-occ:
+			if !ok {
+				occ = nil
+				continue
+			}
+			for i := range rows {
+				if keep(rows[i].Key) && rows[i].EndMS > q.FromMS && rows[i].StartMS < q.ToMS {
+					x := get(rows[i].Key)
+					x.held = append(x.held, rows[i])
+				}
+			}
+		case runs, ok := <-idle:
+			if !ok {
+				idle = nil
+				continue
+			}
+			for i := range runs {
+				if keep(runs[i].Key) {
+					feed.Add(&runs[i])
+				}
+			}
+		}
+	}
+	if err := errors.Join(<-errc, <-errc); err != nil {
+		return err
+	}
+	if err := ResolveIdle(ctx, feed, u.src); err != nil {
+		return err
+	}
+	sums := schemas.NewBucketSums(q)
+	for k, x := range byKey {
+		g := UsageRow{GPUModel: k.GPUModel, Profile: k.Profile}
+		if q.ByProject {
+			g.Project = k.Project
+		}
+		if q.ByUser {
+			g.User = k.User
+		}
+		if q.ByInstance {
+			g.InstanceID = k.InstanceID
+		}
+		for _, r := range union(x.held) {
+			sums.Span(g, r.StartMS, r.EndMS, false)
+		}
+		for _, r := range union(x.idle) {
+			sums.Span(g, r.StartMS, r.EndMS, true)
+		}
+	}
+	return sums.Emit(fn)
+}
+
+// union returns the disjoint union of runs (of one key), sorted by start.
+func union(rs []billing.Run) []billing.Run {
+	slices.SortFunc(rs, func(a, b billing.Run) int { return cmp.Compare(a.StartMS, b.StartMS) })
+	out := rs[:0]
+	for _, r := range rs {
+		if r.EndMS <= r.StartMS {
+			continue
+		}
+		if n := len(out); n > 0 && r.StartMS <= out[n-1].EndMS {
+			out[n-1].EndMS = max(out[n-1].EndMS, r.EndMS)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func mod(a, b int64) int64 {
+	if m := a % b; m < 0 {
+		return m + b
+	}
+	return a % b
+}
+
+func inList(list []string, v string) bool { return len(list) == 0 || slices.Contains(list, v) }
