@@ -117,6 +117,7 @@ func TestProblemTypes(t *testing.T) {
 		{"void a draft", "POST", fmt.Sprintf("/api/v1/invoices/%d/void", nov), `{"reason":"x"}`, "application/json", 409, "invalid-transition"},
 		{"finalize twice", "POST", fmt.Sprintf("/api/v1/invoices/%d/finalize", oct), `{"if_sha256":"` + strings.Repeat("0", 64) + `"}`, "application/json", 409, "invalid-transition"},
 		{"bad token role", "POST", "/api/v1/tokens", `{"role":"lead"}`, "application/json", 422, "validation"},
+		{"token of a project not in the catalog", "POST", "/api/v1/tokens", `{"role":"lead","project":"nosuch"}`, "application/json", 422, "validation"},
 		{"bad json", "POST", "/api/v1/billing-runs", `{"period":`, "application/json", 400, "bad-request"},
 		{"too large", "PUT", "/api/v1/catalog", strings.Repeat("#", 2<<20), "application/yaml", 413, "too-large"},
 		{"wrong method", "PATCH", "/api/v1/catalog", "", "", 405, "method-not-allowed"},

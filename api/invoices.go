@@ -465,6 +465,11 @@ func (s *Server) routesAdmin() {
 				}
 				ttl = d
 			}
+			if in.Body.Project != "" {
+				if err := s.checkProject(ctx, "body.project", in.Body.Project); err != nil {
+					return nil, err
+				}
+			}
 			secret, tok, err := s.cfg.Ledger.CreateToken(ctx, actor(ctx), ledger.NewToken{Role: ledger.Role(in.Body.Role), Project: in.Body.Project, User: in.Body.User, Name: in.Body.Name, TTL: ttl})
 			if err != nil {
 				return nil, err
