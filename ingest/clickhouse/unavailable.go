@@ -10,9 +10,10 @@ import (
 
 // unavailable is err as a storefail error when it says that ClickHouse
 // cannot answer for now (unreachable, restarting, overloaded, timed out,
-// disk full, read-only: storefail.ClickHouse), so that the API answers 503
+// disk full, read-only: storefail.ClickHouse, with the wait its cause
+// suggests: storefail.WrapClickHouse), so that the API answers 503
 // with the cause instead of 500; other errors are returned as they are.
-func unavailable(err error) error { return storefail.Wrap(err, storefail.ClickHouse) }
+func unavailable(err error) error { return storefail.WrapClickHouse(err) }
 
 // classifiedConn classifies, at the driver, every error of a query, an
 // insert, a row read or the end of a result (unavailable), whatever the

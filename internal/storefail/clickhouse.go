@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"syscall"
+	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 )
@@ -64,6 +65,34 @@ func ClickHouse(err error) string {
 		return "unreachable (the connection was closed)"
 	}
 	return ""
+}
+
+// WrapClickHouse is Wrap(err, ClickHouse) with the wait its cause suggests
+// (RetryAfter): an overloaded server or client pool (a query slot frees in
+// about a second) 1 s; a timed-out query, a memory limit or too many parts
+// (the load must fall first) 10 s; a full disk or a read-only server (an
+// operator must act) 60 s; an unreachable server (it restarts in seconds)
+// the caller's default.
+func WrapClickHouse(err error) error {
+	w := Wrap(err, ClickHouse)
+	if e, ok := w.(*Error); ok && w != err {
+		e.RetryAfter = clickhouseRetry(e.Cause)
+	}
+	return w
+}
+
+func clickhouseRetry(cause string) time.Duration {
+	switch {
+	case strings.HasPrefix(cause, "overloaded (MEMORY_LIMIT"), strings.HasPrefix(cause, "overloaded (CANNOT_ALLOCATE"),
+		strings.HasPrefix(cause, "overloaded (TOO_MANY_PARTS"), strings.HasPrefix(cause, "timed out (TIMEOUT_EXCEEDED"),
+		strings.HasPrefix(cause, "timed out (TOO_SLOW"):
+		return 10 * time.Second
+	case strings.HasPrefix(cause, "overloaded"):
+		return time.Second
+	case strings.HasPrefix(cause, "disk full"), strings.HasPrefix(cause, "read-only"):
+		return time.Minute
+	}
+	return 0
 }
 
 // netCause names a connection that could not be made or was lost, "" for

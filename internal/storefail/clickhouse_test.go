@@ -9,6 +9,7 @@ import (
 	"os"
 	"syscall"
 	"testing"
+	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/stretchr/testify/require"
@@ -57,4 +58,20 @@ func TestClickHouseCauses(t *testing.T) {
 	} {
 		require.NotErrorIs(t, storefail.Wrap(err, storefail.ClickHouse), storefail.ErrUnavailable, "%v", err)
 	}
+}
+
+// WrapClickHouse suggests the wait of the cause; an error already
+// classified keeps its own, and others none.
+func TestClickHouseRetryAfter(t *testing.T) {
+	for code, want := range map[int32]time.Duration{202: time.Second, 203: time.Second, 241: 10 * time.Second, 159: 10 * time.Second, 243: time.Minute, 164: time.Minute, 394: 0} {
+		err := fmt.Errorf("cannot read usage: %w", storefail.WrapClickHouse(&ch.Exception{Code: code}))
+		require.ErrorIs(t, err, storefail.ErrUnavailable, code)
+		require.Equal(t, want, storefail.RetryAfter(err), code)
+	}
+	refused := storefail.WrapClickHouse(&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED})
+	require.Zero(t, storefail.RetryAfter(refused), "unreachable: the caller's default")
+	again := storefail.WrapClickHouse(fmt.Errorf("retry: %w", storefail.WrapClickHouse(&ch.Exception{Code: 243})))
+	require.Equal(t, time.Minute, storefail.RetryAfter(again))
+	require.Zero(t, storefail.RetryAfter(storefail.WrapClickHouse(&ch.Exception{Code: 47})))
+	require.Zero(t, storefail.RetryAfter(nil))
 }
