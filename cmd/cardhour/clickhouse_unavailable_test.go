@@ -17,9 +17,10 @@ import (
 )
 
 // The usage store in ClickHouse becomes unreachable while serve runs (the
-// server stops or restarts, the network fails): the usage reads and a
-// billing run get 503 problem+json with Retry-After and the cause, not 500
-// `internal`; they are answered again once it is back.
+// server stops or restarts, the network fails): the usage reads, the
+// advice over them and a billing run get 503 problem+json with Retry-After
+// and the cause, not 500 `internal`; they are answered again once it is
+// back.
 func TestServeAnswers503WhileClickHouseIsUnreachable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs ClickHouse")
@@ -53,6 +54,7 @@ func TestServeAnswers503WhileClickHouseIsUnreachable(t *testing.T) {
 		{"GET", "/api/v1/usage?period=2026-11&group_by=project,day", ""},
 		{"GET", "/api/v1/usage?period=2026-11&group_by=node,sku,day&node=gpu-node-01", ""},
 		{"GET", "/api/v1/held", ""},
+		{"GET", "/api/v1/advice?months=2", ""},
 		{"POST", "/api/v1/billing-runs", `{"period":"2026-11"}`},
 	}
 	for _, r := range reads {
