@@ -125,7 +125,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 // Migrated is what Open's migration did (cfg.Migrate).
 func (s *Store) Migrated() MigrationResult { return s.migrated }
 
-// Conn is the underlying connection (for tests and tools).
+// Conn is the connection, its errors classified (for tests and tools).
 func (s *Store) Conn() driver.Conn { return s.conn }
 
 // Close implements ingest.Store.
