@@ -74,11 +74,14 @@ func ClickHouse(err error) string {
 // operator must act) 60 s; an unreachable server (it restarts in seconds)
 // the caller's default.
 func WrapClickHouse(err error) error {
-	w := Wrap(err, ClickHouse)
-	if e, ok := w.(*Error); ok && w != err {
-		e.RetryAfter = clickhouseRetry(e.Cause)
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		return err
 	}
-	return w
+	c := ClickHouse(err)
+	if c == "" {
+		return err
+	}
+	return &Error{Cause: c, Err: err, RetryAfter: clickhouseRetry(c)}
 }
 
 func clickhouseRetry(cause string) time.Duration {
