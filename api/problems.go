@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -67,7 +68,7 @@ func (p *Problem) Error() string { return p.Title + ": " + p.Detail }
 func (p *Problem) GetHeaders() http.Header { return p.headers }
 
 // RetryAfter is the Retry-After, in seconds, of a store that cannot answer
-// for now.
+// for now, unless its cause suggests another wait (storefail.RetryAfter).
 const RetryAfter = 5
 
 // unavailableProblem is the 503 of a store that cannot answer for now:
@@ -75,9 +76,13 @@ const RetryAfter = 5
 // of the error (paths, addresses) only logged.
 func unavailableProblem(ctx context.Context, err error) *Problem {
 	logFrom(ctx).Warn("store unavailable", "err", err)
+	wait := RetryAfter
+	if d := storefail.RetryAfter(err); d > 0 {
+		wait = int((d + time.Second - 1) / time.Second)
+	}
 	p := newProblem(http.StatusServiceUnavailable, ProblemUnavailable,
-		fmt.Sprintf("a store cannot answer for now: %s; retry in %d s", storefail.Cause(err), RetryAfter))
-	p.headers = http.Header{"Retry-After": {strconv.Itoa(RetryAfter)}}
+		fmt.Sprintf("a store cannot answer for now: %s; retry in %d s", storefail.Cause(err), wait))
+	p.headers = http.Header{"Retry-After": {strconv.Itoa(wait)}}
 	p.RequestID = RequestID(ctx)
 	return p
 }

@@ -102,10 +102,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		MaxOpenConns: 32,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cannot connect to ClickHouse at %s: %w", cfg.Addr, err)
+		return nil, fmt.Errorf("cannot connect to ClickHouse at %s: %w", cfg.Addr, unavailable(err))
 	}
-	s := &Store{cfg: cfg, conn: conn, db: "`" + cfg.Database + "`"}
-	if err := conn.Ping(ctx); err != nil {
+	s := &Store{cfg: cfg, conn: classifiedConn{conn}, db: "`" + cfg.Database + "`"}
+	if err := s.conn.Ping(ctx); err != nil {
 		_ = conn.Close()
 		return nil, classify(fmt.Errorf("cannot reach ClickHouse at %s: %w", cfg.Addr, err))
 	}
@@ -124,7 +124,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 // Migrated is what Open's migration did (cfg.Migrate).
 func (s *Store) Migrated() MigrationResult { return s.migrated }
 
-// Conn is the underlying connection (for tests and tools).
+// Conn is the connection, its errors classified (for tests and tools).
 func (s *Store) Conn() driver.Conn { return s.conn }
 
 // Close implements ingest.Store.

@@ -18,6 +18,7 @@ import (
 	"net"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"modernc.org/sqlite"
@@ -31,6 +32,10 @@ var ErrUnavailable = errors.New("store unavailable")
 type Error struct {
 	Cause string // "disk full", "read-only file system", "unreachable (connection refused)", "database locked", …
 	Err   error  // the driver's error
+	// RetryAfter is the wait the cause suggests before a retry (an
+	// overloaded server: soon; a full disk: later); 0 leaves it to the
+	// caller (the API's default).
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Cause + " (" + e.Err.Error() + ")" }
@@ -48,6 +53,16 @@ func Cause(err error) string {
 		return e.Cause
 	}
 	return ""
+}
+
+// RetryAfter is the wait suggested by the first *Error err wraps, 0 when
+// there is none or it suggests none.
+func RetryAfter(err error) time.Duration {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.RetryAfter
+	}
+	return 0
 }
 
 // Classifier names the cause of an error that makes a store unavailable,
