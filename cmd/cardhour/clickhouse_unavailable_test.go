@@ -64,7 +64,7 @@ func TestServeAnswers503WhileClickHouseIsUnreachable(t *testing.T) {
 
 	// Cut: the open connections drop and new ones are refused. The usage
 	// cache may answer a report it holds until it next reads the store's
-	// data version (once a second, billing.UsageCacheConfig.Poll).
+	// data version (once a second, reads.UsageCacheConfig.Poll).
 	proxy.Close()
 	require.Eventually(t, func() bool {
 		res, _ := requestFull(t, "GET", sv.base+reads[0].path, admin, "")

@@ -13,9 +13,9 @@ import (
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/clickhouse"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/internal/storefail"
 	"github.com/cardhour/cardhour/internal/testenv"
 	"github.com/cardhour/cardhour/schemas"
@@ -82,10 +82,10 @@ func TestUnreachableClickHouseIsUnavailableOnEveryPath(t *testing.T) {
 	key := schemas.Key{Project: "p", User: "u", InstanceID: "i", GPUModel: "A100", Profile: "1g.10gb"}
 	paths := map[string]func() error{
 		"UsageRows": func() error {
-			return st.UsageRows(ctx, billing.UsageRowQuery{FromMS: from, ToMS: to, ByProject: true}, func(billing.UsageRow) error { return nil })
+			return st.UsageRows(ctx, schemas.UsageRowQuery{FromMS: from, ToMS: to, ByProject: true}, func(schemas.UsageRow) error { return nil })
 		},
 		"CompactUsageRows": func() error {
-			_, err := st.CompactUsageRows(ctx, billing.UsageRowQuery{FromMS: from, ToMS: to, ByProject: true}, func(billing.UsageRow) error { return nil })
+			_, err := st.CompactUsageRows(ctx, schemas.UsageRowQuery{FromMS: from, ToMS: to, ByProject: true}, func(schemas.UsageRow) error { return nil })
 			return err
 		},
 		"HeldSamples": func() error { return st.HeldSamples(ctx, from, to, func(*schemas.Sample) error { return nil }) },
@@ -99,10 +99,10 @@ func TestUnreachableClickHouseIsUnavailableOnEveryPath(t *testing.T) {
 			return st.RawIdle(ctx, []string{"i"}, from, to, 0.05, func([]schemas.RawPoint) error { return nil })
 		},
 		"NodeBuckets": func() error {
-			return st.NodeBuckets(ctx, from, to, 3600_000, func(billing.NodeBucketRow) error { return nil })
+			return st.NodeBuckets(ctx, from, to, 3600_000, func(reads.NodeBucketRow) error { return nil })
 		},
 		"Unattributed": func() error {
-			return st.Unattributed(ctx, from, to, 0.05, func(billing.UnattributedUsage) error { return nil })
+			return st.Unattributed(ctx, from, to, 0.05, func(reads.UnattributedUsage) error { return nil })
 		},
 		"Rejects":     func() error { _, _, err := st.Rejects(ctx, from, to, 5); return err },
 		"DataVersion": func() error { _, err := st.DataVersion(ctx); return err },
