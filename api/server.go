@@ -56,12 +56,12 @@ type Config struct {
 	// not configured, and /readyz answers 503.
 	UsagePing func(ctx context.Context) error
 	Logger    *slog.Logger // nil: discard
-	Clock     func() time.Time
+	Clock     func() time.Time // nil: time.Now
 	Version   string
 	// MaxBodyBytes bounds request bodies (413 above); 0: DefaultMaxBodyBytes.
 	MaxBodyBytes int64
-	// Registerer receives the request metrics; nil: a registry of the
-	// server's own, served at /metrics with Go and process collectors.
+	// Registry receives the request metrics and is served at /metrics;
+	// nil: a registry of the server's own, with Go and process collectors.
 	Registry *prometheus.Registry
 	// ExportCacheBytes bounds the renderings of exports kept in memory
 	// (see exportCache); 0: DefaultExportCacheBytes; negative: every

@@ -1,7 +1,8 @@
 // Package billing turns usage into invoices. It is pure: it takes samples (or
 // occupancy intervals) and a catalog and returns invoices; it opens no file or
-// socket and reads no clock, so the file path, the embedded store and ClickHouse
-// all bill through exactly this code.
+// socket, starts no goroutine and reads no clock, so the file path, the
+// embedded store and ClickHouse all bill through exactly this code
+// (internal/reads feeds it from a store).
 //
 // The rules are those of billing-semantics v1, restated in docs/billing.md.
 package billing
