@@ -55,7 +55,7 @@ type Config struct {
 	// UsagePing reports whether the usage store answers (/readyz); nil:
 	// not configured, and /readyz answers 503.
 	UsagePing func(ctx context.Context) error
-	Logger    *slog.Logger // nil: discard
+	Logger    *slog.Logger     // nil: discard
 	Clock     func() time.Time // nil: time.Now
 	Version   string
 	// MaxBodyBytes bounds request bodies (413 above); 0: DefaultMaxBodyBytes.
