@@ -22,11 +22,11 @@ func (fakeAdvisor) Advise(ctx context.Context, cat *schemas.Catalog, opt advice.
 	loc := cat.Location
 	ms := func(y int, m time.Month, d int) int64 { return time.Date(y, m, d, 0, 0, 0, 0, loc).UnixMilli() }
 	usage := []struct {
-		k          billing.Key
+		k          schemas.Key
 		start, end int64
 	}{
-		{billing.Key{Project: "ai101", User: "s-alice", InstanceID: "GPU-t4", GPUModel: "Tesla T4", Profile: "full"}, ms(2026, 9, 1), ms(2026, 12, 1)},
-		{billing.Key{Project: "nlp-lab", User: "s-carol", InstanceID: "MIG-1", GPUModel: "NVIDIA A100-SXM4-80GB", Profile: "1g.10gb"}, ms(2026, 10, 1), ms(2026, 10, 11)},
+		{schemas.Key{Project: "ai101", User: "s-alice", InstanceID: "GPU-t4", GPUModel: "Tesla T4", Profile: "full"}, ms(2026, 9, 1), ms(2026, 12, 1)},
+		{schemas.Key{Project: "nlp-lab", User: "s-carol", InstanceID: "MIG-1", GPUModel: "NVIDIA A100-SXM4-80GB", Profile: "1g.10gb"}, ms(2026, 10, 1), ms(2026, 10, 11)},
 	}
 	months := opt.Months
 	if months == 0 {

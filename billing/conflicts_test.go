@@ -162,8 +162,8 @@ func TestConflictsSameFromSamplesAndOccupancy(t *testing.T) {
 	require.EqualValues(t, 15*60_000, want.Conflicts[0].OverlapMS)
 
 	a, b := NewAccumulator(cat, nov), NewAccumulator(cat, nov)
-	ka := Key{Project: "p", User: "alice", InstanceID: "MIG-1", GPUModel: "A100", Profile: "1g.10gb"}
-	kb := Key{Project: "q", User: "bob", InstanceID: "MIG-1", GPUModel: "A100", Profile: "1g.10gb"}
+	ka := schemas.Key{Project: "p", User: "alice", InstanceID: "MIG-1", GPUModel: "A100", Profile: "1g.10gb"}
+	kb := schemas.Key{Project: "q", User: "bob", InstanceID: "MIG-1", GPUModel: "A100", Profile: "1g.10gb"}
 	b.AddOccupancy(kb, t0+10*60_000, t0+25*60_000, false)
 	a.AddOccupancy(ka, t0+30*60_000, t0+60*60_000, false)
 	b.AddOccupancy(ka, t0, t0+31*60_000, false)
@@ -231,7 +231,7 @@ func bruteConflicts(samples []schemas.Sample, p Period, focus string) []Conflict
 		holders, kinds := map[Holder]bool{}, map[Kind]bool{}
 		for i := 0; i+1 < len(cuts); i++ {
 			lo, hi := cuts[i], cuts[i+1]
-			active := map[Key]bool{}
+			active := map[schemas.Key]bool{}
 			for _, s := range ss {
 				if s.StartMS <= lo && s.EndMS() >= hi {
 					active[schemas.KeyOf(&s)] = true

@@ -16,18 +16,6 @@ import (
 	"github.com/cardhour/cardhour/schemas"
 )
 
-// Key identifies one stream of usage: who (project, user) held which instance of
-// which kind (GPU model and MIG profile, which resolve to a SKU). It is the
-// stored row's key (schemas.Key).
-type Key = schemas.Key
-
-// Run, IdleRun and RawPoint are the stored rows billing reads (see schemas).
-type (
-	Run      = schemas.Run
-	IdleRun  = schemas.IdleRun
-	RawPoint = schemas.RawPoint
-)
-
 // Period is a calendar month in the catalog's time zone: [Start, End).
 type Period struct {
 	Year  int
@@ -89,7 +77,7 @@ type Accumulator struct {
 	p0, p1 int64 // period bounds, ms
 	lo, hi int64 // samples entirely outside [lo, hi] cannot affect the period
 	tol    int64
-	keys   map[Key]*keyState
+	keys   map[schemas.Key]*keyState
 }
 
 // NewAccumulator prepares to bill period p under catalog cat.
@@ -97,7 +85,7 @@ func NewAccumulator(cat *schemas.Catalog, p Period) *Accumulator {
 	lo, hi := ScanWindow(cat, p)
 	return &Accumulator{
 		cat: cat, period: p, p0: p.StartMS(), p1: p.EndMS(), tol: cat.Defaults.GapToleranceMS,
-		lo: lo, hi: hi, keys: make(map[Key]*keyState),
+		lo: lo, hi: hi, keys: make(map[schemas.Key]*keyState),
 	}
 }
 
@@ -109,7 +97,7 @@ func (a *Accumulator) Add(s *schemas.Sample) {
 	if s.Project == "" {
 		return // an instance nobody holds bills nobody
 	}
-	k := Key{Project: s.Project, User: s.User, InstanceID: s.InstanceID, GPUModel: s.GPUModel, Profile: s.Profile}
+	k := schemas.Key{Project: s.Project, User: s.User, InstanceID: s.InstanceID, GPUModel: s.GPUModel, Profile: s.Profile}
 	a.AddOccupancy(k, s.StartMS, s.EndMS(), IsIdle(a.cat, s))
 }
 
@@ -117,7 +105,7 @@ func (a *Accumulator) Add(s *schemas.Sample) {
 // already-aggregated one from a store's rollups. idle marks the interval as idle
 // time as well. Intervals outside the period's scan window cannot change it and
 // are dropped.
-func (a *Accumulator) AddOccupancy(k Key, start, end int64, idle bool) {
+func (a *Accumulator) AddOccupancy(k schemas.Key, start, end int64, idle bool) {
 	if k.Project == "" || end <= start || end < a.lo || start > a.hi {
 		return
 	}
@@ -128,7 +116,7 @@ func (a *Accumulator) AddOccupancy(k Key, start, end int64, idle bool) {
 	}
 }
 
-func (a *Accumulator) state(k Key) *keyState {
+func (a *Accumulator) state(k schemas.Key) *keyState {
 	st, ok := a.keys[k]
 	if !ok {
 		st = &keyState{occ: IntervalSet{Tol: 0}, idle: IntervalSet{Tol: 0}}

@@ -17,7 +17,7 @@ import (
 
 // IdleStreak is one uninterrupted idle stretch of a held instance.
 type IdleStreak struct {
-	Key        Key
+	Key        schemas.Key
 	Start, End int64 // ms; End is the end of the last idle sample seen
 	Policy     schemas.IdlePolicy
 }
@@ -43,7 +43,7 @@ func (s IdleStreak) ReleaseAt() int64 { return s.Start + s.Policy.ReleaseAfter.M
 // grows with the number of idle and busy runs, not with samples.
 type IdleDetector struct {
 	cat  *schemas.Catalog
-	keys map[Key]*idleState
+	keys map[schemas.Key]*idleState
 }
 
 type idleState struct {
@@ -53,7 +53,7 @@ type idleState struct {
 
 // NewIdleDetector returns a detector that applies the catalog's idle policies.
 func NewIdleDetector(cat *schemas.Catalog) *IdleDetector {
-	return &IdleDetector{cat: cat, keys: map[Key]*idleState{}}
+	return &IdleDetector{cat: cat, keys: map[schemas.Key]*idleState{}}
 }
 
 // Add feeds one validated sample. Unheld samples are ignored: a free instance is
@@ -62,7 +62,7 @@ func (d *IdleDetector) Add(s *schemas.Sample) {
 	if s.Project == "" {
 		return
 	}
-	st := d.state(Key{Project: s.Project, User: s.User, InstanceID: s.InstanceID, GPUModel: s.GPUModel, Profile: s.Profile})
+	st := d.state(schemas.Key{Project: s.Project, User: s.User, InstanceID: s.InstanceID, GPUModel: s.GPUModel, Profile: s.Profile})
 	if IsIdle(d.cat, s) {
 		st.idle.Add(s.StartMS, s.EndMS())
 	} else {
@@ -120,7 +120,7 @@ func (d *IdleDetector) Merge(b *IdleDetector) {
 	}
 }
 
-func (d *IdleDetector) state(k Key) *idleState {
+func (d *IdleDetector) state(k schemas.Key) *idleState {
 	st, ok := d.keys[k]
 	if !ok {
 		st = &idleState{idle: IntervalSet{Tol: d.cat.Defaults.GapToleranceMS}}

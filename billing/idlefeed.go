@@ -20,7 +20,7 @@ const (
 )
 
 // IdleVerdict decides r under the idle threshold of its project.
-func IdleVerdict(cat *schemas.Catalog, r *IdleRun) Verdict {
+func IdleVerdict(cat *schemas.Catalog, r *schemas.IdleRun) Verdict {
 	if r.Class == schemas.IdleClassNull {
 		return AllIdle // util unknown and no process: IsIdleUtil is true
 	}
@@ -41,13 +41,13 @@ type IdleFeeder struct {
 	cat *schemas.Catalog
 	p0  int64
 	p1  int64
-	add func(k Key, startMS, endMS int64) // idle time found
+	add func(k schemas.Key, startMS, endMS int64) // idle time found
 
-	pending map[Key]*straddles
+	pending map[schemas.Key]*straddles
 }
 
 type straddles struct {
-	runs   []IdleRun
+	runs   []schemas.IdleRun
 	maxEnd []int64 // prefix maximum of runs[i].EndMS, once sorted
 	found  []bool
 	sorted bool
@@ -56,18 +56,18 @@ type straddles struct {
 // NewIdleFeeder returns a feeder of acc for period p under cat.
 func NewIdleFeeder(acc *Accumulator, cat *schemas.Catalog, p Period) *IdleFeeder {
 	return &IdleFeeder{cat: cat, p0: p.StartMS(), p1: p.EndMS(),
-		add: func(k Key, s, e int64) { acc.AddOccupancy(k, s, e, true) }}
+		add: func(k schemas.Key, s, e int64) { acc.AddOccupancy(k, s, e, true) }}
 }
 
 // NewIdleSink returns a feeder that hands the idle time it finds in
 // [fromMS, toMS) to add instead of an accumulator (usage reports and held-now
 // answers collect it themselves).
-func NewIdleSink(cat *schemas.Catalog, fromMS, toMS int64, add func(k Key, startMS, endMS int64)) *IdleFeeder {
+func NewIdleSink(cat *schemas.Catalog, fromMS, toMS int64, add func(k schemas.Key, startMS, endMS int64)) *IdleFeeder {
 	return &IdleFeeder{cat: cat, p0: fromMS, p1: toMS, add: add}
 }
 
 // Add decides r: idle time counts only inside the period.
-func (f *IdleFeeder) Add(r *IdleRun) {
+func (f *IdleFeeder) Add(r *schemas.IdleRun) {
 	if r.EndMS <= f.p0 || r.StartMS >= f.p1 || r.EndMS <= r.StartMS {
 		return
 	}
@@ -76,7 +76,7 @@ func (f *IdleFeeder) Add(r *IdleRun) {
 		f.add(r.Key, r.StartMS, r.EndMS)
 	case Straddle:
 		if f.pending == nil {
-			f.pending = map[Key]*straddles{}
+			f.pending = map[schemas.Key]*straddles{}
 		}
 		st := f.pending[r.Key]
 		if st == nil {
@@ -112,7 +112,7 @@ func (f *IdleFeeder) PendingRange() (instances []string, lo, hi int64, utilBelow
 }
 
 // PendingRuns calls fn for every pending run (for per-run raw queries).
-func (f *IdleFeeder) PendingRuns(fn func(r *IdleRun) error) error {
+func (f *IdleFeeder) PendingRuns(fn func(r *schemas.IdleRun) error) error {
 	for _, st := range f.pending {
 		for i := range st.runs {
 			if err := fn(&st.runs[i]); err != nil {
@@ -127,13 +127,13 @@ func (f *IdleFeeder) PendingRuns(fn func(r *IdleRun) error) error {
 // of a key with pending runs that start inside one of them are the run's
 // samples (the Compactor guarantees that a sample merged into a run starts
 // inside it), and their idle time is added, clipped to the run.
-func (f *IdleFeeder) Raw(pt *RawPoint) {
+func (f *IdleFeeder) Raw(pt *schemas.RawPoint) {
 	st := f.pending[pt.Key]
 	if st == nil {
 		return
 	}
 	if !st.sorted {
-		slices.SortFunc(st.runs, func(a, b IdleRun) int { return cmp.Compare(a.StartMS, b.StartMS) })
+		slices.SortFunc(st.runs, func(a, b schemas.IdleRun) int { return cmp.Compare(a.StartMS, b.StartMS) })
 		st.maxEnd = st.maxEnd[:0]
 		var m int64 = -1 << 62
 		for i := range st.runs {
@@ -145,7 +145,7 @@ func (f *IdleFeeder) Raw(pt *RawPoint) {
 	}
 	idle := pt.Util < f.cat.IdlePolicyFor(pt.Key.Project).Threshold
 	// Runs with StartMS <= pt.StartMS, walked back while one may still contain it.
-	i, _ := slices.BinarySearchFunc(st.runs, pt.StartMS+1, func(r IdleRun, t int64) int { return cmp.Compare(r.StartMS, t) })
+	i, _ := slices.BinarySearchFunc(st.runs, pt.StartMS+1, func(r schemas.IdleRun, t int64) int { return cmp.Compare(r.StartMS, t) })
 	for j := i - 1; j >= 0 && st.maxEnd[j] > pt.StartMS; j-- {
 		r := &st.runs[j]
 		if pt.StartMS < r.EndMS {
@@ -175,7 +175,7 @@ func (f *IdleFeeder) Resolve() error {
 	return nil
 }
 
-func (f *IdleFeeder) missing(k Key, r *IdleRun) error {
+func (f *IdleFeeder) missing(k schemas.Key, r *schemas.IdleRun) error {
 	bounds := schemas.IdleClassBounds()
 	return fmt.Errorf("idle time of %s/%s on %s from %s to %s depends on raw samples (util %g…%g against threshold %g) that are no longer stored; "+
 		"bill with a threshold at a class bound (%v) or restore the raw samples",

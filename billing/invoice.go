@@ -175,7 +175,7 @@ type UnpricedLine struct {
 
 // Session is one billed session after clipping to the period.
 type Session struct {
-	Key           Key
+	Key           schemas.Key
 	SKU           string // empty when unpriced
 	Start, End    int64  // ms
 	CoveredMS     int64
@@ -206,7 +206,7 @@ func (a *Accumulator) Invoices() *Result {
 		}
 		return inv
 	}
-	keys := make([]Key, 0, len(a.keys))
+	keys := make([]schemas.Key, 0, len(a.keys))
 	for k := range a.keys {
 		keys = append(keys, k)
 	}
@@ -414,7 +414,7 @@ func nonEmpty(s ...string) []string {
 	return slices.Compact(out)
 }
 
-func compareKeys(x, y Key) int {
+func compareKeys(x, y schemas.Key) int {
 	return cmp.Or(cmp.Compare(x.Project, y.Project), cmp.Compare(x.User, y.User),
 		cmp.Compare(x.InstanceID, y.InstanceID), cmp.Compare(x.GPUModel, y.GPUModel), cmp.Compare(x.Profile, y.Profile))
 }

@@ -315,7 +315,7 @@ func (c *Compactor) EmitOpen(b *Batch) {
 			o := &kr.occ
 			for i := range int(o.n) {
 				if r := o.at(i); r.dirty {
-					b.Occupancy = append(b.Occupancy, Run{Key: k, StartMS: r.start, EndMS: r.end})
+					b.Occupancy = append(b.Occupancy, schemas.Run{Key: k, StartMS: r.start, EndMS: r.end})
 					r.dirty = false
 				}
 			}
@@ -327,7 +327,7 @@ func (c *Compactor) EmitOpen(b *Batch) {
 			o := kr.idle
 			for i := range int(o.n) {
 				if r := o.at(i); r.dirty {
-					b.Idle = append(b.Idle, IdleRun{Run: Run{Key: k, StartMS: r.start, EndMS: r.end}, Class: r.class, MinUtil: r.min, MaxUtil: r.max})
+					b.Idle = append(b.Idle, schemas.IdleRun{Run: schemas.Run{Key: k, StartMS: r.start, EndMS: r.end}, Class: r.class, MinUtil: r.min, MaxUtil: r.max})
 					r.dirty = false
 				}
 			}
@@ -379,15 +379,15 @@ func (c *Compactor) bound() {
 	}
 }
 
-func (c *Compactor) addOcc(out []Run, k schemas.Key, o *openRuns, start, end int64) []Run {
+func (c *Compactor) addOcc(out []schemas.Run, k schemas.Key, o *openRuns, start, end int64) []schemas.Run {
 	x := o.extend(start, end, 0, 0)
 	if x.evicted && x.last.dirty {
-		out = append(out, Run{Key: k, StartMS: x.last.start, EndMS: x.last.end})
+		out = append(out, schemas.Run{Key: k, StartMS: x.last.start, EndMS: x.last.end})
 	}
 	r := &o.front
 	// Cut at UTC month boundaries: the finished months are final rows.
 	for b := c.nextMonth(r.start); r.end > b; b = c.nextMonth(r.start) {
-		out = append(out, Run{Key: k, StartMS: r.start, EndMS: b})
+		out = append(out, schemas.Run{Key: k, StartMS: r.start, EndMS: b})
 		r.start = b
 	}
 	if c.count(&x, int(o.n), r, &c.nOcc) {
@@ -396,14 +396,14 @@ func (c *Compactor) addOcc(out []Run, k schemas.Key, o *openRuns, start, end int
 	return out
 }
 
-func (c *Compactor) addIdle(out []IdleRun, k schemas.Key, o *openRuns, start, end int64, class uint8, util float64) []IdleRun {
+func (c *Compactor) addIdle(out []schemas.IdleRun, k schemas.Key, o *openRuns, start, end int64, class uint8, util float64) []schemas.IdleRun {
 	x := o.extend(start, end, class, util)
 	if ev := &x.last; x.evicted && ev.dirty {
-		out = append(out, IdleRun{Run: Run{Key: k, StartMS: ev.start, EndMS: ev.end}, Class: ev.class, MinUtil: ev.min, MaxUtil: ev.max})
+		out = append(out, schemas.IdleRun{Run: schemas.Run{Key: k, StartMS: ev.start, EndMS: ev.end}, Class: ev.class, MinUtil: ev.min, MaxUtil: ev.max})
 	}
 	r := &o.front
 	for b := c.nextMonth(r.start); r.end > b; b = c.nextMonth(r.start) {
-		out = append(out, IdleRun{Run: Run{Key: k, StartMS: r.start, EndMS: b}, Class: r.class, MinUtil: r.min, MaxUtil: r.max})
+		out = append(out, schemas.IdleRun{Run: schemas.Run{Key: k, StartMS: r.start, EndMS: b}, Class: r.class, MinUtil: r.min, MaxUtil: r.max})
 		r.start = b
 	}
 	if c.count(&x, int(o.n), r, &c.nIdle) {
@@ -448,20 +448,20 @@ func (c *Compactor) markDirty(list []schemas.Key, k schemas.Key, o *openRuns, r 
 	return list
 }
 
-func (c *Compactor) appendRun(out []Run, k schemas.Key, start, end int64) []Run {
+func (c *Compactor) appendRun(out []schemas.Run, k schemas.Key, start, end int64) []schemas.Run {
 	for b := c.nextMonth(start); end > b; b = c.nextMonth(start) {
-		out = append(out, Run{Key: k, StartMS: start, EndMS: b})
+		out = append(out, schemas.Run{Key: k, StartMS: start, EndMS: b})
 		start = b
 	}
-	return append(out, Run{Key: k, StartMS: start, EndMS: end})
+	return append(out, schemas.Run{Key: k, StartMS: start, EndMS: end})
 }
 
-func (c *Compactor) appendIdle(out []IdleRun, k schemas.Key, start, end int64, class uint8, lo, hi float64) []IdleRun {
+func (c *Compactor) appendIdle(out []schemas.IdleRun, k schemas.Key, start, end int64, class uint8, lo, hi float64) []schemas.IdleRun {
 	for b := c.nextMonth(start); end > b; b = c.nextMonth(start) {
-		out = append(out, IdleRun{Run: Run{Key: k, StartMS: start, EndMS: b}, Class: class, MinUtil: lo, MaxUtil: hi})
+		out = append(out, schemas.IdleRun{Run: schemas.Run{Key: k, StartMS: start, EndMS: b}, Class: class, MinUtil: lo, MaxUtil: hi})
 		start = b
 	}
-	return append(out, IdleRun{Run: Run{Key: k, StartMS: start, EndMS: end}, Class: class, MinUtil: lo, MaxUtil: hi})
+	return append(out, schemas.IdleRun{Run: schemas.Run{Key: k, StartMS: start, EndMS: end}, Class: class, MinUtil: lo, MaxUtil: hi})
 }
 
 func (c *Compactor) nextMonth(ms int64) int64 {

@@ -158,7 +158,7 @@ type collapsed struct {
 }
 
 type occKey struct {
-	k     billing.Key
+	k     schemas.Key
 	start int64
 }
 
@@ -273,9 +273,9 @@ func TestCompactorRowsCoverSamples(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, maxOpen := range []int{1, 16, 0} {
 		c := ingest.NewCompactor(maxOpen)
-		want := map[billing.Key]*billing.IntervalSet{}
-		got := map[billing.Key]*billing.IntervalSet{}
-		add := func(m map[billing.Key]*billing.IntervalSet, k billing.Key, s, e int64) {
+		want := map[schemas.Key]*billing.IntervalSet{}
+		got := map[schemas.Key]*billing.IntervalSet{}
+		add := func(m map[schemas.Key]*billing.IntervalSet, k schemas.Key, s, e int64) {
 			if m[k] == nil {
 				m[k] = &billing.IntervalSet{}
 			}
@@ -290,7 +290,7 @@ func TestCompactorRowsCoverSamples(t *testing.T) {
 				}
 				for j := range batch {
 					if s := &batch[j]; s.Project != "" {
-						add(want, billing.Key{Project: s.Project, User: s.User, InstanceID: s.InstanceID, GPUModel: s.GPUModel, Profile: s.Profile}, s.StartMS, s.EndMS())
+						add(want, schemas.Key{Project: s.Project, User: s.User, InstanceID: s.InstanceID, GPUModel: s.GPUModel, Profile: s.Profile}, s.StartMS, s.EndMS())
 					}
 				}
 				b := c.Build(batch)
@@ -384,10 +384,10 @@ func TestSpoolBacklogInterleavedWithLiveSamples(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, backlog)
-	held := map[billing.Key]bool{}
+	held := map[schemas.Key]bool{}
 	for _, s := range backlog {
 		if s.Project != "" {
-			held[billing.Key{Project: s.Project, User: s.User, InstanceID: s.InstanceID, GPUModel: s.GPUModel, Profile: s.Profile}] = true
+			held[schemas.Key{Project: s.Project, User: s.User, InstanceID: s.InstanceID, GPUModel: s.GPUModel, Profile: s.Profile}] = true
 		}
 	}
 	keys, nLate := len(held), len(backlog)

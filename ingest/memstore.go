@@ -17,8 +17,8 @@ import (
 type MemStore struct {
 	mu        sync.Mutex
 	samples   []schemas.Sample
-	occupancy []Run
-	idle      []IdleRun
+	occupancy []schemas.Run
+	idle      []schemas.IdleRun
 	latest    map[string]schemas.Sample // by instance: the held sample with the greatest start
 	writes    int
 	failNext  int
@@ -130,8 +130,8 @@ func (m *MemStore) RejectSummary(ctx context.Context, fromMS, toMS int64, first 
 func (m *MemStore) Close() error { return nil }
 
 // Occupancy implements reads.UsageSource from the stored runs.
-func (m *MemStore) Occupancy(ctx context.Context, lo, hi int64, fn func([]Run) error) error {
-	var out []Run
+func (m *MemStore) Occupancy(ctx context.Context, lo, hi int64, fn func([]schemas.Run) error) error {
+	var out []schemas.Run
 	m.mu.Lock()
 	for _, r := range m.occupancy {
 		if r.EndMS >= lo && r.StartMS <= hi {
@@ -148,8 +148,8 @@ func (m *MemStore) Occupancy(ctx context.Context, lo, hi int64, fn func([]Run) e
 }
 
 // IdleRuns implements reads.UsageSource from the stored runs.
-func (m *MemStore) IdleRuns(ctx context.Context, from, to int64, maxUtil float64, fn func([]IdleRun) error) error {
-	var out []IdleRun
+func (m *MemStore) IdleRuns(ctx context.Context, from, to int64, maxUtil float64, fn func([]schemas.IdleRun) error) error {
+	var out []schemas.IdleRun
 	m.mu.Lock()
 	for _, r := range m.idle {
 		if r.EndMS > from && r.StartMS < to && (r.Class == IdleClassNull || r.MinUtil < maxUtil) {

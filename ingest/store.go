@@ -16,20 +16,13 @@ import (
 	"github.com/cardhour/cardhour/schemas"
 )
 
-// Run and IdleRun are the stored intervals (schemas.Run, schemas.IdleRun):
-// occupancy runs and idle-candidate runs of one key.
-type (
-	Run     = schemas.Run
-	IdleRun = schemas.IdleRun
-)
-
 // Batch is what one store write carries: the raw samples and the intervals built
 // from them. A store must accept a batch entirely or report an error; writing
 // the same batch again (a retry, a replay after a crash) must be harmless.
 type Batch struct {
 	Samples   []schemas.Sample
-	Occupancy []Run
-	Idle      []IdleRun
+	Occupancy []schemas.Run
+	Idle      []schemas.IdleRun
 	// Latest is the latest held sample of each key whose latest changed (see
 	// Compactor.EmitOpen). Stores keep, per instance, the one with the
 	// greatest start of all written, so that an older sample written later

@@ -19,7 +19,7 @@ import (
 
 // occ is one occupancy interval of a key.
 type occ struct {
-	key        billing.Key
+	key        schemas.Key
 	start, end int64
 }
 
@@ -50,8 +50,8 @@ func at(y int, m time.Month, d int) int64 {
 	return time.Date(y, m, d, 0, 0, 0, 0, shanghai).UnixMilli()
 }
 
-func key(project, inst, model, profile string) billing.Key {
-	return billing.Key{Project: project, User: "u1", InstanceID: inst, GPUModel: model, Profile: profile}
+func key(project, inst, model, profile string) schemas.Key {
+	return schemas.Key{Project: project, User: "u1", InstanceID: inst, GPUModel: model, Profile: profile}
 }
 
 // now is 2026-12-01 in Shanghai: the window is September to November 2026.
@@ -219,7 +219,7 @@ func randomUsage(r *rand.Rand, start, end int64) []occ {
 	var out []occ
 	n := 1 + r.IntN(3)
 	for i := range n {
-		k := billing.Key{Project: "lab", User: fmt.Sprint("u", r.IntN(2)), InstanceID: fmt.Sprint("GPU-", i), GPUModel: "T4", Profile: "full"}
+		k := schemas.Key{Project: "lab", User: fmt.Sprint("u", r.IntN(2)), InstanceID: fmt.Sprint("GPU-", i), GPUModel: "T4", Profile: "full"}
 		t := start - 86_400_000 + r.Int64N(10*86_400_000)
 		for t < end+86_400_000 {
 			l := []int64{20_000, 3_600_000, 86_400_000, 20 * 86_400_000}[r.IntN(4)] + r.Int64N(3_600_000)

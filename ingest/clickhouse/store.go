@@ -330,7 +330,7 @@ func keyCols(n int, key func(i int) (*schemas.Key, int64)) (start []time.Time, p
 	return
 }
 
-func (s *Store) writeOccupancy(ctx context.Context, runs []ingest.Run) error {
+func (s *Store) writeOccupancy(ctx context.Context, runs []schemas.Run) error {
 	n := len(runs)
 	start, project, user, inst, model, profile, startMS := keyCols(n, func(i int) (*schemas.Key, int64) { return &runs[i].Key, runs[i].StartMS })
 	endMS := make([]int64, n)
@@ -341,7 +341,7 @@ func (s *Store) writeOccupancy(ctx context.Context, runs []ingest.Run) error {
 		start, project, user, inst, model, profile, startMS, endMS)
 }
 
-func (s *Store) writeIdle(ctx context.Context, runs []ingest.IdleRun) error {
+func (s *Store) writeIdle(ctx context.Context, runs []schemas.IdleRun) error {
 	n := len(runs)
 	start, project, user, inst, model, profile, startMS := keyCols(n, func(i int) (*schemas.Key, int64) { return &runs[i].Key, runs[i].StartMS })
 	endMS, class, lo, hi := make([]int64, n), make([]uint8, n), make([]float64, n), make([]float64, n)
@@ -423,7 +423,7 @@ const keyColumns = "project, user, instance_id, gpu_model, profile"
 // merged to their longest end in the query, streamed in chunks (memory grows
 // with the number of runs, not with raw samples). BillFrom runs it
 // concurrently with IdleRuns.
-func (s *Store) Occupancy(ctx context.Context, lo, hi int64, fn func([]ingest.Run) error) error {
+func (s *Store) Occupancy(ctx context.Context, lo, hi int64, fn func([]schemas.Run) error) error {
 	// Runs never cross a UTC month boundary, so a run ending at or after lo starts
 	// in lo's UTC month or later (lo-1: a run ending exactly at lo counts).
 	q := "SELECT " + keyColumns + ", start_ms, max(end_ms) AS e FROM " + s.table("occupancy") +
@@ -435,9 +435,9 @@ func (s *Store) Occupancy(ctx context.Context, lo, hi int64, fn func([]ingest.Ru
 	}
 	defer func() { _ = rows.Close() }()
 	in := interner{}
-	buf := make([]ingest.Run, 0, chunk)
+	buf := make([]schemas.Run, 0, chunk)
 	for rows.Next() {
-		var r ingest.Run
+		var r schemas.Run
 		if err := rows.Scan(&r.Key.Project, &r.Key.User, &r.Key.InstanceID, &r.Key.GPUModel, &r.Key.Profile, &r.StartMS, &r.EndMS); err != nil {
 			return fmt.Errorf("cannot read occupancy row: %w", err)
 		}
@@ -446,7 +446,7 @@ func (s *Store) Occupancy(ctx context.Context, lo, hi int64, fn func([]ingest.Ru
 			if err := fn(buf); err != nil {
 				return err
 			}
-			buf = make([]ingest.Run, 0, chunk)
+			buf = make([]schemas.Run, 0, chunk)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -460,7 +460,7 @@ func (s *Store) Occupancy(ctx context.Context, lo, hi int64, fn func([]ingest.Ru
 
 // IdleRuns implements reads.UsageSource: the idle runs overlapping [from,
 // to) of class 0 or with a util below maxUtil, replays merged in the query.
-func (s *Store) IdleRuns(ctx context.Context, from, to int64, maxUtil float64, fn func([]ingest.IdleRun) error) error {
+func (s *Store) IdleRuns(ctx context.Context, from, to int64, maxUtil float64, fn func([]schemas.IdleRun) error) error {
 	q := "SELECT " + keyColumns + ", class, start_ms, max(end_ms) AS e, min(min_util), max(max_util) FROM " + s.table("idle_spans") +
 		" WHERE start >= toDateTime(" + itoa(ingest.MonthStartMS(from-1)/1000) + ") AND start_ms < " + itoa(to) +
 		" AND (class = 0 OR min_util < " + strconv.FormatFloat(maxUtil, 'g', -1, 64) + ")" +
@@ -471,9 +471,9 @@ func (s *Store) IdleRuns(ctx context.Context, from, to int64, maxUtil float64, f
 	}
 	defer func() { _ = rows.Close() }()
 	in := interner{}
-	buf := make([]ingest.IdleRun, 0, chunk)
+	buf := make([]schemas.IdleRun, 0, chunk)
 	for rows.Next() {
-		var r ingest.IdleRun
+		var r schemas.IdleRun
 		if err := rows.Scan(&r.Key.Project, &r.Key.User, &r.Key.InstanceID, &r.Key.GPUModel, &r.Key.Profile, &r.Class,
 			&r.StartMS, &r.EndMS, &r.MinUtil, &r.MaxUtil); err != nil {
 			return fmt.Errorf("cannot read idle run: %w", err)
@@ -483,7 +483,7 @@ func (s *Store) IdleRuns(ctx context.Context, from, to int64, maxUtil float64, f
 			if err := fn(buf); err != nil {
 				return err
 			}
-			buf = make([]ingest.IdleRun, 0, chunk)
+			buf = make([]schemas.IdleRun, 0, chunk)
 		}
 	}
 	if err := rows.Err(); err != nil {

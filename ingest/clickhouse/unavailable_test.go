@@ -15,7 +15,6 @@ import (
 
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/clickhouse"
-	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/internal/storefail"
 	"github.com/cardhour/cardhour/internal/testenv"
 	"github.com/cardhour/cardhour/schemas"
@@ -93,21 +92,21 @@ func TestUnreachableClickHouseIsUnavailableOnEveryPath(t *testing.T) {
 			return st.InstanceSamples(ctx, []string{"i"}, from, to, func(*schemas.Sample) error { return nil })
 		},
 		"LatestSamples": func() error { return st.LatestSamples(ctx, from, func(*schemas.Sample) error { return nil }) },
-		"Occupancy":     func() error { return st.Occupancy(ctx, from, to, func([]ingest.Run) error { return nil }) },
-		"IdleRuns":      func() error { return st.IdleRuns(ctx, from, to, 0.05, func([]ingest.IdleRun) error { return nil }) },
+		"Occupancy":     func() error { return st.Occupancy(ctx, from, to, func([]schemas.Run) error { return nil }) },
+		"IdleRuns":      func() error { return st.IdleRuns(ctx, from, to, 0.05, func([]schemas.IdleRun) error { return nil }) },
 		"RawIdle": func() error {
 			return st.RawIdle(ctx, []string{"i"}, from, to, 0.05, func([]schemas.RawPoint) error { return nil })
 		},
 		"NodeBuckets": func() error {
-			return st.NodeBuckets(ctx, from, to, 3600_000, func(reads.NodeBucketRow) error { return nil })
+			return st.NodeBuckets(ctx, from, to, 3600_000, func(schemas.NodeBucketRow) error { return nil })
 		},
 		"Unattributed": func() error {
-			return st.Unattributed(ctx, from, to, 0.05, func(reads.UnattributedUsage) error { return nil })
+			return st.Unattributed(ctx, from, to, 0.05, func(schemas.UnattributedUsage) error { return nil })
 		},
 		"Rejects":     func() error { _, _, err := st.Rejects(ctx, from, to, 5); return err },
 		"DataVersion": func() error { _, err := st.DataVersion(ctx); return err },
 		"Write": func() error {
-			return st.Write(ctx, &ingest.Batch{Occupancy: []ingest.Run{{Key: key, StartMS: from, EndMS: from + 60_000}}})
+			return st.Write(ctx, &ingest.Batch{Occupancy: []schemas.Run{{Key: key, StartMS: from, EndMS: from + 60_000}}})
 		},
 		"CheckSchema": func() error { return st.CheckSchema(ctx) },
 	}

@@ -68,7 +68,7 @@ var migrations = []string{
 		start_ms INTEGER NOT NULL, end_ms INTEGER NOT NULL,
 		PRIMARY KEY (project, user, instance_id, gpu_model, profile, util_known, util, start_ms)) WITHOUT ROWID`,
 	`CREATE INDEX IF NOT EXISTS idle_runs_end ON idle_runs (end_ms)`,
-	// Idle runs by utilisation class (ingest.IdleRun); see the ClickHouse
+	// Idle runs by utilisation class (schemas.IdleRun); see the ClickHouse
 	// migrations 0004 and 0005. The old idle_runs rows are carried over (a run of
 	// one utilisation is a class run with min_util = max_util) and the table is
 	// no longer written or read.
@@ -549,16 +549,16 @@ const chunk = 8192
 
 // Occupancy implements reads.UsageSource: runs of equal key and start are
 // one row already (the primary key keeps the longest end).
-func (s *Store) Occupancy(ctx context.Context, lo, hi int64, fn func([]ingest.Run) error) error {
+func (s *Store) Occupancy(ctx context.Context, lo, hi int64, fn func([]schemas.Run) error) error {
 	rows, err := s.db.QueryContext(ctx, `SELECT project, user, instance_id, gpu_model, profile, start_ms, end_ms
 		FROM occupancy WHERE end_ms >= ? AND start_ms <= ? ORDER BY project, user, instance_id, gpu_model, profile, start_ms`, lo, hi)
 	if err != nil {
 		return fmt.Errorf("cannot read occupancy: %w", err)
 	}
 	defer rows.Close() //nolint:errcheck // errors surface on Next/Err
-	buf := make([]ingest.Run, 0, chunk)
+	buf := make([]schemas.Run, 0, chunk)
 	for rows.Next() {
-		var r ingest.Run
+		var r schemas.Run
 		if err := rows.Scan(&r.Key.Project, &r.Key.User, &r.Key.InstanceID, &r.Key.GPUModel, &r.Key.Profile, &r.StartMS, &r.EndMS); err != nil {
 			return fmt.Errorf("cannot read occupancy row: %w", err)
 		}
@@ -566,7 +566,7 @@ func (s *Store) Occupancy(ctx context.Context, lo, hi int64, fn func([]ingest.Ru
 			if err := fn(buf); err != nil {
 				return err
 			}
-			buf = make([]ingest.Run, 0, chunk)
+			buf = make([]schemas.Run, 0, chunk)
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -579,7 +579,7 @@ func (s *Store) Occupancy(ctx context.Context, lo, hi int64, fn func([]ingest.Ru
 }
 
 // IdleRuns implements reads.UsageSource.
-func (s *Store) IdleRuns(ctx context.Context, from, to int64, maxUtil float64, fn func([]ingest.IdleRun) error) error {
+func (s *Store) IdleRuns(ctx context.Context, from, to int64, maxUtil float64, fn func([]schemas.IdleRun) error) error {
 	rows, err := s.db.QueryContext(ctx, `SELECT project, user, instance_id, gpu_model, profile, class, min_util, max_util, start_ms, end_ms
 		FROM idle_spans WHERE end_ms > ? AND start_ms < ? AND (class = 0 OR min_util < ?)
 		ORDER BY project, user, instance_id, gpu_model, profile, start_ms`, from, to, maxUtil)
@@ -587,9 +587,9 @@ func (s *Store) IdleRuns(ctx context.Context, from, to int64, maxUtil float64, f
 		return fmt.Errorf("cannot read idle runs: %w", err)
 	}
 	defer rows.Close() //nolint:errcheck // errors surface on Next/Err
-	buf := make([]ingest.IdleRun, 0, chunk)
+	buf := make([]schemas.IdleRun, 0, chunk)
 	for rows.Next() {
-		var r ingest.IdleRun
+		var r schemas.IdleRun
 		if err := rows.Scan(&r.Key.Project, &r.Key.User, &r.Key.InstanceID, &r.Key.GPUModel, &r.Key.Profile, &r.Class, &r.MinUtil, &r.MaxUtil, &r.StartMS, &r.EndMS); err != nil {
 			return fmt.Errorf("cannot read idle run: %w", err)
 		}
@@ -597,7 +597,7 @@ func (s *Store) IdleRuns(ctx context.Context, from, to int64, maxUtil float64, f
 			if err := fn(buf); err != nil {
 				return err
 			}
-			buf = make([]ingest.IdleRun, 0, chunk)
+			buf = make([]schemas.IdleRun, 0, chunk)
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/cardhour/cardhour/internal/ledger/postgres"
 	"github.com/cardhour/cardhour/internal/ledger/sqlite"
 	"github.com/cardhour/cardhour/internal/testenv"
+	"github.com/cardhour/cardhour/schemas"
 )
 
 var shanghai = mustZone("Asia/Shanghai")
@@ -71,12 +72,12 @@ func changedCatalog(t *testing.T) []byte {
 	return append(out, b[i+j+len(`hourly_price: "21.00"`):]...)
 }
 
-func occupancy(project, user, instance, model, profile string, from, to time.Time) ingest.Run {
-	return ingest.Run{Key: billing.Key{Project: project, User: user, InstanceID: instance, GPUModel: model, Profile: profile},
+func occupancy(project, user, instance, model, profile string, from, to time.Time) schemas.Run {
+	return schemas.Run{Key: schemas.Key{Project: project, User: user, InstanceID: instance, GPUModel: model, Profile: profile},
 		StartMS: from.UnixMilli(), EndMS: to.UnixMilli()}
 }
 
-func write(t *testing.T, m *ingest.MemStore, runs ...ingest.Run) {
+func write(t *testing.T, m *ingest.MemStore, runs ...schemas.Run) {
 	t.Helper()
 	if err := m.Write(context.Background(), &ingest.Batch{Occupancy: runs}); err != nil {
 		t.Fatal(err)

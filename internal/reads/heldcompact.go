@@ -90,8 +90,8 @@ func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now
 	}
 	// The runs of the held instances (every key of each: another holder's
 	// run ends a holding) and the idle time of the keys idle now.
-	runs := map[string][]billing.Run{}
-	err = src.Occupancy(ctx, lo, nowMS, func(rs []billing.Run) error {
+	runs := map[string][]schemas.Run{}
+	err = src.Occupancy(ctx, lo, nowMS, func(rs []schemas.Run) error {
 		for _, r := range rs {
 			if _, ok := latest[r.Key.InstanceID]; ok && r.EndMS > r.StartMS {
 				runs[r.Key.InstanceID] = append(runs[r.Key.InstanceID], r)
@@ -102,20 +102,20 @@ func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now
 	if err != nil {
 		return nil, fmt.Errorf("held now: %w", err)
 	}
-	idleKeys := map[billing.Key]bool{}
+	idleKeys := map[schemas.Key]bool{}
 	for _, s := range latest {
 		if IsIdleSample(cat, &s) {
 			idleKeys[schemas.KeyOf(&s)] = true
 		}
 	}
-	idleTime := map[billing.Key][]billing.Run{}
+	idleTime := map[schemas.Key][]schemas.Run{}
 	if len(idleKeys) > 0 {
-		feed := billing.NewIdleSink(cat, lo, nowMS+1, func(k billing.Key, s, e int64) {
+		feed := billing.NewIdleSink(cat, lo, nowMS+1, func(k schemas.Key, s, e int64) {
 			if e > s {
-				idleTime[k] = append(idleTime[k], billing.Run{StartMS: s, EndMS: e})
+				idleTime[k] = append(idleTime[k], schemas.Run{StartMS: s, EndMS: e})
 			}
 		})
-		err = src.IdleRuns(ctx, lo, nowMS+1, billing.MaxIdleThreshold(cat)+1e-9, func(rs []billing.IdleRun) error {
+		err = src.IdleRuns(ctx, lo, nowMS+1, billing.MaxIdleThreshold(cat)+1e-9, func(rs []schemas.IdleRun) error {
 			for i := range rs {
 				if idleKeys[rs[i].Key] {
 					feed.Add(&rs[i])
@@ -166,8 +166,8 @@ func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now
 // the runs read. Runs are visited latest end first, so the runs of other
 // keys ending after the one visited are those visited before it: the
 // earliest start among them decides whether one comes between.
-func holdingStart(rs []billing.Run, k billing.Key, startMS, tol int64) (since int64, broke bool) {
-	slices.SortFunc(rs, func(a, b billing.Run) int { return cmp.Compare(b.EndMS, a.EndMS) })
+func holdingStart(rs []schemas.Run, k schemas.Key, startMS, tol int64) (since int64, broke bool) {
+	slices.SortFunc(rs, func(a, b schemas.Run) int { return cmp.Compare(b.EndMS, a.EndMS) })
 	cur := startMS
 	otherStart := int64(math.MaxInt64) // earliest start of the other keys' runs visited
 	for i := range rs {
@@ -198,9 +198,9 @@ func holdingStart(rs []billing.Run, k billing.Key, startMS, tol int64) (since in
 // over the idle time, a stretch where the key held the instance without
 // being idle ends the streak; a stretch without samples does not (the
 // holding bridged it).
-func streakStart(idle []billing.Run, runs []billing.Run, k billing.Key, since, lastMS int64) int64 {
+func streakStart(idle []schemas.Run, runs []schemas.Run, k schemas.Key, since, lastMS int64) int64 {
 	merged := union(idle)
-	var occ []billing.Run
+	var occ []schemas.Run
 	for i := range runs {
 		if runs[i].Key == k {
 			occ = append(occ, runs[i])
@@ -208,8 +208,8 @@ func streakStart(idle []billing.Run, runs []billing.Run, k billing.Key, since, l
 	}
 	occ = union(occ)
 	// The first stretch ending after a time t (binary search over the disjoint, sorted union).
-	after := func(u []billing.Run, t int64) int {
-		i, _ := slices.BinarySearchFunc(u, t, func(r billing.Run, t int64) int { return cmp.Compare(r.EndMS, t+1) })
+	after := func(u []schemas.Run, t int64) int {
+		i, _ := slices.BinarySearchFunc(u, t, func(r schemas.Run, t int64) int { return cmp.Compare(r.EndMS, t+1) })
 		return i
 	}
 	// The idle stretch holding the latest sample.

@@ -33,15 +33,15 @@ type DataQuality struct {
 	CheckedAt time.Time `json:"checked_at"`
 	// Rejected input (lines or messages ingest did not store) with its time
 	// in the period: distinct sources, and the earliest few.
-	Rejected      int64       `json:"rejected"`
-	FirstRejected []RejectRow `json:"first_rejected"`
+	Rejected      int64               `json:"rejected"`
+	FirstRejected []schemas.RejectRow `json:"first_rejected"`
 	// Silent nodes: nodes with samples in the period that stopped before
 	// min(now, period end), or had a gap over SilentGap.
 	Silent []SilentNode `json:"silent"`
 	// Unattributed busy usage: samples with no holder but processes or util
 	// at or above the default idle threshold, per node and instance; such
 	// usage is billed to nobody.
-	Unattributed []UnattributedUsage `json:"unattributed"`
+	Unattributed []schemas.UnattributedUsage `json:"unattributed"`
 	// Unpriced usage is reported by the invoices themselves
 	// (Result.Warnings with WarnUnpriced, Invoice unpriced lines).
 }
@@ -67,27 +67,19 @@ func (n SilentNode) MarshalJSON() ([]byte, error) {
 	}{n.Node, n.From, until})
 }
 
-// RejectRow, UnattributedUsage and NodeBucketRow are rows of QualityRows
-// (see schemas).
-type (
-	RejectRow         = schemas.RejectRow
-	UnattributedUsage = schemas.UnattributedUsage
-	NodeBucketRow     = schemas.NodeBucketRow
-)
-
 // QualityRows is a store that can answer the data-quality check.
 // Implemented by ingest.MemStore, ingest/sqlite and ingest/clickhouse.
 type QualityRows interface {
 	// Rejects counts distinct rejected sources with time in [fromMS, toMS)
 	// and returns the earliest first of them.
-	Rejects(ctx context.Context, fromMS, toMS int64, first int) (int64, []RejectRow, error)
+	Rejects(ctx context.Context, fromMS, toMS int64, first int) (int64, []schemas.RejectRow, error)
 	// NodeBuckets returns each (node, bucket of bucketMS, UTC-aligned) with
 	// at least one sample starting in [fromMS, toMS), in any order.
-	NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, fn func(NodeBucketRow) error) error
+	NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, fn func(schemas.NodeBucketRow) error) error
 	// Unattributed sums the intervals of samples with an empty project and
 	// processes > 0 or util >= minUtil starting in [fromMS, toMS), per node
 	// and instance (Seconds in milliseconds).
-	Unattributed(ctx context.Context, fromMS, toMS int64, minUtil float64, fn func(UnattributedUsage) error) error
+	Unattributed(ctx context.Context, fromMS, toMS int64, minUtil float64, fn func(schemas.UnattributedUsage) error) error
 }
 
 // CheckDataQuality checks the stored usage of period p up to now.
@@ -103,7 +95,7 @@ func CheckDataQuality(ctx context.Context, src QualityRows, cat *schemas.Catalog
 	}
 	bucket := NodeBucket.Milliseconds()
 	nodes := map[string][]int64{}
-	if err := src.NodeBuckets(ctx, from, to, bucket, func(r NodeBucketRow) error {
+	if err := src.NodeBuckets(ctx, from, to, bucket, func(r schemas.NodeBucketRow) error {
 		nodes[r.Node] = append(nodes[r.Node], r.BucketMS)
 		return nil
 	}); err != nil {
@@ -123,7 +115,7 @@ func CheckDataQuality(ctx context.Context, src QualityRows, cat *schemas.Catalog
 		}
 	}
 	slices.SortFunc(dq.Silent, func(a, b SilentNode) int { return cmp.Or(cmp.Compare(a.Node, b.Node), a.From.Compare(b.From)) })
-	if err := src.Unattributed(ctx, from, to, cat.Defaults.Idle.Threshold, func(u UnattributedUsage) error {
+	if err := src.Unattributed(ctx, from, to, cat.Defaults.Idle.Threshold, func(u schemas.UnattributedUsage) error {
 		u.Seconds /= 1000
 		if u.Seconds > 0 {
 			dq.Unattributed = append(dq.Unattributed, u)
@@ -132,7 +124,7 @@ func CheckDataQuality(ctx context.Context, src QualityRows, cat *schemas.Catalog
 	}); err != nil {
 		return nil, fmt.Errorf("data quality: unattributed usage: %w", err)
 	}
-	slices.SortFunc(dq.Unattributed, func(a, b UnattributedUsage) int {
+	slices.SortFunc(dq.Unattributed, func(a, b schemas.UnattributedUsage) int {
 		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.InstanceID, b.InstanceID))
 	})
 	return dq, nil

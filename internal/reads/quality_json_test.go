@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/cardhour/cardhour/schemas"
 )
 
 // The data-quality report is part of billing runs' JSON: snake_case names,
@@ -11,9 +13,9 @@ import (
 func TestDataQualityJSON(t *testing.T) {
 	from := time.Date(2026, 11, 5, 7, 25, 0, 0, time.UTC)
 	dq := DataQuality{Period: "2026-11", CheckedAt: from, Rejected: 2,
-		FirstRejected: []RejectRow{{TimeMS: 1, Source: "file:a:1", Reason: "invalid_field", Error: "e"}},
+		FirstRejected: []schemas.RejectRow{{TimeMS: 1, Source: "file:a:1", Reason: "invalid_field", Error: "e"}},
 		Silent:        []SilentNode{{Node: "n1", From: from}, {Node: "n2", From: from, Until: from.Add(time.Hour)}},
-		Unattributed:  []UnattributedUsage{{Node: "n1", InstanceID: "MIG-1", Seconds: 60}}}
+		Unattributed:  []schemas.UnattributedUsage{{Node: "n1", InstanceID: "MIG-1", Seconds: 60}}}
 	b, err := json.Marshal(dq)
 	if err != nil {
 		t.Fatal(err)

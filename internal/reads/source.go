@@ -23,14 +23,14 @@ type UsageSource interface {
 	// Occupancy returns every stored occupancy run with EndMS >= lo and
 	// StartMS <= hi, runs of equal (Key, StartMS) merged to their longest
 	// end or not.
-	Occupancy(ctx context.Context, lo, hi int64, fn func([]billing.Run) error) error
+	Occupancy(ctx context.Context, lo, hi int64, fn func([]schemas.Run) error) error
 	// IdleRuns returns every stored idle run with EndMS > from and
 	// StartMS < to whose class is IdleClassNull or whose MinUtil is below
 	// maxUtil (more may come).
-	IdleRuns(ctx context.Context, from, to int64, maxUtil float64, fn func([]billing.IdleRun) error) error
+	IdleRuns(ctx context.Context, from, to int64, maxUtil float64, fn func([]schemas.IdleRun) error) error
 	// RawIdle returns the held raw samples with known util below utilBelow of
 	// the given instances that start in [from, to) (more may come).
-	RawIdle(ctx context.Context, instances []string, from, to int64, utilBelow float64, fn func([]billing.RawPoint) error) error
+	RawIdle(ctx context.Context, instances []string, from, to int64, utilBelow float64, fn func([]schemas.RawPoint) error) error
 }
 
 // BillFrom bills period p under cat from a stored source: occupancy and idle
@@ -42,19 +42,19 @@ func BillFrom(ctx context.Context, src UsageSource, cat *schemas.Catalog, p bill
 	lo, hi := billing.ScanWindow(cat, p)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	occ := make(chan []billing.Run, 4)
-	idle := make(chan []billing.IdleRun, 4)
+	occ := make(chan []schemas.Run, 4)
+	idle := make(chan []schemas.IdleRun, 4)
 	errc := make(chan error, 2)
 	go func() {
 		defer close(occ)
-		errc <- src.Occupancy(ctx, lo, hi, func(rs []billing.Run) error { return send(ctx, occ, rs) })
+		errc <- src.Occupancy(ctx, lo, hi, func(rs []schemas.Run) error { return send(ctx, occ, rs) })
 	}()
 	go func() {
 		defer close(idle)
 		// Class 0 (util null, no process: always idle) or a class whose
 		// smallest util is below the largest threshold of the catalog: a loose
 		// pre-filter, decided exactly here with the project's own threshold.
-		errc <- src.IdleRuns(ctx, p.StartMS(), p.EndMS(), billing.MaxIdleThreshold(cat)+1e-9, func(rs []billing.IdleRun) error { return send(ctx, idle, rs) })
+		errc <- src.IdleRuns(ctx, p.StartMS(), p.EndMS(), billing.MaxIdleThreshold(cat)+1e-9, func(rs []schemas.IdleRun) error { return send(ctx, idle, rs) })
 	}()
 	feed := billing.NewIdleFeeder(acc, cat, p)
 	for occ != nil || idle != nil {
@@ -103,7 +103,7 @@ func ResolveIdle(ctx context.Context, f *billing.IdleFeeder, src UsageSource) er
 		return nil
 	}
 	insts, from, to, below := f.PendingRange()
-	err := src.RawIdle(ctx, insts, from, to, below, func(pts []billing.RawPoint) error {
+	err := src.RawIdle(ctx, insts, from, to, below, func(pts []schemas.RawPoint) error {
 		for i := range pts {
 			f.Raw(&pts[i])
 		}

@@ -66,18 +66,11 @@ type UsageGroup struct {
 	Cost decimal.Decimal
 }
 
-// UsageRowQuery and UsageRow are what Usage asks a store for and gets
-// back (see schemas).
-type (
-	UsageRowQuery = schemas.UsageRowQuery
-	UsageRow      = schemas.UsageRow
-)
-
 // UsageRows is a store that sums held samples in the database (a GROUP BY).
 // Implemented by ingest.MemStore, ingest/sqlite and ingest/clickhouse. A
 // replayed sample (same instance, start and holder) counts once.
 type UsageRows interface {
-	UsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageRow) error) error
+	UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) error
 }
 
 // CompactUsage is a store that answers a UsageRowQuery from its compact rows
@@ -85,7 +78,7 @@ type UsageRows interface {
 // from UsageSource rows (ingest/clickhouse). It returns false, having called
 // fn never, for a query it leaves to Usage.
 type CompactUsage interface {
-	CompactUsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageRow) error) (bool, error)
+	CompactUsageRows(ctx context.Context, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) (bool, error)
 }
 
 // bucketFor returns the UTC bucket width in which every local day or hour
@@ -165,7 +158,7 @@ func Usage(ctx context.Context, src UsageRows, cat *schemas.Catalog, q UsageQuer
 		}
 		by[d] = true
 	}
-	rq := UsageRowQuery{FromMS: q.From.UnixMilli(), ToMS: q.To.UnixMilli(),
+	rq := schemas.UsageRowQuery{FromMS: q.From.UnixMilli(), ToMS: q.To.UnixMilli(),
 		Projects: q.Projects, Users: q.Users, Nodes: q.Nodes,
 		ByProject: by[ByProject], ByUser: by[ByUser], ByInstance: by[ByInstance], ByNode: by[ByNode]}
 	rq.IdleDefault, rq.IdleByProject = IdleThresholds(cat)
@@ -192,7 +185,7 @@ func Usage(ctx context.Context, src UsageRows, cat *schemas.Catalog, q UsageQuer
 	groups := map[UsageGroup]*acc{}
 	rep := &UsageReport{From: q.From, To: q.To, Timezone: cat.Timezone, Currency: cat.Currency, GroupBy: slices.Clone(q.GroupBy)}
 	var total decimal.Decimal
-	add := func(r UsageRow) error {
+	add := func(r schemas.UsageRow) error {
 		var k UsageGroup
 		if by[ByProject] {
 			k.Project = r.Project

@@ -32,7 +32,7 @@ func (v *versionedRows) DataVersion(context.Context) (string, error) {
 	return fmt.Sprint(v.version), v.verErr
 }
 
-func (v *versionedRows) UsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageRow) error) error {
+func (v *versionedRows) UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) error {
 	v.reads.Add(1)
 	v.mu.Lock()
 	n, gate, started := v.version, v.gate, v.started
@@ -50,7 +50,7 @@ func (v *versionedRows) UsageRows(ctx context.Context, q UsageRowQuery, fn func(
 	if n < 0 {
 		return errors.New("store down")
 	}
-	return fn(UsageRow{Project: "nlp-lab", GPUModel: "Tesla T4", Profile: "full", HeldMS: int64(n) * 3_600_000})
+	return fn(schemas.UsageRow{Project: "nlp-lab", GPUModel: "Tesla T4", Profile: "full", HeldMS: int64(n) * 3_600_000})
 }
 
 func cacheFixture(t *testing.T) (*schemas.Catalog, UsageQuery) {

@@ -24,7 +24,7 @@ type runUsage struct {
 
 // usageSourceFor returns the reader Usage uses for rq: the compact rows of src
 // when it has them and rq needs no node, else src's own GROUP BY.
-func usageSourceFor(src UsageRows, cat *schemas.Catalog, rq UsageRowQuery) UsageRows {
+func usageSourceFor(src UsageRows, cat *schemas.Catalog, rq schemas.UsageRowQuery) UsageRows {
 	us, ok := src.(UsageSource)
 	if !ok || rq.ByNode || len(rq.Nodes) > 0 {
 		return src
@@ -33,19 +33,19 @@ func usageSourceFor(src UsageRows, cat *schemas.Catalog, rq UsageRowQuery) Usage
 }
 
 type spans struct {
-	held, idle []billing.
+	held, idle []schemas.Run
 
-		// UsageRows implements UsageRows over compact rows.
-		Run
+	// UsageRows implements UsageRows over compact rows.
+
 }
 
-func (u runUsage) UsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageRow) error) error {
-	keep := func(k billing.Key) bool {
+func (u runUsage) UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) error {
+	keep := func(k schemas.Key) bool {
 		return k.Project != "" && inList(q.Projects, k.Project) && inList(q.Users, k.User) &&
 			(q.Models == nil || slices.Contains(q.Models, [2]string{k.GPUModel, k.Profile}))
 	}
-	byKey := map[billing.Key]*spans{}
-	get := func(k billing.Key) *spans {
+	byKey := map[schemas.Key]*spans{}
+	get := func(k schemas.Key) *spans {
 		s := byKey[k]
 		if s == nil {
 			s = &spans{}
@@ -55,20 +55,20 @@ func (u runUsage) UsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageR
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	occ := make(chan []billing.Run, 4)
-	idle := make(chan []billing.IdleRun, 4)
+	occ := make(chan []schemas.Run, 4)
+	idle := make(chan []schemas.IdleRun, 4)
 	errc := make(chan error, 2)
 	go func() {
 		defer close(occ)
-		errc <- u.src.Occupancy(ctx, q.FromMS, q.ToMS, func(rs []billing.Run) error { return send(ctx, occ, rs) })
+		errc <- u.src.Occupancy(ctx, q.FromMS, q.ToMS, func(rs []schemas.Run) error { return send(ctx, occ, rs) })
 	}()
 	go func() {
 		defer close(idle)
-		errc <- u.src.IdleRuns(ctx, q.FromMS, q.ToMS, billing.MaxIdleThreshold(u.cat)+1e-9, func(rs []billing.IdleRun) error { return send(ctx, idle, rs) })
+		errc <- u.src.IdleRuns(ctx, q.FromMS, q.ToMS, billing.MaxIdleThreshold(u.cat)+1e-9, func(rs []schemas.IdleRun) error { return send(ctx, idle, rs) })
 	}()
-	feed := billing.NewIdleSink(u.cat, q.FromMS, q.ToMS, func(k billing.Key, s, e int64) {
+	feed := billing.NewIdleSink(u.cat, q.FromMS, q.ToMS, func(k schemas.Key, s, e int64) {
 		x := get(k)
-		x.idle = append(x.idle, billing.Run{Key: k, StartMS: s, EndMS: e})
+		x.idle = append(x.idle, schemas.Run{Key: k, StartMS: s, EndMS: e})
 	})
 	for occ != nil || idle != nil {
 		select {
@@ -103,7 +103,7 @@ func (u runUsage) UsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageR
 	}
 	sums := schemas.NewBucketSums(q)
 	for k, x := range byKey {
-		g := UsageRow{GPUModel: k.GPUModel, Profile: k.Profile}
+		g := schemas.UsageRow{GPUModel: k.GPUModel, Profile: k.Profile}
 		if q.ByProject {
 			g.Project = k.Project
 		}
@@ -124,8 +124,8 @@ func (u runUsage) UsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageR
 }
 
 // union returns the disjoint union of runs (of one key), sorted by start.
-func union(rs []billing.Run) []billing.Run {
-	slices.SortFunc(rs, func(a, b billing.Run) int { return cmp.Compare(a.StartMS, b.StartMS) })
+func union(rs []schemas.Run) []schemas.Run {
+	slices.SortFunc(rs, func(a, b schemas.Run) int { return cmp.Compare(a.StartMS, b.StartMS) })
 	out := rs[:0]
 	for _, r := range rs {
 		if r.EndMS <= r.StartMS {

@@ -228,7 +228,7 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 		{Node: "n1", From: utc("2026-11-02T06:00:00Z"), Until: utc("2026-11-02T06:20:00Z")},
 		{Node: "n1", From: utc("2026-11-02T06:21:00Z")},
 	}, dq.Silent)
-	require.Equal(t, []reads.UnattributedUsage{{Node: "n2", InstanceID: "mig-c", Seconds: 600}}, dq.Unattributed)
+	require.Equal(t, []schemas.UnattributedUsage{{Node: "n2", InstanceID: "mig-c", Seconds: 600}}, dq.Unattributed)
 
 	// The data version stays while nothing is written (reads and rejects
 	// change no usage report), and a cache over it answers like Usage until

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/clickhouse"
 	ingestsqlite "github.com/cardhour/cardhour/ingest/sqlite"
@@ -227,16 +226,16 @@ func (t *timedUsage) HeldSamples(ctx context.Context, from, to int64, fn func(*s
 	return timedCall(t, true, fn, func(f func(*schemas.Sample) error) error { return t.u.HeldSamples(ctx, from, to, f) })
 }
 
-func (t *timedUsage) Occupancy(ctx context.Context, lo, hi int64, fn func([]billing.Run) error) error {
-	return timedCall(t, false, fn, func(f func([]billing.Run) error) error { return t.u.Occupancy(ctx, lo, hi, f) })
+func (t *timedUsage) Occupancy(ctx context.Context, lo, hi int64, fn func([]schemas.Run) error) error {
+	return timedCall(t, false, fn, func(f func([]schemas.Run) error) error { return t.u.Occupancy(ctx, lo, hi, f) })
 }
 
-func (t *timedUsage) IdleRuns(ctx context.Context, from, to int64, maxUtil float64, fn func([]billing.IdleRun) error) error {
-	return timedCall(t, false, fn, func(f func([]billing.IdleRun) error) error { return t.u.IdleRuns(ctx, from, to, maxUtil, f) })
+func (t *timedUsage) IdleRuns(ctx context.Context, from, to int64, maxUtil float64, fn func([]schemas.IdleRun) error) error {
+	return timedCall(t, false, fn, func(f func([]schemas.IdleRun) error) error { return t.u.IdleRuns(ctx, from, to, maxUtil, f) })
 }
 
-func (t *timedUsage) RawIdle(ctx context.Context, instances []string, from, to int64, utilBelow float64, fn func([]billing.RawPoint) error) error {
-	return timedCall(t, false, fn, func(f func([]billing.RawPoint) error) error {
+func (t *timedUsage) RawIdle(ctx context.Context, instances []string, from, to int64, utilBelow float64, fn func([]schemas.RawPoint) error) error {
+	return timedCall(t, false, fn, func(f func([]schemas.RawPoint) error) error {
 		return t.u.RawIdle(ctx, instances, from, to, utilBelow, f)
 	})
 }

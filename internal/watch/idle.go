@@ -43,7 +43,7 @@ func (w *Watcher) idle(ctx context.Context, cat *schemas.Catalog, st *state, h *
 			start = end
 		}
 	}
-	streak := billing.IdleStreak{Key: billing.Key{Project: h.Project, User: h.User, InstanceID: h.InstanceID, GPUModel: h.GPUModel,
+	streak := billing.IdleStreak{Key: schemas.Key{Project: h.Project, User: h.User, InstanceID: h.InstanceID, GPUModel: h.GPUModel,
 		Profile: h.Profile}, Start: start.UnixMilli(), End: now.UnixMilli(), Policy: p}
 	d := streak.Duration()
 	quiet := p.QuietHours != nil && cat.Location != nil && p.QuietHours.Contains(now, cat.Location)

@@ -187,7 +187,7 @@ func writeMonth(ctx context.Context, w *ingest.Writer, cfg gen.Config, end int64
 }
 
 type occRow struct {
-	k     billing.Key
+	k     schemas.Key
 	start int64
 }
 
