@@ -220,8 +220,33 @@ func (s *Service) periodFiles(ctx context.Context, periodStr string) (*periodExp
 	}
 	pe := &periodExport{periodState: st, payload: WebhookPayload{Period: periodStr, Edition: st.edition,
 		Invoices: []WebhookInvoice{}, CreditNotes: []WebhookCreditNote{}}}
+	credits, err := s.periodCreditNotes(ctx, pe)
+	if err != nil {
+		return nil, err
+	}
+	live, err := s.periodInvoices(ctx, pe)
+	if err != nil {
+		return nil, err
+	}
+	docs := make([][]byte, 0, len(live)+len(credits))
+	for _, inv := range live {
+		docs = append(docs, inv.Document)
+	}
+	// The period's files list its credit notes after its invoices.
+	for _, cn := range credits {
+		docs = append(docs, cn.Document)
+	}
+	if pe.files, err = s.renderPeriod(periodStr, docs, live, credits); err != nil {
+		return nil, err
+	}
+	return pe, nil
+}
+
+// periodCreditNotes are the credit notes of the period's voided invoices,
+// with their documents checked against their SHA-256, added to the payload.
+func (s *Service) periodCreditNotes(ctx context.Context, pe *periodExport) ([]ledger.CreditNote, error) {
 	var credits []ledger.CreditNote
-	for _, v := range st.voided {
+	for _, v := range pe.voided {
 		cns, err := s.cfg.Ledger.CreditNotes(ctx, v.ID)
 		if err != nil {
 			return nil, err
@@ -239,8 +264,13 @@ func (s *Service) periodFiles(ctx context.Context, periodStr string) (*periodExp
 				Reason: cn.Reason, SHA256: ledger.SHA256Hex(cn.Document)})
 		}
 	}
-	live := slices.Clone(st.finalized)
-	docs := make([][]byte, len(live))
+	return credits, nil
+}
+
+// periodInvoices are the period's finalized invoices with their documents,
+// checked against their SHA-256, added to the payload.
+func (s *Service) periodInvoices(ctx context.Context, pe *periodExport) ([]ledger.Invoice, error) {
+	live := slices.Clone(pe.finalized)
 	for i, inv := range live {
 		full, err := s.cfg.Ledger.Invoice(ctx, inv.ID)
 		if err != nil {
@@ -249,13 +279,15 @@ func (s *Service) periodFiles(ctx context.Context, periodStr string) (*periodExp
 		if ledger.SHA256Hex(full.Document) != full.SHA256 {
 			return nil, fmt.Errorf("invoice %s: the stored document does not match its SHA-256 %s", full.Number, full.SHA256)
 		}
-		live[i], docs[i] = full, full.Document
+		live[i] = full
 		pe.payload.Invoices = append(pe.payload.Invoices, WebhookInvoice{Number: full.Number, Project: full.Project, Revision: full.Revision, SHA256: full.SHA256})
 	}
-	// The period's files list its credit notes after its invoices.
-	for _, cn := range credits {
-		docs = append(docs, cn.Document)
-	}
+	return live, nil
+}
+
+// renderPeriod renders the period's CSV, XLSX and JSON of docs, then a PDF
+// per invoice and per credit note.
+func (s *Service) renderPeriod(periodStr string, docs [][]byte, live []ledger.Invoice, credits []ledger.CreditNote) ([]exportFile, error) {
 	base := "cardhour-" + periodStr
 	var out []exportFile
 	for _, f := range []struct {
@@ -273,9 +305,9 @@ func (s *Service) periodFiles(ctx context.Context, periodStr string) (*periodExp
 		}
 		out = append(out, exportFile{base + f.ext, f.mime, b.Bytes()})
 	}
-	for i, inv := range live {
+	for _, inv := range live {
 		var b bytes.Buffer
-		if err := s.cfg.Documents.Render(&b, FormatPDF, docs[i]); err != nil {
+		if err := s.cfg.Documents.Render(&b, FormatPDF, inv.Document); err != nil {
 			return nil, fmt.Errorf("rendering the PDF of invoice %s: %w", inv.Number, err)
 		}
 		out = append(out, exportFile{"invoice-" + inv.Number + ".pdf", "application/pdf", b.Bytes()})
@@ -287,8 +319,7 @@ func (s *Service) periodFiles(ctx context.Context, periodStr string) (*periodExp
 		}
 		out = append(out, exportFile{"credit-note-" + cn.Number + ".pdf", "application/pdf", b.Bytes()})
 	}
-	pe.files = out
-	return pe, nil
+	return out, nil
 }
 
 func ledgerPeriod(p string) bool {

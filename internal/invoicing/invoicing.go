@@ -298,6 +298,40 @@ func (s *Service) Run(ctx context.Context, actor, periodStr string) (*Run, error
 	if err := s.releaseWarnings(ctx, res, cat, p); err != nil {
 		return nil, err
 	}
+	run := newRun(res, p, version, now)
+	if s.cfg.Quality != nil {
+		q, err := s.cfg.Quality(ctx, cat, p, now)
+		if err != nil {
+			return nil, fmt.Errorf("data quality of %s: %w", p, err)
+		}
+		if run.DataQuality, err = json.Marshal(q); err != nil {
+			return nil, fmt.Errorf("data quality of %s: %w", p, err)
+		}
+	}
+	built, conflicted, err := s.saveDrafts(ctx, actor, run, res)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.keepFinalized(ctx, run, built, conflicted); err != nil {
+		return nil, err
+	}
+	report, err := json.Marshal(run)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := s.cfg.Ledger.SaveBillingRun(ctx, actor, ledger.BillingRun{Period: run.Period, CatalogVersion: version,
+		DataCutoff: run.DataCutoff, Report: report})
+	if err != nil {
+		return nil, err
+	}
+	run.ID = rec.ID
+	return run, nil
+}
+
+// newRun is the report of billing p at now, before any draft is saved: its
+// data cut-off (the period's end, now, or the newest session, whichever is
+// first) and the unpriced usage.
+func newRun(res *billing.Result, p billing.Period, version int64, now time.Time) *Run {
 	cutoff := now
 	if cutoff.After(p.End) {
 		cutoff = p.End
@@ -314,61 +348,40 @@ func (s *Service) Run(ctx context.Context, actor, periodStr string) (*Run, error
 				Profile: u.Profile, UsedSeconds: u.UsedMS / 1000})
 		}
 	}
-	if s.cfg.Quality != nil {
-		q, err := s.cfg.Quality(ctx, cat, p, now)
-		if err != nil {
-			return nil, fmt.Errorf("data quality of %s: %w", p, err)
-		}
-		if run.DataQuality, err = json.Marshal(q); err != nil {
-			return nil, fmt.Errorf("data quality of %s: %w", p, err)
-		}
-	}
+	return run
+}
+
+// saveDrafts builds each project's document and saves it as the project's
+// draft, adding it to run.Drafts. It returns every built document by
+// project, and the projects whose draft the ledger refused as a conflict
+// (a finalized revision, which keepFinalized checks).
+func (s *Service) saveDrafts(ctx context.Context, actor string, run *Run, res *billing.Result) (built map[string][]byte, conflicted map[string]error, _ error) {
 	names, err := s.rosterNames(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	docs, err := s.cfg.Documents.Build(res, Meta{CatalogVersion: version, DataCutoff: run.DataCutoff, GeneratedAt: run.GeneratedAt}, names)
+	docs, err := s.cfg.Documents.Build(res, Meta{CatalogVersion: run.CatalogVersion, DataCutoff: run.DataCutoff, GeneratedAt: run.GeneratedAt}, names)
 	if err != nil {
-		return nil, fmt.Errorf("building the documents of %s: %w", p, err)
+		return nil, nil, fmt.Errorf("building the documents of %s: %w", run.Period, err)
 	}
 	open, err := s.invoices(ctx, ledger.InvoiceFilter{Period: run.Period, Status: ledger.StatusDraft})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	openDraft := map[string]int64{}
 	for _, o := range open {
 		openDraft[o.Project] = o.ID
 	}
-	built := map[string][]byte{}
-	conflicted := map[string]error{}
+	built = map[string][]byte{}
+	conflicted = map[string]error{}
 	for _, d := range docs {
 		built[d.Project] = d.Document
-		outcome := OutcomeCreated
-		var inv ledger.Invoice
-		var err error
-		if id, ok := openDraft[d.Project]; ok {
-			outcome = OutcomeUpdated
-			cur, cerr := s.cfg.Ledger.Invoice(ctx, id)
-			if cerr != nil {
-				return nil, cerr
-			}
-			same, cerr := s.cfg.Documents.SameContent(cur.Document, d.Document)
-			if cerr != nil { // a stored draft that does not parse is replaced
-				s.log.Warn("stored draft does not parse; replacing it", "invoice", id, "err", cerr)
-			}
-			if same && cur.Status == ledger.StatusDraft && cur.CatalogVersion == version {
-				outcome, inv = OutcomeUnchanged, cur
-			}
-		}
-		if outcome != OutcomeUnchanged {
-			inv, err = s.cfg.Ledger.SaveDraft(ctx, actor, ledger.Draft{Project: d.Project, Period: run.Period, Document: d.Document,
-				CatalogVersion: version, DataCutoff: run.DataCutoff})
-		}
+		inv, outcome, err := s.saveDraft(ctx, actor, run, d, openDraft)
 		switch {
 		case err == nil:
 			sum, err := s.cfg.Documents.Summary(inv.Document)
 			if err != nil {
-				return nil, fmt.Errorf("reading back the draft of %s/%s: %w", d.Project, run.Period, err)
+				return nil, nil, fmt.Errorf("reading back the draft of %s/%s: %w", d.Project, run.Period, err)
 			}
 			run.Drafts = append(run.Drafts, RunDraft{Project: d.Project, InvoiceID: inv.ID, Revision: inv.Revision, SHA256: inv.SHA256,
 				Total: sum.Total, Outcome: outcome})
@@ -376,14 +389,42 @@ func (s *Service) Run(ctx context.Context, actor, periodStr string) (*Run, error
 			// A finalized revision: kept, and compared below.
 			conflicted[d.Project] = err
 		default:
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	// Every finalized revision of the period (also of projects the run
-	// found no usage for) is kept and compared with the recomputation.
+	return built, conflicted, nil
+}
+
+// saveDraft saves d as its project's draft, or keeps the open draft when its
+// content is d's and it was built from the same catalog version.
+func (s *Service) saveDraft(ctx context.Context, actor string, run *Run, d ProjectDocument, openDraft map[string]int64) (ledger.Invoice, string, error) {
+	outcome := OutcomeCreated
+	if id, ok := openDraft[d.Project]; ok {
+		outcome = OutcomeUpdated
+		cur, err := s.cfg.Ledger.Invoice(ctx, id)
+		if err != nil {
+			return ledger.Invoice{}, "", err
+		}
+		same, err := s.cfg.Documents.SameContent(cur.Document, d.Document)
+		if err != nil { // a stored draft that does not parse is replaced
+			s.log.Warn("stored draft does not parse; replacing it", "invoice", id, "err", err)
+		}
+		if same && cur.Status == ledger.StatusDraft && cur.CatalogVersion == run.CatalogVersion {
+			return cur, OutcomeUnchanged, nil
+		}
+	}
+	inv, err := s.cfg.Ledger.SaveDraft(ctx, actor, ledger.Draft{Project: d.Project, Period: run.Period, Document: d.Document,
+		CatalogVersion: run.CatalogVersion, DataCutoff: run.DataCutoff})
+	return inv, outcome, err
+}
+
+// keepFinalized adds every finalized revision of the period (also of
+// projects the run found no usage for) to run.Kept, comparing it with the
+// recomputation. A conflict that is not a finalized revision is an error.
+func (s *Service) keepFinalized(ctx context.Context, run *Run, built map[string][]byte, conflicted map[string]error) error {
 	finalized, err := s.invoices(ctx, ledger.InvoiceFilter{Period: run.Period, Status: ledger.StatusFinalized})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, f := range finalized {
 		delete(conflicted, f.Project)
@@ -393,33 +434,23 @@ func (s *Service) Run(ctx context.Context, actor, periodStr string) (*Run, error
 		for p, err := range conflicted {
 			errs = append(errs, fmt.Errorf("saving the draft of %s/%s: %w", p, run.Period, err))
 		}
-		return nil, errors.Join(errs...)
+		return errors.Join(errs...)
 	}
 	for _, f := range finalized {
 		run.Kept = append(run.Kept, RunKept{Project: f.Project, InvoiceID: f.ID, Number: f.Number, Revision: f.Revision, SHA256: f.SHA256})
 		full, err := s.cfg.Ledger.Invoice(ctx, f.ID)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		d, err := s.diff(full, built[f.Project])
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if d != nil {
 			run.Diffs = append(run.Diffs, *d)
 		}
 	}
-	report, err := json.Marshal(run)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := s.cfg.Ledger.SaveBillingRun(ctx, actor, ledger.BillingRun{Period: run.Period, CatalogVersion: version,
-		DataCutoff: run.DataCutoff, Report: report})
-	if err != nil {
-		return nil, err
-	}
-	run.ID = rec.ID
-	return run, nil
+	return nil
 }
 
 // rosterNames is every project's roster: project → user → name.

@@ -123,34 +123,65 @@ func (s *Service) ImportRosterMode(ctx context.Context, actor string, r io.Reade
 
 // parseRoster reads the CSV; known says whether a project is in the catalog.
 func parseRoster(r io.Reader, only string, known func(string) bool) ([]ledger.Student, []RosterProblem) {
-	var probs []RosterProblem
-	add := func(line int, field, format string, args ...any) {
-		if len(probs) < maxRosterProblems {
-			probs = append(probs, RosterProblem{Line: line, Field: field, Message: fmt.Sprintf(format, args...)})
-		}
+	rr := &rosterReader{only: only, known: known}
+	if !rr.open(r) || !rr.header() {
+		return nil, rr.probs
 	}
+	out, ok := rr.rows()
+	if !ok {
+		return nil, rr.probs
+	}
+	return out, rr.probs
+}
+
+// rosterReader reads one roster file, collecting its problems (the first
+// maxRosterProblems).
+type rosterReader struct {
+	only  string            // the project the import is restricted to ("": none)
+	known func(string) bool // whether a project is in the catalog
+	cr    *csv.Reader
+	width int            // the header's number of columns
+	col   map[string]int // column name → 1-based index; 0 is absent
+	probs []RosterProblem
+}
+
+func (rr *rosterReader) add(line int, field, format string, args ...any) {
+	if len(rr.probs) < maxRosterProblems {
+		rr.probs = append(rr.probs, RosterProblem{Line: line, Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+}
+
+// open reads the file (at most 32 MiB, a UTF-8 BOM dropped) into a CSV reader.
+func (rr *rosterReader) open(r io.Reader) bool {
 	data, err := io.ReadAll(io.LimitReader(r, 32<<20+1))
 	if err != nil {
-		add(0, "file", "cannot read: %v", err)
-		return nil, probs
+		rr.add(0, "file", "cannot read: %v", err)
+		return false
 	}
 	if len(data) > 32<<20 {
-		add(0, "file", "larger than 32 MiB")
-		return nil, probs
+		rr.add(0, "file", "larger than 32 MiB")
+		return false
 	}
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
-	cr := csv.NewReader(bytes.NewReader(data))
-	cr.FieldsPerRecord = -1
-	header, err := cr.Read()
+	rr.cr = csv.NewReader(bytes.NewReader(data))
+	rr.cr.FieldsPerRecord = -1
+	return true
+}
+
+// header reads the columns, in English or Chinese; student_id is required,
+// and project when the import names none.
+func (rr *rosterReader) header() bool {
+	header, err := rr.cr.Read()
 	if errors.Is(err, io.EOF) {
-		add(1, "header", "the file is empty: want a header student_id,name,project,email,im (or 学号,姓名,项目,邮箱,IM)")
-		return nil, probs
+		rr.add(1, "header", "the file is empty: want a header student_id,name,project,email,im (or 学号,姓名,项目,邮箱,IM)")
+		return false
 	}
 	if err != nil {
-		add(csvLine(err, 1), "header", "%v", csvCause(err))
-		return nil, probs
+		rr.add(csvLine(err, 1), "header", "%v", csvCause(err))
+		return false
 	}
-	col := map[string]int{}
+	rr.width = len(header)
+	rr.col = map[string]int{}
 	for i, h := range header {
 		name, ok := rosterColumns[strings.TrimSpace(h)]
 		if !ok {
@@ -158,89 +189,98 @@ func parseRoster(r io.Reader, only string, known func(string) bool) ([]ledger.St
 		}
 		switch {
 		case !ok:
-			add(1, "header", "column %d %q: want one of student_id, name, project, email, im (or 学号, 姓名, 项目, 邮箱, IM)", i+1, h)
-		case col[name] != 0:
-			add(1, "header", "column %d %q repeats column %q", i+1, h, name)
+			rr.add(1, "header", "column %d %q: want one of student_id, name, project, email, im (or 学号, 姓名, 项目, 邮箱, IM)", i+1, h)
+		case rr.col[name] != 0:
+			rr.add(1, "header", "column %d %q repeats column %q", i+1, h, name)
 		default:
-			col[name] = i + 1 // 1-based; 0 is absent
+			rr.col[name] = i + 1
 		}
 	}
-	if col["student_id"] == 0 {
-		add(1, "header", "the student_id (学号) column is required")
+	if rr.col["student_id"] == 0 {
+		rr.add(1, "header", "the student_id (学号) column is required")
 	}
-	if col["project"] == 0 && only == "" {
-		add(1, "header", "the project (项目) column is required when no project is given")
+	if rr.col["project"] == 0 && rr.only == "" {
+		rr.add(1, "header", "the project (项目) column is required when no project is given")
 	}
-	if len(probs) > 0 {
-		return nil, probs
-	}
+	return len(rr.probs) == 0
+}
+
+// rows reads the students, skipping blank rows; a CSV error the reader
+// cannot resynchronise after stops it (false).
+func (rr *rosterReader) rows() ([]ledger.Student, bool) {
 	var out []ledger.Student
 	seen := map[[2]string]int{}
 	for {
-		rec, err := cr.Read()
+		rec, err := rr.cr.Read()
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		line, _ := cr.FieldPos(0)
+		line, _ := rr.cr.FieldPos(0)
 		if err != nil {
-			add(csvLine(err, line), "row", "%v", csvCause(err))
+			rr.add(csvLine(err, line), "row", "%v", csvCause(err))
 			if pe := (*csv.ParseError)(nil); errors.As(err, &pe) && !errors.Is(err, csv.ErrFieldCount) {
-				return nil, probs // the reader cannot resynchronise
+				return nil, false // the reader cannot resynchronise
 			}
 			continue
 		}
-		if len(rec) != len(header) {
-			add(line, "row", "%d fields, the header has %d", len(rec), len(header))
+		if len(rec) != rr.width {
+			rr.add(line, "row", "%d fields, the header has %d", len(rec), rr.width)
 			continue
 		}
 		if strings.TrimSpace(strings.Join(rec, "")) == "" {
 			continue // a blank row
 		}
-		get := func(name string) string {
-			if i := col[name]; i > 0 {
-				return strings.TrimSpace(rec[i-1])
-			}
-			return ""
-		}
-		st := ledger.Student{User: get("student_id"), Name: get("name"), Project: get("project"), Email: get("email"), IM: get("im")}
-		for _, f := range []struct{ name, v string }{{"student_id", st.User}, {"name", st.Name}, {"project", st.Project}, {"email", st.Email}, {"im", st.IM}} {
-			if !utf8.ValidString(f.v) {
-				add(line, f.name, "not valid UTF-8")
-			} else if strings.IndexFunc(f.v, unicode.IsControl) >= 0 {
-				add(line, f.name, "contains a control character")
-			}
-		}
-		if st.Project == "" {
-			st.Project = only
-		}
-		switch {
-		case st.User == "":
-			add(line, "student_id", "empty: every row needs a student ID")
-		case len(st.User) > 128:
-			add(line, "student_id", "longer than 128 bytes")
-		}
-		switch {
-		case st.Project == "":
-			add(line, "project", "empty")
-		case only != "" && st.Project != only:
-			add(line, "project", "%q: this import is restricted to project %q", st.Project, only)
-		case !known(st.Project):
-			add(line, "project", "%q is not in the current catalog", st.Project)
-		}
-		if st.Email != "" {
-			if a, err := mail.ParseAddress(st.Email); err != nil || a.Address != st.Email {
-				add(line, "email", "%q is not an e-mail address", st.Email)
-			}
-		}
+		st := rr.student(line, rec)
 		k := [2]string{st.Project, st.User}
 		if first, dup := seen[k]; dup && st.User != "" {
-			add(line, "student_id", "%s repeats line %d (project %s)", st.User, first, st.Project)
+			rr.add(line, "student_id", "%s repeats line %d (project %s)", st.User, first, st.Project)
 		} else {
 			seen[k] = line
 		}
 		out = append(out, st)
 	}
-	return out, probs
+	return out, true
+}
+
+// student is the student of row rec at line, its fields checked.
+func (rr *rosterReader) student(line int, rec []string) ledger.Student {
+	get := func(name string) string {
+		if i := rr.col[name]; i > 0 {
+			return strings.TrimSpace(rec[i-1])
+		}
+		return ""
+	}
+	st := ledger.Student{User: get("student_id"), Name: get("name"), Project: get("project"), Email: get("email"), IM: get("im")}
+	for _, f := range []struct{ name, v string }{{"student_id", st.User}, {"name", st.Name}, {"project", st.Project}, {"email", st.Email}, {"im", st.IM}} {
+		if !utf8.ValidString(f.v) {
+			rr.add(line, f.name, "not valid UTF-8")
+		} else if strings.IndexFunc(f.v, unicode.IsControl) >= 0 {
+			rr.add(line, f.name, "contains a control character")
+		}
+	}
+	if st.Project == "" {
+		st.Project = rr.only
+	}
+	switch {
+	case st.User == "":
+		rr.add(line, "student_id", "empty: every row needs a student ID")
+	case len(st.User) > 128:
+		rr.add(line, "student_id", "longer than 128 bytes")
+	}
+	switch {
+	case st.Project == "":
+		rr.add(line, "project", "empty")
+	case rr.only != "" && st.Project != rr.only:
+		rr.add(line, "project", "%q: this import is restricted to project %q", st.Project, rr.only)
+	case !rr.known(st.Project):
+		rr.add(line, "project", "%q is not in the current catalog", st.Project)
+	}
+	if st.Email != "" {
+		if a, err := mail.ParseAddress(st.Email); err != nil || a.Address != st.Email {
+			rr.add(line, "email", "%q is not an e-mail address", st.Email)
+		}
+	}
+	return st
 }
 
 func csvLine(err error, def int) int {

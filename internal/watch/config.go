@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net/mail"
-	"slices"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/cardhour/cardhour/internal/yamlwalk"
 )
 
 // File is the watch configuration file of `cardhour serve --watch FILE`:
@@ -148,27 +149,16 @@ func (p *fileParser) errf(line int, path, format string, args ...any) {
 
 func isNullNode(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
 
-// pairs walks a mapping, reporting unknown and repeated keys.
+// pairs walks a mapping (internal/yamlwalk), reporting unknown and
+// repeated keys. Unlike yamlwalk.Mapping it takes no null for an empty
+// mapping: a section, lead list or person left empty is a mistake here.
 func (p *fileParser) pairs(n *yaml.Node, path string, allowed []string, fn func(key string, k, v *yaml.Node)) {
-	if n.Kind != yaml.MappingNode {
+	if n = yamlwalk.Deref(n); n.Kind != yaml.MappingNode {
 		p.errf(n.Line, path, "expected a mapping (key: value lines)")
 		return
 	}
-	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		fp := path + "." + k.Value
-		if allowed != nil && !slices.Contains(allowed, k.Value) {
-			p.errf(k.Line, fp, "unknown field (allowed: %s)", strings.Join(allowed, ", "))
-			continue
-		}
-		if first, dup := seen[k.Value]; dup {
-			p.errf(k.Line, fp, "appears more than once (first at line %d)", first)
-			continue
-		}
-		seen[k.Value] = k.Line
-		fn(k.Value, k, v)
-	}
+	report := func(n *yaml.Node, path, format string, args ...any) { p.errf(n.Line, path, format, args...) }
+	yamlwalk.Mapping(n, path, allowed, report, func(k, v *yaml.Node, _ string) { fn(k.Value, k, v) })
 }
 
 func (p *fileParser) scalar(v *yaml.Node, path string) (string, bool) {
@@ -216,12 +206,13 @@ func (p *fileParser) watch(n *yaml.Node, f *File) {
 }
 
 func (p *fileParser) people(n *yaml.Node, path string) []Person {
-	if n.Kind != yaml.SequenceNode {
+	if n = yamlwalk.Deref(n); n.Kind != yaml.SequenceNode {
 		p.errf(n.Line, path, "must be a list (lines starting with '- ')")
 		return nil
 	}
 	var out []Person
 	for i, item := range n.Content {
+		item = yamlwalk.Deref(item)
 		ip := fmt.Sprintf("%s[%d]", path, i)
 		var pr Person
 		p.pairs(item, ip, []string{"name", "email", "im", "lang", "user"}, func(key string, _, v *yaml.Node) {

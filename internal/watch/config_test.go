@@ -95,3 +95,26 @@ func TestLoadFileDeliveryRetryFor(t *testing.T) {
 		t.Fatalf("a negative horizon: %v", err)
 	}
 }
+
+// The watch section is walked as notify's and release's are
+// (internal/yamlwalk): an alias stands for the person it names, checked as
+// that person is, and an empty person is still refused.
+func TestLoadFileFollowsAliases(t *testing.T) {
+	f, err := LoadFile([]byte("watch:\n  admins:\n    - &ops {name: Ops, email: ops@example.edu}\n  leads:\n    nlp: [*ops]\n"), "w.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Leads["nlp"]; len(got) != 1 || got[0].Email != "ops@example.edu" {
+		t.Fatalf("leads of nlp = %+v, want the aliased admin", got)
+	}
+	_, err = LoadFile([]byte("watch:\n  admins:\n    - &nobody {name: Nobody}\n  leads:\n    nlp: [*nobody]\n    cv:\n      - ~\n"), "w.yaml")
+	for _, want := range []string{
+		"w.yaml:3: watch.admins[0]: needs an email or an im handle",
+		"w.yaml:3: watch.leads.nlp[0]: needs an email or an im handle",
+		"w.yaml:7: watch.leads.cv[0]: expected a mapping",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}

@@ -265,13 +265,41 @@ func testConcurrentCatalogs(t *testing.T, open Opener) {
 
 // ---------------------------------------------------------------- invoices
 
+// testInvoiceLifecycle takes one invoice through its life: drafted and
+// recomputed, finalized, voided with a credit note, and its next revision
+// finalized with the next number; the audit log records each step.
 func testInvoiceLifecycle(t *testing.T, open Opener) {
 	clock := NewClock(t0)
 	s := open(t, clock.Now)
-	ctx := ctxT(t)
-	cat := catalog(t, s)
-	cutoff := time.Date(2026, 12, 3, 23, 59, 59, 123e6, time.UTC)
+	lc := &lifecycle{t: t, clock: clock, s: s, ctx: ctxT(t), cat: catalog(t, s),
+		cutoff: time.Date(2026, 12, 3, 23, 59, 59, 123e6, time.UTC)}
+	lc.draftAndRecompute()
+	lc.finalize()
+	lc.voidRefusals()
+	lc.void()
+	lc.afterVoid()
+	lc.nextRevision()
+	lc.checkAudit()
+}
 
+// lifecycle is the state testInvoiceLifecycle carries from step to step.
+type lifecycle struct {
+	t      *testing.T
+	clock  *Clock
+	s      ledger.Store
+	ctx    context.Context
+	cat    int64
+	cutoff time.Time
+	d1     ledger.Invoice // the first draft
+	d1b    ledger.Invoice // its recomputation, then finalized
+	v      ledger.Voided
+}
+
+// draftAndRecompute saves a draft, the same again (no change) and a
+// recomputed one; a draft cannot be voided.
+func (lc *lifecycle) draftAndRecompute() {
+	t, s, ctx, clock := lc.t, lc.s, lc.ctx, lc.clock
+	cat, cutoff := lc.cat, lc.cutoff
 	d1 := draft(t, s, cat, "vision", "2026-11", 12345, cutoff)
 	if d1.Revision != 1 || d1.Status != ledger.StatusDraft || d1.Number != "" || !d1.DataCutoff.Equal(cutoff) ||
 		d1.SHA256 != ledger.SHA256Hex(d1.Document) || d1.CatalogVersion != cat {
@@ -288,9 +316,16 @@ func testInvoiceLifecycle(t *testing.T, open Opener) {
 	}
 	_, err := s.Void(ctx, "finance", d1.ID, "wrong", ledger.VoidOptions{})
 	wantErr(t, err, ledger.ErrInvalidTransition, "voiding a draft")
+	lc.d1, lc.d1b = d1, d1b
+}
 
+// finalize refuses a document that changed since review, then finalizes with
+// the first number; the finalized document is frozen.
+func (lc *lifecycle) finalize() {
+	t, s, ctx, clock := lc.t, lc.s, lc.ctx, lc.clock
+	cat, cutoff, d1, d1b := lc.cat, lc.cutoff, lc.d1, lc.d1b
 	// A finalize of what was reviewed before the recompute is refused.
-	_, err = s.Finalize(ctx, "finance", d1.ID, ledger.FinalizeOptions{IfSHA256: d1.SHA256})
+	_, err := s.Finalize(ctx, "finance", d1.ID, ledger.FinalizeOptions{IfSHA256: d1.SHA256})
 	wantErr(t, err, ledger.ErrConflict, "finalizing a document that changed")
 	clock.Advance(time.Hour)
 	f1 := get(s.Finalize(ctx, "finance", d1.ID, ledger.FinalizeOptions{IfSHA256: d1b.SHA256}))(t)
@@ -310,8 +345,14 @@ func testInvoiceLifecycle(t *testing.T, open Opener) {
 	if got := get(s.Invoice(ctx, d1.ID))(t); !bytes.Equal(got.Document, d1b.Document) {
 		t.Fatal("the refused draft changed the finalized document")
 	}
+}
 
-	_, err = s.Void(ctx, "finance", d1.ID, "  ", ledger.VoidOptions{})
+// voidRefusals: a void needs a reason, and one whose credit note or reissue
+// fails rolls back.
+func (lc *lifecycle) voidRefusals() {
+	t, s, ctx, clock := lc.t, lc.s, lc.ctx, lc.clock
+	d1 := lc.d1
+	_, err := s.Void(ctx, "finance", d1.ID, "  ", ledger.VoidOptions{})
 	wantErr(t, err, ledger.ErrInvalidArgument, "void without a reason")
 	clock.Advance(time.Hour)
 	// A failing credit note or reissue rolls the void back, number included.
@@ -328,6 +369,12 @@ func testInvoiceLifecycle(t *testing.T, open Opener) {
 		}
 	}
 	clock.Advance(time.Hour)
+}
+
+// void voids the invoice with a credit note and a reissued next revision.
+func (lc *lifecycle) void() {
+	t, s, ctx, clock := lc.t, lc.s, lc.ctx, lc.clock
+	d1, d1b := lc.d1, lc.d1b
 	reissued := doc("vision", "2026-11", 0)
 	var cnAt time.Time
 	v := get(s.Void(ctx, "finance", d1.ID, "GPU model mislabelled", ledger.VoidOptions{
@@ -354,7 +401,7 @@ func testInvoiceLifecycle(t *testing.T, open Opener) {
 	if byID := get(s.CreditNote(ctx, v.CreditNote.ID))(t); !creditNotesEqual(byID, v.CreditNote) {
 		t.Fatalf("credit note by id = %+v, want %+v", byID, v.CreditNote)
 	}
-	_, err = s.CreditNote(ctx, 999999)
+	_, err := s.CreditNote(ctx, 999999)
 	wantErr(t, err, ledger.ErrNotFound, "credit note 999999")
 	if v.Draft.Revision != 2 || v.Draft.Status != ledger.StatusDraft || v.Draft.Project != "vision" || v.Draft.Period != "2026-11" ||
 		!bytes.Equal(v.Draft.Document, reissued) || v.Draft.SHA256 != ledger.SHA256Hex(reissued) || v.Draft.Number != "" || v.Draft.ID == d1.ID {
@@ -363,7 +410,15 @@ func testInvoiceLifecycle(t *testing.T, open Opener) {
 	if got := get(s.Invoice(ctx, v.Draft.ID))(t); !bytes.Equal(got.Document, reissued) || got.SHA256 != v.Draft.SHA256 {
 		t.Fatalf("stored next revision = %+v", got)
 	}
-	_, err = s.Void(ctx, "finance", d1.ID, "again", ledger.VoidOptions{})
+	lc.v = v
+}
+
+// afterVoid: a void invoice cannot be voided or finalized again; its credit
+// notes are listed.
+func (lc *lifecycle) afterVoid() {
+	t, s, ctx := lc.t, lc.s, lc.ctx
+	d1, v := lc.d1, lc.v
+	_, err := s.Void(ctx, "finance", d1.ID, "again", ledger.VoidOptions{})
 	wantErr(t, err, ledger.ErrInvalidTransition, "voiding twice")
 	_, err = s.Finalize(ctx, "finance", d1.ID, ledger.FinalizeOptions{})
 	wantErr(t, err, ledger.ErrInvalidTransition, "finalizing a void invoice")
@@ -376,7 +431,13 @@ func testInvoiceLifecycle(t *testing.T, open Opener) {
 	}
 	_, err = s.CreditNotes(ctx, 999999)
 	wantErr(t, err, ledger.ErrNotFound, "credit notes of no invoice")
+}
 
+// nextRevision recomputes and finalizes the next revision with the next
+// number; revisions are found by key.
+func (lc *lifecycle) nextRevision() {
+	t, s, ctx := lc.t, lc.s, lc.ctx
+	cat, cutoff, d1, v := lc.cat, lc.cutoff, lc.d1, lc.v
 	// The next revision is recomputed and finalized with the next number.
 	d2 := draft(t, s, cat, "vision", "2026-11", 12000, cutoff.Add(2*time.Hour))
 	if d2.ID != v.Draft.ID || d2.Revision != 2 {
@@ -390,7 +451,7 @@ func testInvoiceLifecycle(t *testing.T, open Opener) {
 	if byKey.ID != d1.ID || byKey.Status != ledger.StatusVoid {
 		t.Fatalf("revision 1 by key = %+v", byKey)
 	}
-	_, err = s.InvoiceByKey(ctx, ledger.InvoiceKey{Project: "vision", Period: "2026-11", Revision: 3})
+	_, err := s.InvoiceByKey(ctx, ledger.InvoiceKey{Project: "vision", Period: "2026-11", Revision: 3})
 	wantErr(t, err, ledger.ErrNotFound, "revision 3")
 	_, err = s.Invoice(ctx, 999999)
 	wantErr(t, err, ledger.ErrNotFound, "invoice 999999")
@@ -398,7 +459,13 @@ func testInvoiceLifecycle(t *testing.T, open Opener) {
 	wantErr(t, err, ledger.ErrNotFound, "finalizing invoice 999999")
 	_, err = s.Void(ctx, "finance", 999999, "x", ledger.VoidOptions{})
 	wantErr(t, err, ledger.ErrNotFound, "voiding invoice 999999")
+}
 
+// checkAudit: the audit log records every step, the finalize with its before
+// and after.
+func (lc *lifecycle) checkAudit() {
+	t, s, ctx := lc.t, lc.s, lc.ctx
+	d1, v := lc.d1, lc.v
 	want := []string{
 		"invoice.draft.create invoice/1", "invoice.draft.update invoice/1", "invoice.finalize invoice/1",
 		"invoice.void invoice/1", fmt.Sprintf("creditnote.issue creditnote/%d", v.CreditNote.ID),

@@ -1,6 +1,7 @@
 package ledgertest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -193,6 +194,15 @@ func testReleases(t *testing.T, open Opener) {
 	clock := NewClock(t0)
 	s := open(t, clock.Now)
 	ctx := ctxT(t)
+	r := releaseRetriedUntilDone(t, ctx, s, clock)
+	d := releaseDryRun(t, ctx, s)
+	releaseFailedForGood(t, ctx, s, clock)
+	checkReleaseReads(t, ctx, s, clock, r, d)
+}
+
+// releaseRetriedUntilDone takes gpu-1's release through a crash (pending,
+// started again once stale) and a failure retried at its time to done.
+func releaseRetriedUntilDone(t *testing.T, ctx context.Context, s ledger.Store, clock *Clock) ledger.Release {
 	r, started, err := s.BeginRelease(ctx, "watch", newRelease("gpu-1", t0.Add(-time.Hour), false))
 	if err != nil || !started || r.Status != ledger.ReleasePending || r.Attempts != 1 {
 		t.Fatalf("begin: %+v %v %v", r, started, err)
@@ -230,25 +240,39 @@ func testReleases(t *testing.T, open Opener) {
 	}
 	_, err = s.FinishRelease(ctx, "watch", r.ID, ledger.ReleaseResult{Status: ledger.ReleaseDone, Action: "x"})
 	wantErr(t, err, ledger.ErrInvalidTransition, "finishing a done release")
-	// Dry run.
+	return r
+}
+
+// releaseDryRun: a dry run ends as a dry run, never done.
+func releaseDryRun(t *testing.T, ctx context.Context, s ledger.Store) ledger.Release {
 	d := get3(s.BeginRelease(ctx, "watch", newRelease("gpu-2", t0, true)))(t)
-	_, err = s.FinishRelease(ctx, "watch", d.ID, ledger.ReleaseResult{Status: ledger.ReleaseDone, Action: "deleted"})
+	_, err := s.FinishRelease(ctx, "watch", d.ID, ledger.ReleaseResult{Status: ledger.ReleaseDone, Action: "deleted"})
 	wantErr(t, err, ledger.ErrInvalidArgument, "done for a dry run")
 	d = get(s.FinishRelease(ctx, "watch", d.ID, ledger.ReleaseResult{Status: ledger.ReleaseDryRun, Action: "would run scancel 42"}))(t)
 	if !d.DryRun || d.Status != ledger.ReleaseDryRun {
 		t.Fatalf("dry run: %+v", d)
 	}
-	// Failed for good.
+	return d
+}
+
+// releaseFailedForGood: a failure without a retry time never starts again;
+// a failure needs its text, a release its instance.
+func releaseFailedForGood(t *testing.T, ctx context.Context, s ledger.Store, clock *Clock) {
 	p := get3(s.BeginRelease(ctx, "watch", newRelease("gpu-3", t0, false)))(t)
 	get(s.FinishRelease(ctx, "watch", p.ID, ledger.ReleaseResult{Status: ledger.ReleaseFailed, Failure: "no handle"}))(t)
 	clock.Advance(time.Hour)
 	if _, started, _ := s.BeginRelease(ctx, "watch", newRelease("gpu-3", t0, false)); started {
 		t.Fatal("a release failed for good started again")
 	}
-	_, err = s.FinishRelease(ctx, "watch", p.ID, ledger.ReleaseResult{Status: ledger.ReleaseFailed})
+	_, err := s.FinishRelease(ctx, "watch", p.ID, ledger.ReleaseResult{Status: ledger.ReleaseFailed})
 	wantErr(t, err, ledger.ErrInvalidArgument, "failure without text")
 	_, _, err = s.BeginRelease(ctx, "watch", ledger.NewRelease{Key: "k"})
 	wantErr(t, err, ledger.ErrInvalidArgument, "release without instance")
+}
+
+// checkReleaseReads reads the releases back by key and by filter, and the
+// audit of r (done after retries) with its evidence; d is the dry run.
+func checkReleaseReads(t *testing.T, ctx context.Context, s ledger.Store, clock *Clock, r, d ledger.Release) {
 	byKey := get(s.ReleaseByKey(ctx, ledger.ReleaseKey("gpu-2", t0)))(t)
 	if byKey.ID != d.ID || string(byKey.Evidence) != `{"idle_samples":12}` {
 		t.Fatalf("by key: %+v", byKey)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/mail"
 	"net/url"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/cardhour/cardhour/internal/yamlwalk"
 )
 
 // Channel types.
@@ -167,8 +170,8 @@ func ParseConfig(b []byte) (*Config, error) {
 func ParseConfigNode(root *yaml.Node) (*Config, error) {
 	p := &parser{}
 	c := &Config{}
-	root = deref(root)
-	if isNull(root) {
+	root = yamlwalk.Deref(root)
+	if yamlwalk.IsNull(root) {
 		return nil, fmt.Errorf("notify config:%d: empty (want languages, exemption_hint, channels)", root.Line)
 	}
 	langLine := 0
@@ -207,8 +210,8 @@ func ParseConfigNode(root *yaml.Node) (*Config, error) {
 		},
 		"channels": func(k, v *yaml.Node, path string) {
 			if v.Kind != yaml.SequenceNode {
-				if !isNull(v) {
-					p.errf(v, path, "must be a list (lines starting with '- '), not %s", yamlKind(v))
+				if !yamlwalk.IsNull(v) {
+					p.errf(v, path, "must be a list (lines starting with '- '), not %s", yamlwalk.Kind(v))
 				}
 				return
 			}
@@ -246,156 +249,232 @@ var channelName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 
 func (p *parser) channel(n *yaml.Node, path string) *Channel {
 	if n.Kind != yaml.MappingNode {
-		p.errf(n, path, "expected a mapping (name, type, url, …), not %s", yamlKind(n))
+		p.errf(n, path, "expected a mapping (name, type, url, …), not %s", yamlwalk.Kind(n))
 		return nil
 	}
-	ch := &Channel{Line: n.Line}
-	set := map[string]*yaml.Node{}
-	var secretFile, passwordFile string
+	d := &channelDraft{p: p, n: n, path: path, ch: &Channel{Line: n.Line}, set: map[string]*yaml.Node{}}
 	errsBefore := len(p.errs)
-	p.mapping(n, path, map[string]func(k, v *yaml.Node, path string){
-		"name":          func(k, v *yaml.Node, path string) { ch.Name = p.str(v, path); set["name"] = k },
-		"type":          func(k, v *yaml.Node, path string) { ch.Type = p.str(v, path); set["type"] = k },
-		"url":           func(k, v *yaml.Node, path string) { ch.URL = p.str(v, path); set["url"] = k },
-		"addr":          func(k, v *yaml.Node, path string) { ch.Addr = p.str(v, path); set["addr"] = k },
-		"secret":        func(k, v *yaml.Node, path string) { ch.Secret = p.str(v, path); set["secret"] = k },
-		"secret_file":   func(k, v *yaml.Node, path string) { secretFile = p.str(v, path); set["secret_file"] = k },
-		"msgtype":       func(k, v *yaml.Node, path string) { ch.MsgType = p.str(v, path); set["msgtype"] = k },
-		"from":          func(k, v *yaml.Node, path string) { ch.From = p.str(v, path); set["from"] = k },
-		"username":      func(k, v *yaml.Node, path string) { ch.Username = p.str(v, path); set["username"] = k },
-		"password_file": func(k, v *yaml.Node, path string) { passwordFile = p.str(v, path); set["password_file"] = k },
-		"starttls":      func(k, v *yaml.Node, path string) { ch.StartTLS = p.boolean(v, path); set["starttls"] = k },
-		"scope":         func(k, v *yaml.Node, path string) { ch.Scope = p.strings(v, path); set["scope"] = k },
-		"roles":         func(k, v *yaml.Node, path string) { ch.Roles = p.strings(v, path); set["roles"] = k },
-		"timeout":       func(k, v *yaml.Node, path string) { ch.Timeout = p.duration(v, path); set["timeout"] = k },
-	}, nil)
+	d.read()
 	if len(p.errs) > errsBefore {
 		return nil
 	}
-	at := func(field string) *yaml.Node {
-		if k, ok := set[field]; ok {
-			return k
-		}
-		return n
-	}
-	fp := func(field string) string { return path + "." + field }
-	bad := func(field, format string, args ...any) { p.errf(at(field), fp(field), format, args...) }
-
-	switch {
-	case ch.Name == "":
-		bad("name", "required: a name for the channel (letters, digits, _ . -)")
-	case !channelName.MatchString(ch.Name):
-		bad("name", "%q: use letters, digits, _ . - (starting with a letter or digit)", ch.Name)
-	}
-	if !slices.Contains(channelTypes, ch.Type) {
-		if ch.Type == "" {
-			bad("type", "required: one of %s", strings.Join(channelTypes, ", "))
-		} else {
-			bad("type", "%q is not a channel type (want one of %s)", ch.Type, strings.Join(channelTypes, ", "))
-		}
+	d.checkName()
+	if !d.checkType() {
 		return nil
 	}
-	// Fields that belong to other types.
-	only := map[string][]string{
-		"url":           {TypeWebhook, TypeDingTalk, TypeFeishu, TypeWeCom, TypeSlack},
-		"addr":          {TypeSMTP},
-		"secret":        {TypeWebhook, TypeDingTalk, TypeFeishu},
-		"secret_file":   {TypeWebhook, TypeDingTalk, TypeFeishu},
-		"msgtype":       {TypeDingTalk, TypeWeCom},
-		"from":          {TypeSMTP},
-		"username":      {TypeSMTP},
-		"password_file": {TypeSMTP},
-		"starttls":      {TypeSMTP},
-	}
-	for field, types := range only {
-		if set[field] != nil && !slices.Contains(types, ch.Type) {
-			bad(field, "not a setting of a %s channel (only of %s)", ch.Type, strings.Join(types, ", "))
-		}
-	}
-	if set["secret"] != nil && set["secret_file"] != nil {
-		bad("secret_file", "give secret or secret_file, not both")
-	}
-	if secretFile != "" {
-		s, err := readSecret(secretFile)
-		if err != nil {
-			bad("secret_file", "%v", err)
-		}
-		ch.Secret = s
-	}
-	if ch.Type == TypeSMTP {
-		if ch.Addr == "" {
-			bad("addr", "required for an smtp channel: host:port of the mail server")
-		} else if host, port, err := net.SplitHostPort(ch.Addr); err != nil || host == "" || port == "" {
-			bad("addr", "%q is not host:port", ch.Addr)
-		} else if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
-			bad("addr", "%q: bad port %q", ch.Addr, port)
-		}
-		if ch.From == "" {
-			bad("from", "required for an smtp channel: the sender address")
-		} else if _, err := mail.ParseAddress(ch.From); err != nil {
-			bad("from", "%q is not an email address: %v", ch.From, err)
-		}
-		switch {
-		case ch.Username != "" && passwordFile == "":
-			bad("password_file", "required with username")
-		case ch.Username == "" && passwordFile != "":
-			bad("username", "required with password_file")
-		case passwordFile != "":
-			s, err := readSecret(passwordFile)
-			if err != nil {
-				bad("password_file", "%v", err)
-			}
-			ch.Password = s
-		}
+	d.checkForeignFields()
+	d.readSecretFile()
+	if d.ch.Type == TypeSMTP {
+		d.checkSMTP()
 	} else {
-		if ch.URL == "" {
-			bad("url", "required for a %s channel", ch.Type)
-		} else if u, err := url.Parse(ch.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			// Never echo the URL: it holds the robot's access token.
-			bad("url", "not an http(s) URL with a host")
+		d.checkURL()
+	}
+	d.checkSecret()
+	d.defaultMsgType()
+	d.checkRoles()
+	d.checkScope()
+	if d.set["timeout"] == nil {
+		d.ch.Timeout = DefaultTimeout
+	} else if d.ch.Timeout <= 0 {
+		d.bad("timeout", "must be positive")
+	}
+	return d.ch
+}
+
+// channelDraft is a channel being read: its fields as given, the key of
+// each field given (errors name its line) and the files its secrets come from.
+type channelDraft struct {
+	p            *parser
+	n            *yaml.Node
+	path         string
+	ch           *Channel
+	set          map[string]*yaml.Node
+	secretFile   string
+	passwordFile string
+}
+
+// bad reports a problem with field, at its key or, when it is missing, at
+// the channel.
+func (d *channelDraft) bad(field, format string, args ...any) {
+	at := d.n
+	if k, ok := d.set[field]; ok {
+		at = k
+	}
+	d.p.errf(at, d.path+"."+field, format, args...)
+}
+
+// read takes the channel's fields as given, checking only their YAML shape.
+func (d *channelDraft) read() {
+	p, ch := d.p, d.ch
+	str := func(dst *string) func(v *yaml.Node, path string) {
+		return func(v *yaml.Node, path string) { *dst = p.str(v, path) }
+	}
+	fields := map[string]func(v *yaml.Node, path string){
+		"name":          str(&ch.Name),
+		"type":          str(&ch.Type),
+		"url":           str(&ch.URL),
+		"addr":          str(&ch.Addr),
+		"secret":        str(&ch.Secret),
+		"secret_file":   str(&d.secretFile),
+		"msgtype":       str(&ch.MsgType),
+		"from":          str(&ch.From),
+		"username":      str(&ch.Username),
+		"password_file": str(&d.passwordFile),
+		"starttls":      func(v *yaml.Node, path string) { ch.StartTLS = p.boolean(v, path) },
+		"scope":         func(v *yaml.Node, path string) { ch.Scope = p.strings(v, path) },
+		"roles":         func(v *yaml.Node, path string) { ch.Roles = p.strings(v, path) },
+		"timeout":       func(v *yaml.Node, path string) { ch.Timeout = p.duration(v, path) },
+	}
+	walk := make(map[string]func(k, v *yaml.Node, path string), len(fields))
+	for name, f := range fields {
+		walk[name] = func(k, v *yaml.Node, path string) { f(v, path); d.set[name] = k }
+	}
+	p.mapping(d.n, d.path, walk, nil)
+}
+
+func (d *channelDraft) checkName() {
+	switch {
+	case d.ch.Name == "":
+		d.bad("name", "required: a name for the channel (letters, digits, _ . -)")
+	case !channelName.MatchString(d.ch.Name):
+		d.bad("name", "%q: use letters, digits, _ . - (starting with a letter or digit)", d.ch.Name)
+	}
+}
+
+// checkType reports whether the type is known: the other checks depend on it.
+func (d *channelDraft) checkType() bool {
+	if slices.Contains(channelTypes, d.ch.Type) {
+		return true
+	}
+	if d.ch.Type == "" {
+		d.bad("type", "required: one of %s", strings.Join(channelTypes, ", "))
+	} else {
+		d.bad("type", "%q is not a channel type (want one of %s)", d.ch.Type, strings.Join(channelTypes, ", "))
+	}
+	return false
+}
+
+// onlyOf lists the fields that belong to some channel types only.
+var onlyOf = map[string][]string{
+	"url":           {TypeWebhook, TypeDingTalk, TypeFeishu, TypeWeCom, TypeSlack},
+	"addr":          {TypeSMTP},
+	"secret":        {TypeWebhook, TypeDingTalk, TypeFeishu},
+	"secret_file":   {TypeWebhook, TypeDingTalk, TypeFeishu},
+	"msgtype":       {TypeDingTalk, TypeWeCom},
+	"from":          {TypeSMTP},
+	"username":      {TypeSMTP},
+	"password_file": {TypeSMTP},
+	"starttls":      {TypeSMTP},
+}
+
+// checkForeignFields reports the fields that belong to other types.
+func (d *channelDraft) checkForeignFields() {
+	for field, types := range onlyOf {
+		if d.set[field] != nil && !slices.Contains(types, d.ch.Type) {
+			d.bad(field, "not a setting of a %s channel (only of %s)", d.ch.Type, strings.Join(types, ", "))
 		}
 	}
-	if ch.Type == TypeWebhook && ch.Secret == "" && set["secret"] == nil && set["secret_file"] == nil {
-		bad("secret", "required for a webhook channel (secret or secret_file): every request is signed")
-	} else if (set["secret"] != nil || set["secret_file"] != nil) && ch.Secret == "" && secretFile == "" {
-		bad("secret", "is empty")
+}
+
+func (d *channelDraft) readSecretFile() {
+	if d.set["secret"] != nil && d.set["secret_file"] != nil {
+		d.bad("secret_file", "give secret or secret_file, not both")
 	}
-	switch ch.Type {
+	if d.secretFile != "" {
+		s, err := readSecret(d.secretFile)
+		if err != nil {
+			d.bad("secret_file", "%v", err)
+		}
+		d.ch.Secret = s
+	}
+}
+
+// checkSMTP checks the mail server, the sender and the login, reading the
+// password file.
+func (d *channelDraft) checkSMTP() {
+	ch := d.ch
+	if ch.Addr == "" {
+		d.bad("addr", "required for an smtp channel: host:port of the mail server")
+	} else if host, port, err := net.SplitHostPort(ch.Addr); err != nil || host == "" || port == "" {
+		d.bad("addr", "%q is not host:port", ch.Addr)
+	} else if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+		d.bad("addr", "%q: bad port %q", ch.Addr, port)
+	}
+	if ch.From == "" {
+		d.bad("from", "required for an smtp channel: the sender address")
+	} else if _, err := mail.ParseAddress(ch.From); err != nil {
+		d.bad("from", "%q is not an email address: %v", ch.From, err)
+	}
+	switch {
+	case ch.Username != "" && d.passwordFile == "":
+		d.bad("password_file", "required with username")
+	case ch.Username == "" && d.passwordFile != "":
+		d.bad("username", "required with password_file")
+	case d.passwordFile != "":
+		s, err := readSecret(d.passwordFile)
+		if err != nil {
+			d.bad("password_file", "%v", err)
+		}
+		ch.Password = s
+	}
+}
+
+func (d *channelDraft) checkURL() {
+	if d.ch.URL == "" {
+		d.bad("url", "required for a %s channel", d.ch.Type)
+	} else if u, err := url.Parse(d.ch.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		// Never echo the URL: it holds the robot's access token.
+		d.bad("url", "not an http(s) URL with a host")
+	}
+}
+
+// checkSecret requires the webhook's signing secret and rejects an empty one.
+func (d *channelDraft) checkSecret() {
+	given := d.set["secret"] != nil || d.set["secret_file"] != nil
+	if d.ch.Type == TypeWebhook && d.ch.Secret == "" && !given {
+		d.bad("secret", "required for a webhook channel (secret or secret_file): every request is signed")
+	} else if given && d.ch.Secret == "" && d.secretFile == "" {
+		d.bad("secret", "is empty")
+	}
+}
+
+func (d *channelDraft) defaultMsgType() {
+	switch d.ch.Type {
 	case TypeDingTalk, TypeWeCom:
-		switch ch.MsgType {
+		switch d.ch.MsgType {
 		case "":
-			ch.MsgType = "text"
+			d.ch.MsgType = "text"
 		case "text", "markdown":
 		default:
-			bad("msgtype", "%q: want text or markdown", ch.MsgType)
+			d.bad("msgtype", "%q: want text or markdown", d.ch.MsgType)
 		}
 	}
-	if set["roles"] == nil {
-		ch.Roles = []string{RoleHolder, RoleLead, RoleAdmin}
-	} else {
-		if len(ch.Roles) == 0 {
-			bad("roles", "must list at least one of holder, lead, admin")
-		}
-		for _, r := range ch.Roles {
-			if r != RoleHolder && r != RoleLead && r != RoleAdmin {
-				bad("roles", "%q is not a role (want holder, lead or admin)", r)
-			}
+}
+
+func (d *channelDraft) checkRoles() {
+	if d.set["roles"] == nil {
+		d.ch.Roles = []string{RoleHolder, RoleLead, RoleAdmin}
+		return
+	}
+	if len(d.ch.Roles) == 0 {
+		d.bad("roles", "must list at least one of holder, lead, admin")
+	}
+	for _, r := range d.ch.Roles {
+		if r != RoleHolder && r != RoleLead && r != RoleAdmin {
+			d.bad("roles", "%q is not a role (want holder, lead or admin)", r)
 		}
 	}
-	for _, s := range ch.Scope {
+}
+
+func (d *channelDraft) checkScope() {
+	for _, s := range d.ch.Scope {
 		if s == "" {
-			bad("scope", "an empty project id")
+			d.bad("scope", "an empty project id")
 		}
 	}
-	if isGroup(ch.Type) && len(ch.Scope) == 0 && slices.Contains(ch.Roles, RoleHolder) {
-		bad("scope", "a %s group robot that serves holders must name its projects: everyone in the group reads what it posts about a student", ch.Type)
+	if isGroup(d.ch.Type) && len(d.ch.Scope) == 0 && slices.Contains(d.ch.Roles, RoleHolder) {
+		d.bad("scope", "a %s group robot that serves holders must name its projects: everyone in the group reads what it posts about a student", d.ch.Type)
 	}
-	if set["timeout"] == nil {
-		ch.Timeout = DefaultTimeout
-	} else if ch.Timeout <= 0 {
-		bad("timeout", "must be positive")
-	}
-	return ch
 }
 
 // readSecret reads a secret file; one trailing newline (or CRLF) is dropped.
@@ -425,65 +504,40 @@ func (p *parser) errf(n *yaml.Node, path, format string, args ...any) {
 }
 
 // mapping walks a mapping's keys: known ones go to fields[key], others to any
-// (nil: an unknown key is an error naming the allowed ones). A key given twice
-// is an error.
+// (nil: an unknown key is an error naming the allowed ones).
 func (p *parser) mapping(n *yaml.Node, path string, fields map[string]func(k, v *yaml.Node, path string), any func(k, v *yaml.Node, path string)) {
-	n = deref(n)
-	if isNull(n) {
-		return
+	var allowed []string
+	if any == nil {
+		allowed = append([]string{}, slices.Sorted(maps.Keys(fields))...)
 	}
-	if n.Kind != yaml.MappingNode {
-		p.errf(n, path, "expected a mapping (key: value lines), not %s", yamlKind(n))
-		return
-	}
-	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], deref(n.Content[i+1])
-		kp := k.Value
-		if path != "" {
-			kp = path + "." + k.Value
-		}
-		if first, dup := seen[k.Value]; dup {
-			p.errf(k, kp, "appears more than once (first at line %d)", first)
-			continue
-		}
-		seen[k.Value] = k.Line
+	yamlwalk.Mapping(n, path, allowed, p.errf, func(k, v *yaml.Node, path string) {
 		if f, ok := fields[k.Value]; ok {
-			f(k, v, kp)
-			continue
+			f(k, v, path)
+			return
 		}
-		if any != nil {
-			any(k, v, kp)
-			continue
-		}
-		allowed := make([]string, 0, len(fields))
-		for name := range fields {
-			allowed = append(allowed, name)
-		}
-		slices.Sort(allowed)
-		p.errf(k, kp, "unknown field (allowed: %s)", strings.Join(allowed, ", "))
-	}
+		any(k, v, path)
+	})
 }
 
 func (p *parser) str(v *yaml.Node, path string) string {
-	if v.Kind != yaml.ScalarNode || isNull(v) {
-		p.errf(v, path, "must be a single value, not %s", yamlKind(v))
+	if v.Kind != yaml.ScalarNode || yamlwalk.IsNull(v) {
+		p.errf(v, path, "must be a single value, not %s", yamlwalk.Kind(v))
 		return ""
 	}
 	return strings.TrimSpace(v.Value)
 }
 
 func (p *parser) strings(v *yaml.Node, path string) []string {
-	if isNull(v) {
+	if yamlwalk.IsNull(v) {
 		return nil
 	}
 	if v.Kind != yaml.SequenceNode {
-		p.errf(v, path, "must be a list ([a, b] or lines starting with '- '), not %s", yamlKind(v))
+		p.errf(v, path, "must be a list ([a, b] or lines starting with '- '), not %s", yamlwalk.Kind(v))
 		return nil
 	}
 	out := make([]string, 0, len(v.Content))
 	for i, e := range v.Content {
-		out = append(out, p.str(deref(e), fmt.Sprintf("%s[%d]", path, i)))
+		out = append(out, p.str(yamlwalk.Deref(e), fmt.Sprintf("%s[%d]", path, i)))
 	}
 	return out
 }
@@ -513,28 +567,4 @@ func (p *parser) duration(v *yaml.Node, path string) time.Duration {
 		return 0
 	}
 	return d
-}
-
-func deref(n *yaml.Node) *yaml.Node {
-	for n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	return n
-}
-
-func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
-
-func yamlKind(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		if isNull(n) {
-			return "nothing"
-		}
-		return fmt.Sprintf("the value %q", n.Value)
-	}
-	return "something else"
 }

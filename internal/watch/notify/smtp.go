@@ -25,33 +25,9 @@ type smtpSender struct {
 // channel asks for it, AUTH PLAIN when it has a username, one message.
 // Replies 5xx are permanent; 4xx, network errors and timeouts are retryable.
 func (s *smtpSender) Send(ctx context.Context, e Envelope) error {
-	fail := func(stage string, err error) error {
-		se := &SendError{Channel: s.ch.Name, Msg: stage, Err: err}
-		var tp *textproto.Error
-		var ne net.Error
-		switch {
-		case errors.As(err, &tp):
-			se.Status = tp.Code
-			se.permanent = tp.Code >= 500
-		case errors.As(err, &ne), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		case stage == "auth" || stage == "starttls":
-			// net/smtp's own refusals (no TLS for PLAIN, no AUTH offered), TLS
-			// handshake failures: the configuration must change.
-			se.permanent = true
-		}
-		return se
-	}
-	if e.To.Email == "" {
-		return &SendError{Channel: s.ch.Name, Msg: "recipient has no email address", Err: ErrConfig, permanent: true}
-	}
-	to, err := mail.ParseAddress(e.To.Email)
+	from, to, err := s.addresses(e)
 	if err != nil {
-		return &SendError{Channel: s.ch.Name, Msg: "recipient address", Err: err, permanent: true}
-	}
-	to.Name = e.To.Name
-	from, err := mail.ParseAddress(s.ch.From)
-	if err != nil {
-		return &SendError{Channel: s.ch.Name, Msg: "sender address", Err: fmt.Errorf("%w: %w", ErrConfig, err), permanent: true}
+		return err
 	}
 	msg := BuildEmail(e, from, s.now())
 
@@ -64,7 +40,7 @@ func (s *smtpSender) Send(ctx context.Context, e Envelope) error {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", s.ch.Addr)
 	if err != nil {
-		return fail("connect", err)
+		return s.fail("connect", err)
 	}
 	defer conn.Close() //nolint:errcheck // closed by Quit on success
 	if dl, ok := ctx.Deadline(); ok {
@@ -75,42 +51,89 @@ func (s *smtpSender) Send(ctx context.Context, e Envelope) error {
 	host, _, _ := net.SplitHostPort(s.ch.Addr)
 	c, err := smtp.NewClient(conn, host)
 	if err != nil {
-		return fail("greeting", err)
+		return s.fail("greeting", err)
 	}
+	if err := s.secure(c, host); err != nil {
+		return err
+	}
+	return s.transmit(c, from, to, msg)
+}
+
+// addresses are the sender's and the recipient's; a bad one is permanent.
+func (s *smtpSender) addresses(e Envelope) (from, to *mail.Address, _ error) {
+	if e.To.Email == "" {
+		return nil, nil, &SendError{Channel: s.ch.Name, Msg: "recipient has no email address", Err: ErrConfig, permanent: true}
+	}
+	to, err := mail.ParseAddress(e.To.Email)
+	if err != nil {
+		return nil, nil, &SendError{Channel: s.ch.Name, Msg: "recipient address", Err: err, permanent: true}
+	}
+	to.Name = e.To.Name
+	from, err = mail.ParseAddress(s.ch.From)
+	if err != nil {
+		return nil, nil, &SendError{Channel: s.ch.Name, Msg: "sender address", Err: fmt.Errorf("%w: %w", ErrConfig, err), permanent: true}
+	}
+	return from, to, nil
+}
+
+// secure issues STARTTLS and AUTH PLAIN when the channel asks for them.
+func (s *smtpSender) secure(c *smtp.Client, host string) error {
 	if s.ch.StartTLS {
 		if ok, _ := c.Extension("STARTTLS"); !ok {
 			return &SendError{Channel: s.ch.Name, Msg: "the server does not offer STARTTLS (starttls: true)", permanent: true}
 		}
 		if err := c.StartTLS(&tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}); err != nil {
-			return fail("starttls", err)
+			return s.fail("starttls", err)
 		}
 	}
 	if s.ch.Username != "" {
 		if err := c.Auth(smtp.PlainAuth("", s.ch.Username, s.ch.Password, host)); err != nil {
-			return fail("auth", err)
+			return s.fail("auth", err)
 		}
 	}
+	return nil
+}
+
+// transmit sends the one message and says goodbye.
+func (s *smtpSender) transmit(c *smtp.Client, from, to *mail.Address, msg []byte) error {
 	if err := c.Mail(from.Address); err != nil {
-		return fail("MAIL FROM", err)
+		return s.fail("MAIL FROM", err)
 	}
 	if err := c.Rcpt(to.Address); err != nil {
-		return fail("RCPT TO", err)
+		return s.fail("RCPT TO", err)
 	}
 	w, err := c.Data()
 	if err != nil {
-		return fail("DATA", err)
+		return s.fail("DATA", err)
 	}
 	if _, err := w.Write(msg); err != nil {
-		return fail("DATA", err)
+		return s.fail("DATA", err)
 	}
 	if err := w.Close(); err != nil {
-		return fail("DATA", err)
+		return s.fail("DATA", err)
 	}
-	if err := c.Quit(); err != nil {
-		// The message was accepted (250 after DATA); a failed goodbye is no failure.
-		return nil
-	}
+	// The message was accepted (250 after DATA); a failed goodbye is no failure.
+	_ = c.Quit()
 	return nil
+}
+
+// fail is the SendError of a failed stage: a 5xx reply is permanent, a 4xx,
+// a network error or a timeout retryable.
+func (s *smtpSender) fail(stage string, err error) error {
+	se := &SendError{Channel: s.ch.Name, Msg: stage, Err: err}
+	var tp *textproto.Error
+	var ne net.Error
+	switch {
+	case errors.As(err, &tp):
+		se.Status = tp.Code
+		se.permanent = tp.Code >= 500
+	case errors.As(err, &ne), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+	case stage == "auth" || stage == "starttls":
+		// net/smtp's own refusals (no TLS for PLAIN, no AUTH offered), TLS
+		// handshake failures: the configuration must change.
+		se.permanent = true
+	}
+	return se
 }
 
 // MessageID is the Message-ID of an envelope's email: derived from its

@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/cardhour/cardhour/internal/yamlwalk"
 )
 
 // Config says which releasers release the instances of each project. YAML
@@ -80,7 +81,7 @@ func ParseConfig(b []byte) (*Config, error) {
 	}
 	p := &parser{failed: map[string]bool{}}
 	root := doc.Content[0]
-	if isNull(root) {
+	if yamlwalk.IsNull(root) {
 		return c, nil
 	}
 	refs := map[string][]*yaml.Node{} // releaser name → where it is used
@@ -146,43 +147,13 @@ func (p *parser) err() error {
 	return errors.New("release config: " + strings.Join(p.errs, "; "))
 }
 
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
-
 // mapping walks a mapping node; allowed nil means any key.
 func (p *parser) mapping(n *yaml.Node, path string, allowed []string, fn func(k, v *yaml.Node, path string)) {
-	if isNull(n) {
-		return
-	}
-	if n.Kind != yaml.MappingNode {
-		p.errf(n, path, "expected a mapping (key: value lines)")
-		return
-	}
-	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		kp := join(path, k.Value)
-		if allowed != nil && !slices.Contains(allowed, k.Value) {
-			p.errf(k, kp, "unknown field (allowed: %s)", strings.Join(allowed, ", "))
-			continue
-		}
-		if first, dup := seen[k.Value]; dup {
-			p.errf(k, kp, "appears more than once (first at line %d)", first)
-			continue
-		}
-		seen[k.Value] = k.Line
-		fn(k, v, kp)
-	}
+	yamlwalk.Mapping(n, path, allowed, p.errf, fn)
 }
 
 func (p *parser) str(v *yaml.Node, path string) string {
-	if v.Kind != yaml.ScalarNode || isNull(v) || v.Tag == "!!bool" {
+	if v.Kind != yaml.ScalarNode || yamlwalk.IsNull(v) || v.Tag == "!!bool" {
 		p.errf(v, path, "must be a string")
 		return ""
 	}
@@ -190,7 +161,7 @@ func (p *parser) str(v *yaml.Node, path string) string {
 }
 
 func (p *parser) list(v *yaml.Node, path string) []string {
-	if isNull(v) {
+	if yamlwalk.IsNull(v) {
 		return []string{}
 	}
 	if v.Kind != yaml.SequenceNode {
@@ -199,7 +170,7 @@ func (p *parser) list(v *yaml.Node, path string) []string {
 	}
 	out := make([]string, 0, len(v.Content))
 	for i, e := range v.Content {
-		out = append(out, p.str(e, fmt.Sprintf("%s[%d]", path, i)))
+		out = append(out, p.str(yamlwalk.Deref(e), fmt.Sprintf("%s[%d]", path, i)))
 	}
 	return out
 }
@@ -233,95 +204,117 @@ func (p *parser) releaser(n *yaml.Node, path string) (_ ReleaserConfig, ok bool)
 	rc := ReleaserConfig{Line: n.Line}
 	before := len(p.errs)
 	defer func() { ok = ok && len(p.errs) == before }()
-	if n.Kind != yaml.MappingNode {
-		p.errf(n, path, "expected a mapping with a kind (%s, %s or %s)", KindKubernetes, KindCommand, KindWebhook)
-		return rc, false
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == "kind" {
-			rc.Kind = p.str(n.Content[i+1], join(path, "kind"))
-			if _, ok := kindKeys[rc.Kind]; !ok && rc.Kind != "" {
-				p.errf(n.Content[i+1], join(path, "kind"), "unknown kind %q (want %s, %s or %s)", rc.Kind, KindKubernetes, KindCommand, KindWebhook)
-				return rc, false
-			}
-		}
-	}
-	if rc.Kind == "" {
-		p.errf(n, path, "kind is required (%s, %s or %s)", KindKubernetes, KindCommand, KindWebhook)
+	if rc.Kind, ok = p.releaserKind(n, path); !ok {
 		return rc, false
 	}
 	p.mapping(n, path, kindKeys[rc.Kind], func(k, v *yaml.Node, path string) {
-		switch k.Value {
-		case "kind":
-		case "allowed_namespaces":
-			rc.Kubernetes.AllowedNamespaces = p.list(v, path)
-		case "grace_period":
-			d := p.duration(v, path)
-			if d%time.Second != 0 {
-				p.errf(v, path, "%v: want whole seconds", d)
-			}
-			rc.Kubernetes.GracePeriod = &d
-		case "kubeconfig":
-			rc.Kubernetes.Kubeconfig = p.str(v, path)
-		case "api_server":
-			rc.Kubernetes.APIServer = p.str(v, path)
-		case "token_file":
-			rc.Kubernetes.TokenFile = p.str(v, path)
-		case "ca_file":
-			rc.Kubernetes.CAFile = p.str(v, path)
-		case "timeout":
-			d := p.duration(v, path)
-			rc.Kubernetes.Timeout, rc.Command.Timeout, rc.Webhook.Timeout = d, d, d
-		case "argv":
-			rc.Command.Argv = p.list(v, path)
-		case "max_output_bytes":
-			s := p.str(v, path)
-			m, err := strconv.Atoi(s)
-			if err != nil || m <= 0 {
-				p.errf(v, path, "%q is not a positive number of bytes", s)
-			}
-			rc.Command.MaxOutput = m
-		case "url":
-			rc.Webhook.URL = p.str(v, path)
-		case "secret":
-			rc.Webhook.Secret = p.str(v, path)
-		case "secret_file":
-			rc.SecretFile = p.str(v, path)
-		}
+		p.releaserOption(&rc, k.Value, v, path)
 	})
 	switch rc.Kind {
 	case KindKubernetes:
-		k := rc.Kubernetes
-		if len(k.AllowedNamespaces) == 0 {
-			p.errf(n, join(path, "allowed_namespaces"), "is required: the namespaces whose pods may be deleted")
-		}
-		if k.APIServer != "" && k.TokenFile == "" {
-			p.errf(n, join(path, "token_file"), "is required with api_server")
-		}
-		if k.APIServer != "" && k.Kubeconfig != "" {
-			p.errf(n, join(path, "kubeconfig"), "give either kubeconfig or api_server, not both")
-		}
-		if k.APIServer == "" && (k.TokenFile != "" || k.CAFile != "") {
-			p.errf(n, join(path, "api_server"), "is required with token_file and ca_file")
-		}
+		p.checkKubernetes(n, path, rc.Kubernetes)
 	case KindCommand:
 		if err := rc.Command.Validate(); err != nil {
 			p.errf(n, path, "%v", err)
 		}
 	case KindWebhook:
-		if rc.Webhook.URL == "" {
-			p.errf(n, join(path, "url"), "is required")
-		} else if err := rc.Webhook.Validate(); err != nil {
-			p.errf(n, path, "%v", err)
-		}
-		if rc.Webhook.Secret != "" && rc.SecretFile != "" {
-			p.errf(n, join(path, "secret_file"), "give either secret or secret_file, not both")
-		}
-		if rc.Webhook.Secret == "" && rc.SecretFile == "" {
-			p.errf(n, join(path, "secret_file"), "a secret (secret_file, or secret) is required: receivers check the signature")
-		}
+		p.checkWebhook(n, path, rc)
 	}
 	return rc, true
+}
+
+// releaserKind reads the kind first: it decides which options are allowed.
+func (p *parser) releaserKind(n *yaml.Node, path string) (string, bool) {
+	if n.Kind != yaml.MappingNode {
+		p.errf(n, path, "expected a mapping with a kind (%s, %s or %s)", KindKubernetes, KindCommand, KindWebhook)
+		return "", false
+	}
+	kind := ""
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == "kind" {
+			v := yamlwalk.Deref(n.Content[i+1])
+			kind = p.str(v, yamlwalk.Join(path, "kind"))
+			if _, ok := kindKeys[kind]; !ok && kind != "" {
+				p.errf(v, yamlwalk.Join(path, "kind"), "unknown kind %q (want %s, %s or %s)", kind, KindKubernetes, KindCommand, KindWebhook)
+				return kind, false
+			}
+		}
+	}
+	if kind == "" {
+		p.errf(n, path, "kind is required (%s, %s or %s)", KindKubernetes, KindCommand, KindWebhook)
+		return "", false
+	}
+	return kind, true
+}
+
+// releaserOption sets option key of rc (one kindKeys allows for its kind).
+func (p *parser) releaserOption(rc *ReleaserConfig, key string, v *yaml.Node, path string) {
+	switch key {
+	case "kind":
+	case "allowed_namespaces":
+		rc.Kubernetes.AllowedNamespaces = p.list(v, path)
+	case "grace_period":
+		d := p.duration(v, path)
+		if d%time.Second != 0 {
+			p.errf(v, path, "%v: want whole seconds", d)
+		}
+		rc.Kubernetes.GracePeriod = &d
+	case "kubeconfig":
+		rc.Kubernetes.Kubeconfig = p.str(v, path)
+	case "api_server":
+		rc.Kubernetes.APIServer = p.str(v, path)
+	case "token_file":
+		rc.Kubernetes.TokenFile = p.str(v, path)
+	case "ca_file":
+		rc.Kubernetes.CAFile = p.str(v, path)
+	case "timeout":
+		d := p.duration(v, path)
+		rc.Kubernetes.Timeout, rc.Command.Timeout, rc.Webhook.Timeout = d, d, d
+	case "argv":
+		rc.Command.Argv = p.list(v, path)
+	case "max_output_bytes":
+		s := p.str(v, path)
+		m, err := strconv.Atoi(s)
+		if err != nil || m <= 0 {
+			p.errf(v, path, "%q is not a positive number of bytes", s)
+		}
+		rc.Command.MaxOutput = m
+	case "url":
+		rc.Webhook.URL = p.str(v, path)
+	case "secret":
+		rc.Webhook.Secret = p.str(v, path)
+	case "secret_file":
+		rc.SecretFile = p.str(v, path)
+	}
+}
+
+func (p *parser) checkKubernetes(n *yaml.Node, path string, k KubeConfig) {
+	if len(k.AllowedNamespaces) == 0 {
+		p.errf(n, yamlwalk.Join(path, "allowed_namespaces"), "is required: the namespaces whose pods may be deleted")
+	}
+	if k.APIServer != "" && k.TokenFile == "" {
+		p.errf(n, yamlwalk.Join(path, "token_file"), "is required with api_server")
+	}
+	if k.APIServer != "" && k.Kubeconfig != "" {
+		p.errf(n, yamlwalk.Join(path, "kubeconfig"), "give either kubeconfig or api_server, not both")
+	}
+	if k.APIServer == "" && (k.TokenFile != "" || k.CAFile != "") {
+		p.errf(n, yamlwalk.Join(path, "api_server"), "is required with token_file and ca_file")
+	}
+}
+
+func (p *parser) checkWebhook(n *yaml.Node, path string, rc ReleaserConfig) {
+	if rc.Webhook.URL == "" {
+		p.errf(n, yamlwalk.Join(path, "url"), "is required")
+	} else if err := rc.Webhook.Validate(); err != nil {
+		p.errf(n, path, "%v", err)
+	}
+	if rc.Webhook.Secret != "" && rc.SecretFile != "" {
+		p.errf(n, yamlwalk.Join(path, "secret_file"), "give either secret or secret_file, not both")
+	}
+	if rc.Webhook.Secret == "" && rc.SecretFile == "" {
+		p.errf(n, yamlwalk.Join(path, "secret_file"), "a secret (secret_file, or secret) is required: receivers check the signature")
+	}
 }
 
 // Build makes the releasers (reading webhook secret files) and the Set that

@@ -170,3 +170,22 @@ func TestParseRef(t *testing.T) {
 		require.Equal(t, release.Ref{}, release.ParseRef(bad), bad)
 	}
 }
+
+// The release section is walked as notify's is (internal/yamlwalk): YAML
+// anchors and aliases stand for what they name.
+func TestParseConfigFollowsAliases(t *testing.T) {
+	c, err := release.ParseConfig([]byte(`
+default: &order [k8s]
+projects:
+  vision: *order
+releasers:
+  k8s: &kube
+    kind: kubernetes
+    allowed_namespaces: [vision]
+  k8s-copy: *kube
+`))
+	require.NoError(t, err)
+	require.Equal(t, []string{"k8s"}, c.Projects["vision"])
+	require.Equal(t, release.KindKubernetes, c.Releasers["k8s-copy"].Kind)
+	require.Equal(t, []string{"vision"}, c.Releasers["k8s-copy"].Kubernetes.AllowedNamespaces)
+}

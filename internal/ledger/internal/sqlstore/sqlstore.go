@@ -510,72 +510,16 @@ func (s *Store) Void(ctx context.Context, actor string, id int64, reason string,
 	var out ledger.Voided
 	err := s.tx(ctx, "void "+invoiceWhat(id), func(tx *sql.Tx) error {
 		now := s.now()
-		n, err := s.exec(ctx, tx, `UPDATE ledger_invoices SET status = 'void', voided_by = ?, voided_ms = ?, void_reason = ?, updated_ms = ?
-			WHERE id = ? AND status = 'finalized'`, actor, now.UnixMilli(), reason, now.UnixMilli(), id)
-		if err != nil {
-			return fmt.Errorf("%s ledger: cannot void %s: %w", s.d.Name, invoiceWhat(id), err)
-		}
-		if n == 0 {
-			return s.transitionError(ctx, tx, id, "void", ledger.StatusFinalized)
-		}
-		inv, err := s.invoice(ctx, tx, invoiceWhat(id), `WHERE id = ?`, id)
+		inv, err := s.markVoid(ctx, tx, now, actor, id, reason)
 		if err != nil {
 			return err
 		}
-		before := inv
-		before.Status, before.VoidedBy, before.VoidedAt, before.VoidReason = ledger.StatusFinalized, "", time.Time{}, ""
-		// The next revision is inserted below: queue with SaveDraft.
-		if err := s.lock(ctx, tx, "invoice/"+inv.Project+"/"+inv.Period); err != nil {
+		cn, err := s.issueCreditNote(ctx, tx, now, actor, inv, reason, opt)
+		if err != nil {
 			return err
 		}
-		if _, err := s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "invoice.void",
-			Object: invoiceObject(id), Before: invoiceView(before), After: invoiceView(inv)}); err != nil {
-			return err
-		}
-		// The credit note, numbered after the invoice (its row is locked
-		// by the update above, so the sequence cannot race).
-		var last sql.NullInt64
-		if err := tx.QueryRowContext(ctx, s.d.Rebind(`SELECT MAX(seq) FROM ledger_credit_notes WHERE invoice_id = ?`), id).Scan(&last); err != nil {
-			return fmt.Errorf("%s ledger: cannot read credit notes of %s: %w", s.d.Name, invoiceWhat(id), err)
-		}
-		seq := int(last.Int64) + 1
-		cn := ledger.CreditNote{InvoiceID: id, InvoiceNumber: inv.Number, Number: ledger.CreditNoteNumber(inv.Number, seq),
-			Reason: reason, CreatedBy: actor, CreatedAt: now}
-		if opt.CreditNote != nil {
-			if cn.Document, err = opt.CreditNote(cn.Number, now, inv.Document); err != nil {
-				return fmt.Errorf("cannot void %s: making credit note %s: %w", invoiceWhat(id), cn.Number, err)
-			}
-			if !json.Valid(cn.Document) {
-				return fmt.Errorf("%w: cannot void %s: the document of credit note %s is not valid JSON", ledger.ErrInvalidArgument, invoiceWhat(id), cn.Number)
-			}
-			cn.SHA256 = ledger.SHA256Hex(cn.Document)
-		}
-		if err := tx.QueryRowContext(ctx, s.d.Rebind(`INSERT INTO ledger_credit_notes (invoice_id, seq, number, reason, created_by, created_ms, document, sha256)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`), id, seq, cn.Number, reason, actor, now.UnixMilli(), cn.Document, cn.SHA256).Scan(&cn.ID); err != nil {
-			return fmt.Errorf("%s ledger: cannot issue credit note %s: %w", s.d.Name, cn.Number, err)
-		}
-		if _, err := s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "creditnote.issue",
-			Object: "creditnote/" + strconv.FormatInt(cn.ID, 10), After: creditNoteView(cn)}); err != nil {
-			return err
-		}
-		// The next revision, a draft starting from the voided document.
-		start := inv.Document
-		if opt.Reissue != nil {
-			if start, err = opt.Reissue(inv.Document); err != nil {
-				return fmt.Errorf("cannot void %s: making the next revision's draft: %w", invoiceWhat(id), err)
-			}
-			if !json.Valid(start) {
-				return fmt.Errorf("%w: cannot void %s: the next revision's document is not valid JSON", ledger.ErrInvalidArgument, invoiceWhat(id))
-			}
-		}
-		next := ledger.Invoice{InvoiceKey: ledger.InvoiceKey{Project: inv.Project, Period: inv.Period, Revision: inv.Revision + 1},
-			Status: ledger.StatusDraft, Document: start, SHA256: ledger.SHA256Hex(start), CatalogVersion: inv.CatalogVersion,
-			DataCutoff: inv.DataCutoff, CreatedBy: actor, CreatedAt: now, UpdatedAt: now}
-		if next.ID, err = s.insertDraft(ctx, tx, next); err != nil {
-			return err
-		}
-		if _, err := s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "invoice.draft.create",
-			Object: invoiceObject(next.ID), After: invoiceView(next)}); err != nil {
+		next, err := s.reissueDraft(ctx, tx, now, actor, inv, opt)
+		if err != nil {
 			return err
 		}
 		out = ledger.Voided{Invoice: inv, CreditNote: cn, Draft: next}
@@ -585,6 +529,95 @@ func (s *Store) Void(ctx context.Context, actor string, id int64, reason string,
 		return ledger.Voided{}, err
 	}
 	return out, nil
+}
+
+// markVoid voids finalized invoice id and audits it, returning the voided
+// invoice; it takes the lock of the invoice's project and period for the
+// next revision.
+func (s *Store) markVoid(ctx context.Context, tx *sql.Tx, now time.Time, actor string, id int64, reason string) (ledger.Invoice, error) {
+	n, err := s.exec(ctx, tx, `UPDATE ledger_invoices SET status = 'void', voided_by = ?, voided_ms = ?, void_reason = ?, updated_ms = ?
+		WHERE id = ? AND status = 'finalized'`, actor, now.UnixMilli(), reason, now.UnixMilli(), id)
+	if err != nil {
+		return ledger.Invoice{}, fmt.Errorf("%s ledger: cannot void %s: %w", s.d.Name, invoiceWhat(id), err)
+	}
+	if n == 0 {
+		return ledger.Invoice{}, s.transitionError(ctx, tx, id, "void", ledger.StatusFinalized)
+	}
+	inv, err := s.invoice(ctx, tx, invoiceWhat(id), `WHERE id = ?`, id)
+	if err != nil {
+		return ledger.Invoice{}, err
+	}
+	before := inv
+	before.Status, before.VoidedBy, before.VoidedAt, before.VoidReason = ledger.StatusFinalized, "", time.Time{}, ""
+	// The next revision is inserted by reissueDraft: queue with SaveDraft.
+	if err := s.lock(ctx, tx, "invoice/"+inv.Project+"/"+inv.Period); err != nil {
+		return ledger.Invoice{}, err
+	}
+	if _, err := s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "invoice.void",
+		Object: invoiceObject(id), Before: invoiceView(before), After: invoiceView(inv)}); err != nil {
+		return ledger.Invoice{}, err
+	}
+	return inv, nil
+}
+
+// issueCreditNote issues and audits the credit note of voided invoice inv,
+// numbered after the invoice (its row is locked by markVoid's update, so the
+// sequence cannot race).
+func (s *Store) issueCreditNote(ctx context.Context, tx *sql.Tx, now time.Time, actor string, inv ledger.Invoice, reason string, opt ledger.VoidOptions) (ledger.CreditNote, error) {
+	id := inv.ID
+	var last sql.NullInt64
+	if err := tx.QueryRowContext(ctx, s.d.Rebind(`SELECT MAX(seq) FROM ledger_credit_notes WHERE invoice_id = ?`), id).Scan(&last); err != nil {
+		return ledger.CreditNote{}, fmt.Errorf("%s ledger: cannot read credit notes of %s: %w", s.d.Name, invoiceWhat(id), err)
+	}
+	seq := int(last.Int64) + 1
+	cn := ledger.CreditNote{InvoiceID: id, InvoiceNumber: inv.Number, Number: ledger.CreditNoteNumber(inv.Number, seq),
+		Reason: reason, CreatedBy: actor, CreatedAt: now}
+	if opt.CreditNote != nil {
+		var err error
+		if cn.Document, err = opt.CreditNote(cn.Number, now, inv.Document); err != nil {
+			return ledger.CreditNote{}, fmt.Errorf("cannot void %s: making credit note %s: %w", invoiceWhat(id), cn.Number, err)
+		}
+		if !json.Valid(cn.Document) {
+			return ledger.CreditNote{}, fmt.Errorf("%w: cannot void %s: the document of credit note %s is not valid JSON", ledger.ErrInvalidArgument, invoiceWhat(id), cn.Number)
+		}
+		cn.SHA256 = ledger.SHA256Hex(cn.Document)
+	}
+	if err := tx.QueryRowContext(ctx, s.d.Rebind(`INSERT INTO ledger_credit_notes (invoice_id, seq, number, reason, created_by, created_ms, document, sha256)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`), id, seq, cn.Number, reason, actor, now.UnixMilli(), cn.Document, cn.SHA256).Scan(&cn.ID); err != nil {
+		return ledger.CreditNote{}, fmt.Errorf("%s ledger: cannot issue credit note %s: %w", s.d.Name, cn.Number, err)
+	}
+	if _, err := s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "creditnote.issue",
+		Object: "creditnote/" + strconv.FormatInt(cn.ID, 10), After: creditNoteView(cn)}); err != nil {
+		return ledger.CreditNote{}, err
+	}
+	return cn, nil
+}
+
+// reissueDraft inserts and audits the next revision of voided invoice inv: a
+// draft starting from the voided document (or opt.Reissue's).
+func (s *Store) reissueDraft(ctx context.Context, tx *sql.Tx, now time.Time, actor string, inv ledger.Invoice, opt ledger.VoidOptions) (ledger.Invoice, error) {
+	start := inv.Document
+	if opt.Reissue != nil {
+		var err error
+		if start, err = opt.Reissue(inv.Document); err != nil {
+			return ledger.Invoice{}, fmt.Errorf("cannot void %s: making the next revision's draft: %w", invoiceWhat(inv.ID), err)
+		}
+		if !json.Valid(start) {
+			return ledger.Invoice{}, fmt.Errorf("%w: cannot void %s: the next revision's document is not valid JSON", ledger.ErrInvalidArgument, invoiceWhat(inv.ID))
+		}
+	}
+	next := ledger.Invoice{InvoiceKey: ledger.InvoiceKey{Project: inv.Project, Period: inv.Period, Revision: inv.Revision + 1},
+		Status: ledger.StatusDraft, Document: start, SHA256: ledger.SHA256Hex(start), CatalogVersion: inv.CatalogVersion,
+		DataCutoff: inv.DataCutoff, CreatedBy: actor, CreatedAt: now, UpdatedAt: now}
+	var err error
+	if next.ID, err = s.insertDraft(ctx, tx, next); err != nil {
+		return ledger.Invoice{}, err
+	}
+	if _, err := s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "invoice.draft.create",
+		Object: invoiceObject(next.ID), After: invoiceView(next)}); err != nil {
+		return ledger.Invoice{}, err
+	}
+	return next, nil
 }
 
 // Invoices implements ledger.Store.
