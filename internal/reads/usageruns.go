@@ -32,42 +32,46 @@ func usageSourceFor(src UsageRows, cat *schemas.Catalog, rq UsageRowQuery) Usage
 	return runUsage{src: us, cat: cat}
 }
 
+// spans are a key's occupancy runs and idle time.
 type spans struct {
-	held, idle []billing.
-
-		// UsageRows implements UsageRows over compact rows.
-		Run
+	held, idle []billing.Run
 }
 
+// keySpans are the spans of each key.
+type keySpans map[billing.Key]*spans
+
+func (m keySpans) of(k billing.Key) *spans {
+	s := m[k]
+	if s == nil {
+		s = &spans{}
+		m[k] = s
+	}
+	return s
+}
+
+// UsageRows implements UsageRows over compact rows.
 func (u runUsage) UsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageRow) error) error {
+	byKey, err := u.readSpans(ctx, q)
+	if err != nil {
+		return err
+	}
+	return emitSpans(byKey, q, fn)
+}
+
+// readSpans reads the occupancy runs and the idle runs of [q.FromMS, q.ToMS)
+// at once and returns, for each key q selects, its runs within the range and
+// its idle time.
+func (u runUsage) readSpans(ctx context.Context, q UsageRowQuery) (keySpans, error) {
 	keep := func(k billing.Key) bool {
 		return k.Project != "" && inList(q.Projects, k.Project) && inList(q.Users, k.User) &&
 			(q.Models == nil || slices.Contains(q.Models, [2]string{k.GPUModel, k.Profile}))
 	}
-	byKey := map[billing.Key]*spans{}
-	get := func(k billing.Key) *spans {
-		s := byKey[k]
-		if s == nil {
-			s = &spans{}
-			byKey[k] = s
-		}
-		return s
-	}
+	byKey := keySpans{}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	occ := make(chan []billing.Run, 4)
-	idle := make(chan []billing.IdleRun, 4)
-	errc := make(chan error, 2)
-	go func() {
-		defer close(occ)
-		errc <- u.src.Occupancy(ctx, q.FromMS, q.ToMS, func(rs []billing.Run) error { return send(ctx, occ, rs) })
-	}()
-	go func() {
-		defer close(idle)
-		errc <- u.src.IdleRuns(ctx, q.FromMS, q.ToMS, billing.MaxIdleThreshold(u.cat)+1e-9, func(rs []billing.IdleRun) error { return send(ctx, idle, rs) })
-	}()
+	occ, idle, errc := u.streamRuns(ctx, q)
 	feed := billing.NewIdleSink(u.cat, q.FromMS, q.ToMS, func(k billing.Key, s, e int64) {
-		x := get(k)
+		x := byKey.of(k)
 		x.idle = append(x.idle, billing.Run{Key: k, StartMS: s, EndMS: e})
 	})
 	for occ != nil || idle != nil {
@@ -79,7 +83,7 @@ func (u runUsage) UsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageR
 			}
 			for i := range rows {
 				if keep(rows[i].Key) && rows[i].EndMS > q.FromMS && rows[i].StartMS < q.ToMS {
-					x := get(rows[i].Key)
+					x := byKey.of(rows[i].Key)
 					x.held = append(x.held, rows[i])
 				}
 			}
@@ -96,11 +100,35 @@ func (u runUsage) UsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageR
 		}
 	}
 	if err := errors.Join(<-errc, <-errc); err != nil {
-		return err
+		return nil, err
 	}
 	if err := ResolveIdle(ctx, feed, u.src); err != nil {
-		return err
+		return nil, err
 	}
+	return byKey, nil
+}
+
+// streamRuns reads the occupancy runs and the idle runs of [q.FromMS,
+// q.ToMS) in two goroutines, each closing its channel when done and then
+// sending its error (nil or not) on errc.
+func (u runUsage) streamRuns(ctx context.Context, q UsageRowQuery) (<-chan []billing.Run, <-chan []billing.IdleRun, <-chan error) {
+	occ := make(chan []billing.Run, 4)
+	idle := make(chan []billing.IdleRun, 4)
+	errc := make(chan error, 2)
+	go func() {
+		defer close(occ)
+		errc <- u.src.Occupancy(ctx, q.FromMS, q.ToMS, func(rs []billing.Run) error { return send(ctx, occ, rs) })
+	}()
+	go func() {
+		defer close(idle)
+		errc <- u.src.IdleRuns(ctx, q.FromMS, q.ToMS, billing.MaxIdleThreshold(u.cat)+1e-9, func(rs []billing.IdleRun) error { return send(ctx, idle, rs) })
+	}()
+	return occ, idle, errc
+}
+
+// emitSpans sums each key's union of runs (held) and of idle time into q's
+// groups and buckets, and calls fn with each sum.
+func emitSpans(byKey keySpans, q UsageRowQuery, fn func(UsageRow) error) error {
 	sums := schemas.NewBucketSums(q)
 	for k, x := range byKey {
 		g := UsageRow{GPUModel: k.GPUModel, Profile: k.Profile}
