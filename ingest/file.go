@@ -53,6 +53,33 @@ func Backfill(ctx context.Context, r io.Reader, cfg FileConfig) (schemas.ReadSta
 	if cfg.Writer == nil {
 		return schemas.ReadStats{}, errors.New("backfill: writer is required")
 	}
+	cfg.setDefaults()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	b := &backfill{cfg: &cfg, ctx: ctx, cancel: cancel,
+		buf:   make([]schemas.Sample, 0, cfg.BatchSize),
+		free:  make(chan []schemas.Sample, 1),
+		full:  make(chan []schemas.Sample),
+		wdone: make(chan struct{}),
+	}
+	b.free <- make([]schemas.Sample, 0, cfg.BatchSize)
+	go b.writeBatches()
+	m := cfg.Writer.cfg.Metrics
+	stats, err := schemas.ReadSamples(r, schemas.ReadOptions{SkipInvalid: true, MaxReported: cfg.MaxReported, Workers: cfg.Workers,
+		DecoderOptions: cfg.DecoderOptions, Now: cfg.Now, OnInvalid: b.reject},
+		func(_ int, samples []schemas.Sample) error {
+			m.Messages.WithLabelValues("valid").Add(float64(len(samples)))
+			return b.add(samples)
+		})
+	err = b.finish(err)
+	m.Messages.WithLabelValues("invalid").Add(float64(stats.InvalidCount))
+	if err != nil {
+		return stats, fmt.Errorf("backfill stopped: %w", err)
+	}
+	return stats, nil
+}
+
+func (cfg *FileConfig) setDefaults() {
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 50_000
 	}
@@ -68,115 +95,128 @@ func Backfill(ctx context.Context, r io.Reader, cfg FileConfig) (schemas.ReadSta
 	if cfg.Source == "" {
 		cfg.Source = "input"
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		mu      sync.Mutex
-		buf     = make([]schemas.Sample, 0, cfg.BatchSize)
-		free    = make(chan []schemas.Sample, 1)
-		full    = make(chan []schemas.Sample)
-		writeMu sync.Mutex
-		werr    error
-		wdone   = make(chan struct{})
-	)
-	free <- make([]schemas.Sample, 0, cfg.BatchSize)
-	go func() {
-		defer close(wdone)
-		for b := range full {
-			writeMu.Lock()
-			failed := werr != nil
-			writeMu.Unlock()
-			if !failed {
-				if err := cfg.Writer.Write(ctx, b); err != nil {
-					writeMu.Lock()
-					werr = err
-					writeMu.Unlock()
-					cancel()
-				}
-			}
-			clear(b) // drop string references
-			free <- b[:0]
-		}
-	}()
-	writeErr := func() error {
-		writeMu.Lock()
-		defer writeMu.Unlock()
-		return werr
-	}
-	// hand passes the filled buffer to the writer and takes the other one.
-	hand := func() error {
-		select {
-		case full <- buf:
-		case <-ctx.Done():
-			return cmp.Or(writeErr(), ctx.Err())
-		}
-		select {
-		case buf = <-free:
-		case <-ctx.Done():
-			return cmp.Or(writeErr(), ctx.Err())
-		}
-		return nil
-	}
+}
+
+// backfill is one Backfill's state: the decoders fill buf, which goes to the
+// writer goroutine (full) while decoding goes on in the other buffer (free).
+// The first error of a write (werr) cancels ctx, which stops the decoding.
+type backfill struct {
+	cfg    *FileConfig
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu   sync.Mutex // buf: the decoding workers add to it
+	buf  []schemas.Sample
+	free chan []schemas.Sample
+	full chan []schemas.Sample
+
+	wdone   chan struct{} // the writer goroutine is done
+	writeMu sync.Mutex
+	werr    error
+
 	// Rejects are stored in pieces as they come (WriteRejects may run beside
 	// the writer goroutine's writes), the rest at the end.
-	var (
-		rejMu   sync.Mutex
-		rejects []Reject
-	)
-	flushRejects := func(atLeast int) error {
-		if len(rejects) < atLeast || len(rejects) == 0 {
-			return nil
-		}
-		err := cfg.Writer.WriteRejects(ctx, rejects)
-		rejects = rejects[:0]
-		return err
-	}
-	onInvalid := func(line int64, text []byte, err error) {
-		rejMu.Lock()
-		defer rejMu.Unlock()
-		rejects = append(rejects, NewReject(fmt.Sprintf("%s:%d", cfg.Source, line), text, err, cfg.Now()))
-		if err := flushRejects(rejectFlush); err != nil {
-			writeMu.Lock()
-			if werr == nil {
-				werr = err
+	rejMu   sync.Mutex
+	rejects []Reject
+}
+
+// writeBatches writes the batches from full until it is closed; after the
+// first failure it only gives their buffers back.
+func (b *backfill) writeBatches() {
+	defer close(b.wdone)
+	for batch := range b.full {
+		if b.writeErr() == nil {
+			if err := b.cfg.Writer.Write(b.ctx, batch); err != nil {
+				b.writeMu.Lock()
+				b.werr = err
+				b.writeMu.Unlock()
+				b.cancel()
 			}
-			writeMu.Unlock()
-			cancel()
+		}
+		clear(batch) // drop string references
+		b.free <- batch[:0]
+	}
+}
+
+func (b *backfill) writeErr() error {
+	b.writeMu.Lock()
+	defer b.writeMu.Unlock()
+	return b.werr
+}
+
+// add appends decoded samples to the batch, handing each full batch to the
+// writer.
+func (b *backfill) add(samples []schemas.Sample) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for len(samples) > 0 {
+		n := min(len(samples), b.cfg.BatchSize-len(b.buf))
+		b.buf = append(b.buf, samples[:n]...)
+		samples = samples[n:]
+		if len(b.buf) >= b.cfg.BatchSize {
+			if err := b.hand(); err != nil {
+				return err
+			}
 		}
 	}
-	m := cfg.Writer.cfg.Metrics
-	stats, err := schemas.ReadSamples(r, schemas.ReadOptions{SkipInvalid: true, MaxReported: cfg.MaxReported, Workers: cfg.Workers,
-		DecoderOptions: cfg.DecoderOptions, Now: cfg.Now, OnInvalid: onInvalid},
-		func(_ int, samples []schemas.Sample) error {
-			mu.Lock()
-			defer mu.Unlock()
-			m.Messages.WithLabelValues("valid").Add(float64(len(samples)))
-			for len(samples) > 0 {
-				n := min(len(samples), cfg.BatchSize-len(buf))
-				buf = append(buf, samples[:n]...)
-				samples = samples[n:]
-				if len(buf) >= cfg.BatchSize {
-					if err := hand(); err != nil {
-						return err
-					}
-				}
-			}
-			return cmp.Or(writeErr(), ctx.Err())
-		})
-	if err == nil && len(buf) > 0 {
-		err = hand()
+	return cmp.Or(b.writeErr(), b.ctx.Err())
+}
+
+// hand passes the filled buffer to the writer and takes the other one.
+func (b *backfill) hand() error {
+	select {
+	case b.full <- b.buf:
+	case <-b.ctx.Done():
+		return cmp.Or(b.writeErr(), b.ctx.Err())
 	}
-	close(full)
-	<-wdone
-	if err == nil && writeErr() == nil {
-		rejMu.Lock()
-		err = flushRejects(1)
-		rejMu.Unlock()
+	select {
+	case b.buf = <-b.free:
+	case <-b.ctx.Done():
+		return cmp.Or(b.writeErr(), b.ctx.Err())
 	}
-	err = cmp.Or(writeErr(), err)
-	m.Messages.WithLabelValues("invalid").Add(float64(stats.InvalidCount))
-	if err != nil {
-		return stats, fmt.Errorf("backfill stopped: %w", err)
+	return nil
+}
+
+// reject records an invalid line, storing the rejects once rejectFlush have
+// come; a failure to store them stops the back-fill like a failed write.
+func (b *backfill) reject(line int64, text []byte, err error) {
+	b.rejMu.Lock()
+	defer b.rejMu.Unlock()
+	b.rejects = append(b.rejects, NewReject(fmt.Sprintf("%s:%d", b.cfg.Source, line), text, err, b.cfg.Now()))
+	if err := b.flushRejects(rejectFlush); err != nil {
+		b.writeMu.Lock()
+		if b.werr == nil {
+			b.werr = err
+		}
+		b.writeMu.Unlock()
+		b.cancel()
 	}
-	return stats, nil
+}
+
+// flushRejects stores the buffered rejects when there are at least atLeast
+// (and any). The caller holds rejMu.
+func (b *backfill) flushRejects(atLeast int) error {
+	if len(b.rejects) < atLeast || len(b.rejects) == 0 {
+		return nil
+	}
+	err := b.cfg.Writer.WriteRejects(b.ctx, b.rejects)
+	b.rejects = b.rejects[:0]
+	return err
+}
+
+// finish, once reading ended with err, hands the last batch to the writer,
+// waits for the writes and stores the rejects left; it returns the first
+// error.
+func (b *backfill) finish(err error) error {
+	if err == nil && len(b.buf) > 0 {
+		err = b.hand()
+	}
+	close(b.full)
+	<-b.wdone
+	if err == nil && b.writeErr() == nil {
+		b.rejMu.Lock()
+		err = b.flushRejects(1)
+		b.rejMu.Unlock()
+	}
+	return cmp.Or(b.writeErr(), err)
 }

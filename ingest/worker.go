@@ -447,7 +447,49 @@ func (w *Worker) session(ctx context.Context, log *slog.Logger, onCommit func())
 	if err != nil {
 		return err
 	}
-	reader := kafka.NewReader(kafka.ReaderConfig{
+	reader := w.newReader(log)
+	defer func() {
+		if err := reader.Close(); err != nil {
+			log.Warn("closing the Kafka reader", "err", err)
+		}
+	}()
+	c := w.newConsumer(log, reader, writer, onCommit)
+
+	// Two goroutines: while the writer sends pieces to the store, finishes
+	// batches and commits, the fetcher fetches and decodes. Batches are written
+	// and committed in fetch order, each commit only after its batch was stored,
+	// so the flush-then-commit rule holds as with one goroutine.
+	//
+	// The fetcher stops when ctx ends or the writer fails (fctx). The writer
+	// works on until ctx ends and then for at most ShutdownGrace: on shutdown
+	// the batches already fetched are finished within the grace period, or
+	// abandoned uncommitted (Kafka redelivers them to the next owner).
+	fctx, stopFetch := context.WithCancel(ctx)
+	defer stopFetch()
+	wctx, stopWrite := withGrace(ctx, cfg.ShutdownGrace)
+	defer stopWrite()
+	free := make(chan *batch, 2)
+	for range 2 {
+		free <- &batch{last: map[int]int{}}
+	}
+	pieces := make(chan piece, piecesPerConsumer+2)
+	fetchDone := make(chan struct{})
+	go func() {
+		defer close(fetchDone)
+		c.fetchBatches(fctx, free, pieces)
+	}()
+	werr := c.writeBatches(ctx, wctx, stopFetch, free, pieces)
+	<-fetchDone
+	if ctx.Err() != nil {
+		return nil
+	}
+	return werr
+}
+
+// newReader returns a group member's reader for one session.
+func (w *Worker) newReader(log *slog.Logger) *kafka.Reader {
+	cfg := &w.cfg
+	return kafka.NewReader(kafka.ReaderConfig{
 		Brokers:        cfg.Brokers,
 		GroupID:        cfg.GroupID,
 		Topic:          cfg.Topic,
@@ -467,70 +509,73 @@ func (w *Worker) session(ctx context.Context, log *slog.Logger, onCommit func())
 		Dialer:            cfg.Dialer,
 		ErrorLogger:       kafka.LoggerFunc(func(f string, a ...any) { log.Debug("kafka: " + fmt.Sprintf(f, a...)) }),
 	})
-	defer func() {
-		if err := reader.Close(); err != nil {
-			log.Warn("closing the Kafka reader", "err", err)
-		}
-	}()
-	c := &consumer{w: w, log: log, reader: reader, writer: writer, dec: schemas.NewDecoderWith(cfg.DecoderOptions), lastCommit: time.Now(),
+}
+
+// newConsumer returns a session's consumer with its pool of piece buffers
+// filled.
+func (w *Worker) newConsumer(log *slog.Logger, reader *kafka.Reader, writer *Writer, onCommit func()) *consumer {
+	c := &consumer{w: w, log: log, reader: reader, writer: writer, dec: schemas.NewDecoderWith(w.cfg.DecoderOptions), lastCommit: time.Now(),
 		pool: make(chan []schemas.Sample, piecesPerConsumer), onCommit: onCommit}
 	for range piecesPerConsumer {
-		c.pool <- make([]schemas.Sample, 0, cfg.StreamPiece)
+		c.pool <- make([]schemas.Sample, 0, w.cfg.StreamPiece)
 	}
+	return c
+}
 
-	// Two goroutines: while the writer sends pieces to the store, finishes
-	// batches and commits, the fetcher fetches and decodes. Batches are written
-	// and committed in fetch order, each commit only after its batch was stored,
-	// so the flush-then-commit rule holds as with one goroutine.
-	//
-	// The fetcher stops when ctx ends or the writer fails (fctx). The writer
-	// works on until ctx ends and then for at most ShutdownGrace: on shutdown
-	// the batches already fetched are finished within the grace period, or
-	// abandoned uncommitted (Kafka redelivers them to the next owner).
-	fctx, stopFetch := context.WithCancel(ctx)
-	defer stopFetch()
+// withGrace returns a context that ends at most grace after ctx ends (or when
+// stop is called): the writer's, so that the batches fetched before a shutdown
+// can still be finished.
+func withGrace(ctx context.Context, grace time.Duration) (wctx context.Context, stop func()) {
 	wctx, wcancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer wcancel()
 	stopGrace := context.AfterFunc(ctx, func() {
-		t := time.AfterFunc(cfg.ShutdownGrace, wcancel)
+		t := time.AfterFunc(grace, wcancel)
 		<-wctx.Done()
 		t.Stop()
 	})
-	defer stopGrace()
-	free := make(chan *batch, 2)
-	for range 2 {
-		free <- &batch{last: map[int]int{}}
+	return wctx, func() {
+		stopGrace()
+		wcancel()
 	}
-	pieces := make(chan piece, piecesPerConsumer+2)
-	fetchDone := make(chan struct{})
-	go func() {
-		defer close(fetchDone)
-		defer close(pieces)
-		for {
-			var b *batch
-			select {
-			case b = <-free:
-			case <-fctx.Done():
-				return
-			}
-			done := c.fetch(fctx, b, pieces)
-			if b.n > 0 {
-				// The writer drains pieces until it is closed. Samples fetch decoded
-				// but could not hand over (ctx ended) go first: a batch is finished,
-				// and committed, only with all of its samples.
-				if len(c.cur) > 0 {
-					pieces <- piece{samples: c.cur}
-					c.cur = nil
-				}
-				pieces <- piece{b: b}
-			} else {
-				free <- b
-			}
-			if done {
-				return
-			}
+}
+
+// fetchBatches is the fetcher: it fills the free batches in turn and hands
+// each that holds a message to the writer (its samples in pieces, then the
+// batch), until ctx ends; it closes out when it returns.
+func (c *consumer) fetchBatches(ctx context.Context, free chan *batch, out chan<- piece) {
+	defer close(out)
+	for {
+		var b *batch
+		select {
+		case b = <-free:
+		case <-ctx.Done():
+			return
 		}
-	}()
+		done := c.fetch(ctx, b, out)
+		if b.n > 0 {
+			// The writer drains pieces until it is closed. Samples fetch decoded
+			// but could not hand over (ctx ended) go first: a batch is finished,
+			// and committed, only with all of its samples.
+			if len(c.cur) > 0 {
+				out <- piece{samples: c.cur}
+				c.cur = nil
+			}
+			out <- piece{b: b}
+		} else {
+			free <- b
+		}
+		if done {
+			return
+		}
+	}
+}
+
+// writeBatches is the writer: it writes the pieces of the fetcher in order
+// until the fetcher closes them, finishing and committing each batch at its
+// end. After the first store error (returned) it stops the fetcher and only
+// returns the buffers of the pieces that still come. ctx is the session's
+// context, wctx the writer's (withGrace).
+func (c *consumer) writeBatches(ctx, wctx context.Context, stopFetch func(), free chan<- *batch, pieces <-chan piece) error {
+	cfg := &c.w.cfg
 	var werr error
 	var st *Stream
 	// Batches staged by a full batch are committed by the next batch, or, when
@@ -540,46 +585,26 @@ func (w *Worker) session(ctx context.Context, log *slog.Logger, onCommit func())
 	defer ticker.Stop()
 loop:
 	for {
-		var p piece
 		select {
-		case p1, ok := <-pieces:
+		case p, ok := <-pieces:
 			if !ok {
 				break loop // the fetcher is done
 			}
-			p = p1
+			if werr != nil {
+				c.recycle(p, free)
+				continue
+			}
+			if st, werr = c.writePiece(wctx, st, p, free); werr != nil {
+				stopFetch()
+				if ctx.Err() != nil {
+					c.log.Warn("shutdown: batch abandoned uncommitted; it will be consumed again", "err", werr)
+				}
+			}
 		case <-ticker.C:
 			if werr == nil && st == nil && len(c.uncommitted) > 0 && time.Since(c.lastCommit) >= cfg.CommitInterval {
 				if werr = c.commit(wctx); werr != nil {
 					stopFetch()
 				}
-			}
-			continue
-		}
-		if werr != nil {
-			if p.b == nil {
-				c.pool <- p.samples[:0]
-			} else {
-				p.b.reset()
-				free <- p.b
-			}
-			continue
-		}
-		if st == nil {
-			st = c.writer.BeginStream(wctx, cfg.BatchAge)
-		}
-		if p.b == nil {
-			werr = st.Write(wctx, p.samples)
-			c.pool <- p.samples[:0]
-		} else {
-			werr = c.finish(wctx, p.b, st)
-			st = nil
-			p.b.reset()
-			free <- p.b
-		}
-		if werr != nil {
-			stopFetch()
-			if ctx.Err() != nil {
-				log.Warn("shutdown: batch abandoned uncommitted; it will be consumed again", "err", werr)
 			}
 		}
 	}
@@ -590,14 +615,36 @@ loop:
 		// Stored batches that waited for the commit interval: write their
 		// intervals and commit them within the grace period.
 		if werr = c.commit(wctx); werr != nil {
-			log.Warn("shutdown: stored batches left uncommitted; they will be consumed again", "err", werr)
+			c.log.Warn("shutdown: stored batches left uncommitted; they will be consumed again", "err", werr)
 		}
 	}
-	<-fetchDone
-	if ctx.Err() != nil {
-		return nil
-	}
 	return werr
+}
+
+// writePiece writes p's samples to the open stream of its batch (begun by the
+// batch's first piece), or, p being the batch's end, finishes the batch and
+// its stream; it returns the stream still open (nil after a batch's end) and
+// gives p's buffer back.
+func (c *consumer) writePiece(ctx context.Context, st *Stream, p piece, free chan<- *batch) (*Stream, error) {
+	defer c.recycle(p, free)
+	if st == nil {
+		st = c.writer.BeginStream(ctx, c.w.cfg.BatchAge)
+	}
+	if p.b == nil {
+		return st, st.Write(ctx, p.samples)
+	}
+	return nil, c.finish(ctx, p.b, st)
+}
+
+// recycle gives p's buffer back: its samples' to the pool, or its batch to
+// the fetcher.
+func (c *consumer) recycle(p piece, free chan<- *batch) {
+	if p.b == nil {
+		c.pool <- p.samples[:0]
+		return
+	}
+	p.b.reset()
+	free <- p.b
 }
 
 // piece is a run of decoded samples (b nil), or batch b complete (its samples
@@ -617,29 +664,7 @@ func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done 
 	bo := retry.Backoff(cfg.RetryMin, cfg.RetryMax)
 	valid := 0
 	caughtUp := false // the last message was the last of its partition when fetched
-	defer func() {
-		for i := range b.commits {
-			m := &b.commits[i]
-			if lag := m.HighWaterMark - m.Offset - 1; lag >= 0 {
-				cfg.Metrics.Lag.WithLabelValues(strconv.Itoa(m.Partition)).Set(float64(lag))
-			}
-		}
-		cfg.Metrics.Messages.WithLabelValues("valid").Add(float64(valid))
-		cfg.Metrics.Messages.WithLabelValues("invalid").Add(float64(len(b.dead)))
-	}()
-	// send hands the current piece to the writer; ok=false when ctx ended.
-	send := func() bool {
-		if len(c.cur) == 0 {
-			return true
-		}
-		select {
-		case out <- piece{samples: c.cur}:
-			c.cur = nil
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
+	defer func() { c.countFetched(b, valid) }()
 	for b.lines < cfg.BatchSize {
 		if c.cur == nil {
 			select {
@@ -648,33 +673,23 @@ func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done 
 				return true
 			}
 		}
-		mctx, mcancel := fctx, context.CancelFunc(nil)
-		if caughtUp && (c.backlog || b.lines >= min(cfg.BatchSize/4, 1<<16)) {
-			// The last message reached its partition's end: a backlog was just
-			// consumed. If nothing more comes at once, end the batch now rather
-			// than when it is BatchAge old.
-			mctx, mcancel = context.WithTimeout(fctx, caughtUpQuiet)
-		}
-		m, err := c.reader.FetchMessage(mctx)
-		if mcancel != nil {
-			mcancel()
-		}
+		// The last message reached its partition's end: a backlog was just
+		// consumed. If nothing more comes at once, end the batch now rather
+		// than when it is BatchAge old.
+		quiet := caughtUp && (c.backlog || b.lines >= min(cfg.BatchSize/4, 1<<16))
+		m, err := c.fetchMessage(fctx, quiet)
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
 			return true
 		case errors.Is(err, context.DeadlineExceeded):
-			if mcancel != nil && fctx.Err() == nil {
+			if quiet && fctx.Err() == nil {
 				c.backlog = false // the backlog ended
 			}
-			return !send() // the batch is old enough, or the backlog ended
+			return !c.send(ctx, out) // the batch is old enough, or the backlog ended
 		default:
-			delay := bo.NextBackOff()
-			c.log.Warn("fetch failed, retrying", "err", err, "retry_in", delay.Round(time.Millisecond))
-			select {
-			case <-ctx.Done():
+			if !c.waitRetry(ctx, bo.NextBackOff(), err) {
 				return true
-			case <-time.After(delay):
 			}
 			continue
 		}
@@ -694,11 +709,62 @@ func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done 
 			out <- piece{samples: c.cur}
 			c.cur = <-c.pool
 		})
-		if len(c.cur) >= cfg.StreamPiece && !send() {
+		if len(c.cur) >= cfg.StreamPiece && !c.send(ctx, out) {
 			return true
 		}
 	}
-	return !send()
+	return !c.send(ctx, out)
+}
+
+// fetchMessage fetches the next message, waiting at most caughtUpQuiet when
+// quiet.
+func (c *consumer) fetchMessage(ctx context.Context, quiet bool) (kafka.Message, error) {
+	if quiet {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, caughtUpQuiet)
+		defer cancel()
+	}
+	return c.reader.FetchMessage(ctx)
+}
+
+// waitRetry logs a failed fetch and waits delay; false when ctx ended first.
+func (c *consumer) waitRetry(ctx context.Context, delay time.Duration, err error) bool {
+	c.log.Warn("fetch failed, retrying", "err", err, "retry_in", delay.Round(time.Millisecond))
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(delay):
+		return true
+	}
+}
+
+// send hands the current piece to the writer; false when ctx ended first.
+func (c *consumer) send(ctx context.Context, out chan<- piece) bool {
+	if len(c.cur) == 0 {
+		return true
+	}
+	select {
+	case out <- piece{samples: c.cur}:
+		c.cur = nil
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// countFetched records a fetched batch in the metrics: each partition's lag
+// after the batch's last message of it, the valid samples and the dead
+// letters.
+func (c *consumer) countFetched(b *batch, valid int) {
+	m := c.w.cfg.Metrics
+	for i := range b.commits {
+		cm := &b.commits[i]
+		if lag := cm.HighWaterMark - cm.Offset - 1; lag >= 0 {
+			m.Lag.WithLabelValues(strconv.Itoa(cm.Partition)).Set(float64(lag))
+		}
+	}
+	m.Messages.WithLabelValues("valid").Add(float64(valid))
+	m.Messages.WithLabelValues("invalid").Add(float64(len(b.dead)))
 }
 
 // decodeMessage appends the samples of msg (one per line) to the current piece

@@ -54,19 +54,9 @@ func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now
 	tol := cat.Defaults.GapToleranceMS
 	nowMS := now.UnixMilli()
 	lo := now.Add(-lookback).UnixMilli()
-	latest := map[string]schemas.Sample{}
-	var later []string // instances whose latest sample starts after now
-	err := src.LatestSamples(ctx, lo, func(s *schemas.Sample) error {
-		switch {
-		case s.StartMS > nowMS+tol:
-			later = append(later, s.InstanceID)
-		case s.EndMS()+tol >= nowMS:
-			latest[s.InstanceID] = *s
-		}
-		return nil
-	})
+	latest, later, err := latestHeld(ctx, src, lo, nowMS, tol)
 	if err != nil {
-		return nil, fmt.Errorf("held now: latest samples: %w", err)
+		return nil, err
 	}
 	var fromRaw []Held
 	if len(later) > 0 {
@@ -88,10 +78,51 @@ func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now
 	if len(latest) == 0 {
 		return fromRaw, nil
 	}
-	// The runs of the held instances (every key of each: another holder's
-	// run ends a holding) and the idle time of the keys idle now.
+	runs, err := heldRuns(ctx, src, latest, lo, nowMS)
+	if err != nil {
+		return nil, err
+	}
+	idleTime, err := idleTimeNow(ctx, src, cat, latest, lo, nowMS)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Held, 0, len(latest)+len(fromRaw))
+	out = append(out, fromRaw...)
+	for id, last := range latest {
+		out = append(out, heldFromRuns(cat, &last, runs[id], idleTime, lo, tol))
+	}
+	slices.SortFunc(out, func(a, b Held) int {
+		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.InstanceID, b.InstanceID))
+	})
+	return out, nil
+}
+
+// latestHeld reads the latest held sample of each instance since lo: those
+// that end within tol of now (nowMS) by instance, and the instances whose
+// latest sample starts more than tol after now (later).
+func latestHeld(ctx context.Context, src LatestRows, lo, nowMS, tol int64) (latest map[string]schemas.Sample, later []string, err error) {
+	latest = map[string]schemas.Sample{}
+	err = src.LatestSamples(ctx, lo, func(s *schemas.Sample) error {
+		switch {
+		case s.StartMS > nowMS+tol:
+			later = append(later, s.InstanceID)
+		case s.EndMS()+tol >= nowMS:
+			latest[s.InstanceID] = *s
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("held now: latest samples: %w", err)
+	}
+	return latest, later, nil
+}
+
+// heldRuns returns the occupancy runs over [lo, nowMS) of the held
+// instances, by instance: every key of each, since another holder's run
+// ends a holding.
+func heldRuns(ctx context.Context, src UsageSource, latest map[string]schemas.Sample, lo, nowMS int64) (map[string][]schemas.Run, error) {
 	runs := map[string][]schemas.Run{}
-	err = src.Occupancy(ctx, lo, nowMS, func(rs []schemas.Run) error {
+	err := src.Occupancy(ctx, lo, nowMS, func(rs []schemas.Run) error {
 		for _, r := range rs {
 			if _, ok := latest[r.Key.InstanceID]; ok && r.EndMS > r.StartMS {
 				runs[r.Key.InstanceID] = append(runs[r.Key.InstanceID], r)
@@ -102,6 +133,13 @@ func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now
 	if err != nil {
 		return nil, fmt.Errorf("held now: %w", err)
 	}
+	return runs, nil
+}
+
+// idleTimeNow returns the idle time since lo of the keys whose latest sample
+// is idle, under each project's threshold (raw samples only for runs the
+// threshold cuts through).
+func idleTimeNow(ctx context.Context, src UsageSource, cat *schemas.Catalog, latest map[string]schemas.Sample, lo, nowMS int64) (map[schemas.Key][]schemas.Run, error) {
 	idleKeys := map[schemas.Key]bool{}
 	for _, s := range latest {
 		if IsIdleSample(cat, &s) {
@@ -109,52 +147,52 @@ func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now
 		}
 	}
 	idleTime := map[schemas.Key][]schemas.Run{}
-	if len(idleKeys) > 0 {
-		feed := billing.NewIdleSink(cat, lo, nowMS+1, func(k schemas.Key, s, e int64) {
-			if e > s {
-				idleTime[k] = append(idleTime[k], schemas.Run{StartMS: s, EndMS: e})
-			}
-		})
-		err = src.IdleRuns(ctx, lo, nowMS+1, billing.MaxIdleThreshold(cat)+1e-9, func(rs []schemas.IdleRun) error {
-			for i := range rs {
-				if idleKeys[rs[i].Key] {
-					feed.Add(&rs[i])
-				}
-			}
-			return nil
-		})
-		if err == nil {
-			err = ResolveIdle(ctx, feed, src)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("held now: %w", err)
-		}
+	if len(idleKeys) == 0 {
+		return idleTime, nil
 	}
-	out := make([]Held, 0, len(latest)+len(fromRaw))
-	out = append(out, fromRaw...)
-	for id, last := range latest {
-		k := schemas.KeyOf(&last)
-		h := heldBy(cat, &last)
-		since, broke := holdingStart(runs[id], k, last.StartMS, tol)
-		clipped := !broke && since <= lo+tol
-		if clipped {
-			h.SinceClipped = true
-			since = max(since, lo)
+	feed := billing.NewIdleSink(cat, lo, nowMS+1, func(k schemas.Key, s, e int64) {
+		if e > s {
+			idleTime[k] = append(idleTime[k], schemas.Run{StartMS: s, EndMS: e})
 		}
-		h.Since = time.UnixMilli(since).UTC()
-		if h.Idle = IsIdleSample(cat, &last); h.Idle {
-			idleSince := streakStart(idleTime[k], runs[id], k, since, last.StartMS)
-			if clipped && idleSince <= since {
-				h.IdleSinceClipped = true
-			}
-			h.IdleSince = time.UnixMilli(max(idleSince, lo)).UTC()
-		}
-		out = append(out, h)
-	}
-	slices.SortFunc(out, func(a, b Held) int {
-		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.InstanceID, b.InstanceID))
 	})
-	return out, nil
+	err := src.IdleRuns(ctx, lo, nowMS+1, billing.MaxIdleThreshold(cat)+1e-9, func(rs []schemas.IdleRun) error {
+		for i := range rs {
+			if idleKeys[rs[i].Key] {
+				feed.Add(&rs[i])
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		err = ResolveIdle(ctx, feed, src)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("held now: %w", err)
+	}
+	return idleTime, nil
+}
+
+// heldFromRuns describes the instance whose latest sample is last: since when
+// its key holds it (holdingStart over the instance's runs, clipped at the
+// look-back's start lo) and, idle now, since when it is idle (streakStart).
+func heldFromRuns(cat *schemas.Catalog, last *schemas.Sample, runs []schemas.Run, idleTime map[schemas.Key][]schemas.Run, lo, tol int64) Held {
+	k := schemas.KeyOf(last)
+	h := heldBy(cat, last)
+	since, broke := holdingStart(runs, k, last.StartMS, tol)
+	clipped := !broke && since <= lo+tol
+	if clipped {
+		h.SinceClipped = true
+		since = max(since, lo)
+	}
+	h.Since = time.UnixMilli(since).UTC()
+	if h.Idle = IsIdleSample(cat, last); h.Idle {
+		idleSince := streakStart(idleTime[k], runs, k, since, last.StartMS)
+		if clipped && idleSince <= since {
+			h.IdleSinceClipped = true
+		}
+		h.IdleSince = time.UnixMilli(max(idleSince, lo)).UTC()
+	}
+	return h
 }
 
 // holdingStart walks back from the latest sample's start over the runs of

@@ -66,11 +66,18 @@ type UsageGroup struct {
 	Cost decimal.Decimal
 }
 
+// UsageRowQuery and UsageRow are what Usage asks a store for and gets
+// back (see schemas).
+type (
+	UsageRowQuery = schemas.UsageRowQuery
+	UsageRow      = schemas.UsageRow
+)
+
 // UsageRows is a store that sums held samples in the database (a GROUP BY).
 // Implemented by ingest.MemStore, ingest/sqlite and ingest/clickhouse. A
 // replayed sample (same instance, start and holder) counts once.
 type UsageRows interface {
-	UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) error
+	UsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageRow) error) error
 }
 
 // CompactUsage is a store that answers a UsageRowQuery from its compact rows
@@ -78,7 +85,7 @@ type UsageRows interface {
 // from UsageSource rows (ingest/clickhouse). It returns false, having called
 // fn never, for a query it leaves to Usage.
 type CompactUsage interface {
-	CompactUsageRows(ctx context.Context, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) (bool, error)
+	CompactUsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageRow) error) (bool, error)
 }
 
 // bucketFor returns the UTC bucket width in which every local day or hour
@@ -138,15 +145,41 @@ func IdleThresholds(cat *schemas.Catalog) (def float64, byProject map[string]flo
 // falls in. Usage then maps buckets to local days or hours, prices each SKU and
 // merges groups.
 func Usage(ctx context.Context, src UsageRows, cat *schemas.Catalog, q UsageQuery) (*UsageReport, error) {
+	by, err := checkUsageQuery(q)
+	if err != nil {
+		return nil, err
+	}
+	loc := cat.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	rq, err := usageRowQuery(cat, loc, q, by)
+	if err != nil {
+		return nil, err
+	}
+	sums := &usageSums{cat: cat, loc: loc, by: by, buckets: rq.BucketMS > 0, groups: map[UsageGroup]*groupSum{},
+		rep: &UsageReport{From: q.From, To: q.To, Timezone: cat.Timezone, Currency: cat.Currency, GroupBy: slices.Clone(q.GroupBy)}}
+	handled := false
+	if cu, ok := src.(CompactUsage); ok {
+		handled, err = cu.CompactUsageRows(ctx, rq, sums.add)
+	}
+	if !handled && err == nil {
+		err = usageSourceFor(src, cat, rq).UsageRows(ctx, rq, sums.add)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("usage: %w", err)
+	}
+	return sums.report(), nil
+}
+
+// checkUsageQuery checks q's range and dimensions and returns the set of
+// dimensions it groups by.
+func checkUsageQuery(q UsageQuery) (map[string]bool, error) {
 	if q.From.IsZero() || q.To.IsZero() {
 		return nil, fmt.Errorf("usage: from and to are required")
 	}
 	if !q.From.Before(q.To) {
 		return nil, fmt.Errorf("usage: from %s is not before to %s", q.From.Format(time.RFC3339), q.To.Format(time.RFC3339))
-	}
-	loc := cat.Location
-	if loc == nil {
-		loc = time.UTC
 	}
 	by := map[string]bool{}
 	for _, d := range q.GroupBy {
@@ -158,7 +191,15 @@ func Usage(ctx context.Context, src UsageRows, cat *schemas.Catalog, q UsageQuer
 		}
 		by[d] = true
 	}
-	rq := schemas.UsageRowQuery{FromMS: q.From.UnixMilli(), ToMS: q.To.UnixMilli(),
+	return by, nil
+}
+
+// usageRowQuery is what Usage asks the store for q: its filters (SKUs as the
+// models and profiles they price), the dimensions the store groups by, the
+// idle thresholds and, grouped by day or hour, the UTC buckets that local days
+// or hours in loc are made of.
+func usageRowQuery(cat *schemas.Catalog, loc *time.Location, q UsageQuery, by map[string]bool) (UsageRowQuery, error) {
+	rq := UsageRowQuery{FromMS: q.From.UnixMilli(), ToMS: q.To.UnixMilli(),
 		Projects: q.Projects, Users: q.Users, Nodes: q.Nodes,
 		ByProject: by[ByProject], ByUser: by[ByUser], ByInstance: by[ByInstance], ByNode: by[ByNode]}
 	rq.IdleDefault, rq.IdleByProject = IdleThresholds(cat)
@@ -167,7 +208,7 @@ func Usage(ctx context.Context, src UsageRows, cat *schemas.Catalog, q UsageQuer
 		for _, id := range q.SKUs {
 			sku, ok := cat.SKUByID(id)
 			if !ok {
-				return nil, fmt.Errorf("usage: sku: %q is not in the catalog", id)
+				return rq, fmt.Errorf("usage: sku: %q is not in the catalog", id)
 			}
 			rq.Models = append(rq.Models, [2]string{sku.GPUModel, sku.Profile})
 		}
@@ -178,70 +219,86 @@ func Usage(ctx context.Context, src UsageRows, cat *schemas.Catalog, q UsageQuer
 			rq.BucketMS, rq.BucketOffsetMS = dayBucket(loc, q.From, q.To, rq.BucketMS)
 		}
 	}
-	type acc struct {
-		g    UsageGroup
-		cost decimal.Decimal // exact
+	return rq, nil
+}
+
+// usageSums merges the store's rows into the groups of a UsageReport, in
+// milliseconds and with exact cost until report.
+type usageSums struct {
+	cat     *schemas.Catalog
+	loc     *time.Location
+	by      map[string]bool
+	buckets bool // rows carry a bucket (grouped by day or hour)
+	groups  map[UsageGroup]*groupSum
+	rep     *UsageReport
+	total   decimal.Decimal // exact
+}
+
+type groupSum struct {
+	g    UsageGroup
+	cost decimal.Decimal // exact
+}
+
+// add adds r to its group, pricing it by its SKU (unpriced when no SKU of the
+// catalog prices its model and profile).
+func (u *usageSums) add(r UsageRow) error {
+	sku, priced := u.cat.ResolveSKU(r.GPUModel, r.Profile)
+	k := u.groupOf(r, sku, priced)
+	a := u.groups[k]
+	if a == nil {
+		a = &groupSum{g: k}
+		u.groups[k] = a
 	}
-	groups := map[UsageGroup]*acc{}
-	rep := &UsageReport{From: q.From, To: q.To, Timezone: cat.Timezone, Currency: cat.Currency, GroupBy: slices.Clone(q.GroupBy)}
-	var total decimal.Decimal
-	add := func(r schemas.UsageRow) error {
-		var k UsageGroup
-		if by[ByProject] {
-			k.Project = r.Project
-		}
-		if by[ByUser] {
-			k.User = r.User
-		}
-		if by[ByInstance] {
-			k.InstanceID = r.InstanceID
-		}
-		if by[ByNode] {
-			k.Node = r.Node
-		}
-		sku, priced := cat.ResolveSKU(r.GPUModel, r.Profile)
-		if by[BySKU] && priced {
-			k.SKU = sku.ID
-		}
-		if rq.BucketMS > 0 {
-			t := time.UnixMilli(r.BucketMS).In(loc)
-			if by[ByDay] {
-				k.Day = t.Format(time.DateOnly)
-			}
-			if by[ByHour] {
-				k.Hour = t.Truncate(0).Add(-time.Duration(t.Minute())*time.Minute - time.Duration(t.Second())*time.Second).Format(time.RFC3339)
-			}
-		}
-		a := groups[k]
-		if a == nil {
-			a = &acc{g: k}
-			groups[k] = a
-		}
-		a.g.HeldSeconds += r.HeldMS
-		a.g.IdleSeconds += r.IdleMS
-		if priced {
-			c := sku.HourlyPrice.Mul(decimal.NewFromInt(r.HeldMS)).Div(decimal.NewFromInt(3_600_000))
-			a.cost = a.cost.Add(c)
-			total = total.Add(c)
-		} else {
-			rep.UnpricedSeconds += r.HeldMS
-		}
-		rep.Total.HeldSeconds += r.HeldMS
-		rep.Total.IdleSeconds += r.IdleMS
-		return nil
+	a.g.HeldSeconds += r.HeldMS
+	a.g.IdleSeconds += r.IdleMS
+	if priced {
+		c := sku.HourlyPrice.Mul(decimal.NewFromInt(r.HeldMS)).Div(decimal.NewFromInt(3_600_000))
+		a.cost = a.cost.Add(c)
+		u.total = u.total.Add(c)
+	} else {
+		u.rep.UnpricedSeconds += r.HeldMS
 	}
-	handled := false
-	var err error
-	if cu, ok := src.(CompactUsage); ok {
-		handled, err = cu.CompactUsageRows(ctx, rq, add)
+	u.rep.Total.HeldSeconds += r.HeldMS
+	u.rep.Total.IdleSeconds += r.IdleMS
+	return nil
+}
+
+// groupOf is the group of r: the fields grouped by, its bucket as a local day
+// or hour.
+func (u *usageSums) groupOf(r UsageRow, sku *schemas.SKU, priced bool) UsageGroup {
+	var k UsageGroup
+	if u.by[ByProject] {
+		k.Project = r.Project
 	}
-	if !handled && err == nil {
-		err = usageSourceFor(src, cat, rq).UsageRows(ctx, rq, add)
+	if u.by[ByUser] {
+		k.User = r.User
 	}
-	if err != nil {
-		return nil, fmt.Errorf("usage: %w", err)
+	if u.by[ByInstance] {
+		k.InstanceID = r.InstanceID
 	}
-	for _, a := range groups {
+	if u.by[ByNode] {
+		k.Node = r.Node
+	}
+	if u.by[BySKU] && priced {
+		k.SKU = sku.ID
+	}
+	if u.buckets {
+		t := time.UnixMilli(r.BucketMS).In(u.loc)
+		if u.by[ByDay] {
+			k.Day = t.Format(time.DateOnly)
+		}
+		if u.by[ByHour] {
+			k.Hour = t.Truncate(0).Add(-time.Duration(t.Minute())*time.Minute - time.Duration(t.Second())*time.Second).Format(time.RFC3339)
+		}
+	}
+	return k
+}
+
+// report turns the sums into seconds, rounds each cost once and sorts the
+// rows.
+func (u *usageSums) report() *UsageReport {
+	rep := u.rep
+	for _, a := range u.groups {
 		a.g.HeldSeconds /= 1000
 		a.g.IdleSeconds /= 1000
 		a.g.Cost = billing.RoundMoney(a.cost)
@@ -250,10 +307,10 @@ func Usage(ctx context.Context, src UsageRows, cat *schemas.Catalog, q UsageQuer
 	rep.Total.HeldSeconds /= 1000
 	rep.Total.IdleSeconds /= 1000
 	rep.UnpricedSeconds /= 1000
-	rep.Total.Cost = billing.RoundMoney(total)
+	rep.Total.Cost = billing.RoundMoney(u.total)
 	slices.SortFunc(rep.Rows, func(a, b UsageGroup) int {
 		return cmp.Or(cmp.Compare(a.Project, b.Project), cmp.Compare(a.User, b.User), cmp.Compare(a.SKU, b.SKU),
 			cmp.Compare(a.InstanceID, b.InstanceID), cmp.Compare(a.Node, b.Node), cmp.Compare(a.Day, b.Day), cmp.Compare(a.Hour, b.Hour))
 	})
-	return rep, nil
+	return rep
 }

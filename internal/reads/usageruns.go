@@ -24,7 +24,7 @@ type runUsage struct {
 
 // usageSourceFor returns the reader Usage uses for rq: the compact rows of src
 // when it has them and rq needs no node, else src's own GROUP BY.
-func usageSourceFor(src UsageRows, cat *schemas.Catalog, rq schemas.UsageRowQuery) UsageRows {
+func usageSourceFor(src UsageRows, cat *schemas.Catalog, rq UsageRowQuery) UsageRows {
 	us, ok := src.(UsageSource)
 	if !ok || rq.ByNode || len(rq.Nodes) > 0 {
 		return src
@@ -32,42 +32,46 @@ func usageSourceFor(src UsageRows, cat *schemas.Catalog, rq schemas.UsageRowQuer
 	return runUsage{src: us, cat: cat}
 }
 
+// spans are a key's occupancy runs and idle time.
 type spans struct {
 	held, idle []schemas.Run
-
-	// UsageRows implements UsageRows over compact rows.
-
 }
 
-func (u runUsage) UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) error {
+// keySpans are the spans of each key.
+type keySpans map[schemas.Key]*spans
+
+func (m keySpans) of(k schemas.Key) *spans {
+	s := m[k]
+	if s == nil {
+		s = &spans{}
+		m[k] = s
+	}
+	return s
+}
+
+// UsageRows implements UsageRows over compact rows.
+func (u runUsage) UsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageRow) error) error {
+	byKey, err := u.readSpans(ctx, q)
+	if err != nil {
+		return err
+	}
+	return emitSpans(byKey, q, fn)
+}
+
+// readSpans reads the occupancy runs and the idle runs of [q.FromMS, q.ToMS)
+// at once and returns, for each key q selects, its runs within the range and
+// its idle time.
+func (u runUsage) readSpans(ctx context.Context, q UsageRowQuery) (keySpans, error) {
 	keep := func(k schemas.Key) bool {
 		return k.Project != "" && inList(q.Projects, k.Project) && inList(q.Users, k.User) &&
 			(q.Models == nil || slices.Contains(q.Models, [2]string{k.GPUModel, k.Profile}))
 	}
-	byKey := map[schemas.Key]*spans{}
-	get := func(k schemas.Key) *spans {
-		s := byKey[k]
-		if s == nil {
-			s = &spans{}
-			byKey[k] = s
-		}
-		return s
-	}
+	byKey := keySpans{}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	occ := make(chan []schemas.Run, 4)
-	idle := make(chan []schemas.IdleRun, 4)
-	errc := make(chan error, 2)
-	go func() {
-		defer close(occ)
-		errc <- u.src.Occupancy(ctx, q.FromMS, q.ToMS, func(rs []schemas.Run) error { return send(ctx, occ, rs) })
-	}()
-	go func() {
-		defer close(idle)
-		errc <- u.src.IdleRuns(ctx, q.FromMS, q.ToMS, billing.MaxIdleThreshold(u.cat)+1e-9, func(rs []schemas.IdleRun) error { return send(ctx, idle, rs) })
-	}()
+	occ, idle, errc := u.streamRuns(ctx, q)
 	feed := billing.NewIdleSink(u.cat, q.FromMS, q.ToMS, func(k schemas.Key, s, e int64) {
-		x := get(k)
+		x := byKey.of(k)
 		x.idle = append(x.idle, schemas.Run{Key: k, StartMS: s, EndMS: e})
 	})
 	for occ != nil || idle != nil {
@@ -79,7 +83,7 @@ func (u runUsage) UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn fun
 			}
 			for i := range rows {
 				if keep(rows[i].Key) && rows[i].EndMS > q.FromMS && rows[i].StartMS < q.ToMS {
-					x := get(rows[i].Key)
+					x := byKey.of(rows[i].Key)
 					x.held = append(x.held, rows[i])
 				}
 			}
@@ -96,14 +100,38 @@ func (u runUsage) UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn fun
 		}
 	}
 	if err := errors.Join(<-errc, <-errc); err != nil {
-		return err
+		return nil, err
 	}
 	if err := ResolveIdle(ctx, feed, u.src); err != nil {
-		return err
+		return nil, err
 	}
+	return byKey, nil
+}
+
+// streamRuns reads the occupancy runs and the idle runs of [q.FromMS,
+// q.ToMS) in two goroutines, each closing its channel when done and then
+// sending its error (nil or not) on errc.
+func (u runUsage) streamRuns(ctx context.Context, q UsageRowQuery) (<-chan []schemas.Run, <-chan []schemas.IdleRun, <-chan error) {
+	occ := make(chan []schemas.Run, 4)
+	idle := make(chan []schemas.IdleRun, 4)
+	errc := make(chan error, 2)
+	go func() {
+		defer close(occ)
+		errc <- u.src.Occupancy(ctx, q.FromMS, q.ToMS, func(rs []schemas.Run) error { return send(ctx, occ, rs) })
+	}()
+	go func() {
+		defer close(idle)
+		errc <- u.src.IdleRuns(ctx, q.FromMS, q.ToMS, billing.MaxIdleThreshold(u.cat)+1e-9, func(rs []schemas.IdleRun) error { return send(ctx, idle, rs) })
+	}()
+	return occ, idle, errc
+}
+
+// emitSpans sums each key's union of runs (held) and of idle time into q's
+// groups and buckets, and calls fn with each sum.
+func emitSpans(byKey keySpans, q UsageRowQuery, fn func(UsageRow) error) error {
 	sums := schemas.NewBucketSums(q)
 	for k, x := range byKey {
-		g := schemas.UsageRow{GPUModel: k.GPUModel, Profile: k.Profile}
+		g := UsageRow{GPUModel: k.GPUModel, Profile: k.Profile}
 		if q.ByProject {
 			g.Project = k.Project
 		}
