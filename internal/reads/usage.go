@@ -66,18 +66,11 @@ type UsageGroup struct {
 	Cost decimal.Decimal
 }
 
-// UsageRowQuery and UsageRow are what Usage asks a store for and gets
-// back (see schemas).
-type (
-	UsageRowQuery = schemas.UsageRowQuery
-	UsageRow      = schemas.UsageRow
-)
-
 // UsageRows is a store that sums held samples in the database (a GROUP BY).
 // Implemented by ingest.MemStore, ingest/sqlite and ingest/clickhouse. A
 // replayed sample (same instance, start and holder) counts once.
 type UsageRows interface {
-	UsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageRow) error) error
+	UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) error
 }
 
 // CompactUsage is a store that answers a UsageRowQuery from its compact rows
@@ -85,7 +78,7 @@ type UsageRows interface {
 // from UsageSource rows (ingest/clickhouse). It returns false, having called
 // fn never, for a query it leaves to Usage.
 type CompactUsage interface {
-	CompactUsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageRow) error) (bool, error)
+	CompactUsageRows(ctx context.Context, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) (bool, error)
 }
 
 // bucketFor returns the UTC bucket width in which every local day or hour
@@ -198,8 +191,8 @@ func checkUsageQuery(q UsageQuery) (map[string]bool, error) {
 // models and profiles they price), the dimensions the store groups by, the
 // idle thresholds and, grouped by day or hour, the UTC buckets that local days
 // or hours in loc are made of.
-func usageRowQuery(cat *schemas.Catalog, loc *time.Location, q UsageQuery, by map[string]bool) (UsageRowQuery, error) {
-	rq := UsageRowQuery{FromMS: q.From.UnixMilli(), ToMS: q.To.UnixMilli(),
+func usageRowQuery(cat *schemas.Catalog, loc *time.Location, q UsageQuery, by map[string]bool) (schemas.UsageRowQuery, error) {
+	rq := schemas.UsageRowQuery{FromMS: q.From.UnixMilli(), ToMS: q.To.UnixMilli(),
 		Projects: q.Projects, Users: q.Users, Nodes: q.Nodes,
 		ByProject: by[ByProject], ByUser: by[ByUser], ByInstance: by[ByInstance], ByNode: by[ByNode]}
 	rq.IdleDefault, rq.IdleByProject = IdleThresholds(cat)
@@ -241,7 +234,7 @@ type groupSum struct {
 
 // add adds r to its group, pricing it by its SKU (unpriced when no SKU of the
 // catalog prices its model and profile).
-func (u *usageSums) add(r UsageRow) error {
+func (u *usageSums) add(r schemas.UsageRow) error {
 	sku, priced := u.cat.ResolveSKU(r.GPUModel, r.Profile)
 	k := u.groupOf(r, sku, priced)
 	a := u.groups[k]
@@ -265,7 +258,7 @@ func (u *usageSums) add(r UsageRow) error {
 
 // groupOf is the group of r: the fields grouped by, its bucket as a local day
 // or hour.
-func (u *usageSums) groupOf(r UsageRow, sku *schemas.SKU, priced bool) UsageGroup {
+func (u *usageSums) groupOf(r schemas.UsageRow, sku *schemas.SKU, priced bool) UsageGroup {
 	var k UsageGroup
 	if u.by[ByProject] {
 		k.Project = r.Project

@@ -24,7 +24,7 @@ type runUsage struct {
 
 // usageSourceFor returns the reader Usage uses for rq: the compact rows of src
 // when it has them and rq needs no node, else src's own GROUP BY.
-func usageSourceFor(src UsageRows, cat *schemas.Catalog, rq UsageRowQuery) UsageRows {
+func usageSourceFor(src UsageRows, cat *schemas.Catalog, rq schemas.UsageRowQuery) UsageRows {
 	us, ok := src.(UsageSource)
 	if !ok || rq.ByNode || len(rq.Nodes) > 0 {
 		return src
@@ -50,7 +50,7 @@ func (m keySpans) of(k schemas.Key) *spans {
 }
 
 // UsageRows implements UsageRows over compact rows.
-func (u runUsage) UsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageRow) error) error {
+func (u runUsage) UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) error {
 	byKey, err := u.readSpans(ctx, q)
 	if err != nil {
 		return err
@@ -61,7 +61,7 @@ func (u runUsage) UsageRows(ctx context.Context, q UsageRowQuery, fn func(UsageR
 // readSpans reads the occupancy runs and the idle runs of [q.FromMS, q.ToMS)
 // at once and returns, for each key q selects, its runs within the range and
 // its idle time.
-func (u runUsage) readSpans(ctx context.Context, q UsageRowQuery) (keySpans, error) {
+func (u runUsage) readSpans(ctx context.Context, q schemas.UsageRowQuery) (keySpans, error) {
 	keep := func(k schemas.Key) bool {
 		return k.Project != "" && inList(q.Projects, k.Project) && inList(q.Users, k.User) &&
 			(q.Models == nil || slices.Contains(q.Models, [2]string{k.GPUModel, k.Profile}))
@@ -111,7 +111,7 @@ func (u runUsage) readSpans(ctx context.Context, q UsageRowQuery) (keySpans, err
 // streamRuns reads the occupancy runs and the idle runs of [q.FromMS,
 // q.ToMS) in two goroutines, each closing its channel when done and then
 // sending its error (nil or not) on errc.
-func (u runUsage) streamRuns(ctx context.Context, q UsageRowQuery) (<-chan []schemas.Run, <-chan []schemas.IdleRun, <-chan error) {
+func (u runUsage) streamRuns(ctx context.Context, q schemas.UsageRowQuery) (<-chan []schemas.Run, <-chan []schemas.IdleRun, <-chan error) {
 	occ := make(chan []schemas.Run, 4)
 	idle := make(chan []schemas.IdleRun, 4)
 	errc := make(chan error, 2)
@@ -128,10 +128,10 @@ func (u runUsage) streamRuns(ctx context.Context, q UsageRowQuery) (<-chan []sch
 
 // emitSpans sums each key's union of runs (held) and of idle time into q's
 // groups and buckets, and calls fn with each sum.
-func emitSpans(byKey keySpans, q UsageRowQuery, fn func(UsageRow) error) error {
+func emitSpans(byKey keySpans, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) error {
 	sums := schemas.NewBucketSums(q)
 	for k, x := range byKey {
-		g := UsageRow{GPUModel: k.GPUModel, Profile: k.Profile}
+		g := schemas.UsageRow{GPUModel: k.GPUModel, Profile: k.Profile}
 		if q.ByProject {
 			g.Project = k.Project
 		}
