@@ -196,9 +196,11 @@ func (s *Server) routes() {
 
 func (s *Server) routesAccount() {
 	register(s, huma.Operation{OperationID: "get-me", Method: http.MethodGet, Path: "/api/v1/me", Summary: "read the token's identity", Tags: []string{"account"}},
-		rolesAll, func(ctx context.Context, _ *struct{}) (*body[TokenBody], error) {
-			return &body[TokenBody]{tokenBody(principal(ctx))}, nil
-		})
+		rolesAll, s.getMe)
+}
+
+func (s *Server) getMe(ctx context.Context, _ *struct{}) (*body[TokenBody], error) {
+	return &body[TokenBody]{tokenBody(principal(ctx))}, nil
 }
 
 type catalogUpload struct {

@@ -535,65 +535,78 @@ const DefaultTokenTTL = 90 * 24 * time.Hour
 
 func (s *Server) routesAdmin() {
 	register(s, huma.Operation{OperationID: "create-token", Method: http.MethodPost, Path: "/api/v1/tokens", Summary: "create a token", DefaultStatus: http.StatusCreated, Tags: []string{"tokens"}},
-		rolesAdmin, func(ctx context.Context, in *tokenInput) (*body[NewTokenBody], error) {
-			ttl := DefaultTokenTTL
-			if in.Body.TTL != "" {
-				d, err := time.ParseDuration(in.Body.TTL)
-				if err != nil || d <= 0 {
-					return nil, invalid(ctx, "body.ttl", "ttl %q: want a positive duration like 720h", in.Body.TTL)
-				}
-				ttl = d
-			}
-			if in.Body.Project != "" {
-				if err := s.checkProject(ctx, "body.project", in.Body.Project); err != nil {
-					return nil, err
-				}
-			}
-			secret, tok, err := s.cfg.Ledger.CreateToken(ctx, actor(ctx), ledger.NewToken{Role: ledger.Role(in.Body.Role), Project: in.Body.Project, User: in.Body.User, Name: in.Body.Name, TTL: ttl})
-			if err != nil {
-				return nil, err
-			}
-			return &body[NewTokenBody]{NewTokenBody{tokenBody(tok), secret}}, nil
-		})
+		rolesAdmin, s.createToken)
 	register(s, huma.Operation{OperationID: "list-tokens", Method: http.MethodGet, Path: "/api/v1/tokens", Summary: "list tokens", Tags: []string{"tokens"}},
-		rolesAdmin, func(ctx context.Context, _ *struct{}) (*body[Page[TokenBody]], error) {
-			ts, err := s.cfg.Ledger.Tokens(ctx)
-			if err != nil {
-				return nil, err
-			}
-			out := Page[TokenBody]{Items: []TokenBody{}}
-			for _, t := range ts {
-				out.Items = append(out.Items, tokenBody(t))
-			}
-			return &body[Page[TokenBody]]{out}, nil
-		})
+		rolesAdmin, s.listTokens)
 	register(s, huma.Operation{OperationID: "revoke-token", Method: http.MethodDelete, Path: "/api/v1/tokens/{id}", Summary: "revoke a token", Tags: []string{"tokens"}},
-		rolesAdmin, func(ctx context.Context, in *struct {
-			ID int64 `path:"id" minimum:"1"`
-		}) (*body[TokenBody], error) {
-			t, err := s.cfg.Ledger.RevokeToken(ctx, actor(ctx), in.ID)
-			if err != nil {
-				return nil, err
-			}
-			return &body[TokenBody]{tokenBody(t)}, nil
-		})
+		rolesAdmin, s.revokeToken)
 	register(s, huma.Operation{OperationID: "list-audit", Method: http.MethodGet, Path: "/api/v1/audit", Summary: "read the audit log", Tags: []string{"audit"}},
-		rolesAdmin, func(ctx context.Context, in *struct {
-			Actor  string    `query:"actor"`
-			Action string    `query:"action"`
-			Object string    `query:"object"`
-			From   time.Time `query:"from"`
-			To     time.Time `query:"to"`
-			PageParams
-		}) (*body[Page[AuditBody]], error) {
-			page, next, err := s.cfg.Ledger.Audit(ctx, ledger.AuditFilter{Actor: in.Actor, Action: in.Action, Object: in.Object, Since: in.From, Until: in.To, Cursor: in.Cursor, Limit: in.Limit})
-			if err != nil {
-				return nil, err
-			}
-			out := Page[AuditBody]{Items: []AuditBody{}, NextCursor: next}
-			for _, e := range page {
-				out.Items = append(out.Items, AuditBody{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, Object: e.Object, Before: e.Before, After: e.After})
-			}
-			return &body[Page[AuditBody]]{out}, nil
-		})
+		rolesAdmin, s.listAudit)
+}
+
+func (s *Server) createToken(ctx context.Context, in *tokenInput) (*body[NewTokenBody], error) {
+	ttl := DefaultTokenTTL
+	if in.Body.TTL != "" {
+		d, err := time.ParseDuration(in.Body.TTL)
+		if err != nil || d <= 0 {
+			return nil, invalid(ctx, "body.ttl", "ttl %q: want a positive duration like 720h", in.Body.TTL)
+		}
+		ttl = d
+	}
+	if in.Body.Project != "" {
+		if err := s.checkProject(ctx, "body.project", in.Body.Project); err != nil {
+			return nil, err
+		}
+	}
+	secret, tok, err := s.cfg.Ledger.CreateToken(ctx, actor(ctx), ledger.NewToken{Role: ledger.Role(in.Body.Role), Project: in.Body.Project, User: in.Body.User, Name: in.Body.Name, TTL: ttl})
+	if err != nil {
+		return nil, err
+	}
+	return &body[NewTokenBody]{NewTokenBody{tokenBody(tok), secret}}, nil
+}
+
+func (s *Server) listTokens(ctx context.Context, _ *struct{}) (*body[Page[TokenBody]], error) {
+	ts, err := s.cfg.Ledger.Tokens(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := Page[TokenBody]{Items: []TokenBody{}}
+	for _, t := range ts {
+		out.Items = append(out.Items, tokenBody(t))
+	}
+	return &body[Page[TokenBody]]{out}, nil
+}
+
+// tokenRef names a token in a path.
+type tokenRef struct {
+	ID int64 `path:"id" minimum:"1"`
+}
+
+func (s *Server) revokeToken(ctx context.Context, in *tokenRef) (*body[TokenBody], error) {
+	t, err := s.cfg.Ledger.RevokeToken(ctx, actor(ctx), in.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &body[TokenBody]{tokenBody(t)}, nil
+}
+
+type auditListInput struct {
+	Actor  string    `query:"actor"`
+	Action string    `query:"action"`
+	Object string    `query:"object"`
+	From   time.Time `query:"from"`
+	To     time.Time `query:"to"`
+	PageParams
+}
+
+func (s *Server) listAudit(ctx context.Context, in *auditListInput) (*body[Page[AuditBody]], error) {
+	page, next, err := s.cfg.Ledger.Audit(ctx, ledger.AuditFilter{Actor: in.Actor, Action: in.Action, Object: in.Object, Since: in.From, Until: in.To, Cursor: in.Cursor, Limit: in.Limit})
+	if err != nil {
+		return nil, err
+	}
+	out := Page[AuditBody]{Items: []AuditBody{}, NextCursor: next}
+	for _, e := range page {
+		out.Items = append(out.Items, AuditBody{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, Object: e.Object, Before: e.Before, After: e.After})
+	}
+	return &body[Page[AuditBody]]{out}, nil
 }
