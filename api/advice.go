@@ -33,29 +33,31 @@ func (s *Server) routesAdvice() {
 			"(month, quarter, year) and hourly use that would have cost least, priced by the billing engine, the saving against " +
 			"what was billed, each term's break-even utilisation, the cost if use halves, and the reservations that covered less " +
 			"than min_coverage of their hours. Sentences in English and Chinese. A lead sees its own project.", Tags: []string{"usage"}},
-		rolesStaff, func(ctx context.Context, in *AdviceParams) (*body[*advice.Report], error) {
-			project, err := projectScope(ctx, in.Project)
-			if err != nil {
-				return nil, err
-			}
-			cov := advice.DefaultMinCoverage
-			if in.MinCoverage != "" {
-				cov, err = decimal.NewFromString(strings.TrimSpace(in.MinCoverage))
-				if err != nil || cov.Sign() < 0 || cov.GreaterThan(decimal.NewFromInt(1)) {
-					return nil, invalid(ctx, "query.min_coverage", "min_coverage %q: want a share in [0, 1], e.g. 0.5", in.MinCoverage)
-				}
-			}
-			if s.cfg.Advice == nil {
-				return nil, fmt.Errorf("%w: this server has no usage store configured for advice", ErrUnavailable)
-			}
-			_, cat, err := s.currentCatalog(ctx)
-			if err != nil {
-				return nil, err
-			}
-			rep, err := s.cfg.Advice.Advise(ctx, cat, advice.Options{Months: in.Months, Now: s.now(), Project: project, MinCoverage: cov})
-			if err != nil {
-				return nil, err
-			}
-			return &body[*advice.Report]{rep}, nil
-		})
+		rolesStaff, s.getAdvice)
+}
+
+func (s *Server) getAdvice(ctx context.Context, in *AdviceParams) (*body[*advice.Report], error) {
+	project, err := projectScope(ctx, in.Project)
+	if err != nil {
+		return nil, err
+	}
+	cov := advice.DefaultMinCoverage
+	if in.MinCoverage != "" {
+		cov, err = decimal.NewFromString(strings.TrimSpace(in.MinCoverage))
+		if err != nil || cov.Sign() < 0 || cov.GreaterThan(decimal.NewFromInt(1)) {
+			return nil, invalid(ctx, "query.min_coverage", "min_coverage %q: want a share in [0, 1], e.g. 0.5", in.MinCoverage)
+		}
+	}
+	if s.cfg.Advice == nil {
+		return nil, fmt.Errorf("%w: this server has no usage store configured for advice", ErrUnavailable)
+	}
+	_, cat, err := s.currentCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := s.cfg.Advice.Advise(ctx, cat, advice.Options{Months: in.Months, Now: s.now(), Project: project, MinCoverage: cov})
+	if err != nil {
+		return nil, err
+	}
+	return &body[*advice.Report]{rep}, nil
 }

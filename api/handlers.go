@@ -196,9 +196,11 @@ func (s *Server) routes() {
 
 func (s *Server) routesAccount() {
 	register(s, huma.Operation{OperationID: "get-me", Method: http.MethodGet, Path: "/api/v1/me", Summary: "read the token's identity", Tags: []string{"account"}},
-		rolesAll, func(ctx context.Context, _ *struct{}) (*body[TokenBody], error) {
-			return &body[TokenBody]{tokenBody(principal(ctx))}, nil
-		})
+		rolesAll, s.getMe)
+}
+
+func (s *Server) getMe(ctx context.Context, _ *struct{}) (*body[TokenBody], error) {
+	return &body[TokenBody]{tokenBody(principal(ctx))}, nil
 }
 
 type catalogUpload struct {
@@ -222,110 +224,135 @@ func (s *Server) routesCatalog() {
 	// Not for students: the YAML names every project with its funding code
 	// (a student reads its own project through list-projects).
 	register(s, huma.Operation{OperationID: "get-catalog", Method: http.MethodGet, Path: "/api/v1/catalog", Summary: "read the current catalog", Tags: []string{"catalog"}},
-		rolesStaff, func(ctx context.Context, _ *struct{}) (*body[CatalogVersionBody], error) {
-			v, err := s.cfg.Ledger.CurrentCatalog(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return &body[CatalogVersionBody]{catalogBody(v)}, nil
-		})
+		rolesStaff, s.getCatalog)
 	register(s, huma.Operation{OperationID: "list-catalog-versions", Method: http.MethodGet, Path: "/api/v1/catalog/versions", Summary: "list catalog versions", Tags: []string{"catalog"}},
-		rolesStaff, func(ctx context.Context, _ *struct{}) (*body[Page[CatalogVersionBody]], error) {
-			vs, err := s.cfg.Ledger.CatalogVersions(ctx)
-			if err != nil {
-				return nil, err
-			}
-			out := Page[CatalogVersionBody]{Items: []CatalogVersionBody{}}
-			for _, v := range vs {
-				out.Items = append(out.Items, catalogBody(v))
-			}
-			return &body[Page[CatalogVersionBody]]{out}, nil
-		})
+		rolesStaff, s.listCatalogVersions)
 	register(s, huma.Operation{OperationID: "get-catalog-version", Method: http.MethodGet, Path: "/api/v1/catalog/versions/{version}", Summary: "read one catalog version", Tags: []string{"catalog"}},
-		rolesStaff, func(ctx context.Context, in *struct {
-			Version int64 `path:"version" minimum:"1"`
-		}) (*body[CatalogVersionBody], error) {
-			v, err := s.cfg.Ledger.Catalog(ctx, in.Version)
-			if err != nil {
-				return nil, err
-			}
-			return &body[CatalogVersionBody]{catalogBody(v)}, nil
-		})
+		rolesStaff, s.getCatalogVersion)
 	register(s, huma.Operation{OperationID: "put-catalog", Method: http.MethodPut, Path: "/api/v1/catalog", Summary: "upload a new catalog version",
 		Description: "The YAML is validated like `cardhour bill --catalog` does; a 422 problem lists every error with its line and field.", Tags: []string{"catalog"}},
-		rolesAdmin, func(ctx context.Context, in *catalogUpload) (*body[CatalogUploadBody], error) {
-			if _, err := schemas.ParseCatalog(in.RawBody, "catalog"); err != nil {
-				p := newProblem(http.StatusUnprocessableEntity, ProblemValidation, "the catalog is not valid")
-				p.Errors = catalogProblems(err)
-				return nil, p
-			}
-			v, created, err := s.cfg.Ledger.PutCatalog(ctx, actor(ctx), in.RawBody)
-			if err != nil {
-				return nil, err
-			}
-			b := catalogBody(v)
-			b.Content = ""
-			return &body[CatalogUploadBody]{CatalogUploadBody{b, created}}, nil
-		})
+		rolesAdmin, s.putCatalog)
+	s.routesProjects()
+}
+
+// routesProjects are the catalog's projects and their rosters.
+func (s *Server) routesProjects() {
 	register(s, huma.Operation{OperationID: "list-projects", Method: http.MethodGet, Path: "/api/v1/projects", Summary: "list the catalog's projects", Tags: []string{"projects"}},
-		rolesAll, func(ctx context.Context, _ *struct{}) (*body[Page[ProjectBody]], error) {
-			_, cat, err := s.currentCatalog(ctx)
-			if err != nil {
-				return nil, err
-			}
-			only, err := projectScope(ctx, "")
-			if err != nil {
-				return nil, err
-			}
-			out := Page[ProjectBody]{Items: []ProjectBody{}}
-			for _, p := range cat.Projects {
-				if only == "" || p.ID == only {
-					out.Items = append(out.Items, ProjectBody{ID: p.ID, Name: p.Name, Funding: p.Funding})
-				}
-			}
-			return &body[Page[ProjectBody]]{out}, nil
-		})
+		rolesAll, s.listProjects)
 	register(s, huma.Operation{OperationID: "list-students", Method: http.MethodGet, Path: "/api/v1/projects/{project}/students", Summary: "list a project's roster", Tags: []string{"projects"}},
-		rolesStaff, func(ctx context.Context, in *struct {
-			Project string `path:"project" minLength:"1" maxLength:"200"`
-			User    string `query:"user"`
-			PageParams
-		}) (*body[Page[Student]], error) {
-			if _, err := projectScope(ctx, in.Project); err != nil {
-				return nil, err
-			}
-			inv, err := s.invoicing()
-			if err != nil {
-				return nil, err
-			}
-			rows, next, err := inv.Students(ctx, in.Project, in.User, in.Cursor, in.Limit)
-			if err != nil {
-				return nil, err
-			}
-			if rows == nil {
-				rows = []Student{}
-			}
-			return &body[Page[Student]]{Page[Student]{rows, next}}, nil
-		})
+		rolesStaff, s.listStudents)
 	register(s, huma.Operation{OperationID: "import-roster", Method: http.MethodPost, Path: "/api/v1/projects/{project}/roster", Summary: "import a project's roster (CSV)",
 		Description: "CSV with a header row: student_id, name, project, email, im (or 学号, 姓名, 项目, 邮箱, IM), any order, the project column optional. The file replaces the project's roster, all or nothing; a 422 problem names each bad line and field.", Tags: []string{"projects"}},
-		rolesAdminLead, func(ctx context.Context, in *struct {
-			Project string `path:"project" minLength:"1" maxLength:"200"`
-			RawBody []byte `contentType:"text/csv" required:"true"`
-		}) (*body[RosterResult], error) {
-			if _, err := projectScope(ctx, in.Project); err != nil {
-				return nil, err
-			}
-			inv, err := s.invoicing()
-			if err != nil {
-				return nil, err
-			}
-			res, err := inv.ImportRoster(ctx, actor(ctx), bytes.NewReader(in.RawBody), in.Project)
-			if err != nil {
-				return nil, err
-			}
-			return &body[RosterResult]{res}, nil
-		})
+		rolesAdminLead, s.importRoster)
+}
+
+func (s *Server) getCatalog(ctx context.Context, _ *struct{}) (*body[CatalogVersionBody], error) {
+	v, err := s.cfg.Ledger.CurrentCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &body[CatalogVersionBody]{catalogBody(v)}, nil
+}
+
+func (s *Server) listCatalogVersions(ctx context.Context, _ *struct{}) (*body[Page[CatalogVersionBody]], error) {
+	vs, err := s.cfg.Ledger.CatalogVersions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := Page[CatalogVersionBody]{Items: []CatalogVersionBody{}}
+	for _, v := range vs {
+		out.Items = append(out.Items, catalogBody(v))
+	}
+	return &body[Page[CatalogVersionBody]]{out}, nil
+}
+
+type catalogVersionRef struct {
+	Version int64 `path:"version" minimum:"1"`
+}
+
+func (s *Server) getCatalogVersion(ctx context.Context, in *catalogVersionRef) (*body[CatalogVersionBody], error) {
+	v, err := s.cfg.Ledger.Catalog(ctx, in.Version)
+	if err != nil {
+		return nil, err
+	}
+	return &body[CatalogVersionBody]{catalogBody(v)}, nil
+}
+
+func (s *Server) putCatalog(ctx context.Context, in *catalogUpload) (*body[CatalogUploadBody], error) {
+	if _, err := schemas.ParseCatalog(in.RawBody, "catalog"); err != nil {
+		p := newProblem(http.StatusUnprocessableEntity, ProblemValidation, "the catalog is not valid")
+		p.Errors = catalogProblems(err)
+		return nil, p
+	}
+	v, created, err := s.cfg.Ledger.PutCatalog(ctx, actor(ctx), in.RawBody)
+	if err != nil {
+		return nil, err
+	}
+	b := catalogBody(v)
+	b.Content = ""
+	return &body[CatalogUploadBody]{CatalogUploadBody{b, created}}, nil
+}
+
+func (s *Server) listProjects(ctx context.Context, _ *struct{}) (*body[Page[ProjectBody]], error) {
+	_, cat, err := s.currentCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	only, err := projectScope(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	out := Page[ProjectBody]{Items: []ProjectBody{}}
+	for _, p := range cat.Projects {
+		if only == "" || p.ID == only {
+			out.Items = append(out.Items, ProjectBody{ID: p.ID, Name: p.Name, Funding: p.Funding})
+		}
+	}
+	return &body[Page[ProjectBody]]{out}, nil
+}
+
+type studentListInput struct {
+	Project string `path:"project" minLength:"1" maxLength:"200"`
+	User    string `query:"user"`
+	PageParams
+}
+
+func (s *Server) listStudents(ctx context.Context, in *studentListInput) (*body[Page[Student]], error) {
+	if _, err := projectScope(ctx, in.Project); err != nil {
+		return nil, err
+	}
+	inv, err := s.invoicing()
+	if err != nil {
+		return nil, err
+	}
+	rows, next, err := inv.Students(ctx, in.Project, in.User, in.Cursor, in.Limit)
+	if err != nil {
+		return nil, err
+	}
+	if rows == nil {
+		rows = []Student{}
+	}
+	return &body[Page[Student]]{Page[Student]{rows, next}}, nil
+}
+
+type rosterUpload struct {
+	Project string `path:"project" minLength:"1" maxLength:"200"`
+	RawBody []byte `contentType:"text/csv" required:"true"`
+}
+
+func (s *Server) importRoster(ctx context.Context, in *rosterUpload) (*body[RosterResult], error) {
+	if _, err := projectScope(ctx, in.Project); err != nil {
+		return nil, err
+	}
+	inv, err := s.invoicing()
+	if err != nil {
+		return nil, err
+	}
+	res, err := inv.ImportRoster(ctx, actor(ctx), bytes.NewReader(in.RawBody), in.Project)
+	if err != nil {
+		return nil, err
+	}
+	return &body[RosterResult]{res}, nil
 }
 
 func (s *Server) invoicing() (Invoicing, error) {
@@ -425,90 +452,112 @@ func decodeOffset(ctx context.Context, c string) (int, error) {
 func (s *Server) routesUsage() {
 	register(s, huma.Operation{OperationID: "get-usage", Method: http.MethodGet, Path: "/api/v1/usage", Summary: "read usage grouped",
 		Description: "Card-hours and list-price cost over a period or range, grouped by any of project, user, sku, instance, node, day, hour (computed in the store).", Tags: []string{"usage"}},
-		rolesAll, func(ctx context.Context, in *usageInput) (*body[UsagePage], error) {
-			u, err := s.usage()
-			if err != nil {
-				return nil, err
-			}
-			for i, d := range in.GroupBy {
-				if slices.Contains(in.GroupBy[:i], d) {
-					return nil, invalid(ctx, "query.group_by", "group_by names %s twice", d)
-				}
-			}
-			from, to, err := s.window(ctx, in.RangeParams)
-			if err != nil {
-				return nil, err
-			}
-			projects, err := projectsScope(ctx, in.Project)
-			if err != nil {
-				return nil, err
-			}
-			users, err := usersScope(ctx, in.User)
-			if err != nil {
-				return nil, err
-			}
-			off, err := decodeOffset(ctx, in.Cursor)
-			if err != nil {
-				return nil, err
-			}
-			limit, err := ledger.PageLimit(in.Limit)
-			if err != nil {
-				return nil, err
-			}
-			rep, err := u.Usage(ctx, UsageQuery{From: from, To: to, GroupBy: in.GroupBy, Projects: projects, Users: users, SKUs: in.SKU, Nodes: in.Node})
-			if err != nil {
-				return nil, err
-			}
-			out := UsagePage{UsageReport: *rep}
-			if out.GroupBy == nil {
-				out.GroupBy = []string{}
-			}
-			rows := rep.Rows
-			if off > len(rows) {
-				off = len(rows)
-			}
-			rows = rows[off:]
-			if len(rows) > limit {
-				rows = rows[:limit]
-				out.NextCursor = offsetCursor(off + limit)
-			}
-			out.Rows = append([]UsageGroup{}, rows...)
-			return &body[UsagePage]{out}, nil
-		})
+		rolesAll, s.getUsage)
 	register(s, huma.Operation{OperationID: "get-held-now", Method: http.MethodGet, Path: "/api/v1/held", Summary: "list instances held now",
 		Description: "Which instances are held right now, by whom, since when, idle or busy.", Tags: []string{"usage"}},
-		rolesAll, func(ctx context.Context, in *struct {
-			Project string `query:"project"`
-			User    string `query:"user"`
-			Node    string `query:"node"`
-		}) (*body[Page[Held]], error) {
-			u, err := s.usage()
-			if err != nil {
-				return nil, err
-			}
-			project, err := projectScope(ctx, in.Project)
-			if err != nil {
-				return nil, err
-			}
-			var asked []string
-			if in.User != "" {
-				asked = []string{in.User}
-			}
-			users, err := usersScope(ctx, asked)
-			if err != nil {
-				return nil, err
-			}
-			held, err := u.HeldNow(ctx)
-			if err != nil {
-				return nil, err
-			}
-			out := Page[Held]{Items: []Held{}}
-			for _, h := range held {
-				if (project != "" && h.Project != project) || (len(users) > 0 && h.User != users[0]) || (in.Node != "" && h.Node != in.Node) {
-					continue
-				}
-				out.Items = append(out.Items, h)
-			}
-			return &body[Page[Held]]{out}, nil
-		})
+		rolesAll, s.getHeldNow)
+}
+
+func (s *Server) getUsage(ctx context.Context, in *usageInput) (*body[UsagePage], error) {
+	u, err := s.usage()
+	if err != nil {
+		return nil, err
+	}
+	q, err := s.usageQuery(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	off, err := decodeOffset(ctx, in.Cursor)
+	if err != nil {
+		return nil, err
+	}
+	limit, err := ledger.PageLimit(in.Limit)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := u.Usage(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return &body[UsagePage]{usagePage(rep, off, limit)}, nil
+}
+
+// usageQuery checks the grouping, the window and the token's scope of a
+// usage request, in that order.
+func (s *Server) usageQuery(ctx context.Context, in *usageInput) (UsageQuery, error) {
+	for i, d := range in.GroupBy {
+		if slices.Contains(in.GroupBy[:i], d) {
+			return UsageQuery{}, invalid(ctx, "query.group_by", "group_by names %s twice", d)
+		}
+	}
+	from, to, err := s.window(ctx, in.RangeParams)
+	if err != nil {
+		return UsageQuery{}, err
+	}
+	projects, err := projectsScope(ctx, in.Project)
+	if err != nil {
+		return UsageQuery{}, err
+	}
+	users, err := usersScope(ctx, in.User)
+	if err != nil {
+		return UsageQuery{}, err
+	}
+	return UsageQuery{From: from, To: to, GroupBy: in.GroupBy, Projects: projects, Users: users, SKUs: in.SKU, Nodes: in.Node}, nil
+}
+
+// usagePage is the page of rep's rows from off, at most limit of them; the
+// store computes the whole report, the API pages it by offset.
+func usagePage(rep *UsageReport, off, limit int) UsagePage {
+	out := UsagePage{UsageReport: *rep}
+	if out.GroupBy == nil {
+		out.GroupBy = []string{}
+	}
+	rows := rep.Rows
+	if off > len(rows) {
+		off = len(rows)
+	}
+	rows = rows[off:]
+	if len(rows) > limit {
+		rows = rows[:limit]
+		out.NextCursor = offsetCursor(off + limit)
+	}
+	out.Rows = append([]UsageGroup{}, rows...)
+	return out
+}
+
+type heldInput struct {
+	Project string `query:"project"`
+	User    string `query:"user"`
+	Node    string `query:"node"`
+}
+
+func (s *Server) getHeldNow(ctx context.Context, in *heldInput) (*body[Page[Held]], error) {
+	u, err := s.usage()
+	if err != nil {
+		return nil, err
+	}
+	project, err := projectScope(ctx, in.Project)
+	if err != nil {
+		return nil, err
+	}
+	var asked []string
+	if in.User != "" {
+		asked = []string{in.User}
+	}
+	users, err := usersScope(ctx, asked)
+	if err != nil {
+		return nil, err
+	}
+	held, err := u.HeldNow(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := Page[Held]{Items: []Held{}}
+	for _, h := range held {
+		if (project != "" && h.Project != project) || (len(users) > 0 && h.User != users[0]) || (in.Node != "" && h.Node != in.Node) {
+			continue
+		}
+		out.Items = append(out.Items, h)
+	}
+	return &body[Page[Held]]{out}, nil
 }

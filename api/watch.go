@@ -261,187 +261,225 @@ func (s *Server) routesWatch() {
 	register(s, huma.Operation{OperationID: "list-alerts", Method: http.MethodGet, Path: "/api/v1/alerts", Summary: "list alerts",
 		Description: "The watcher's alerts (idle warnings, reminders, releases, budget thresholds), newest first. A lead sees its project's, a student only its own.",
 		Tags:        []string{"watch"}},
-		rolesAll, func(ctx context.Context, in *alertListInput) (*body[Page[AlertBody]], error) {
-			project, err := projectScope(ctx, in.Project)
-			if err != nil {
-				return nil, err
-			}
-			user, err := userScope(ctx, in.User)
-			if err != nil {
-				return nil, err
-			}
-			page, next, err := s.cfg.Ledger.Alerts(ctx, ledger.AlertFilter{Project: project, User: user, InstanceID: in.Instance, Kind: in.Kind,
-				Since: in.Since, Unacked: in.Status == "open", Acked: in.Status == "acked", Cursor: in.Cursor, Limit: in.Limit})
-			if err != nil {
-				return nil, err
-			}
-			return pageBody(page, next, alertBody), nil
-		})
+		rolesAll, s.listAlerts)
 	register(s, huma.Operation{OperationID: "ack-alert", Method: http.MethodPost, Path: "/api/v1/alerts/{id}/ack", Summary: "acknowledge an alert",
 		Description: "Marks the alert as seen (audited). Acknowledging twice is 409 invalid-transition. It changes nothing the watcher does.", Tags: []string{"watch"}},
-		rolesAll, func(ctx context.Context, in *AlertRef) (*body[AlertBody], error) {
-			a, err := s.cfg.Ledger.Alert(ctx, in.ID)
-			if err != nil {
-				return nil, err
-			}
-			if err := checkSubject(ctx, a.Project, a.User, "alerts"); err != nil {
-				return nil, err
-			}
-			a, err = s.cfg.Ledger.AckAlert(ctx, actor(ctx), in.ID)
-			if err != nil {
-				return nil, err
-			}
-			return &body[AlertBody]{alertBody(a)}, nil
-		})
-	register(s, huma.Operation{OperationID: "list-alert-deliveries", Method: http.MethodGet, Path: "/api/v1/alerts/{id}/deliveries", Summary: "list an alert's deliveries",
-		Description: "Each message of the alert: channel, recipient, status (pending, sent, failed for good), attempts and the last error.", Tags: []string{"watch"}},
-		rolesStaff, func(ctx context.Context, in *struct {
-			AlertRef
-			Status string `query:"status" enum:"pending,sent,failed"`
-			PageParams
-		}) (*body[Page[DeliveryBody]], error) {
-			a, err := s.cfg.Ledger.Alert(ctx, in.ID)
-			if err != nil {
-				return nil, err
-			}
-			if err := checkSubject(ctx, a.Project, a.User, "alerts"); err != nil {
-				return nil, err
-			}
-			page, next, err := s.cfg.Ledger.Deliveries(ctx, ledger.DeliveryFilter{AlertID: a.ID, Status: ledger.DeliveryStatus(in.Status), Cursor: in.Cursor, Limit: in.Limit})
-			if err != nil {
-				return nil, err
-			}
-			return pageBody(page, next, deliveryBody), nil
-		})
-	register(s, huma.Operation{OperationID: "resend-delivery", Method: http.MethodPost, Path: "/api/v1/deliveries/{id}/resend", Summary: "re-send a failed delivery",
-		Description: "Makes a delivery that failed for good pending again, due at once, with a new retry horizon (audited as delivery.resend). " +
-			"The leader sends it in its next delivery round. Re-sending one that is pending or sent is 409 invalid-transition.", Tags: []string{"watch"}},
-		rolesAdmin, func(ctx context.Context, in *DeliveryRef) (*body[DeliveryBody], error) {
-			d, err := s.cfg.Ledger.ResendDelivery(ctx, actor(ctx), in.ID)
-			if err != nil {
-				return nil, err
-			}
-			return &body[DeliveryBody]{deliveryBody(d)}, nil
-		})
-	register(s, huma.Operation{OperationID: "delivery-backlog", Method: http.MethodGet, Path: "/api/v1/deliveries/backlog", Summary: "count the deliveries not sent",
-		Description: "Deliveries pending (due or waiting for a retry) and failed for good, over all alerts. The same counts are the gauge cardhour_watch_delivery_backlog.",
-		Tags:        []string{"watch"}},
-		rolesAdmin, func(ctx context.Context, _ *struct{}) (*body[DeliveryBacklogBody], error) {
-			c, err := s.cfg.Ledger.DeliveryBacklog(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return &body[DeliveryBacklogBody]{DeliveryBacklogBody{Pending: c.Pending, Failed: c.Failed}}, nil
-		})
-	register(s, huma.Operation{OperationID: "list-deliveries", Method: http.MethodGet, Path: "/api/v1/deliveries", Summary: "list deliveries",
-		Description: "Deliveries of every alert, newest first, by status (failed: those to re-send).", Tags: []string{"watch"}},
-		rolesAdmin, func(ctx context.Context, in *struct {
-			Status string `query:"status" enum:"pending,sent,failed"`
-			PageParams
-		}) (*body[Page[DeliveryBody]], error) {
-			page, next, err := s.cfg.Ledger.Deliveries(ctx, ledger.DeliveryFilter{Status: ledger.DeliveryStatus(in.Status), Cursor: in.Cursor, Limit: in.Limit})
-			if err != nil {
-				return nil, err
-			}
-			return pageBody(page, next, deliveryBody), nil
-		})
+		rolesAll, s.ackAlert)
+	s.routesDeliveries()
 	register(s, huma.Operation{OperationID: "list-releases", Method: http.MethodGet, Path: "/api/v1/releases", Summary: "list releases",
 		Description: "Releases of idle instances the watcher recorded, with their evidence, newest first. done means something was released; dry_run what would have been done.",
 		Tags:        []string{"watch"}},
-		rolesAll, func(ctx context.Context, in *struct {
-			Project  string `query:"project"`
-			User     string `query:"user" doc:"a student token sees only its own (another is 403)"`
-			Instance string `query:"instance"`
-			Status   string `query:"status" enum:"pending,done,dry_run,failed"`
-			PageParams
-		}) (*body[Page[ReleaseBody]], error) {
-			project, err := projectScope(ctx, in.Project)
-			if err != nil {
-				return nil, err
-			}
-			user, err := userScope(ctx, in.User)
-			if err != nil {
-				return nil, err
-			}
-			page, next, err := s.cfg.Ledger.Releases(ctx, ledger.ReleaseFilter{Project: project, User: user, InstanceID: in.Instance,
-				Status: ledger.ReleaseStatus(in.Status), Cursor: in.Cursor, Limit: in.Limit})
-			if err != nil {
-				return nil, err
-			}
-			return pageBody(page, next, releaseBody), nil
-		})
+		rolesAll, s.listReleases)
 	s.routesExemptions()
 	s.routesBudgets()
+}
+
+// routesDeliveries are the messages of alerts: read, counted, re-sent.
+func (s *Server) routesDeliveries() {
+	register(s, huma.Operation{OperationID: "list-alert-deliveries", Method: http.MethodGet, Path: "/api/v1/alerts/{id}/deliveries", Summary: "list an alert's deliveries",
+		Description: "Each message of the alert: channel, recipient, status (pending, sent, failed for good), attempts and the last error.", Tags: []string{"watch"}},
+		rolesStaff, s.listAlertDeliveries)
+	register(s, huma.Operation{OperationID: "resend-delivery", Method: http.MethodPost, Path: "/api/v1/deliveries/{id}/resend", Summary: "re-send a failed delivery",
+		Description: "Makes a delivery that failed for good pending again, due at once, with a new retry horizon (audited as delivery.resend). " +
+			"The leader sends it in its next delivery round. Re-sending one that is pending or sent is 409 invalid-transition.", Tags: []string{"watch"}},
+		rolesAdmin, s.resendDelivery)
+	register(s, huma.Operation{OperationID: "delivery-backlog", Method: http.MethodGet, Path: "/api/v1/deliveries/backlog", Summary: "count the deliveries not sent",
+		Description: "Deliveries pending (due or waiting for a retry) and failed for good, over all alerts. The same counts are the gauge cardhour_watch_delivery_backlog.",
+		Tags:        []string{"watch"}},
+		rolesAdmin, s.deliveryBacklog)
+	register(s, huma.Operation{OperationID: "list-deliveries", Method: http.MethodGet, Path: "/api/v1/deliveries", Summary: "list deliveries",
+		Description: "Deliveries of every alert, newest first, by status (failed: those to re-send).", Tags: []string{"watch"}},
+		rolesAdmin, s.listDeliveries)
+}
+
+func (s *Server) listAlerts(ctx context.Context, in *alertListInput) (*body[Page[AlertBody]], error) {
+	project, err := projectScope(ctx, in.Project)
+	if err != nil {
+		return nil, err
+	}
+	user, err := userScope(ctx, in.User)
+	if err != nil {
+		return nil, err
+	}
+	page, next, err := s.cfg.Ledger.Alerts(ctx, ledger.AlertFilter{Project: project, User: user, InstanceID: in.Instance, Kind: in.Kind,
+		Since: in.Since, Unacked: in.Status == "open", Acked: in.Status == "acked", Cursor: in.Cursor, Limit: in.Limit})
+	if err != nil {
+		return nil, err
+	}
+	return pageBody(page, next, alertBody), nil
+}
+
+// scopedAlert reads an alert the token may see.
+func (s *Server) scopedAlert(ctx context.Context, id int64) (ledger.Alert, error) {
+	a, err := s.cfg.Ledger.Alert(ctx, id)
+	if err != nil {
+		return a, err
+	}
+	return a, checkSubject(ctx, a.Project, a.User, "alerts")
+}
+
+func (s *Server) ackAlert(ctx context.Context, in *AlertRef) (*body[AlertBody], error) {
+	if _, err := s.scopedAlert(ctx, in.ID); err != nil {
+		return nil, err
+	}
+	a, err := s.cfg.Ledger.AckAlert(ctx, actor(ctx), in.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &body[AlertBody]{alertBody(a)}, nil
+}
+
+type alertDeliveryListInput struct {
+	AlertRef
+	Status string `query:"status" enum:"pending,sent,failed"`
+	PageParams
+}
+
+func (s *Server) listAlertDeliveries(ctx context.Context, in *alertDeliveryListInput) (*body[Page[DeliveryBody]], error) {
+	a, err := s.scopedAlert(ctx, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	page, next, err := s.cfg.Ledger.Deliveries(ctx, ledger.DeliveryFilter{AlertID: a.ID, Status: ledger.DeliveryStatus(in.Status), Cursor: in.Cursor, Limit: in.Limit})
+	if err != nil {
+		return nil, err
+	}
+	return pageBody(page, next, deliveryBody), nil
+}
+
+func (s *Server) resendDelivery(ctx context.Context, in *DeliveryRef) (*body[DeliveryBody], error) {
+	d, err := s.cfg.Ledger.ResendDelivery(ctx, actor(ctx), in.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &body[DeliveryBody]{deliveryBody(d)}, nil
+}
+
+func (s *Server) deliveryBacklog(ctx context.Context, _ *struct{}) (*body[DeliveryBacklogBody], error) {
+	c, err := s.cfg.Ledger.DeliveryBacklog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &body[DeliveryBacklogBody]{DeliveryBacklogBody{Pending: c.Pending, Failed: c.Failed}}, nil
+}
+
+type deliveryListInput struct {
+	Status string `query:"status" enum:"pending,sent,failed"`
+	PageParams
+}
+
+func (s *Server) listDeliveries(ctx context.Context, in *deliveryListInput) (*body[Page[DeliveryBody]], error) {
+	page, next, err := s.cfg.Ledger.Deliveries(ctx, ledger.DeliveryFilter{Status: ledger.DeliveryStatus(in.Status), Cursor: in.Cursor, Limit: in.Limit})
+	if err != nil {
+		return nil, err
+	}
+	return pageBody(page, next, deliveryBody), nil
+}
+
+type releaseListInput struct {
+	Project  string `query:"project"`
+	User     string `query:"user" doc:"a student token sees only its own (another is 403)"`
+	Instance string `query:"instance"`
+	Status   string `query:"status" enum:"pending,done,dry_run,failed"`
+	PageParams
+}
+
+func (s *Server) listReleases(ctx context.Context, in *releaseListInput) (*body[Page[ReleaseBody]], error) {
+	project, err := projectScope(ctx, in.Project)
+	if err != nil {
+		return nil, err
+	}
+	user, err := userScope(ctx, in.User)
+	if err != nil {
+		return nil, err
+	}
+	page, next, err := s.cfg.Ledger.Releases(ctx, ledger.ReleaseFilter{Project: project, User: user, InstanceID: in.Instance,
+		Status: ledger.ReleaseStatus(in.Status), Cursor: in.Cursor, Limit: in.Limit})
+	if err != nil {
+		return nil, err
+	}
+	return pageBody(page, next, releaseBody), nil
 }
 
 func (s *Server) routesExemptions() {
 	register(s, huma.Operation{OperationID: "list-exemptions", Method: http.MethodGet, Path: "/api/v1/exemptions", Summary: "list exemptions",
 		Description: "Exemptions from the idle policy, newest first. user matches that student's and the whole project's; a student sees those that apply to it.",
 		Tags:        []string{"watch"}},
-		rolesAll, func(ctx context.Context, in *struct {
-			Project  string `query:"project"`
-			User     string `query:"user" doc:"exemptions of this student or of the whole project; a student token: its own"`
-			Instance string `query:"instance"`
-			Active   bool   `query:"active" doc:"only those in force now"`
-			PageParams
-		}) (*body[Page[ExemptionBody]], error) {
-			project, err := projectScope(ctx, in.Project)
-			if err != nil {
-				return nil, err
-			}
-			user, err := userScope(ctx, in.User)
-			if err != nil {
-				return nil, err
-			}
-			f := ledger.ExemptionFilter{Project: project, User: user, InstanceID: in.Instance, Cursor: in.Cursor, Limit: in.Limit}
-			if in.Active {
-				f.ActiveAt = s.now()
-			}
-			page, next, err := s.cfg.Ledger.Exemptions(ctx, f)
-			if err != nil {
-				return nil, err
-			}
-			return pageBody(page, next, s.exemptionBody), nil
-		})
+		rolesAll, s.listExemptions)
 	register(s, huma.Operation{OperationID: "grant-exemption", Method: http.MethodPost, Path: "/api/v1/exemptions", Summary: "grant an exemption",
 		Description: "Suspends the idle policy (warnings, reminders, releases) for a project, one student or one instance until a time. " +
 			"When it ends during an idle streak the streak's clock starts again at its end.", DefaultStatus: http.StatusCreated, Tags: []string{"watch"}},
-		rolesStaff, func(ctx context.Context, in *exemptionInput) (*body[ExemptionBody], error) {
-			project, err := projectScope(ctx, in.Body.Project)
-			if err != nil {
-				return nil, err
-			}
-			if project == "" {
-				return nil, invalid(ctx, "body.project", "project is required")
-			}
-			if err := s.checkProject(ctx, "body.project", project); err != nil {
-				return nil, err
-			}
-			e, err := s.cfg.Ledger.GrantExemption(ctx, actor(ctx), ledger.NewExemption{Project: project, User: in.Body.User,
-				InstanceID: in.Body.InstanceID, Until: in.Body.Until, Reason: in.Body.Reason})
-			if err != nil {
-				return nil, err
-			}
-			return &body[ExemptionBody]{s.exemptionBody(e)}, nil
-		})
+		rolesStaff, s.grantExemption)
 	register(s, huma.Operation{OperationID: "revoke-exemption", Method: http.MethodDelete, Path: "/api/v1/exemptions/{id}", Summary: "revoke an exemption",
 		Description: "Ends the exemption now (audited); revoking twice is 409 invalid-transition.", Tags: []string{"watch"}},
-		rolesStaff, func(ctx context.Context, in *struct {
-			ID int64 `path:"id" minimum:"1"`
-		}) (*body[ExemptionBody], error) {
-			e, err := s.cfg.Ledger.Exemption(ctx, in.ID)
-			if err != nil {
-				return nil, err
-			}
-			if err := checkSubject(ctx, e.Project, "", "exemptions"); err != nil {
-				return nil, err
-			}
-			e, err = s.cfg.Ledger.RevokeExemption(ctx, actor(ctx), in.ID)
-			if err != nil {
-				return nil, err
-			}
-			return &body[ExemptionBody]{s.exemptionBody(e)}, nil
-		})
+		rolesStaff, s.revokeExemption)
+}
+
+type exemptionListInput struct {
+	Project  string `query:"project"`
+	User     string `query:"user" doc:"exemptions of this student or of the whole project; a student token: its own"`
+	Instance string `query:"instance"`
+	Active   bool   `query:"active" doc:"only those in force now"`
+	PageParams
+}
+
+func (s *Server) listExemptions(ctx context.Context, in *exemptionListInput) (*body[Page[ExemptionBody]], error) {
+	project, err := projectScope(ctx, in.Project)
+	if err != nil {
+		return nil, err
+	}
+	user, err := userScope(ctx, in.User)
+	if err != nil {
+		return nil, err
+	}
+	f := ledger.ExemptionFilter{Project: project, User: user, InstanceID: in.Instance, Cursor: in.Cursor, Limit: in.Limit}
+	if in.Active {
+		f.ActiveAt = s.now()
+	}
+	page, next, err := s.cfg.Ledger.Exemptions(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	return pageBody(page, next, s.exemptionBody), nil
+}
+
+func (s *Server) grantExemption(ctx context.Context, in *exemptionInput) (*body[ExemptionBody], error) {
+	project, err := projectScope(ctx, in.Body.Project)
+	if err != nil {
+		return nil, err
+	}
+	if project == "" {
+		return nil, invalid(ctx, "body.project", "project is required")
+	}
+	if err := s.checkProject(ctx, "body.project", project); err != nil {
+		return nil, err
+	}
+	e, err := s.cfg.Ledger.GrantExemption(ctx, actor(ctx), ledger.NewExemption{Project: project, User: in.Body.User,
+		InstanceID: in.Body.InstanceID, Until: in.Body.Until, Reason: in.Body.Reason})
+	if err != nil {
+		return nil, err
+	}
+	return &body[ExemptionBody]{s.exemptionBody(e)}, nil
+}
+
+// exemptionRef names an exemption in a path.
+type exemptionRef struct {
+	ID int64 `path:"id" minimum:"1"`
+}
+
+func (s *Server) revokeExemption(ctx context.Context, in *exemptionRef) (*body[ExemptionBody], error) {
+	e, err := s.cfg.Ledger.Exemption(ctx, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSubject(ctx, e.Project, "", "exemptions"); err != nil {
+		return nil, err
+	}
+	e, err = s.cfg.Ledger.RevokeExemption(ctx, actor(ctx), in.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &body[ExemptionBody]{s.exemptionBody(e)}, nil
 }
 
 // checkBudgetWrite lets admin and finance write any budget and a lead the
@@ -464,73 +502,84 @@ func (s *Server) routesBudgets() {
 	register(s, huma.Operation{OperationID: "list-budgets", Method: http.MethodGet, Path: "/api/v1/budgets", Summary: "list budgets",
 		Description: "Budgets (配额) of projects and students, newest first. A lead sees its project's; a student its own student budgets.",
 		Tags:        []string{"watch"}},
-		rolesAll, func(ctx context.Context, in *struct {
-			Scope   string `query:"scope" enum:"project,student"`
-			Project string `query:"project"`
-			User    string `query:"user" doc:"a student token: its own"`
-			PageParams
-		}) (*body[Page[BudgetBody]], error) {
-			project, err := projectScope(ctx, in.Project)
-			if err != nil {
-				return nil, err
-			}
-			user, err := userScope(ctx, in.User)
-			if err != nil {
-				return nil, err
-			}
-			page, next, err := s.cfg.Ledger.Budgets(ctx, ledger.BudgetFilter{Scope: ledger.BudgetScope(in.Scope), Project: project, User: user,
-				Cursor: in.Cursor, Limit: in.Limit})
-			if err != nil {
-				return nil, err
-			}
-			return pageBody(page, next, budgetBody), nil
-		})
+		rolesAll, s.listBudgets)
 	register(s, huma.Operation{OperationID: "put-budget", Method: http.MethodPut, Path: "/api/v1/budgets", Summary: "set a budget",
 		Description: "Creates the budget of its scope, project, user, period and unit, or replaces its limit, thresholds and action (setting what is set changes nothing). " +
 			"Admin and finance set any budget; a lead the student budgets of its project.", Tags: []string{"watch"}},
-		rolesStaff, func(ctx context.Context, in *budgetInput) (*body[BudgetBody], error) {
-			project, err := projectScope(ctx, in.Body.Project)
-			if err != nil {
-				return nil, err
-			}
-			if project == "" {
-				return nil, invalid(ctx, "body.project", "project is required")
-			}
-			if in.Body.Unit == string(ledger.BudgetMoney) {
-				if d, err := decimal.NewFromString(in.Body.Limit); err == nil && d.Exponent() < -billing.MoneyDigits && !d.Equal(d.Round(billing.MoneyDigits)) {
-					return nil, invalid(ctx, "body.limit", "limit %q: a money limit has at most %d decimals (the currency's minor unit)", in.Body.Limit, billing.MoneyDigits)
-				}
-			}
-			scope := ledger.BudgetScope(in.Body.Scope)
-			if err := checkBudgetWrite(ctx, scope, project); err != nil {
-				return nil, err
-			}
-			if err := s.checkProject(ctx, "body.project", project); err != nil {
-				return nil, err
-			}
-			b, err := s.cfg.Ledger.PutBudget(ctx, actor(ctx), ledger.Budget{Scope: scope, Project: project, User: in.Body.User,
-				Period: ledger.BudgetPeriodKind(in.Body.Period), Unit: ledger.BudgetUnit(in.Body.Unit), Limit: in.Body.Limit,
-				Thresholds: slices.Clone(in.Body.Thresholds), Action: ledger.BudgetAction(in.Body.Action)})
-			if err != nil {
-				return nil, err
-			}
-			return &body[BudgetBody]{budgetBody(b)}, nil
-		})
+		rolesStaff, s.putBudget)
 	register(s, huma.Operation{OperationID: "delete-budget", Method: http.MethodDelete, Path: "/api/v1/budgets/{id}", Summary: "delete a budget",
 		Description: "Removes the budget (its alerts stay). Admin and finance delete any; a lead the student budgets of its project.", Tags: []string{"watch"}},
-		rolesStaff, func(ctx context.Context, in *struct {
-			ID int64 `path:"id" minimum:"1"`
-		}) (*body[BudgetBody], error) {
-			b, err := s.cfg.Ledger.Budget(ctx, in.ID)
-			if err != nil {
-				return nil, err
-			}
-			if err := checkBudgetWrite(ctx, b.Scope, b.Project); err != nil {
-				return nil, err
-			}
-			if err := s.cfg.Ledger.DeleteBudget(ctx, actor(ctx), in.ID); err != nil {
-				return nil, err
-			}
-			return &body[BudgetBody]{budgetBody(b)}, nil
-		})
+		rolesStaff, s.deleteBudget)
+}
+
+type budgetListInput struct {
+	Scope   string `query:"scope" enum:"project,student"`
+	Project string `query:"project"`
+	User    string `query:"user" doc:"a student token: its own"`
+	PageParams
+}
+
+func (s *Server) listBudgets(ctx context.Context, in *budgetListInput) (*body[Page[BudgetBody]], error) {
+	project, err := projectScope(ctx, in.Project)
+	if err != nil {
+		return nil, err
+	}
+	user, err := userScope(ctx, in.User)
+	if err != nil {
+		return nil, err
+	}
+	page, next, err := s.cfg.Ledger.Budgets(ctx, ledger.BudgetFilter{Scope: ledger.BudgetScope(in.Scope), Project: project, User: user,
+		Cursor: in.Cursor, Limit: in.Limit})
+	if err != nil {
+		return nil, err
+	}
+	return pageBody(page, next, budgetBody), nil
+}
+
+func (s *Server) putBudget(ctx context.Context, in *budgetInput) (*body[BudgetBody], error) {
+	project, err := projectScope(ctx, in.Body.Project)
+	if err != nil {
+		return nil, err
+	}
+	if project == "" {
+		return nil, invalid(ctx, "body.project", "project is required")
+	}
+	if in.Body.Unit == string(ledger.BudgetMoney) {
+		if d, err := decimal.NewFromString(in.Body.Limit); err == nil && d.Exponent() < -billing.MoneyDigits && !d.Equal(d.Round(billing.MoneyDigits)) {
+			return nil, invalid(ctx, "body.limit", "limit %q: a money limit has at most %d decimals (the currency's minor unit)", in.Body.Limit, billing.MoneyDigits)
+		}
+	}
+	scope := ledger.BudgetScope(in.Body.Scope)
+	if err := checkBudgetWrite(ctx, scope, project); err != nil {
+		return nil, err
+	}
+	if err := s.checkProject(ctx, "body.project", project); err != nil {
+		return nil, err
+	}
+	b, err := s.cfg.Ledger.PutBudget(ctx, actor(ctx), ledger.Budget{Scope: scope, Project: project, User: in.Body.User,
+		Period: ledger.BudgetPeriodKind(in.Body.Period), Unit: ledger.BudgetUnit(in.Body.Unit), Limit: in.Body.Limit,
+		Thresholds: slices.Clone(in.Body.Thresholds), Action: ledger.BudgetAction(in.Body.Action)})
+	if err != nil {
+		return nil, err
+	}
+	return &body[BudgetBody]{budgetBody(b)}, nil
+}
+
+// budgetRef names a budget in a path.
+type budgetRef struct {
+	ID int64 `path:"id" minimum:"1"`
+}
+
+func (s *Server) deleteBudget(ctx context.Context, in *budgetRef) (*body[BudgetBody], error) {
+	b, err := s.cfg.Ledger.Budget(ctx, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBudgetWrite(ctx, b.Scope, b.Project); err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Ledger.DeleteBudget(ctx, actor(ctx), in.ID); err != nil {
+		return nil, err
+	}
+	return &body[BudgetBody]{budgetBody(b)}, nil
 }
