@@ -165,17 +165,34 @@ func (o *occupancy) sweep(ps []instPiece) (Conflict, bool) {
 // such time. The sweep is O(n log n) in the number of pieces: a key's participation
 // is decided from the number of times the condition became true during its piece.
 func sweepConflict(id string, keys []Key, pieces []keyPiece, focus func(Key) bool) (Conflict, bool) {
-	type event struct {
-		t     int64
-		key   int
-		start bool
+	inFocus := make([]bool, len(keys))
+	for i, k := range keys {
+		inFocus[i] = focus == nil || focus(k)
 	}
-	events := make([]event, 0, 2*len(pieces))
+	c := Conflict{InstanceID: id}
+	involved := sweepOverlap(&c, sortedEvents(pieces), inFocus)
+	if c.OverlapMS == 0 {
+		return Conflict{}, false
+	}
+	c.addInvolved(keys, pieces, involved)
+	return c, true
+}
+
+// sweepEvent is a piece of keyPiece.key starting or ending at t.
+type sweepEvent struct {
+	t     int64
+	key   int
+	start bool
+}
+
+// sortedEvents is the starts and ends of pieces in time order. Half-open
+// pieces: at one instant, ends come before starts.
+func sortedEvents(pieces []keyPiece) []sweepEvent {
+	events := make([]sweepEvent, 0, 2*len(pieces))
 	for _, p := range pieces {
-		events = append(events, event{p.start, p.key, true}, event{p.end, p.key, false})
+		events = append(events, sweepEvent{p.start, p.key, true}, sweepEvent{p.end, p.key, false})
 	}
-	// Half-open pieces: at one instant, ends come before starts.
-	slices.SortFunc(events, func(x, y event) int {
+	slices.SortFunc(events, func(x, y sweepEvent) int {
 		if c := cmp.Compare(x.t, y.t); c != 0 {
 			return c
 		}
@@ -187,17 +204,19 @@ func sweepConflict(id string, keys []Key, pieces []keyPiece, focus func(Key) boo
 		}
 		return cmp.Compare(x.key, y.key)
 	})
-	inFocus := make([]bool, len(keys))
-	for i, k := range keys {
-		inFocus[i] = focus == nil || focus(k)
-	}
-	involved := make([]bool, len(keys))
-	startTrans := make([]int, len(keys))
+	return events
+}
+
+// sweepOverlap walks events, setting c's overlap (OverlapMS, First, Last):
+// the time during which two or more keys held the instance and at least one
+// of them is in focus. It returns which keys held the instance during it.
+func sweepOverlap(c *Conflict, events []sweepEvent, inFocus []bool) (involved []bool) {
+	involved = make([]bool, len(inFocus))
+	startTrans := make([]int, len(inFocus))
 	var (
 		count, focused, trans int
 		cond                  bool
 		prevT                 int64
-		c                     = Conflict{InstanceID: id}
 		started               []int
 	)
 	for i := 0; i < len(events); {
@@ -238,9 +257,12 @@ func sweepConflict(id string, keys []Key, pieces []keyPiece, focus func(Key) boo
 		}
 		cond, prevT = now, t
 	}
-	if c.OverlapMS == 0 {
-		return Conflict{}, false
-	}
+	return involved
+}
+
+// addInvolved records the keys involved in c, with their pieces (renumbered
+// to c's keys), holders and kinds (sorted, without repeats).
+func (c *Conflict) addInvolved(keys []Key, pieces []keyPiece, involved []bool) {
 	remap := make([]int, len(keys))
 	for i, k := range keys {
 		if !involved[i] {
@@ -262,7 +284,6 @@ func sweepConflict(id string, keys []Key, pieces []keyPiece, focus func(Key) boo
 	c.Kinds = sortedUnique(c.Kinds, func(x, y Kind) int {
 		return cmp.Or(cmp.Compare(x.GPUModel, y.GPUModel), cmp.Compare(x.Profile, y.Profile))
 	})
-	return c, true
 }
 
 func sortedUnique[T comparable](s []T, compare func(T, T) int) []T {
