@@ -170,7 +170,8 @@ func sweepConflict(id string, keys []Key, pieces []keyPiece, focus func(Key) boo
 		inFocus[i] = focus == nil || focus(k)
 	}
 	c := Conflict{InstanceID: id}
-	involved := sweepOverlap(&c, sortedEvents(pieces), inFocus)
+	involved := make([]bool, len(keys))
+	sweepOverlap(&c, sortedEvents(pieces), inFocus, involved)
 	if c.OverlapMS == 0 {
 		return Conflict{}, false
 	}
@@ -209,9 +210,9 @@ func sortedEvents(pieces []keyPiece) []sweepEvent {
 
 // sweepOverlap walks events, setting c's overlap (OverlapMS, First, Last):
 // the time during which two or more keys held the instance and at least one
-// of them is in focus. It returns which keys held the instance during it.
-func sweepOverlap(c *Conflict, events []sweepEvent, inFocus []bool) (involved []bool) {
-	involved = make([]bool, len(inFocus))
+// of them is in focus, and marks in involved the keys that held the instance
+// during it.
+func sweepOverlap(c *Conflict, events []sweepEvent, inFocus, involved []bool) {
 	startTrans := make([]int, len(inFocus))
 	var (
 		count, focused, trans int
@@ -257,7 +258,6 @@ func sweepOverlap(c *Conflict, events []sweepEvent, inFocus []bool) (involved []
 		}
 		cond, prevT = now, t
 	}
-	return involved
 }
 
 // addInvolved records the keys involved in c, with their pieces (renumbered

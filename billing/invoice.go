@@ -193,8 +193,10 @@ func (a *Accumulator) Invoices() *Result {
 	res := &Result{Period: a.period, Currency: a.cat.Currency, Timezone: a.cat.Timezone}
 	projects := invoiceSet{cat: a.cat, byProject: map[string]*Invoice{}}
 
-	// 1. Sessions clipped to the period, grouped by project.
-	occ := a.clipSessions(&projects)
+	// 1. Sessions clipped to the period, grouped by project; the instances'
+	// occupancy for the holder conflict check.
+	occ := newOccupancy()
+	a.clipSessions(&projects, occ)
 	// 2. Reservations: coverage of concurrent sessions, FIFO by session start.
 	a.applyReservations(projects.byProject)
 	// 3. Rounding per session, then usage lines per (user, SKU).
@@ -232,16 +234,14 @@ func (s *invoiceSet) invoice(project string) *Invoice {
 }
 
 // clipSessions adds every key's sessions, clipped to the period, to its
-// project's invoice, and returns the instances' occupancy for the holder
-// conflict check.
-func (a *Accumulator) clipSessions(projects *invoiceSet) *occupancy {
+// project's invoice, and every key's pieces to occ.
+func (a *Accumulator) clipSessions(projects *invoiceSet, occ *occupancy) {
 	keys := make([]Key, 0, len(a.keys))
 	for k := range a.keys {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, compareKeys)
 	// Instances with two or more keys are checked for holder conflicts.
-	occ := newOccupancy()
 	for _, k := range keys {
 		occ.count(k.InstanceID, a.keys[k].occ.Len())
 	}
@@ -259,7 +259,6 @@ func (a *Accumulator) clipSessions(projects *invoiceSet) *occupancy {
 		inv := projects.invoice(k.Project)
 		inv.Sessions = appendSessions(inv.Sessions, k, skuID, pieces, st.idle.Pieces())
 	}
-	return occ
 }
 
 // appendSessions appends a session per piece of k, each with the idle time of
