@@ -74,7 +74,16 @@ func (a *adviser) search(g *group, curves []*usageCurve) (Mix, decimal.Decimal) 
 		}
 		return mix, t
 	}
-	s := a.newMixSearch(g.sku, curves, peak)
+	// Built here, not by a constructor, so that it stays on the stack.
+	s := mixSearch{
+		a: a, sku: g.sku, curves: curves, peak: peak, x: int64(a.opt.ExhaustiveUpTo),
+		nd: decimal.NewFromInt(int64(len(curves))), rstar: make([]int64, len(curves)),
+	}
+	s.exact = peak <= s.x
+	if !s.exact {
+		s.lts = make([][]int64, len(curves))
+		s.monthLevels()
+	}
 	bestL := s.bestLong()
 	t, y, q := s.long(bestL)
 	mix.Year, mix.Quarter = y, q
@@ -102,22 +111,14 @@ type mixSearch struct {
 	lts    [][]int64 // per month, the sessions' levels when not exact
 }
 
-func (a *adviser) newMixSearch(sku *schemas.SKU, curves []*usageCurve, peak int64) *mixSearch {
-	n := len(curves)
-	s := &mixSearch{
-		a: a, sku: sku, curves: curves, peak: peak,
-		x: int64(a.opt.ExhaustiveUpTo), nd: decimal.NewFromInt(int64(n)), rstar: make([]int64, n),
+// monthLevels sets, per month, the sessions' levels and the best total
+// quantity from them (not exact: too many instances to price every one).
+func (s *mixSearch) monthLevels() {
+	for i, c := range s.curves {
+		s.lts[i] = sessionLevels(c.sessions)
+		f := func(r int64) decimal.Decimal { return c.at(r).Add(s.a.resCost(s.sku, schemas.TermMonth, r)) }
+		s.rstar[i] = descend(0, c.peak, s.a.guessMonth(s.sku, s.lts[i]), f)
 	}
-	s.exact = peak <= s.x
-	if !s.exact {
-		s.lts = make([][]int64, n)
-		for i, c := range curves {
-			s.lts[i] = sessionLevels(c.sessions)
-			f := func(r int64) decimal.Decimal { return c.at(r).Add(a.resCost(sku, schemas.TermMonth, r)) }
-			s.rstar[i] = descend(0, c.peak, a.guessMonth(sku, s.lts[i]), f)
-		}
-	}
-	return s
 }
 
 // long is long(L): the cheapest split of L between year (y) and quarter (q),

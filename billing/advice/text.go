@@ -37,7 +37,8 @@ func (a *adviser) windowDays() string {
 // adviceText is the recommendation in a sentence or three a lab lead can act on.
 func (a *adviser) adviceText(g *group, s *SKUAdvice, prof []int64) Text {
 	var en, zh strings.Builder
-	a.heldText(&en, &zh, g, s, prof)
+	w := a.window()
+	a.heldText(&en, &zh, w, g, s, prof)
 	switch {
 	case !s.Reservable:
 		fmt.Fprintf(&en, " %s has no monthly price, so it cannot be reserved: hourly use cost %s.", g.sku.ID, a.moneyS(s.Advised))
@@ -45,21 +46,23 @@ func (a *adviser) adviceText(g *group, s *SKUAdvice, prof []int64) Text {
 	case s.Mix.Empty():
 		a.hourlyOnlyText(&en, &zh, s)
 	default:
-		a.mixText(&en, &zh, g, s, prof)
+		a.mixText(&en, &zh, w, g, s, prof)
 	}
 	return Text{En: en.String(), Zh: zh.String()}
 }
 
-// window is the first and last month of the window.
-func (a *adviser) window() (from, to string) {
-	return a.periods[0].String(), a.periods[len(a.periods)-1].String()
+// windowText is the window as the texts name it: its first and last month
+// and its length in days.
+type windowText struct{ from, to, days string }
+
+func (a *adviser) window() windowText {
+	return windowText{a.periods[0].String(), a.periods[len(a.periods)-1].String(), a.windowDays()}
 }
 
 // heldText is the advice's first sentence: how much of the window the
 // project held the SKU, and its peak.
-func (a *adviser) heldText(en, zh *strings.Builder, g *group, s *SKUAdvice, prof []int64) {
-	from, to := a.window()
-	D := a.windowDays()
+func (a *adviser) heldText(en, zh *strings.Builder, w windowText, g *group, s *SKUAdvice, prof []int64) {
+	from, to, D := w.from, w.to, w.days
 	if s.Peak == 0 {
 		fmt.Fprintf(en, "From %s to %s (%s days) %s did not hold %s.", from, to, D, g.project, g.sku.ID)
 		fmt.Fprintf(zh, "%s 至 %s（%s 天）%s 未使用 %s。", from, to, D, g.project, g.sku.ID)
@@ -102,15 +105,15 @@ func (a *adviser) hourlyOnlyText(en, zh *strings.Builder, s *SKUAdvice) {
 
 // mixText advises the mix: its reservations, what it would have cost against
 // what was billed, and what it would cost if use halved.
-func (a *adviser) mixText(en, zh *strings.Builder, g *group, s *SKUAdvice, prof []int64) {
-	from, to := a.window()
+func (a *adviser) mixText(en, zh *strings.Builder, w windowText, g *group, s *SKUAdvice, prof []int64) {
+	from, to := w.from, w.to
 	partsEn, partsZh := a.mixParts(g, s.Mix)
 	if l := s.Mix.Year + s.Mix.Quarter; l > 1 && l <= int64(len(prof)) {
-		fmt.Fprintf(en, " It held at least %d for %s of the %s days.", l, days(prof[l-1]), a.windowDays())
+		fmt.Fprintf(en, " It held at least %d for %s of the %s days.", l, days(prof[l-1]), w.days)
 		fmt.Fprintf(zh, "其中至少同时占用 %d 个的时间共 %s 天。", l, days(prof[l-1]))
 	}
-	fmt.Fprintf(en, " %s, with hourly use for the rest, would have cost %s", capitalize(strings.Join(partsEn, " and ")), a.moneyS(s.Advised))
-	fmt.Fprintf(zh, "%s，其余按小时计费，将花费 %s", strings.Join(partsZh, "加"), a.moneyS(s.Advised))
+	fmt.Fprintf(en, " %s, with hourly use for the rest, would have cost %s", capitalize(partsEn), a.moneyS(s.Advised))
+	fmt.Fprintf(zh, "%s，其余按小时计费，将花费 %s", partsZh, a.moneyS(s.Advised))
 	basisEn, basisZh := a.basisText(s)
 	if saving := s.basis.Sub(s.advised); saving.Sign() > 0 {
 		fmt.Fprintf(en, " instead of the %s (saving %s).", basisEn, a.money(saving))
@@ -127,7 +130,8 @@ func (a *adviser) mixText(en, zh *strings.Builder, g *group, s *SKUAdvice, prof 
 
 // mixParts are the reservations of mix, in English and Chinese: the year and
 // quarter terms with their monthly and upfront prices, then the month terms.
-func (a *adviser) mixParts(g *group, mix Mix) (partsEn, partsZh []string) {
+func (a *adviser) mixParts(g *group, mix Mix) (en, zh string) {
+	var partsEn, partsZh []string
 	for _, t := range []struct {
 		q    int64
 		term schemas.Term
@@ -153,13 +157,13 @@ func (a *adviser) mixParts(g *group, mix Mix) (partsEn, partsZh []string) {
 		partsEn = append(partsEn, "month reservations ("+strings.Join(monthsEn, ", ")+")")
 		partsZh = append(partsZh, "月付预留（"+strings.Join(monthsZh, "，")+"）")
 	}
-	return partsEn, partsZh
+	return strings.Join(partsEn, " and "), strings.Join(partsZh, "加")
 }
 
 // underusedText says what an under-used reservation cost unused and what
 // would have done.
 func (a *adviser) underusedText(g *group, u *Underused, cov decimal.Decimal) Text {
-	from, to := a.window()
+	from, to := a.periods[0].String(), a.periods[len(a.periods)-1].String()
 	t := schemas.Term(u.Term)
 	rh := decimal.NewFromInt(u.ReservedSeconds).Div(decimal.NewFromInt(3600)).StringFixed(1)
 	ch := decimal.NewFromInt(u.CoveredSeconds).Div(decimal.NewFromInt(3600)).StringFixed(1)
