@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/cardhour/cardhour/schemas"
 )
 
 // Holder is who held an instance: a project and a user.
@@ -52,7 +50,7 @@ type Conflict struct {
 
 	// What the overlap was computed from (the occupancy of the keys that took part),
 	// so that a statement can recompute it for one user.
-	keys   []schemas.Key
+	keys   []Key
 	pieces []keyPiece
 }
 
@@ -70,7 +68,7 @@ type occupancy struct {
 	inst   map[string][2]int32 // instance → {keys counted, ordinal + 1}
 	next   int32
 	total  int // pieces counted, a bound for pieces
-	keys   []schemas.Key
+	keys   []Key
 	pieces []instPiece
 }
 
@@ -90,7 +88,7 @@ func (o *occupancy) count(instance string, n int) {
 }
 
 // add adds key k's occupancy pieces (sorted, disjoint) clipped to [lo, hi).
-func (o *occupancy) add(k schemas.Key, pieces []Interval, lo, hi int64) {
+func (o *occupancy) add(k Key, pieces []Interval, lo, hi int64) {
 	v := o.inst[k.InstanceID]
 	if v[0] < 2 {
 		return
@@ -147,7 +145,7 @@ func (o *occupancy) conflicts() []Conflict {
 // sweep measures the conflict of one instance's pieces.
 func (o *occupancy) sweep(ps []instPiece) (Conflict, bool) {
 	local := map[int32]int{}
-	var keys []schemas.Key
+	var keys []Key
 	pieces := make([]keyPiece, 0, len(ps))
 	for _, p := range ps {
 		k, ok := local[p.key]
@@ -166,18 +164,36 @@ func (o *occupancy) sweep(ps []instPiece) (Conflict, bool) {
 // and which keys took part in it. Keys take part when they held the instance during
 // such time. The sweep is O(n log n) in the number of pieces: a key's participation
 // is decided from the number of times the condition became true during its piece.
-func sweepConflict(id string, keys []schemas.Key, pieces []keyPiece, focus func(schemas.Key) bool) (Conflict, bool) {
-	type event struct {
-		t     int64
-		key   int
-		start bool
+func sweepConflict(id string, keys []Key, pieces []keyPiece, focus func(Key) bool) (Conflict, bool) {
+	inFocus := make([]bool, len(keys))
+	for i, k := range keys {
+		inFocus[i] = focus == nil || focus(k)
 	}
-	events := make([]event, 0, 2*len(pieces))
+	c := Conflict{InstanceID: id}
+	involved := make([]bool, len(keys))
+	sweepOverlap(&c, sortedEvents(pieces), inFocus, involved)
+	if c.OverlapMS == 0 {
+		return Conflict{}, false
+	}
+	c.addInvolved(keys, pieces, involved)
+	return c, true
+}
+
+// sweepEvent is a piece of keyPiece.key starting or ending at t.
+type sweepEvent struct {
+	t     int64
+	key   int
+	start bool
+}
+
+// sortedEvents is the starts and ends of pieces in time order. Half-open
+// pieces: at one instant, ends come before starts.
+func sortedEvents(pieces []keyPiece) []sweepEvent {
+	events := make([]sweepEvent, 0, 2*len(pieces))
 	for _, p := range pieces {
-		events = append(events, event{p.start, p.key, true}, event{p.end, p.key, false})
+		events = append(events, sweepEvent{p.start, p.key, true}, sweepEvent{p.end, p.key, false})
 	}
-	// Half-open pieces: at one instant, ends come before starts.
-	slices.SortFunc(events, func(x, y event) int {
+	slices.SortFunc(events, func(x, y sweepEvent) int {
 		if c := cmp.Compare(x.t, y.t); c != 0 {
 			return c
 		}
@@ -189,17 +205,19 @@ func sweepConflict(id string, keys []schemas.Key, pieces []keyPiece, focus func(
 		}
 		return cmp.Compare(x.key, y.key)
 	})
-	inFocus := make([]bool, len(keys))
-	for i, k := range keys {
-		inFocus[i] = focus == nil || focus(k)
-	}
-	involved := make([]bool, len(keys))
-	startTrans := make([]int, len(keys))
+	return events
+}
+
+// sweepOverlap walks events, setting c's overlap (OverlapMS, First, Last):
+// the time during which two or more keys held the instance and at least one
+// of them is in focus, and marks in involved the keys that held the instance
+// during it.
+func sweepOverlap(c *Conflict, events []sweepEvent, inFocus, involved []bool) {
+	startTrans := make([]int, len(inFocus))
 	var (
 		count, focused, trans int
 		cond                  bool
 		prevT                 int64
-		c                     = Conflict{InstanceID: id}
 		started               []int
 	)
 	for i := 0; i < len(events); {
@@ -240,9 +258,11 @@ func sweepConflict(id string, keys []schemas.Key, pieces []keyPiece, focus func(
 		}
 		cond, prevT = now, t
 	}
-	if c.OverlapMS == 0 {
-		return Conflict{}, false
-	}
+}
+
+// addInvolved records the keys involved in c, with their pieces (renumbered
+// to c's keys), holders and kinds (sorted, without repeats).
+func (c *Conflict) addInvolved(keys []Key, pieces []keyPiece, involved []bool) {
 	remap := make([]int, len(keys))
 	for i, k := range keys {
 		if !involved[i] {
@@ -264,7 +284,6 @@ func sweepConflict(id string, keys []schemas.Key, pieces []keyPiece, focus func(
 	c.Kinds = sortedUnique(c.Kinds, func(x, y Kind) int {
 		return cmp.Or(cmp.Compare(x.GPUModel, y.GPUModel), cmp.Compare(x.Profile, y.Profile))
 	})
-	return c, true
 }
 
 func sortedUnique[T comparable](s []T, compare func(T, T) int) []T {
@@ -276,10 +295,10 @@ func sortedUnique[T comparable](s []T, compare func(T, T) int) []T {
 // one of user's keys held the instance together with another key, user's own
 // holders named and the others only counted.
 func (c *Conflict) ForUser(user string) (Conflict, bool) {
-	if !slices.ContainsFunc(c.keys, func(k schemas.Key) bool { return k.User == user }) {
+	if !slices.ContainsFunc(c.keys, func(k Key) bool { return k.User == user }) {
 		return Conflict{}, false
 	}
-	uc, ok := sweepConflict(c.InstanceID, c.keys, c.pieces, func(k schemas.Key) bool { return k.User == user })
+	uc, ok := sweepConflict(c.InstanceID, c.keys, c.pieces, func(k Key) bool { return k.User == user })
 	if !ok {
 		return Conflict{}, false
 	}

@@ -175,7 +175,7 @@ type UnpricedLine struct {
 
 // Session is one billed session after clipping to the period.
 type Session struct {
-	Key           schemas.Key
+	Key           Key
 	SKU           string // empty when unpriced
 	Start, End    int64  // ms
 	CoveredMS     int64
@@ -190,29 +190,58 @@ func (s *Session) UsedMS() int64 { return s.End - s.Start }
 // The result depends only on the union of the usage fed in, so it is the same
 // whatever the order, duplication or splitting of the input.
 func (a *Accumulator) Invoices() *Result {
-	cat := a.cat
-	res := &Result{Period: a.period, Currency: cat.Currency, Timezone: cat.Timezone}
+	res := &Result{Period: a.period, Currency: a.cat.Currency, Timezone: a.cat.Timezone}
+	projects := invoiceSet{cat: a.cat, byProject: map[string]*Invoice{}}
 
-	// 1. Sessions clipped to the period, grouped by project.
-	byProject := map[string]*Invoice{}
-	invoice := func(project string) *Invoice {
-		inv, ok := byProject[project]
-		if !ok {
-			inv = &Invoice{Project: project}
-			if p, ok := cat.Project(project); ok {
-				inv.Name, inv.Funding, inv.InCatalog = p.Name, p.Funding, true
-			}
-			byProject[project] = inv
-		}
-		return inv
+	// 1. Sessions clipped to the period, grouped by project; the instances'
+	// occupancy for the holder conflict check.
+	occ := newOccupancy()
+	a.clipSessions(&projects, occ)
+	// 2. Reservations: coverage of concurrent sessions, FIFO by session start.
+	a.applyReservations(projects.byProject)
+	// 3. Rounding per session, then usage lines per (user, SKU).
+	for _, inv := range projects.byProject {
+		priceUsage(a.cat, inv, res)
 	}
-	keys := make([]schemas.Key, 0, len(a.keys))
+	// 4. Reservation lines, for every reservation active in the period.
+	a.addReservationLines(&projects)
+	// 5. Totals: the sum of the rounded line amounts.
+	res.Invoices = projects.totalled()
+	// 6. Data quality: holder conflicts, and a period without usage.
+	a.addDataQuality(res, occ)
+	slices.Sort(res.Warnings)
+	return res
+}
+
+// invoiceSet is the period's invoices being built, one per project.
+type invoiceSet struct {
+	cat       *schemas.Catalog
+	byProject map[string]*Invoice
+}
+
+// invoice is project's invoice, started (with its catalog entry's name and
+// funding) the first time the project bills anything.
+func (s *invoiceSet) invoice(project string) *Invoice {
+	inv, ok := s.byProject[project]
+	if !ok {
+		inv = &Invoice{Project: project}
+		if p, ok := s.cat.Project(project); ok {
+			inv.Name, inv.Funding, inv.InCatalog = p.Name, p.Funding, true
+		}
+		s.byProject[project] = inv
+	}
+	return inv
+}
+
+// clipSessions adds every key's sessions, clipped to the period, to its
+// project's invoice, and every key's pieces to occ.
+func (a *Accumulator) clipSessions(projects *invoiceSet, occ *occupancy) {
+	keys := make([]Key, 0, len(a.keys))
 	for k := range a.keys {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, compareKeys)
 	// Instances with two or more keys are checked for holder conflicts.
-	occ := newOccupancy()
 	for _, k := range keys {
 		occ.count(k.InstanceID, a.keys[k].occ.Len())
 	}
@@ -223,26 +252,37 @@ func (a *Accumulator) Invoices() *Result {
 		if len(pieces) == 0 {
 			continue
 		}
-		idle := st.idle.Pieces()
 		skuID := ""
-		if sku, ok := cat.ResolveSKU(k.GPUModel, k.Profile); ok {
+		if sku, ok := a.cat.ResolveSKU(k.GPUModel, k.Profile); ok {
 			skuID = sku.ID
 		}
-		inv := invoice(k.Project)
-		j := 0 // idle pieces before idle[j] end before the current session
-		for _, p := range pieces {
-			for j < len(idle) && idle[j].End <= p.Start {
-				j++
-			}
-			end := j
-			for end < len(idle) && idle[end].Start < p.End {
-				end++
-			}
-			inv.Sessions = append(inv.Sessions, Session{
-				Key: k, SKU: skuID, Start: p.Start, End: p.End, IdleMS: overlap([]Interval{p}, idle[j:end]),
-			})
-		}
+		inv := projects.invoice(k.Project)
+		inv.Sessions = appendSessions(inv.Sessions, k, skuID, pieces, st.idle.Pieces())
 	}
+}
+
+// appendSessions appends a session per piece of k, each with the idle time of
+// idle (sorted, disjoint) inside it.
+func appendSessions(sessions []Session, k Key, skuID string, pieces, idle []Interval) []Session {
+	j := 0 // idle pieces before idle[j] end before the current session
+	for _, p := range pieces {
+		for j < len(idle) && idle[j].End <= p.Start {
+			j++
+		}
+		end := j
+		for end < len(idle) && idle[end].Start < p.End {
+			end++
+		}
+		sessions = append(sessions, Session{
+			Key: k, SKU: skuID, Start: p.Start, End: p.End, IdleMS: overlap([]Interval{p}, idle[j:end]),
+		})
+	}
+	return sessions
+}
+
+// applyReservations sets the covered time of every priced session: each
+// (project, SKU)'s reserved quantity covers its concurrent sessions.
+func (a *Accumulator) applyReservations(byProject map[string]*Invoice) {
 	// Coverage groups point into the final session slices: (project, sku) → sessions.
 	coverage := map[[2]string][]*Session{}
 	for _, inv := range byProject {
@@ -254,112 +294,139 @@ func (a *Accumulator) Invoices() *Result {
 			}
 		}
 	}
-
-	// 2. Reservations: coverage of concurrent sessions, FIFO by session start.
 	month := a.period.MonthIndex()
 	for ck, sessions := range coverage {
-		q := reservedQuantity(cat, ck[0], ck[1], month)
+		q := reservedQuantity(a.cat, ck[0], ck[1], month)
 		applyCoverage(sessions, q)
 	}
+}
 
-	// 3. Rounding per session, then usage lines per (user, SKU).
-	for _, inv := range byProject {
-		rounding := cat.RoundingFor(inv.Project)
-		type lk struct{ user, sku, model, profile string }
-		lines := map[lk]*Line{}
-		unpriced := map[lk]*UnpricedLine{}
-		for i := range inv.Sessions {
-			s := &inv.Sessions[i]
-			if s.SKU == "" {
-				k := lk{user: s.Key.User, model: s.Key.GPUModel, profile: s.Key.Profile}
-				u, ok := unpriced[k]
-				if !ok {
-					u = &UnpricedLine{User: s.Key.User, GPUModel: s.Key.GPUModel, Profile: s.Key.Profile}
-					unpriced[k] = u
-				}
-				u.Sessions++
-				u.UsedMS += s.UsedMS()
-				u.IdleMS += s.IdleMS
-				continue
-			}
-			s.BilledSeconds = billedSeconds(s.UsedMS()-s.CoveredMS, rounding, cat.Defaults.MinBilledS)
-			k := lk{user: s.Key.User, sku: s.SKU}
-			l, ok := lines[k]
-			if !ok {
-				sku, _ := cat.SKUByID(s.SKU)
-				l = &Line{Kind: KindUsage, User: s.Key.User, SKU: s.SKU, UnitPrice: sku.HourlyPrice}
-				lines[k] = l
-			}
-			l.Sessions++
-			l.UsedMS += s.UsedMS()
-			l.CoveredMS += s.CoveredMS
-			l.IdleMS += s.IdleMS
-			l.BilledSeconds += s.BilledSeconds
+// usageLineKey groups an invoice's sessions into lines: (user, SKU) for priced
+// usage, (user, GPU model, profile) for unpriced.
+type usageLineKey struct{ user, sku, model, profile string }
+
+// priceUsage rounds every session of inv, sums them into its usage and
+// unpriced lines (sorted), and warns of unpriced usage and of a project the
+// catalog does not name.
+func priceUsage(cat *schemas.Catalog, inv *Invoice, res *Result) {
+	rounding := cat.RoundingFor(inv.Project)
+	lines := map[usageLineKey]*Line{}
+	unpriced := map[usageLineKey]*UnpricedLine{}
+	for i := range inv.Sessions {
+		s := &inv.Sessions[i]
+		if s.SKU == "" {
+			addUnpriced(unpriced, s)
+			continue
 		}
-		for _, l := range lines {
-			l.Amount = UsageAmount(l.BilledSeconds, l.UnitPrice)
-			inv.Lines = append(inv.Lines, *l)
+		s.BilledSeconds = billedSeconds(s.UsedMS()-s.CoveredMS, rounding, cat.Defaults.MinBilledS)
+		k := usageLineKey{user: s.Key.User, sku: s.SKU}
+		l, ok := lines[k]
+		if !ok {
+			sku, _ := cat.SKUByID(s.SKU)
+			l = &Line{Kind: KindUsage, User: s.Key.User, SKU: s.SKU, UnitPrice: sku.HourlyPrice}
+			lines[k] = l
 		}
-		slices.SortFunc(inv.Lines, func(x, y Line) int {
-			return cmp.Or(cmp.Compare(x.User, y.User), cmp.Compare(x.SKU, y.SKU))
-		})
-		for _, u := range unpriced {
-			inv.Unpriced = append(inv.Unpriced, *u)
-		}
-		slices.SortFunc(inv.Unpriced, func(x, y UnpricedLine) int {
-			return cmp.Or(cmp.Compare(x.User, y.User), cmp.Compare(x.GPUModel, y.GPUModel), cmp.Compare(x.Profile, y.Profile))
-		})
-		for _, u := range inv.Unpriced {
-			res.warn(Warning{Code: WarnUnpriced, Project: inv.Project, Users: nonEmpty(u.User), Message: fmt.Sprintf(
-				"project %q user %q: %s of %s / %s matches no SKU in the catalog and is not priced",
-				inv.Project, u.User, FormatSeconds(u.UsedMS)+" s", u.GPUModel, u.Profile)})
-		}
-		if !inv.InCatalog {
-			res.warn(Warning{Code: WarnNotInCatalog, Project: inv.Project, Message: fmt.Sprintf(
-				"project %q is not in the catalog: billed with the catalog defaults", inv.Project)})
-		}
+		l.Sessions++
+		l.UsedMS += s.UsedMS()
+		l.CoveredMS += s.CoveredMS
+		l.IdleMS += s.IdleMS
+		l.BilledSeconds += s.BilledSeconds
 	}
+	for _, l := range lines {
+		l.Amount = UsageAmount(l.BilledSeconds, l.UnitPrice)
+		inv.Lines = append(inv.Lines, *l)
+	}
+	slices.SortFunc(inv.Lines, func(x, y Line) int {
+		return cmp.Or(cmp.Compare(x.User, y.User), cmp.Compare(x.SKU, y.SKU))
+	})
+	for _, u := range unpriced {
+		inv.Unpriced = append(inv.Unpriced, *u)
+	}
+	slices.SortFunc(inv.Unpriced, func(x, y UnpricedLine) int {
+		return cmp.Or(cmp.Compare(x.User, y.User), cmp.Compare(x.GPUModel, y.GPUModel), cmp.Compare(x.Profile, y.Profile))
+	})
+	for _, u := range inv.Unpriced {
+		res.warn(Warning{Code: WarnUnpriced, Project: inv.Project, Users: nonEmpty(u.User), Message: fmt.Sprintf(
+			"project %q user %q: %s of %s / %s matches no SKU in the catalog and is not priced",
+			inv.Project, u.User, FormatSeconds(u.UsedMS)+" s", u.GPUModel, u.Profile)})
+	}
+	if !inv.InCatalog {
+		res.warn(Warning{Code: WarnNotInCatalog, Project: inv.Project, Message: fmt.Sprintf(
+			"project %q is not in the catalog: billed with the catalog defaults", inv.Project)})
+	}
+}
 
-	// 4. Reservation lines, for every reservation active in the period.
+// addUnpriced adds s, which matches no SKU, to its unpriced line.
+func addUnpriced(unpriced map[usageLineKey]*UnpricedLine, s *Session) {
+	k := usageLineKey{user: s.Key.User, model: s.Key.GPUModel, profile: s.Key.Profile}
+	u, ok := unpriced[k]
+	if !ok {
+		u = &UnpricedLine{User: s.Key.User, GPUModel: s.Key.GPUModel, Profile: s.Key.Profile}
+		unpriced[k] = u
+	}
+	u.Sessions++
+	u.UsedMS += s.UsedMS()
+	u.IdleMS += s.IdleMS
+}
+
+// addReservationLines adds a line for every reservation active in the period
+// to its project's invoice, with or without usage.
+func (a *Accumulator) addReservationLines(projects *invoiceSet) {
+	cat, month := a.cat, a.period.MonthIndex()
 	for i := range cat.Projects {
 		p := &cat.Projects[i]
 		for ri, r := range p.Reservations {
 			if !r.ActiveIn(month) {
 				continue
 			}
-			sku, _ := cat.SKUByID(r.SKU)
-			disc := cat.Discount(sku, r.Term)
-			months := 0
-			switch {
-			case r.Billing == schemas.BillingMonthly:
-				months = 1
-			case month == r.StartIndex():
-				months = r.Term.Months()
-			}
-			amount := decimal.Zero
-			if months > 0 {
-				amount = ReservationAmount(sku.MonthlyPrice, months, disc, r.Quantity)
-			}
-			inv := invoice(p.ID)
-			inv.Lines = append(inv.Lines, Line{
-				Kind: KindReservation, SKU: r.SKU, Term: r.Term, Quantity: r.Quantity,
-				Billing: r.Billing, Start: fmt.Sprintf("%04d-%02d", r.StartYear, int(r.StartMonth)),
-				UnitPrice: sku.MonthlyPrice, Amount: amount, Index: ri, Months: months, Discount: disc,
-			})
+			inv := projects.invoice(p.ID)
+			inv.Lines = append(inv.Lines, reservationLine(cat, r, ri, month))
 		}
 	}
+}
 
-	// 5. Totals: the sum of the rounded line amounts.
-	for _, inv := range byProject {
+// reservationLine is the charge of reservation r (the ri-th of its project) in
+// month: monthly billing charges every month, upfront billing the whole term
+// in its first month and nothing after.
+func reservationLine(cat *schemas.Catalog, r schemas.Reservation, ri, month int) Line {
+	sku, _ := cat.SKUByID(r.SKU)
+	disc := cat.Discount(sku, r.Term)
+	months := 0
+	switch {
+	case r.Billing == schemas.BillingMonthly:
+		months = 1
+	case month == r.StartIndex():
+		months = r.Term.Months()
+	}
+	amount := decimal.Zero
+	if months > 0 {
+		amount = ReservationAmount(sku.MonthlyPrice, months, disc, r.Quantity)
+	}
+	return Line{
+		Kind: KindReservation, SKU: r.SKU, Term: r.Term, Quantity: r.Quantity,
+		Billing: r.Billing, Start: fmt.Sprintf("%04d-%02d", r.StartYear, int(r.StartMonth)),
+		UnitPrice: sku.MonthlyPrice, Amount: amount, Index: ri, Months: months, Discount: disc,
+	}
+}
+
+// totalled is the invoices, sorted by project, each with its total: the sum
+// of its rounded line amounts.
+func (s *invoiceSet) totalled() []Invoice {
+	var invoices []Invoice
+	for _, inv := range s.byProject {
 		inv.Total = decimal.Zero
 		for _, l := range inv.Lines {
 			inv.Total = inv.Total.Add(l.Amount)
 		}
-		res.Invoices = append(res.Invoices, *inv)
+		invoices = append(invoices, *inv)
 	}
-	slices.SortFunc(res.Invoices, func(x, y Invoice) int { return cmp.Compare(x.Project, y.Project) })
+	slices.SortFunc(invoices, func(x, y Invoice) int { return cmp.Compare(x.Project, y.Project) })
+	return invoices
+}
 
-	// 6. Data quality: holder conflicts, and a period without usage.
+// addDataQuality records the holder conflicts, with a warning each, and warns
+// of a period without usage.
+func (a *Accumulator) addDataQuality(res *Result, occ *occupancy) {
 	res.Conflicts = occ.conflicts()
 	for i := range res.Conflicts {
 		c := &res.Conflicts[i]
@@ -372,8 +439,6 @@ func (a *Accumulator) Invoices() *Result {
 	if !hasUsage(res.Invoices) {
 		res.AddWarning(WarnNoUsage, NoUsageMessage(a.period, ""))
 	}
-	slices.Sort(res.Warnings)
-	return res
 }
 
 func hasUsage(invoices []Invoice) bool {
@@ -414,7 +479,7 @@ func nonEmpty(s ...string) []string {
 	return slices.Compact(out)
 }
 
-func compareKeys(x, y schemas.Key) int {
+func compareKeys(x, y Key) int {
 	return cmp.Or(cmp.Compare(x.Project, y.Project), cmp.Compare(x.User, y.User),
 		cmp.Compare(x.InstanceID, y.InstanceID), cmp.Compare(x.GPUModel, y.GPUModel), cmp.Compare(x.Profile, y.Profile))
 }

@@ -62,8 +62,7 @@ func (m Mix) Reservations(sku string, periods []billing.Period) []schemas.Reserv
 // engine's usage amount of month i (usageCurve). Ties go to the smaller
 // commitment.
 func (a *adviser) search(g *group, curves []*usageCurve) (Mix, decimal.Decimal) {
-	n := len(curves)
-	mix := Mix{Month: make([]int64, n)}
+	mix := Mix{Month: make([]int64, len(curves))}
 	var peak int64
 	for _, c := range curves {
 		peak = max(peak, c.peak)
@@ -75,84 +74,121 @@ func (a *adviser) search(g *group, curves []*usageCurve) (Mix, decimal.Decimal) 
 		}
 		return mix, t
 	}
-	x := int64(a.opt.ExhaustiveUpTo)
-	nd := decimal.NewFromInt(int64(n))
-	// long(L): the cheapest split of L between year and quarter, per window.
-	long := func(l int64) (decimal.Decimal, int64, int64) {
-		if l == 0 {
-			return decimal.Zero, 0, 0
-		}
-		cost := func(y int64) decimal.Decimal {
-			return a.resCost(g.sku, schemas.TermYear, y).Add(a.resCost(g.sku, schemas.TermQuarter, l-y)).Mul(nd)
-		}
-		ys := []int64{0, l}
-		if l <= x {
-			ys = ys[:0]
-			for y := int64(0); y <= l; y++ {
-				ys = append(ys, y)
-			}
-		}
-		best, by := cost(ys[0]), ys[0]
-		for _, y := range ys[1:] {
-			if c := cost(y); c.LessThan(best) {
-				best, by = c, y
-			}
-		}
-		return best, by, l - by
+	// Built here, not by a constructor, so that it stays on the stack.
+	s := mixSearch{
+		a: a, sku: g.sku, curves: curves, peak: peak, x: int64(a.opt.ExhaustiveUpTo),
+		nd: decimal.NewFromInt(int64(len(curves))), rstar: make([]int64, len(curves)),
 	}
-	// monthBest(i, L): the month-term quantity of month i on top of L.
-	exact := peak <= x
-	rstar := make([]int64, n)
-	var lts [][]int64
-	if !exact {
-		lts = make([][]int64, n)
-		for i, c := range curves {
-			lts[i] = sessionLevels(c.sessions)
-			f := func(r int64) decimal.Decimal { return c.at(r).Add(a.resCost(g.sku, schemas.TermMonth, r)) }
-			rstar[i] = descend(0, c.peak, a.guessMonth(g.sku, lts[i]), f)
-		}
+	s.exact = peak <= s.x
+	if !s.exact {
+		s.lts = make([][]int64, len(curves))
+		s.monthLevels()
 	}
-	monthBest := func(i int, l int64) (decimal.Decimal, int64) {
-		c := curves[i]
-		if !exact {
-			m := max(0, rstar[i]-l)
-			return c.at(l + m).Add(a.resCost(g.sku, schemas.TermMonth, m)), m
-		}
-		best, bm := c.at(l), int64(0)
-		for m := int64(1); l+m <= c.peak; m++ {
-			if v := c.at(l + m).Add(a.resCost(g.sku, schemas.TermMonth, m)); v.LessThan(best) {
-				best, bm = v, m
-			}
-		}
-		return best, bm
-	}
-	total := func(l int64) decimal.Decimal {
-		t, _, _ := long(l)
-		for i := range curves {
-			v, _ := monthBest(i, l)
-			t = t.Add(v)
-		}
-		return t
-	}
-	var bestL int64
-	if exact {
-		best := total(0)
-		for l := int64(1); l <= peak; l++ {
-			if v := total(l); v.LessThan(best) {
-				best, bestL = v, l
-			}
-		}
-	} else {
-		bestL = descend(0, peak, a.guessLong(g.sku, lts, rstar), total)
-	}
-	t, y, q := long(bestL)
+	bestL := s.bestLong()
+	t, y, q := s.long(bestL)
 	mix.Year, mix.Quarter = y, q
 	for i := range curves {
-		v, m := monthBest(i, bestL)
+		v, m := s.monthBest(i, bestL)
 		mix.Month[i] = m
 		t = t.Add(v)
 	}
 	return mix, t
+}
+
+// mixSearch prices the mixes of one SKU over the window's usage curves.
+// Up to opt.ExhaustiveUpTo instances every quantity is priced (exact);
+// above it, each month's best total quantity (rstar) and the best L are
+// found by descend from the sessions' levels.
+type mixSearch struct {
+	a      *adviser
+	sku    *schemas.SKU
+	curves []*usageCurve
+	peak   int64
+	x      int64           // opt.ExhaustiveUpTo
+	nd     decimal.Decimal // the window's months
+	exact  bool
+	rstar  []int64   // per month, the best L+m when not exact
+	lts    [][]int64 // per month, the sessions' levels when not exact
+}
+
+// monthLevels sets, per month, the sessions' levels and the best total
+// quantity from them (not exact: too many instances to price every one).
+func (s *mixSearch) monthLevels() {
+	for i, c := range s.curves {
+		s.lts[i] = sessionLevels(c.sessions)
+		f := func(r int64) decimal.Decimal { return c.at(r).Add(s.a.resCost(s.sku, schemas.TermMonth, r)) }
+		s.rstar[i] = descend(0, c.peak, s.a.guessMonth(s.sku, s.lts[i]), f)
+	}
+}
+
+// long is long(L): the cheapest split of L between year (y) and quarter (q),
+// per window; every split is priced up to x, else only all-year and
+// all-quarter.
+func (s *mixSearch) long(l int64) (cost decimal.Decimal, y, q int64) {
+	if l == 0 {
+		return decimal.Zero, 0, 0
+	}
+	costOf := func(y int64) decimal.Decimal {
+		return s.a.resCost(s.sku, schemas.TermYear, y).Add(s.a.resCost(s.sku, schemas.TermQuarter, l-y)).Mul(s.nd)
+	}
+	ys := []int64{0, l}
+	if l <= s.x {
+		ys = ys[:0]
+		for y := int64(0); y <= l; y++ {
+			ys = append(ys, y)
+		}
+	}
+	best, by := costOf(ys[0]), ys[0]
+	for _, y := range ys[1:] {
+		if c := costOf(y); c.LessThan(best) {
+			best, by = c, y
+		}
+	}
+	return best, by, l - by
+}
+
+// monthBest is monthBest(i, L): the month-term quantity of month i on top of
+// L, and the month's cost with it.
+func (s *mixSearch) monthBest(i int, l int64) (decimal.Decimal, int64) {
+	c := s.curves[i]
+	if !s.exact {
+		m := max(0, s.rstar[i]-l)
+		return c.at(l + m).Add(s.a.resCost(s.sku, schemas.TermMonth, m)), m
+	}
+	best, bm := c.at(l), int64(0)
+	for m := int64(1); l+m <= c.peak; m++ {
+		if v := c.at(l + m).Add(s.a.resCost(s.sku, schemas.TermMonth, m)); v.LessThan(best) {
+			best, bm = v, m
+		}
+	}
+	return best, bm
+}
+
+// total is the window's cost with long-term quantity l and each month's
+// best month-term quantity on top.
+func (s *mixSearch) total(l int64) decimal.Decimal {
+	t, _, _ := s.long(l)
+	for i := range s.curves {
+		v, _ := s.monthBest(i, l)
+		t = t.Add(v)
+	}
+	return t
+}
+
+// bestLong is the long-term quantity L of least total cost: every L up to
+// the peak when exact, else found by descend from guessLong.
+func (s *mixSearch) bestLong() int64 {
+	if !s.exact {
+		return descend(0, s.peak, s.a.guessLong(s.sku, s.lts, s.rstar), s.total)
+	}
+	var bestL int64
+	best := s.total(0)
+	for l := int64(1); l <= s.peak; l++ {
+		if v := s.total(l); v.LessThan(best) {
+			best, bestL = v, l
+		}
+	}
+	return bestL
 }
 
 // argmin is the smallest minimiser of f over [lo, hi] when f falls and then

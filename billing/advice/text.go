@@ -36,89 +36,128 @@ func (a *adviser) windowDays() string {
 
 // adviceText is the recommendation in a sentence or three a lab lead can act on.
 func (a *adviser) adviceText(g *group, s *SKUAdvice, prof []int64) Text {
-	from, to := a.periods[0].String(), a.periods[len(a.periods)-1].String()
-	D := a.windowDays()
 	var en, zh strings.Builder
-	if s.Peak == 0 {
-		fmt.Fprintf(&en, "From %s to %s (%s days) %s did not hold %s.", from, to, D, g.project, g.sku.ID)
-		fmt.Fprintf(&zh, "%s 至 %s（%s 天）%s 未使用 %s。", from, to, D, g.project, g.sku.ID)
-	} else {
-		d1 := days(prof[0])
-		fmt.Fprintf(&en, "From %s to %s (%s days) %s held at least 1 %s for %s days and at most %d at once.", from, to, D, g.project, g.sku.ID, d1, s.Peak)
-		fmt.Fprintf(&zh, "%s 至 %s（%s 天）%s 至少占用 1 个 %s 的时间共 %s 天，同时最多 %d 个。", from, to, D, g.project, g.sku.ID, d1, s.Peak)
-	}
-	basisEn, basisZh := a.moneyS(s.BilledBase)+" billed", "实际计费 "+a.moneyS(s.BilledBase)
-	if !s.billed.Equal(s.basis) {
-		basisEn = fmt.Sprintf("%s billed (reservations counted by their monthly shares; the invoices of these months charged %s)", a.moneyS(s.BilledBase), a.moneyS(s.Billed))
-		basisZh = fmt.Sprintf("实际计费 %s（预留按月分摊计；这几个月的账单共收 %s）", a.moneyS(s.BilledBase), a.moneyS(s.Billed))
-	}
-	saving := s.basis.Sub(s.advised)
+	w := a.window()
+	a.heldText(&en, &zh, w, g, s, prof)
 	switch {
 	case !s.Reservable:
 		fmt.Fprintf(&en, " %s has no monthly price, so it cannot be reserved: hourly use cost %s.", g.sku.ID, a.moneyS(s.Advised))
 		fmt.Fprintf(&zh, "%s 没有包月价格，不能预留：按小时计费共 %s。", g.sku.ID, a.moneyS(s.Advised))
-		return Text{En: en.String(), Zh: zh.String()}
 	case s.Mix.Empty():
-		fmt.Fprintf(&en, " Hourly use only is cheapest: %s", a.moneyS(s.Advised))
-		fmt.Fprintf(&zh, "全部按小时计费最省：%s", a.moneyS(s.Advised))
-		if len(s.Current) > 0 && saving.Sign() > 0 {
-			fmt.Fprintf(&en, " instead of the %s with its reservations (saving %s)", basisEn, a.money(saving))
-			fmt.Fprintf(&zh, "，而%s（含预留），可节省 %s", basisZh, a.money(saving))
-		}
-		if len(s.Terms) == 3 {
-			fmt.Fprintf(&en, "; a reservation pays off when one instance is held more than %s of the time on a year term (%s on a month term).",
-				pctS(s.Terms[2].BreakEven), pctS(s.Terms[0].BreakEven))
-			fmt.Fprintf(&zh, "；单个实例占用时间超过 %s 时年付预留才划算（月付需超过 %s）。", pctS(s.Terms[2].BreakEven), pctS(s.Terms[0].BreakEven))
-		} else {
-			en.WriteString(".")
-			zh.WriteString("。")
-		}
+		a.hourlyOnlyText(&en, &zh, s)
 	default:
-		var partsEn, partsZh []string
-		for _, t := range []struct {
-			q    int64
-			term schemas.Term
-		}{{s.Mix.Year, schemas.TermYear}, {s.Mix.Quarter, schemas.TermQuarter}} {
-			if t.q == 0 {
-				continue
-			}
-			d := a.cat.Discount(g.sku, t.term)
-			m := billing.ReservationAmount(g.sku.MonthlyPrice, 1, d, t.q)
-			up := billing.ReservationAmount(g.sku.MonthlyPrice, t.term.Months(), d, t.q)
-			partsEn = append(partsEn, fmt.Sprintf("%d %s reservation%s (%s a month billed monthly, or %s upfront for the %s)",
-				t.q, termEn[t.term], plural(t.q), a.money(m), a.money(up), termEn[t.term]))
-			partsZh = append(partsZh, fmt.Sprintf("%d 个%s预留（按月付每月 %s，或一次预付 %s）", t.q, termZh[t.term], a.money(m), a.money(up)))
-		}
-		var monthsEn, monthsZh []string
-		for i, q := range s.Mix.Month {
-			if q > 0 {
-				monthsEn = append(monthsEn, fmt.Sprintf("%d in %s", q, a.periods[i]))
-				monthsZh = append(monthsZh, fmt.Sprintf("%s %d 个", a.periods[i], q))
-			}
-		}
-		if len(monthsEn) > 0 {
-			partsEn = append(partsEn, "month reservations ("+strings.Join(monthsEn, ", ")+")")
-			partsZh = append(partsZh, "月付预留（"+strings.Join(monthsZh, "，")+"）")
-		}
-		if l := s.Mix.Year + s.Mix.Quarter; l > 1 && l <= int64(len(prof)) {
-			fmt.Fprintf(&en, " It held at least %d for %s of the %s days.", l, days(prof[l-1]), D)
-			fmt.Fprintf(&zh, "其中至少同时占用 %d 个的时间共 %s 天。", l, days(prof[l-1]))
-		}
-		fmt.Fprintf(&en, " %s, with hourly use for the rest, would have cost %s", capitalize(strings.Join(partsEn, " and ")), a.moneyS(s.Advised))
-		fmt.Fprintf(&zh, "%s，其余按小时计费，将花费 %s", strings.Join(partsZh, "加"), a.moneyS(s.Advised))
-		if saving.Sign() > 0 {
-			fmt.Fprintf(&en, " instead of the %s (saving %s).", basisEn, a.money(saving))
-			fmt.Fprintf(&zh, "，而%s，可节省 %s。", basisZh, a.money(saving))
-		} else {
-			fmt.Fprintf(&en, "; the %s is no more than that: keep the current reservations.", basisEn)
-			fmt.Fprintf(&zh, "；%s，并不更贵：保持现有预留即可。", basisZh)
-		}
-		fmt.Fprintf(&en, " This assumes %s to %s repeat; if use halved, these reservations and hourly use would cost %s (hourly only: %s).",
-			from, to, a.moneyS(s.IfHalved.Advised), a.moneyS(s.IfHalved.HourlyOnly))
-		fmt.Fprintf(&zh, "此建议假设 %s 至 %s 的用量重复；若用量减半，该方案将花费 %s（全部按小时：%s）。",
-			from, to, a.moneyS(s.IfHalved.Advised), a.moneyS(s.IfHalved.HourlyOnly))
+		a.mixText(&en, &zh, w, g, s, prof)
 	}
 	return Text{En: en.String(), Zh: zh.String()}
+}
+
+// windowText is the window as the texts name it: its first and last month
+// and its length in days.
+type windowText struct{ from, to, days string }
+
+func (a *adviser) window() windowText {
+	return windowText{a.periods[0].String(), a.periods[len(a.periods)-1].String(), a.windowDays()}
+}
+
+// heldText is the advice's first sentence: how much of the window the
+// project held the SKU, and its peak.
+func (a *adviser) heldText(en, zh *strings.Builder, w windowText, g *group, s *SKUAdvice, prof []int64) {
+	from, to, D := w.from, w.to, w.days
+	if s.Peak == 0 {
+		fmt.Fprintf(en, "From %s to %s (%s days) %s did not hold %s.", from, to, D, g.project, g.sku.ID)
+		fmt.Fprintf(zh, "%s 至 %s（%s 天）%s 未使用 %s。", from, to, D, g.project, g.sku.ID)
+		return
+	}
+	d1 := days(prof[0])
+	fmt.Fprintf(en, "From %s to %s (%s days) %s held at least 1 %s for %s days and at most %d at once.", from, to, D, g.project, g.sku.ID, d1, s.Peak)
+	fmt.Fprintf(zh, "%s 至 %s（%s 天）%s 至少占用 1 个 %s 的时间共 %s 天，同时最多 %d 个。", from, to, D, g.project, g.sku.ID, d1, s.Peak)
+}
+
+// basisText names what the window was billed, the basis of the saving: when
+// the invoices charged otherwise (upfront reservations), it says so.
+func (a *adviser) basisText(s *SKUAdvice) (en, zh string) {
+	if !s.billed.Equal(s.basis) {
+		return fmt.Sprintf("%s billed (reservations counted by their monthly shares; the invoices of these months charged %s)", a.moneyS(s.BilledBase), a.moneyS(s.Billed)),
+			fmt.Sprintf("实际计费 %s（预留按月分摊计；这几个月的账单共收 %s）", a.moneyS(s.BilledBase), a.moneyS(s.Billed))
+	}
+	return a.moneyS(s.BilledBase) + " billed", "实际计费 " + a.moneyS(s.BilledBase)
+}
+
+// hourlyOnlyText advises no reservation: what hourly use cost, what the
+// current reservations cost more, and when a reservation would pay off.
+func (a *adviser) hourlyOnlyText(en, zh *strings.Builder, s *SKUAdvice) {
+	fmt.Fprintf(en, " Hourly use only is cheapest: %s", a.moneyS(s.Advised))
+	fmt.Fprintf(zh, "全部按小时计费最省：%s", a.moneyS(s.Advised))
+	if saving := s.basis.Sub(s.advised); len(s.Current) > 0 && saving.Sign() > 0 {
+		basisEn, basisZh := a.basisText(s)
+		fmt.Fprintf(en, " instead of the %s with its reservations (saving %s)", basisEn, a.money(saving))
+		fmt.Fprintf(zh, "，而%s（含预留），可节省 %s", basisZh, a.money(saving))
+	}
+	if len(s.Terms) == 3 {
+		fmt.Fprintf(en, "; a reservation pays off when one instance is held more than %s of the time on a year term (%s on a month term).",
+			pctS(s.Terms[2].BreakEven), pctS(s.Terms[0].BreakEven))
+		fmt.Fprintf(zh, "；单个实例占用时间超过 %s 时年付预留才划算（月付需超过 %s）。", pctS(s.Terms[2].BreakEven), pctS(s.Terms[0].BreakEven))
+	} else {
+		en.WriteString(".")
+		zh.WriteString("。")
+	}
+}
+
+// mixText advises the mix: its reservations, what it would have cost against
+// what was billed, and what it would cost if use halved.
+func (a *adviser) mixText(en, zh *strings.Builder, w windowText, g *group, s *SKUAdvice, prof []int64) {
+	from, to := w.from, w.to
+	partsEn, partsZh := a.mixParts(g, s.Mix)
+	if l := s.Mix.Year + s.Mix.Quarter; l > 1 && l <= int64(len(prof)) {
+		fmt.Fprintf(en, " It held at least %d for %s of the %s days.", l, days(prof[l-1]), w.days)
+		fmt.Fprintf(zh, "其中至少同时占用 %d 个的时间共 %s 天。", l, days(prof[l-1]))
+	}
+	fmt.Fprintf(en, " %s, with hourly use for the rest, would have cost %s", capitalize(partsEn), a.moneyS(s.Advised))
+	fmt.Fprintf(zh, "%s，其余按小时计费，将花费 %s", partsZh, a.moneyS(s.Advised))
+	basisEn, basisZh := a.basisText(s)
+	if saving := s.basis.Sub(s.advised); saving.Sign() > 0 {
+		fmt.Fprintf(en, " instead of the %s (saving %s).", basisEn, a.money(saving))
+		fmt.Fprintf(zh, "，而%s，可节省 %s。", basisZh, a.money(saving))
+	} else {
+		fmt.Fprintf(en, "; the %s is no more than that: keep the current reservations.", basisEn)
+		fmt.Fprintf(zh, "；%s，并不更贵：保持现有预留即可。", basisZh)
+	}
+	fmt.Fprintf(en, " This assumes %s to %s repeat; if use halved, these reservations and hourly use would cost %s (hourly only: %s).",
+		from, to, a.moneyS(s.IfHalved.Advised), a.moneyS(s.IfHalved.HourlyOnly))
+	fmt.Fprintf(zh, "此建议假设 %s 至 %s 的用量重复；若用量减半，该方案将花费 %s（全部按小时：%s）。",
+		from, to, a.moneyS(s.IfHalved.Advised), a.moneyS(s.IfHalved.HourlyOnly))
+}
+
+// mixParts are the reservations of mix, in English and Chinese: the year and
+// quarter terms with their monthly and upfront prices, then the month terms.
+func (a *adviser) mixParts(g *group, mix Mix) (en, zh string) {
+	var partsEn, partsZh []string
+	for _, t := range []struct {
+		q    int64
+		term schemas.Term
+	}{{mix.Year, schemas.TermYear}, {mix.Quarter, schemas.TermQuarter}} {
+		if t.q == 0 {
+			continue
+		}
+		d := a.cat.Discount(g.sku, t.term)
+		m := billing.ReservationAmount(g.sku.MonthlyPrice, 1, d, t.q)
+		up := billing.ReservationAmount(g.sku.MonthlyPrice, t.term.Months(), d, t.q)
+		partsEn = append(partsEn, fmt.Sprintf("%d %s reservation%s (%s a month billed monthly, or %s upfront for the %s)",
+			t.q, termEn[t.term], plural(t.q), a.money(m), a.money(up), termEn[t.term]))
+		partsZh = append(partsZh, fmt.Sprintf("%d 个%s预留（按月付每月 %s，或一次预付 %s）", t.q, termZh[t.term], a.money(m), a.money(up)))
+	}
+	var monthsEn, monthsZh []string
+	for i, q := range mix.Month {
+		if q > 0 {
+			monthsEn = append(monthsEn, fmt.Sprintf("%d in %s", q, a.periods[i]))
+			monthsZh = append(monthsZh, fmt.Sprintf("%s %d 个", a.periods[i], q))
+		}
+	}
+	if len(monthsEn) > 0 {
+		partsEn = append(partsEn, "month reservations ("+strings.Join(monthsEn, ", ")+")")
+		partsZh = append(partsZh, "月付预留（"+strings.Join(monthsZh, "，")+"）")
+	}
+	return strings.Join(partsEn, " and "), strings.Join(partsZh, "加")
 }
 
 // underusedText says what an under-used reservation cost unused and what

@@ -200,15 +200,36 @@ func parseFont(data []byte) (*fontFile, error) {
 // glyph 0 (.notdef) are left out. format4 reports whether there is a format 4
 // Unicode subtable.
 func parseCmap(cmap []byte) (glyphs map[rune]uint16, format4 bool, err error) {
+	best, bestFormat, format4, err := bestCmapSubtable(cmap)
+	if err != nil {
+		return nil, false, err
+	}
+	out := map[rune]uint16{}
+	switch bestFormat {
+	case 12:
+		err = cmapFormat12(best, out)
+	case 4:
+		err = cmapFormat4(best, out)
+	default:
+		err = errors.New("no Unicode cmap (format 4 or 12)")
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return out, format4, nil
+}
+
+// bestCmapSubtable is the best Unicode subtable of cmap and its format
+// (format 12 over format 4; 0 when there is neither), and whether there is a
+// format 4 Unicode subtable.
+func bestCmapSubtable(cmap []byte) (best []byte, bestFormat int, format4 bool, err error) {
 	if len(cmap) < 4 {
-		return nil, false, errors.New("truncated cmap table")
+		return nil, 0, false, errors.New("truncated cmap table")
 	}
 	n := int(binary.BigEndian.Uint16(cmap[2:]))
-	var best []byte
-	bestFormat := 0
 	for i := range n {
 		if 4+8*i+8 > len(cmap) {
-			return nil, false, errors.New("truncated cmap table")
+			return nil, 0, false, errors.New("truncated cmap table")
 		}
 		rec := cmap[4+8*i:]
 		platform, encoding := binary.BigEndian.Uint16(rec), binary.BigEndian.Uint16(rec[2:])
@@ -225,63 +246,68 @@ func parseCmap(cmap []byte) (glyphs map[rune]uint16, format4 bool, err error) {
 			best, bestFormat = cmap[off:], format
 		}
 	}
-	out := map[rune]uint16{}
-	switch bestFormat {
-	case 12:
-		if len(best) < 16 {
-			return nil, false, errors.New("truncated cmap format 12")
-		}
-		groups := int(binary.BigEndian.Uint32(best[12:]))
-		if len(best) < 16+12*groups {
-			return nil, false, errors.New("truncated cmap format 12")
-		}
-		for g := range groups {
-			rec := best[16+12*g:]
-			start, end, gid := binary.BigEndian.Uint32(rec), binary.BigEndian.Uint32(rec[4:]), binary.BigEndian.Uint32(rec[8:])
-			if end < start || end > 0x10FFFF {
-				continue
-			}
-			for c := start; c <= end; c++ {
-				if g := gid + c - start; g != 0 && g <= 0xFFFF {
-					out[rune(c)] = uint16(g)
-				}
-			}
-		}
-	case 4:
-		if len(best) < 14 {
-			return nil, false, errors.New("truncated cmap format 4")
-		}
-		segs := int(binary.BigEndian.Uint16(best[6:])) / 2
-		if len(best) < 16+8*segs {
-			return nil, false, errors.New("truncated cmap format 4")
-		}
-		ends, starts := best[14:], best[16+2*segs:]
-		deltas, ranges := best[16+4*segs:], best[16+6*segs:]
-		for s := range segs {
-			end, start := binary.BigEndian.Uint16(ends[2*s:]), binary.BigEndian.Uint16(starts[2*s:])
-			delta, ro := binary.BigEndian.Uint16(deltas[2*s:]), int(binary.BigEndian.Uint16(ranges[2*s:]))
-			for c := int(start); c <= int(end) && c != 0xFFFF; c++ {
-				var g uint16
-				if ro == 0 {
-					g = uint16(c) + delta
-				} else {
-					at := 16 + 6*segs + 2*s + ro + 2*(c-int(start))
-					if at+2 > len(best) {
-						continue
-					}
-					if g = binary.BigEndian.Uint16(best[at:]); g != 0 {
-						g += delta
-					}
-				}
-				if g != 0 {
-					out[rune(c)] = g
-				}
-			}
-		}
-	default:
-		return nil, false, errors.New("no Unicode cmap (format 4 or 12)")
+	return best, bestFormat, format4, nil
+}
+
+// cmapFormat12 adds the runes of a format 12 subtable (segmented coverage,
+// every plane) to out.
+func cmapFormat12(sub []byte, out map[rune]uint16) error {
+	if len(sub) < 16 {
+		return errors.New("truncated cmap format 12")
 	}
-	return out, format4, nil
+	groups := int(binary.BigEndian.Uint32(sub[12:]))
+	if len(sub) < 16+12*groups {
+		return errors.New("truncated cmap format 12")
+	}
+	for g := range groups {
+		rec := sub[16+12*g:]
+		start, end, gid := binary.BigEndian.Uint32(rec), binary.BigEndian.Uint32(rec[4:]), binary.BigEndian.Uint32(rec[8:])
+		if end < start || end > 0x10FFFF {
+			continue
+		}
+		for c := start; c <= end; c++ {
+			if g := gid + c - start; g != 0 && g <= 0xFFFF {
+				out[rune(c)] = uint16(g)
+			}
+		}
+	}
+	return nil
+}
+
+// cmapFormat4 adds the runes of a format 4 subtable (segment mapping to delta
+// values, the BMP) to out.
+func cmapFormat4(sub []byte, out map[rune]uint16) error {
+	if len(sub) < 14 {
+		return errors.New("truncated cmap format 4")
+	}
+	segs := int(binary.BigEndian.Uint16(sub[6:])) / 2
+	if len(sub) < 16+8*segs {
+		return errors.New("truncated cmap format 4")
+	}
+	ends, starts := sub[14:], sub[16+2*segs:]
+	deltas, ranges := sub[16+4*segs:], sub[16+6*segs:]
+	for s := range segs {
+		end, start := binary.BigEndian.Uint16(ends[2*s:]), binary.BigEndian.Uint16(starts[2*s:])
+		delta, ro := binary.BigEndian.Uint16(deltas[2*s:]), int(binary.BigEndian.Uint16(ranges[2*s:]))
+		for c := int(start); c <= int(end) && c != 0xFFFF; c++ {
+			var g uint16
+			if ro == 0 {
+				g = uint16(c) + delta
+			} else {
+				at := 16 + 6*segs + 2*s + ro + 2*(c-int(start))
+				if at+2 > len(sub) {
+					continue
+				}
+				if g = binary.BigEndian.Uint16(sub[at:]); g != 0 {
+					g += delta
+				}
+			}
+			if g != 0 {
+				out[rune(c)] = g
+			}
+		}
+	}
+	return nil
 }
 
 // has reports whether the font has a glyph for r.

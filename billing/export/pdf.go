@@ -408,44 +408,72 @@ func (r *pdfDoc) marks() (watermark string, banner []string) {
 	return watermark, banner
 }
 
+// render draws the document: its header fields, then each section in
+// order, with the watermark, banner and footer on every page.
 func (r *pdfDoc) render() {
-	p, d := r.pdf, r.d
+	p := r.pdf
 	p.SetMargins(pdfMarginL, pdfMarginT, 15)
 	p.SetAutoPageBreak(false, 15)
 	p.AliasNbPages("{nb}")
 	watermark, banner := r.marks()
-	p.SetHeaderFunc(func() {
-		if watermark != "" {
-			const big = 64.0
-			p.SetTextColor(240, 190, 190)
-			p.TransformBegin()
-			p.TransformRotate(55, 105, 148.5)
-			r.text(105-r.width(watermark, big)/2, 148.5+0.3*big*ptMM, watermark, big)
-			p.TransformEnd()
-		}
-		if len(banner) > 0 {
-			p.SetTextColor(190, 0, 0)
-			for _, b := range banner {
-				for _, l := range r.wrap(b, pdfWidth-2, 9) {
-					r.cell(pdfWidth, 4.5, l, "", 1, "L", 9)
-				}
-			}
-			p.SetTextColor(0, 0, 0)
-			p.Ln(1)
-		}
-	})
-	p.SetFooterFunc(func() {
-		p.SetY(-12)
-		footer := fmt.Sprintf("%s %s · %s · %d/{nb}", d.Project, d.Period, r.number(), p.PageNo())
-		if r.d.Void != nil {
-			footer = watermark + " · " + footer
-		}
-		r.cell(0, 5, footer, "", 0, "C", 8)
-	})
+	p.SetHeaderFunc(func() { r.pageHeader(watermark, banner) })
+	p.SetFooterFunc(func() { r.pageFooter(watermark) })
 	r.use(r.faces[0], 10) // fpdf wants a font before any cell
 	p.AddPage()
 	r.cell(0, 10, r.title(), "", 1, "L", 18)
+	fc := []pdfCol{{"", 70, "L", false}, {"", pdfWidth - 70, "L", true}}
+	for _, f := range r.fields() {
+		r.row(fc, 10, f[0], f[1])
+	}
+	r.linesTable()
+	r.reservations()
+	r.studentsTable()
+	r.unpricedTable()
+	r.totalLine()
+	r.releaseList()
+	r.warningList()
+	r.notShown()
+}
 
+// pageHeader draws the watermark across the page and the banner lines above
+// its content, on every page.
+func (r *pdfDoc) pageHeader(watermark string, banner []string) {
+	p := r.pdf
+	if watermark != "" {
+		const big = 64.0
+		p.SetTextColor(240, 190, 190)
+		p.TransformBegin()
+		p.TransformRotate(55, 105, 148.5)
+		r.text(105-r.width(watermark, big)/2, 148.5+0.3*big*ptMM, watermark, big)
+		p.TransformEnd()
+	}
+	if len(banner) > 0 {
+		p.SetTextColor(190, 0, 0)
+		for _, b := range banner {
+			for _, l := range r.wrap(b, pdfWidth-2, 9) {
+				r.cell(pdfWidth, 4.5, l, "", 1, "L", 9)
+			}
+		}
+		p.SetTextColor(0, 0, 0)
+		p.Ln(1)
+	}
+}
+
+// pageFooter names the document and the page on every page; a voided
+// document's footer says so too.
+func (r *pdfDoc) pageFooter(watermark string) {
+	p, d := r.pdf, r.d
+	p.SetY(-12)
+	footer := fmt.Sprintf("%s %s · %s · %d/{nb}", d.Project, d.Period, r.number(), p.PageNo())
+	if d.Void != nil {
+		footer = watermark + " · " + footer
+	}
+	r.cell(0, 5, footer, "", 0, "C", 8)
+}
+
+// fields are the document's header fields (label, value), in print order.
+func (r *pdfDoc) fields() [][2]string {
+	d := r.d
 	issued := "—"
 	if d.IssuedAt != nil {
 		issued = d.IssuedAt.Format(time.RFC3339)
@@ -478,17 +506,17 @@ func (r *pdfDoc) render() {
 		}
 		fields = append(fields, [2]string{"Student 学生", who})
 	}
-	fields = append(fields,
+	return append(fields,
 		[2]string{"Currency 币种", d.Currency},
 		[2]string{"Catalog version 价目表版本", strconv.FormatInt(d.CatalogVersion, 10)},
 		[2]string{"Data cut-off 数据截止", d.DataCutoff.Format(time.RFC3339)},
 		[2]string{"Generated at 生成时间", d.GeneratedAt.Format(time.RFC3339)},
 	)
-	fc := []pdfCol{{"", 70, "L", false}, {"", pdfWidth - 70, "L", true}}
-	for _, f := range fields {
-		r.row(fc, 10, f[0], f[1])
-	}
+}
 
+// linesTable is the table of the document's lines, usage and reservations.
+func (r *pdfDoc) linesTable() {
+	d := r.d
 	r.section("Lines 明细")
 	cols := []pdfCol{{"User 学号", 30, "L", true}, {"Name 姓名", 28, "L", false}, {"SKU 规格", 26, "L", true},
 		{"Sessions 会话数", 14, "R", false}, {"Billed h 计费小时", 16, "R", false}, {"Idle h 空闲小时", 14, "R", false},
@@ -508,78 +536,103 @@ func (r *pdfDoc) render() {
 		r.row(cols, 8, "none 无", "", "", "", "", "", "", "")
 	}
 	r.end()
-	r.reservations()
+}
 
-	if len(d.Students) > 0 {
-		r.section("Students 学生小计")
-		sc := []pdfCol{{"User 学号", 50, "L", true}, {"Name 姓名", 60, "L", false}, {"Sessions 会话数", 30, "R", false},
-			{"Subtotal 小计", 40, "R", false}}
-		r.begin(sc)
-		for _, st := range d.Students {
-			r.row(sc, 8, st.User, st.Name, strconv.Itoa(st.Sessions), billing.FormatMoney(st.Total))
-		}
-		r.end()
+// studentsTable is the table of the students' subtotals, when there are students.
+func (r *pdfDoc) studentsTable() {
+	if len(r.d.Students) == 0 {
+		return
 	}
-
-	if len(d.Unpriced) > 0 {
-		r.section("Unpriced usage 未计价用量")
-		uc := []pdfCol{{"User 学号", 40, "L", true}, {"GPU / profile 型号/规格", 80, "L", false},
-			{"Sessions 会话数", 25, "R", false}, {"Used h 使用小时", 35, "R", false}}
-		r.begin(uc)
-		for _, u := range d.Unpriced {
-			r.row(uc, 8, u.User, u.GPUModel+" / "+u.Profile, strconv.Itoa(u.Sessions), hoursOf(u.UsedMS/1000))
-		}
-		r.end()
+	r.section("Students 学生小计")
+	sc := []pdfCol{{"User 学号", 50, "L", true}, {"Name 姓名", 60, "L", false}, {"Sessions 会话数", 30, "R", false},
+		{"Subtotal 小计", 40, "R", false}}
+	r.begin(sc)
+	for _, st := range r.d.Students {
+		r.row(sc, 8, st.User, st.Name, strconv.Itoa(st.Sessions), billing.FormatMoney(st.Total))
 	}
+	r.end()
+}
 
+// unpricedTable is the table of the usage no SKU prices, when there is some.
+func (r *pdfDoc) unpricedTable() {
+	if len(r.d.Unpriced) == 0 {
+		return
+	}
+	r.section("Unpriced usage 未计价用量")
+	uc := []pdfCol{{"User 学号", 40, "L", true}, {"GPU / profile 型号/规格", 80, "L", false},
+		{"Sessions 会话数", 25, "R", false}, {"Used h 使用小时", 35, "R", false}}
+	r.begin(uc)
+	for _, u := range r.d.Unpriced {
+		r.row(uc, 8, u.User, u.GPUModel+" / "+u.Profile, strconv.Itoa(u.Sessions), hoursOf(u.UsedMS/1000))
+	}
+	r.end()
+}
+
+// totalLine is the ruled total line.
+func (r *pdfDoc) totalLine() {
+	p := r.pdf
 	p.Ln(3)
 	r.need(8)
 	x, y := p.GetXY()
 	p.Line(x, y, x+pdfWidth, y)
-	r.cell(pdfWidth-50, 8, "Total 合计 ("+d.Currency+")", "", 0, "L", 13)
-	r.cell(50, 8, billing.FormatMoney(d.Total), "", 1, "R", 13)
+	r.cell(pdfWidth-50, 8, "Total 合计 ("+r.d.Currency+")", "", 0, "L", 13)
+	r.cell(50, 8, billing.FormatMoney(r.d.Total), "", 1, "R", 13)
+}
 
-	if len(d.Releases) > 0 {
-		r.section("Idle releases 空闲释放")
-		for _, rl := range d.Releases {
-			who := rl.InstanceID
-			if rl.Node != "" {
-				who += " on " + rl.Node
-			}
-			if rl.User != "" {
-				who = rl.User + ": " + who
-			}
-			since, at := rl.IdleSince.Format("2006-01-02 15:04"), rl.At.Format("2006-01-02 15:04")
-			line := fmt.Sprintf("• %s, idle since %s, released %s: %s (已释放)", who, since, at, rl.Action)
-			if rl.Status == ReleaseFailed {
-				line = fmt.Sprintf("• %s, idle since %s, release failed %s: %s; it stayed held and its idle time is billed (释放失败，空闲时间照常计费)",
-					who, since, at, rl.Failure)
-			}
-			r.para(line, 8.5)
-		}
+// releaseList lists the idle releases of the period, when there were any; a
+// failed one says that its idle time is billed.
+func (r *pdfDoc) releaseList() {
+	if len(r.d.Releases) == 0 {
+		return
 	}
+	r.section("Idle releases 空闲释放")
+	for _, rl := range r.d.Releases {
+		who := rl.InstanceID
+		if rl.Node != "" {
+			who += " on " + rl.Node
+		}
+		if rl.User != "" {
+			who = rl.User + ": " + who
+		}
+		since, at := rl.IdleSince.Format("2006-01-02 15:04"), rl.At.Format("2006-01-02 15:04")
+		line := fmt.Sprintf("• %s, idle since %s, released %s: %s (已释放)", who, since, at, rl.Action)
+		if rl.Status == ReleaseFailed {
+			line = fmt.Sprintf("• %s, idle since %s, release failed %s: %s; it stayed held and its idle time is billed (释放失败，空闲时间照常计费)",
+				who, since, at, rl.Failure)
+		}
+		r.para(line, 8.5)
+	}
+}
 
-	if len(d.Warnings) > 0 {
-		r.section("Warnings 警告")
-		for _, wn := range d.Warnings {
-			r.para("• "+wn.Message, 8.5)
-		}
+// warningList lists the document's warnings, when it has any.
+func (r *pdfDoc) warningList() {
+	if len(r.d.Warnings) == 0 {
+		return
 	}
+	r.section("Warnings 警告")
+	for _, wn := range r.d.Warnings {
+		r.para("• "+wn.Message, 8.5)
+	}
+}
 
-	if len(r.missing) > 0 {
-		r.section("Characters not shown 无法显示的字符")
-		var codes []string
-		for i, c := range r.missing {
-			if i == 50 {
-				codes = append(codes, fmt.Sprintf("… (+%d)", len(r.missing)-50))
-				break
-			}
-			codes = append(codes, fmt.Sprintf("U+%04X", c))
-		}
-		r.para(fmt.Sprintf("No font of this PDF has %d character(s) of the document; each is shown as %c: %s. "+
-			"The document's data (JSON, CSV, XLSX) has them. 本 PDF 的字体缺少 %d 个字符，以 %c 代替；JSON、CSV、XLSX 导出包含原字符。",
-			len(r.missing), Replacement, strings.Join(codes, ", "), len(r.missing), Replacement), 8.5)
+// notShown names the characters of the document no face has (the first 50),
+// so that a reader knows what each Replacement stands for.
+func (r *pdfDoc) notShown() {
+	if len(r.missing) == 0 {
+		return
 	}
+	r.section("Characters not shown 无法显示的字符")
+	var codes []string
+	for i, c := range r.missing {
+		if i == 50 {
+			codes = append(codes, fmt.Sprintf("… (+%d)", len(r.missing)-50))
+			break
+		}
+		codes = append(codes, fmt.Sprintf("U+%04X", c))
+	}
+	r.para(fmt.Sprintf("No font of this PDF has %d character(s) of the document; each is shown as %c: %s. "+
+		"The document's data (JSON, CSV, XLSX) has them. 本 PDF 的字体缺少 %d 个字符，以 %c 代替；JSON、CSV、XLSX 导出包含原字符。",
+		len(r.missing), Replacement, strings.Join(codes, ", "), len(r.missing), Replacement), 8.5)
 }
 
 func (r *pdfDoc) number() string {
