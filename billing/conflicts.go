@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/cardhour/cardhour/schemas"
 )
 
 // Holder is who held an instance: a project and a user.
@@ -50,7 +52,7 @@ type Conflict struct {
 
 	// What the overlap was computed from (the occupancy of the keys that took part),
 	// so that a statement can recompute it for one user.
-	keys   []Key
+	keys   []schemas.Key
 	pieces []keyPiece
 }
 
@@ -68,7 +70,7 @@ type occupancy struct {
 	inst   map[string][2]int32 // instance → {keys counted, ordinal + 1}
 	next   int32
 	total  int // pieces counted, a bound for pieces
-	keys   []Key
+	keys   []schemas.Key
 	pieces []instPiece
 }
 
@@ -88,7 +90,7 @@ func (o *occupancy) count(instance string, n int) {
 }
 
 // add adds key k's occupancy pieces (sorted, disjoint) clipped to [lo, hi).
-func (o *occupancy) add(k Key, pieces []Interval, lo, hi int64) {
+func (o *occupancy) add(k schemas.Key, pieces []Interval, lo, hi int64) {
 	v := o.inst[k.InstanceID]
 	if v[0] < 2 {
 		return
@@ -145,7 +147,7 @@ func (o *occupancy) conflicts() []Conflict {
 // sweep measures the conflict of one instance's pieces.
 func (o *occupancy) sweep(ps []instPiece) (Conflict, bool) {
 	local := map[int32]int{}
-	var keys []Key
+	var keys []schemas.Key
 	pieces := make([]keyPiece, 0, len(ps))
 	for _, p := range ps {
 		k, ok := local[p.key]
@@ -164,7 +166,7 @@ func (o *occupancy) sweep(ps []instPiece) (Conflict, bool) {
 // and which keys took part in it. Keys take part when they held the instance during
 // such time. The sweep is O(n log n) in the number of pieces: a key's participation
 // is decided from the number of times the condition became true during its piece.
-func sweepConflict(id string, keys []Key, pieces []keyPiece, focus func(Key) bool) (Conflict, bool) {
+func sweepConflict(id string, keys []schemas.Key, pieces []keyPiece, focus func(schemas.Key) bool) (Conflict, bool) {
 	inFocus := make([]bool, len(keys))
 	for i, k := range keys {
 		inFocus[i] = focus == nil || focus(k)
@@ -262,7 +264,7 @@ func sweepOverlap(c *Conflict, events []sweepEvent, inFocus, involved []bool) {
 
 // addInvolved records the keys involved in c, with their pieces (renumbered
 // to c's keys), holders and kinds (sorted, without repeats).
-func (c *Conflict) addInvolved(keys []Key, pieces []keyPiece, involved []bool) {
+func (c *Conflict) addInvolved(keys []schemas.Key, pieces []keyPiece, involved []bool) {
 	remap := make([]int, len(keys))
 	for i, k := range keys {
 		if !involved[i] {
@@ -295,10 +297,10 @@ func sortedUnique[T comparable](s []T, compare func(T, T) int) []T {
 // one of user's keys held the instance together with another key, user's own
 // holders named and the others only counted.
 func (c *Conflict) ForUser(user string) (Conflict, bool) {
-	if !slices.ContainsFunc(c.keys, func(k Key) bool { return k.User == user }) {
+	if !slices.ContainsFunc(c.keys, func(k schemas.Key) bool { return k.User == user }) {
 		return Conflict{}, false
 	}
-	uc, ok := sweepConflict(c.InstanceID, c.keys, c.pieces, func(k Key) bool { return k.User == user })
+	uc, ok := sweepConflict(c.InstanceID, c.keys, c.pieces, func(k schemas.Key) bool { return k.User == user })
 	if !ok {
 		return Conflict{}, false
 	}

@@ -175,7 +175,7 @@ type UnpricedLine struct {
 
 // Session is one billed session after clipping to the period.
 type Session struct {
-	Key           Key
+	Key           schemas.Key
 	SKU           string // empty when unpriced
 	Start, End    int64  // ms
 	CoveredMS     int64
@@ -236,7 +236,7 @@ func (s *invoiceSet) invoice(project string) *Invoice {
 // clipSessions adds every key's sessions, clipped to the period, to its
 // project's invoice, and every key's pieces to occ.
 func (a *Accumulator) clipSessions(projects *invoiceSet, occ *occupancy) {
-	keys := make([]Key, 0, len(a.keys))
+	keys := make([]schemas.Key, 0, len(a.keys))
 	for k := range a.keys {
 		keys = append(keys, k)
 	}
@@ -263,7 +263,7 @@ func (a *Accumulator) clipSessions(projects *invoiceSet, occ *occupancy) {
 
 // appendSessions appends a session per piece of k, each with the idle time of
 // idle (sorted, disjoint) inside it.
-func appendSessions(sessions []Session, k Key, skuID string, pieces, idle []Interval) []Session {
+func appendSessions(sessions []Session, k schemas.Key, skuID string, pieces, idle []Interval) []Session {
 	j := 0 // idle pieces before idle[j] end before the current session
 	for _, p := range pieces {
 		for j < len(idle) && idle[j].End <= p.Start {
@@ -479,7 +479,7 @@ func nonEmpty(s ...string) []string {
 	return slices.Compact(out)
 }
 
-func compareKeys(x, y Key) int {
+func compareKeys(x, y schemas.Key) int {
 	return cmp.Or(cmp.Compare(x.Project, y.Project), cmp.Compare(x.User, y.User),
 		cmp.Compare(x.InstanceID, y.InstanceID), cmp.Compare(x.GPUModel, y.GPUModel), cmp.Compare(x.Profile, y.Profile))
 }
