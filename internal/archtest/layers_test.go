@@ -31,6 +31,7 @@ var layers = []rule{
 	{"schemas/...", "the wire, catalog and row formats: the bottom", []string{"schemas/..."}},
 	{"internal/storefail", "classifies store errors; imported by every store", nil},
 	{"internal/retry", "the one backoff", nil},
+	{"internal/rungroup", "a command's actors, stopped in order", nil},
 	{"internal/testenv", "test services; imported by tests", nil},
 	{"internal/archtest", "this test", nil},
 	{"collector/...", "the node agent links no billing, store or service code", []string{"schemas/...", "collector/..."}},
