@@ -29,7 +29,7 @@ var (
 type watchOptions struct {
 	File   string
 	Every  time.Duration
-	Config watch.Config // from the file; the stores are added by startWatch
+	Config watch.Config // from the file; the stores are added by watchActor
 }
 
 // loadWatch reads the watch file and builds the watcher's configuration
