@@ -30,6 +30,7 @@ import (
 	"github.com/cardhour/cardhour/collector/kafkapub"
 	"github.com/cardhour/cardhour/collector/nvmlsource"
 	"github.com/cardhour/cardhour/collector/spool"
+	"github.com/cardhour/cardhour/internal/rungroup"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -192,43 +193,52 @@ func collect(ctx context.Context, f collectFlags, stdout io.Writer, log *slog.Lo
 		return nil
 	}
 
+	// The collectors take their final sample when ctx ends; then the heap
+	// profile is written, the publisher stops, what it did not send is
+	// drained (bounded), the metrics server stops; then the spool and the
+	// Kafka writer close. A failure before the actors start still closes
+	// them.
+	var g rungroup.Group
+	early := func(err error) error { return errors.Join(err, g.Run(ctx)) }
+
 	// Publisher: Kafka through the spool, or JSON Lines on stdout.
 	var pub collector.Publisher
 	var runPub func(context.Context) error
-	var finish func()
+	var drain func(context.Context) error
 	var degraded []func() error
 	switch f.output {
 	case "stdout":
 		jp := collector.NewJSONLPublisher(stdout)
-		pub, finish = flushingPublisher{jp}, func() { _ = jp.Flush() }
+		pub = flushingPublisher{jp}
+		g.Close("stdout", jp.Flush)
 	default:
 		sp, err := spool.Open(spool.Config{Dir: f.spoolDir, MaxBytes: f.spoolMax, Fsync: f.fsync, Logger: log, Registerer: reg})
 		if err != nil {
 			return err
 		}
-		sink, err := kafkapub.NewKafkaSink(kafkapub.KafkaConfig{Brokers: strings.Split(f.brokers, ","), Topic: f.topic,
+		g.Close("spool", sp.Close)
+		sink, err := newKafkaSink(kafkapub.KafkaConfig{Brokers: strings.Split(f.brokers, ","), Topic: f.topic,
 			Compression: f.compression, NoAutoCreateTopic: f.noAutoCreate, TLS: f.tls, TLSCAFile: f.tlsCA, TLSCertFile: f.tlsCert, TLSKeyFile: f.tlsKey,
 			TLSInsecureSkipVerify: f.tlsInsecure, SASLMechanism: f.saslMech, SASLUser: f.saslUser,
 			SASLPassword: os.Getenv("CARDHOUR_KAFKA_PASSWORD")})
 		if err != nil {
-			_ = sp.Close()
-			return usageError{err}
+			return early(usageError{err})
 		}
+		g.Close("kafka writer", sink.Close)
 		kp, err := kafkapub.New(kafkapub.Config{Spool: sp, Sink: sink, Linger: f.linger, Logger: log, Registerer: reg})
 		if err != nil {
-			return err
+			return early(err)
 		}
 		pub, runPub = kp, kp.Run
 		degraded = append(degraded, func() error { return sp.CheckUnackedAge(f.maxUnackedAge) })
-		finish = func() {
+		drain = func(context.Context) error {
 			// A short, bounded drain: what remains stays in the spool for the next start.
 			dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			if err := kp.Drain(dctx); err != nil {
 				log.Warn("samples left in the spool for the next start", "pending", sp.Pending(), "err", err)
 			}
-			_ = sink.Close()
-			_ = sp.Close()
+			return nil
 		}
 	}
 
@@ -238,13 +248,13 @@ func collect(ctx context.Context, f collectFlags, stdout io.Writer, log *slog.Lo
 		var closeAll func()
 		cs, closeAll, err = fl.NodeCollectors(base, resolvers...)
 		if err != nil {
-			return err
+			return early(err)
 		}
 		defer closeAll()
 	} else {
 		src, err := nvmlsource.New(nvmlsource.Config{Lib: nvml.New(), Logger: log, Registerer: reg})
 		if err != nil {
-			return err // ErrNoNVML says what is missing, once, at start
+			return early(err) // ErrNoNVML says what is missing, once, at start
 		}
 		defer src.Close() //nolint:errcheck // NVML shutdown: nothing to do on failure
 		base.Source, base.Resolvers = src, resolvers
@@ -252,7 +262,7 @@ func collect(ctx context.Context, f collectFlags, stdout io.Writer, log *slog.Lo
 			ds, err := dcgm.New(src, dcgm.Config{URL: f.dcgmURL, Timeout: f.dcgmTimeout, Override: f.dcgmOverride,
 				Logger: log, Registerer: reg})
 			if err != nil {
-				return usageError{err}
+				return early(usageError{err})
 			}
 			defer ds.Close()
 			base.Source = ds
@@ -261,48 +271,110 @@ func collect(ctx context.Context, f collectFlags, stdout io.Writer, log *slog.Lo
 		}
 		c, err := collector.New(base)
 		if err != nil {
-			return usageError{err}
+			return early(usageError{err})
 		}
 		cs = []*collector.Collector{c}
 	}
 
-	var srv *http.Server
+	var metrics func(context.Context) error
 	if f.listen != "" {
 		ln, err := net.Listen("tcp", f.listen)
 		if err != nil {
-			return fmt.Errorf("cannot listen for metrics: %w", err)
+			return early(fmt.Errorf("cannot listen for metrics: %w", err))
 		}
-		srv = &http.Server{Handler: collector.HTTPHandler(reg, degraded, cs...), ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
+		srv := &http.Server{Handler: collector.HTTPHandler(reg, degraded, cs...), ReadHeaderTimeout: 5 * time.Second}
 		log.Info("serving /metrics, /healthz and /readyz", "addr", ln.Addr().String())
+		metrics = func(ctx context.Context) error {
+			errc := make(chan error, 1)
+			go func() { errc <- srv.Serve(ln) }()
+			select {
+			case err := <-errc:
+				return err
+			case <-ctx.Done():
+			}
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			err := srv.Shutdown(sctx)
+			if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) {
+				err = errors.Join(err, serr)
+			}
+			return err
+		}
 	}
 
-	pubCtx, stopPub := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	if runPub != nil {
-		wg.Go(func() { _ = runPub(pubCtx) })
-	}
-	var cwg sync.WaitGroup
-	for _, c := range cs {
-		cwg.Go(func() { _ = c.Run(ctx) })
-	}
-	cwg.Wait() // collectors take their final sample after ctx ends
-	if f.heapProfile != "" {
-		if err := writeHeapProfile(f.heapProfile); err != nil {
-			log.Warn("cannot write the heap profile", "err", err)
+	var began time.Time
+	g.Stage("collectors").Go("samplers", collectorsActor(cs, log).run)
+	g.Stage("profile").Go("heap profile", func(ctx context.Context) error {
+		<-ctx.Done()
+		if f.heapProfile != "" {
+			if err := writeHeapProfile(f.heapProfile); err != nil {
+				log.Warn("cannot write the heap profile", "err", err)
+			}
 		}
+		began = time.Now()
+		return nil
+	})
+	if runPub != nil {
+		g.Stage("publisher").Go("kafka", runPub)
 	}
-	began := time.Now()
-	stopPub()
-	wg.Wait()
-	finish()
-	if srv != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = srv.Shutdown(sctx)
-		cancel()
+	if drain != nil {
+		g.Stage("drain").Go("spool", untilStopped(drain))
 	}
+	if metrics != nil {
+		g.Stage("metrics").Go("http", metrics)
+	}
+	err = g.Run(ctx)
 	log.Info("collector shut down", "took", time.Since(began).String())
-	return nil
+	return err
+}
+
+// kafkaWriter is what collect needs of the Kafka writer.
+type kafkaWriter interface {
+	kafkapub.Sink
+	Close() error
+}
+
+// newKafkaSink makes the Kafka writer (tests replace it).
+var newKafkaSink = func(cfg kafkapub.KafkaConfig) (kafkaWriter, error) { return kafkapub.NewKafkaSink(cfg) }
+
+// untilStopped is an actor that waits for its stop, then does f.
+func untilStopped(f func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		<-ctx.Done()
+		return f(ctx)
+	}
+}
+
+// actor is a long-running part of a command, run in the command's
+// rungroup: it runs until ctx ends, and its error is the command's.
+type actor struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+// collectorsActor runs cs until ctx ends (or their StopAt), each taking
+// its final sample, and returns when all have, with their errors. They are
+// one actor: the first to reach StopAt does not cut the others short.
+func collectorsActor(cs []*collector.Collector, log *slog.Logger) actor {
+	return actor{name: "collectors", run: func(ctx context.Context) error {
+		var (
+			wg   sync.WaitGroup
+			mu   sync.Mutex
+			errs []error
+		)
+		for _, c := range cs {
+			wg.Go(func() {
+				if err := c.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+					log.Error("collector stopped", "err", err)
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	}}
 }
 
 func writeHeapProfile(path string) error {

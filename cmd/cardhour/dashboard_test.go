@@ -219,9 +219,14 @@ func newTab(tb testing.TB, chromium string, width, height int, shots string) *ta
 			}
 		}
 	}))
-	go func() {
-		for range t.dialogs {
-			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+	go func() { // until the tab's cleanup ends ctx (goleak)
+		for {
+			select {
+			case <-t.dialogs:
+				_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+			case <-ctx.Done():
+				return
+			}
 		}
 	}()
 	_, err := chromedp.CallBrowser(ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{

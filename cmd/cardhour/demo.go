@@ -254,27 +254,46 @@ func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) (err err
 		return err
 	}
 	defer closeAll()
-	collected := make(chan struct{})
-	go func() {
-		runCollectors(ctx, cs, log)
-		close(collected)
-	}()
-	wctx, stopWatch := context.WithCancel(ctx)
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		every := max(time.Duration(float64(demoWatchEvery)/o.Speed), 100*time.Millisecond)
+	every := max(time.Duration(float64(demoWatchEvery)/o.Speed), 100*time.Millisecond)
+	watcher := actor{name: "demo watcher", run: func(wctx context.Context) error {
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
 			case <-wctx.Done():
-				return
+				return nil
 			case <-t.C:
 				demoCycle(wctx, w, view.Now(), log)
 			}
 		}
-	}()
+	}}
+	// finish runs once the samples are stored (its stage comes after the
+	// ingest loop's): the samples file is flushed, and at the stop time a
+	// last cycle runs and the test hook reads the run, while the HTTP
+	// server (the demo's webhook sink, the API) still serves.
+	finish := actor{name: "finish", run: func(fctx context.Context) error {
+		<-fctx.Done()
+		if err := tee.Flush(); err != nil {
+			return err
+		}
+		if err := samplesFile.Sync(); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			log.Info("demo stopped", "simulated_until", clock.Now().Format(time.RFC3339))
+			return nil
+		}
+		// The stop time: everything is stored; a last cycle and its
+		// deliveries, as of the end.
+		view.caughtUp.Store(true)
+		end := view.Now()
+		demoCycle(ctx, w, end, log)
+		log.Info("demo reached its stop time", "simulated_until", end.Format(time.RFC3339))
+		if demoAfterRun != nil {
+			return demoAfterRun(ctx, demoRun{URL: b.url, Token: secret, Dir: dir, From: o.Start, To: end})
+		}
+		return nil
+	}}
 	b.markServing()
 	zone := o.Start.Location()
 	fmt.Fprintf(stdout, "cardhour demo: dashboard  %s/ui/\n", b.url)
@@ -283,32 +302,12 @@ func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) (err err
 	fmt.Fprintf(stdout, "cardhour demo: simulated time starts %s and runs %gx faster; state in %s (Ctrl-C stops)\n",
 		o.Start.In(zone).Format("Mon 2006-01-02 15:04 MST"), o.Speed, dir)
 
-	<-collected // --for: the stop time was reached; otherwise ctx ended
-	stopWatch()
-	<-watched
-	if err := b.drain(); err != nil {
-		return fmt.Errorf("ingest: %w", err)
-	}
-	if err := tee.Flush(); err != nil {
-		return err
-	}
-	if err := samplesFile.Sync(); err != nil {
-		return err
-	}
-	if ctx.Err() != nil {
-		log.Info("demo stopped", "simulated_until", clock.Now().Format(time.RFC3339))
-		return nil
-	}
-	// The stop time: everything is stored; a last cycle and its deliveries,
-	// as of the end.
-	view.caughtUp.Store(true)
-	end := view.Now()
-	demoCycle(ctx, w, end, log)
-	log.Info("demo reached its stop time", "simulated_until", end.Format(time.RFC3339))
-	if demoAfterRun != nil {
-		return demoAfterRun(ctx, demoRun{URL: b.url, Token: secret, Dir: dir, From: o.Start, To: end})
-	}
-	return nil
+	// The collectors stop at --for's stop time or when ctx ends; then the
+	// demo's watcher (its deliveries go to the sink this process serves),
+	// the ingest loop (what was published is stored), finish, the HTTP
+	// server; then the stores close.
+	return b.run(ctx, stage{"collectors", []actor{collectorsActor(cs, log)}}, stage{"watcher", []actor{watcher}},
+		stage{"ingest", []actor{b.ingestActor()}}, stage{"finish", []actor{finish}})
 }
 
 // demoCycle runs one watcher cycle as of now and sends what it recorded.

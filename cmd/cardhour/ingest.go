@@ -25,6 +25,7 @@ import (
 
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/storedsn"
+	"github.com/cardhour/cardhour/internal/rungroup"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -99,14 +100,22 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "cardhour ingest:", err)
 		return 1
 	}
-	defer func() {
-		if err := st.Close(); err != nil {
-			log.Warn("closing the store", "err", err)
-		}
-	}()
+	// The worker stops first (its open batch flushed and committed within
+	// --shutdown-grace), then the metrics server; then the store closes.
+	var g rungroup.Group
+	g.Close("store", st.Close)
+	fail := func(code int, err error) int {
+		fmt.Fprintln(stderr, "cardhour ingest:", errors.Join(err, g.Run(ctx)))
+		return code
+	}
 
 	if *fromFile != "" {
-		return backfill(ctx, log, st, metrics, *fromFile, ingest.FileConfig{BatchSize: *batchSize, DecoderOptions: bounds.options(), Now: time.Now}, *storeTimeout, stdout, stderr)
+		code := backfill(ctx, log, st, metrics, *fromFile, ingest.FileConfig{BatchSize: *batchSize, DecoderOptions: bounds.options(), Now: time.Now}, *storeTimeout, stdout, stderr)
+		if err := g.Run(ctx); err != nil {
+			fmt.Fprintln(stderr, "cardhour ingest:", err)
+			return max(code, 1)
+		}
+		return code
 	}
 
 	w, err := ingest.NewWorker(ingest.WorkerConfig{
@@ -116,9 +125,9 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 		Store: st, Logger: log, Metrics: metrics,
 	})
 	if err != nil {
-		fmt.Fprintln(stderr, "cardhour ingest:", err)
-		return 2
+		return fail(2, err)
 	}
+	var metricsServer func(context.Context) error
 	if *listen != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -135,26 +144,37 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 		})
 		ln, err := net.Listen("tcp", *listen)
 		if err != nil {
-			fmt.Fprintln(stderr, "cardhour ingest:", err)
-			return 1
+			return fail(1, err)
 		}
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("metrics server stopped", "err", err)
+		metricsServer = func(ctx context.Context) error {
+			errc := make(chan error, 1)
+			go func() { errc <- srv.Serve(ln) }()
+			select {
+			case err := <-errc:
+				return err
+			case <-ctx.Done():
 			}
-		}()
-		defer func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			_ = srv.Shutdown(sctx)
-		}()
+			err := srv.Shutdown(sctx)
+			if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) {
+				err = errors.Join(err, serr)
+			}
+			return err
+		}
 		log.Info("serving /metrics and /healthz", "addr", ln.Addr().String())
 	}
 	sinceStop := sinceDone(ctx)
-	err = w.Run(ctx)
-	log.Info("ingest stopped", "shutdown_took", sinceStop().Round(time.Millisecond))
-	if err != nil {
+	g.Stage("worker").Go("kafka", func(ctx context.Context) error {
+		err := w.Run(ctx)
+		log.Info("ingest stopped", "shutdown_took", sinceStop().Round(time.Millisecond))
+		return err
+	})
+	if metricsServer != nil {
+		g.Stage("metrics").Go("http", metricsServer)
+	}
+	if err := g.Run(ctx); err != nil {
 		fmt.Fprintln(stderr, "cardhour ingest:", err)
 		return 1
 	}

@@ -16,7 +16,6 @@ import (
 	"os/signal"
 	"os/user"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 	"github.com/cardhour/cardhour/internal/invoicing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/ledger/ledgerdsn"
+	"github.com/cardhour/cardhour/internal/rungroup"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -103,67 +103,82 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-
-	led, err := ledgerdsn.Open(ctx, stateDSN, ledgerdsn.Options{Clock: time.Now})
-	if err != nil {
-		fmt.Fprintln(stderr, "cardhour serve:", err)
-		return 1
-	}
-	defer led.Close() //nolint:errcheck // every change is committed when it returns
-	if *catalogPath != "" {
-		if err := seedCatalog(ctx, led, *catalogPath, stderr); err != nil {
-			fmt.Fprintf(stderr, "cardhour serve: %v\n", err)
-			return 1
-		}
-	}
-	usageStore, err := storedsn.Open(ctx, *store, storedsn.Options{Logger: log, Mode: storedsn.Read})
-	if err != nil {
-		fmt.Fprintln(stderr, "cardhour serve:", err)
-		return 1
-	}
-	defer usageStore.Close() //nolint:errcheck // read-only
-	jo := jobOptions{PDFFont: *pdfFont, Grace: *grace, AutoFinalize: *autoFinalize, ExportDir: *exportDir, Every: *jobsEvery, Webhook: invoicing.Webhook{URL: *webhook},
-		UsageCache: *usageCache, UsageMaxStale: *usageStale, Watch: wo, Jobs: &sync.WaitGroup{}}
-	// The jobs (auto-finalize, export) end with ctx; they are waited for
-	// before the stores close, so that a stop never cuts an export short
-	// and no job writes to a closed store.
-	defer func() {
-		stop()
-		jo.Jobs.Wait()
-	}()
-	if *webhookSecret != "" {
-		secret, err := os.ReadFile(*webhookSecret)
-		if err != nil {
-			fmt.Fprintln(stderr, "cardhour serve: webhook secret:", err)
-			return 1
-		}
-		jo.Webhook.Secret = bytes.TrimSpace(secret)
-	}
-	cfg, err := serveBackends(ctx, led, usageStore, jo, log)
-	if err != nil {
-		fmt.Fprintln(stderr, "cardhour serve:", err)
-		return 1
-	}
-	cfg.Ledger = led
-	cfg.Logger = log
-	cfg.Version = version
-	cfg.MaxBodyBytes = *maxBody
-	cfg.ExportCacheBytes = int64(*exportCache) << 20
-	if *exportCache <= 0 {
-		cfg.ExportCacheBytes = -1
-	}
-	srv, err := api.New(cfg)
-	if err != nil {
-		fmt.Fprintln(stderr, "cardhour serve:", err)
-		return 1
-	}
-	err = srv.Serve(ctx, api.ServeOptions{Addr: *addr, TLSCert: *tlsCert, TLSKey: *tlsKey, ShutdownTimeout: *drain,
-		Ready: func(a net.Addr) { fmt.Fprintf(stdout, "cardhour serve: listening on %s\n", a) }})
-	if err != nil {
+	if err := serve(ctx, serveOptions{stateDSN: stateDSN, store: *store, catalog: *catalogPath, webhookSecret: *webhookSecret,
+		exportCacheMB: *exportCache, maxBody: *maxBody, serve: api.ServeOptions{Addr: *addr, TLSCert: *tlsCert, TLSKey: *tlsKey, ShutdownTimeout: *drain,
+			Ready: func(a net.Addr) { fmt.Fprintf(stdout, "cardhour serve: listening on %s\n", a) }},
+		jobs: jobOptions{PDFFont: *pdfFont, Grace: *grace, AutoFinalize: *autoFinalize, ExportDir: *exportDir, Every: *jobsEvery, Webhook: invoicing.Webhook{URL: *webhook},
+			UsageCache: *usageCache, UsageMaxStale: *usageStale, Watch: wo}}, log, stderr); err != nil {
 		fmt.Fprintln(stderr, "cardhour serve:", err)
 		return 1
 	}
 	return 0
+}
+
+// serveOptions are serve's flags, checked.
+type serveOptions struct {
+	stateDSN, store, catalog, webhookSecret string
+	exportCacheMB                           int
+	maxBody                                 int64
+	serve                                   api.ServeOptions
+	jobs                                    jobOptions
+}
+
+// serve opens the stores and runs, in one rungroup, the HTTP server, then
+// the background jobs and the watcher, until ctx ends or one of them
+// returns. They stop in that order: the server drains its in-flight
+// requests (--shutdown-timeout) while the jobs still run; then the jobs
+// and the watcher stop and give their leases up; then the stores close.
+// Every error (an actor's, a failed lease release, a store's close) is
+// returned.
+func serve(ctx context.Context, o serveOptions, log *slog.Logger, stderr io.Writer) error {
+	var g rungroup.Group
+	// A failure before the actors start still closes what was opened.
+	early := func(err error) error { return errors.Join(err, g.Run(ctx)) }
+	led, err := ledgerdsn.Open(ctx, o.stateDSN, ledgerdsn.Options{Clock: time.Now})
+	if err != nil {
+		return err
+	}
+	g.Close("state store", led.Close)
+	if o.catalog != "" {
+		if err := seedCatalog(ctx, led, o.catalog, stderr); err != nil {
+			return early(err)
+		}
+	}
+	usageStore, err := storedsn.Open(ctx, o.store, storedsn.Options{Logger: log, Mode: storedsn.Read})
+	if err != nil {
+		return early(err)
+	}
+	g.Close("usage store", usageStore.Close)
+	jo := o.jobs
+	if o.webhookSecret != "" {
+		secret, err := os.ReadFile(o.webhookSecret)
+		if err != nil {
+			return early(fmt.Errorf("webhook secret: %w", err))
+		}
+		jo.Webhook.Secret = bytes.TrimSpace(secret)
+	}
+	cfg, jobs, err := serveBackends(led, usageStore, jo, log)
+	if err != nil {
+		return early(err)
+	}
+	cfg.Ledger = led
+	cfg.Logger = log
+	cfg.Version = version
+	cfg.MaxBodyBytes = o.maxBody
+	cfg.ExportCacheBytes = int64(o.exportCacheMB) << 20
+	if o.exportCacheMB <= 0 {
+		cfg.ExportCacheBytes = -1
+	}
+	srv, err := api.New(cfg)
+	if err != nil {
+		return early(err)
+	}
+	g.Stage("http").Go("api", func(ctx context.Context) error { return srv.Serve(ctx, o.serve) })
+	background := g.Stage("jobs")
+	for _, a := range jobs {
+		background.Go(a.name, a.run)
+	}
+	return g.Run(ctx)
 }
 
 // stateDefault is the state store: the one given, else the usage store's

@@ -39,10 +39,6 @@ type jobOptions struct {
 	UsageCache    bool
 	UsageMaxStale time.Duration
 	Watch         watchOptions // File "": no watcher
-	// Jobs, when set, counts the running background jobs, so that a caller
-	// can wait for them to end (after ctx ends) before it closes the stores
-	// they write to.
-	Jobs *sync.WaitGroup
 	// PDFFont is a TrueType font tried before the default font set for
 	// every PDF (API exports and the export job); "": the default set.
 	PDFFont string
@@ -53,10 +49,14 @@ type jobOptions struct {
 
 // serveBackends builds what the API reads and does besides the state store:
 // the usage reads (reads.Usage, reads.HeldNow over the usage store) and
-// the invoice flow (internal/invoicing with the billing/export documents); it
-// starts the background jobs, which stop with ctx.
-func serveBackends(ctx context.Context, led ledger.Store, st ingest.Backend, jo jobOptions, log *slog.Logger) (api.Config, error) {
+// the invoice flow (internal/invoicing with the billing/export documents);
+// it returns the background jobs (auto-finalize, export, the watcher) as
+// actors for the caller's rungroup, started by nothing else.
+func serveBackends(led ledger.Store, st ingest.Backend, jo jobOptions, log *slog.Logger) (api.Config, []actor, error) {
 	cats := &catalogs{led: led, parsed: map[int64]*schemas.Catalog{}}
+	// The jobs and the watcher give their leases up at their stop through
+	// leases: an error there is logged and returned by their actor.
+	leases := &leaseLedger{Store: led, log: log}
 	now := time.Now
 	if jo.Clock != nil {
 		now = jo.Clock
@@ -65,34 +65,30 @@ func serveBackends(ctx context.Context, led ledger.Store, st ingest.Backend, jo 
 	if jo.PDFFont != "" {
 		// A font named and unusable is said at start, not at the first PDF.
 		if _, err := docs.PDF.FindFonts(); err != nil {
-			return api.Config{}, fmt.Errorf("--pdf-font: %w", err)
+			return api.Config{}, nil, fmt.Errorf("--pdf-font: %w", err)
 		}
 	}
-	svc, err := invoicing.New(invoicing.Config{Ledger: led, Usage: st, Grace: jo.Grace, Documents: docs,
+	svc, err := invoicing.New(invoicing.Config{Ledger: leases, Usage: st, Grace: jo.Grace, Documents: docs,
 		ExportDir: jo.ExportDir, Webhook: jo.Webhook, Logger: log, Clock: now})
 	if err != nil {
-		return api.Config{}, err
+		return api.Config{}, nil, err
 	}
-	host, _ := os.Hostname()
-	holder := fmt.Sprintf("serve:%s:%d", host, os.Getpid())
-	loop := func(name string, f func(context.Context, string, time.Duration) error) {
-		if jo.Jobs != nil {
-			jo.Jobs.Add(1)
-		}
-		go func() {
-			if jo.Jobs != nil {
-				defer jo.Jobs.Done()
-			}
-			if err := f(ctx, holder, jo.Every); err != nil && !errors.Is(err, context.Canceled) {
+	holder := serveHolder()
+	var jobs []actor
+	loop := func(name, lease string, f func(context.Context, string, time.Duration) error) {
+		jobs = append(jobs, actor{name: name, run: func(ctx context.Context) error {
+			err := f(ctx, holder, jo.Every)
+			if err != nil && !errors.Is(err, context.Canceled) {
 				log.Error("background job stopped", "job", name, "err", err)
 			}
-		}()
+			return errors.Join(stopped(ctx, err), leases.releaseError(lease))
+		}})
 	}
 	if jo.AutoFinalize {
-		loop("auto-finalize", svc.AutoFinalizeLoop)
+		loop("auto-finalize", invoicing.LeaseAutoFinalize, svc.AutoFinalizeLoop)
 	}
 	if jo.ExportDir != "" || jo.Webhook.URL != "" {
-		loop("export", svc.ExportLoop)
+		loop("export", invoicing.LeaseExport, svc.ExportLoop)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
@@ -104,9 +100,11 @@ func serveBackends(ctx context.Context, led ledger.Store, st ingest.Backend, jo 
 		}
 	}
 	if jo.Watch.File != "" {
-		if err := startWatch(ctx, led, st, cats, jo.Watch, reg, log); err != nil {
-			return api.Config{}, err
+		w, err := watchActor(leases, st, cats, jo.Watch, reg, log)
+		if err != nil {
+			return api.Config{}, nil, err
 		}
+		jobs = append(jobs, w)
 	}
 	return api.Config{
 		Registry:  reg,
@@ -117,7 +115,65 @@ func serveBackends(ctx context.Context, led ledger.Store, st ingest.Backend, jo 
 			_, err := st.RejectSummary(ctx, 0, 1, 0)
 			return err
 		},
-	}, nil
+	}, jobs, nil
+}
+
+// serveHolder names this replica in the ledger's leases.
+func serveHolder() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("serve:%s:%d", host, os.Getpid())
+}
+
+// stopped is a loop's error with the context.Canceled of its stop removed:
+// a loop told to stop that gives its leases up has not failed.
+func stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// leaseLedger is the state store as the background jobs and the watcher
+// use it. Their loops give their leases up as they stop and do not return
+// the error of that release; leaseLedger logs it and keeps it for the
+// job's actor to return (another replica could not take the lease until
+// it expired).
+type leaseLedger struct {
+	ledger.Store
+	log    *slog.Logger
+	mu     sync.Mutex
+	failed map[string]error
+}
+
+// leaseReleasing, when set (tests), is called before each release: a slow
+// stop of a job or the watcher must still find the state store open.
+var leaseReleasing func(name string)
+
+func (l *leaseLedger) ReleaseLease(ctx context.Context, name, holder string) error {
+	if leaseReleasing != nil {
+		leaseReleasing(name)
+	}
+	err := l.Store.ReleaseLease(ctx, name, holder)
+	if err != nil {
+		l.log.Error("cannot give the lease up", "lease", name, "holder", holder, "err", err)
+		l.mu.Lock()
+		if l.failed == nil {
+			l.failed = map[string]error{}
+		}
+		l.failed[name] = err
+		l.mu.Unlock()
+	}
+	return err
+}
+
+// releaseError is the error of lease name's last failed release, if any.
+func (l *leaseLedger) releaseError(name string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.failed[name]; err != nil {
+		return fmt.Errorf("cannot give the %s lease up: %w", name, err)
+	}
+	return nil
 }
 
 // catalogs parses the state store's current catalog once per version.

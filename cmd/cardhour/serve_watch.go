@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cardhour/cardhour/ingest"
-	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/watch"
 )
 
@@ -30,7 +29,7 @@ var (
 type watchOptions struct {
 	File   string
 	Every  time.Duration
-	Config watch.Config // from the file; the stores are added by startWatch
+	Config watch.Config // from the file; the stores are added by watchActor
 }
 
 // loadWatch reads the watch file and builds the watcher's configuration
@@ -70,10 +69,12 @@ func loadWatch(path string, every time.Duration) (watchOptions, error) {
 	return watchOptions{File: path, Every: every, Config: cfg}, errors.Join(errs...)
 }
 
-// startWatch starts the watcher on this replica; it runs while it holds the
-// watch lease, until ctx ends.
-// Its metrics go to reg (served at /metrics).
-func startWatch(ctx context.Context, led ledger.Store, st ingest.Backend, cats *catalogs, wo watchOptions, reg prometheus.Registerer, log *slog.Logger) error {
+// watchActor builds the watcher of this replica as an actor: it runs while
+// it holds the watch lease, until its context ends, and then gives the
+// lease up (the state store is still open: the stores close after every
+// actor returned); a failed release is its error. Its metrics go to reg
+// (served at /metrics).
+func watchActor(led *leaseLedger, st ingest.Backend, cats *catalogs, wo watchOptions, reg prometheus.Registerer, log *slog.Logger) (actor, error) {
 	cfg, every := wo.Config, wo.Every
 	cfg.Ledger, cfg.Usage, cfg.Catalog, cfg.Logger = led, st, cats.current, log
 	cfg.Registerer = reg
@@ -82,15 +83,15 @@ func startWatch(ctx context.Context, led ledger.Store, st ingest.Backend, cats *
 	}
 	w, err := watch.New(cfg)
 	if err != nil {
-		return err
+		return actor{}, err
 	}
-	host, _ := os.Hostname()
-	holder := fmt.Sprintf("serve:%s:%d", host, os.Getpid())
-	go func() {
-		if err := w.Run(ctx, holder, every, time.Now); err != nil && !errors.Is(err, context.Canceled) {
+	holder := serveHolder()
+	return actor{name: "watcher", run: func(ctx context.Context) error {
+		log.Info("watcher started", "file", wo.File, "every", every.String())
+		err := w.Run(ctx, holder, every, time.Now)
+		if err != nil && !errors.Is(err, context.Canceled) {
 			log.Error("watcher stopped", "err", err)
 		}
-	}()
-	log.Info("watcher started", "file", wo.File, "every", every.String())
-	return nil
+		return errors.Join(stopped(ctx, err), led.releaseError(watch.LeaseName))
+	}}, nil
 }

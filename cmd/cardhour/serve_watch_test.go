@@ -3,13 +3,19 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/cardhour/cardhour/internal/invoicing"
+	"github.com/cardhour/cardhour/internal/ledger/ledgerdsn"
+	"github.com/cardhour/cardhour/internal/watch"
 )
 
 func TestServeWatch(t *testing.T) {
@@ -61,4 +67,53 @@ func TestServeWatch(t *testing.T) {
 	require.Equal(t, 200, st)
 	require.Contains(t, body, "cardhour_watch_leader")
 	sv.stop()
+}
+
+// A stop lets the watcher and the jobs give their leases up while the
+// state store is still open, however slow their stop: another replica
+// takes the leases at once, and no release meets a closed database.
+func TestServeStopReleasesTheLeasesBeforeTheStoresClose(t *testing.T) {
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "usage.db")
+	store := "sqlite://" + dbPath
+	code, out, errOut := runCLI(t, "", "ingest", "--store", store, "--from-file", exampleSamples, "--listen", "")
+	require.Zero(t, code, out+errOut)
+	// A cycle every minute: a lease not given up would be held for three.
+	watchFile := filepath.Join(dir, "watch.yaml")
+	require.NoError(t, os.WriteFile(watchFile, []byte("watch:\n  interval: 1m\n  admins:\n    - {name: Ops, email: ops@example.edu}\n"), 0o600))
+	var released sync.Map
+	leaseReleasing = func(name string) {
+		time.Sleep(300 * time.Millisecond) // a slow stop
+		released.Store(name, true)
+	}
+	t.Cleanup(func() { leaseReleasing = nil })
+
+	sv := startServe(t, "--store", store, "--catalog", exampleCatalog, "--addr", "127.0.0.1:0", "--watch", watchFile,
+		"--auto-finalize", "--jobs-every", "1m")
+	require.Eventually(t, func() bool {
+		_, body := sv.get("/metrics", "")
+		return strings.Contains(body, "\ncardhour_watch_leader 1\n")
+	}, 20*time.Second, 50*time.Millisecond, "the watcher holds the lease")
+	led, err := ledgerdsn.Open(context.Background(), store, ledgerdsn.Options{Clock: time.Now})
+	require.NoError(t, err)
+	defer led.Close() //nolint:errcheck // the test's own handle
+	for _, lease := range []string{watch.LeaseName, invoicing.LeaseAutoFinalize} {
+		require.Eventually(t, func() bool {
+			ok, err := led.AcquireLease(context.Background(), lease, "replica-2", time.Minute)
+			require.NoError(t, err)
+			return !ok
+		}, 10*time.Second, 50*time.Millisecond, "serve holds %s", lease)
+	}
+
+	sv.stop()
+	for _, lease := range []string{watch.LeaseName, invoicing.LeaseAutoFinalize} {
+		_, ok := released.Load(lease)
+		require.True(t, ok, "serve gave %s up", lease)
+		took, err := led.AcquireLease(context.Background(), lease, "replica-2", time.Minute)
+		require.NoError(t, err)
+		require.True(t, took, "another replica takes %s at once", lease)
+	}
+	logged := sv.stderr.String()
+	require.NotContains(t, logged, "database is closed")
+	require.NotContains(t, logged, "cannot give the lease up")
 }

@@ -269,19 +269,17 @@ func standalone(cfg *standaloneConfig, validate bool, stdout, stderr io.Writer) 
 	if err != nil {
 		return usageError{err}
 	}
-	collected := make(chan struct{})
-	go func() {
-		runCollectors(ctx, []*collector.Collector{c}, log)
-		close(collected)
-	}()
 	b.markServing()
 	fmt.Fprintf(stdout, "cardhour standalone: node %s, dashboard %s/ui/, usage store %s, state store %s\n", cfg.Node, b.url, b.UsagePath, b.StatePath)
 	if standaloneReady != nil {
 		standaloneReady(b.url)
 	}
-	<-collected // ctx ended; the collector took its final sample
-	if err := b.drain(); err != nil {
-		return fmt.Errorf("ingest: %w", err)
+	// The collector takes its final sample when ctx ends; the ingest loop
+	// stores what it published; then the HTTP server stops, then the
+	// watcher, then the stores close.
+	if err := b.run(ctx, stage{"collector", []actor{collectorsActor([]*collector.Collector{c}, log)}},
+		stage{"ingest", []actor{b.ingestActor()}}); err != nil {
+		return err
 	}
 	log.Info("standalone stopped")
 	return nil

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -23,6 +22,7 @@ import (
 	"github.com/cardhour/cardhour/ingest/storedsn"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/ledger/ledgerdsn"
+	"github.com/cardhour/cardhour/internal/rungroup"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -30,7 +30,10 @@ import (
 // standalone run it: collectors publish into a channel (where a cluster has
 // Kafka), the ingest writer stores what arrives in a SQLite usage store
 // (where a cluster has ClickHouse), and the API with the dashboard and the
-// watcher read it, as cardhour serve does.
+// watcher read it, as cardhour serve does. open opens it; run runs its
+// actors in one rungroup, the caller's stages (the collectors, the ingest
+// loop) first, then the HTTP server, then the watcher, then the stores
+// close.
 type box struct {
 	UsagePath   string // SQLite usage store (created and migrated)
 	StatePath   string // SQLite state store (created and migrated)
@@ -51,9 +54,19 @@ type box struct {
 	writer *sqlite.Store  // write handle
 	srv    *api.Server
 	hs     *http.Server
+	ln     net.Listener
 	url    string // http://host:port of the listener, reachable from this host
 	ch     chan []schemas.Sample
-	done   chan error // the ingest loop's result
+	iw     *ingest.Writer
+	jobs   []actor // serveBackends' (the watcher)
+	g      rungroup.Group
+	ran    bool // run was called: it closes the stores
+}
+
+// stage is actors a caller of run puts before the box's own.
+type stage struct {
+	name   string
+	actors []actor
 }
 
 // chanPublisher is the collectors' publisher: a copy of each tick's
@@ -73,9 +86,9 @@ func (p chanPublisher) Publish(ctx context.Context, s []schemas.Sample) error {
 	}
 }
 
-// open opens the stores, seeds the catalog, builds the API and listens; the
-// collectors are started by the caller with Publisher(), and Serve marks the
-// API as serving.
+// open opens the stores, seeds the catalog, builds the API and listens;
+// nothing runs until run. When open or what the caller does before run
+// fails, close closes what was opened.
 func (b *box) open(ctx context.Context) error {
 	if b.Clock == nil {
 		b.Clock = time.Now
@@ -98,6 +111,7 @@ func (b *box) open(ctx context.Context) error {
 	if b.led, err = ledgerdsn.Open(ctx, "sqlite://"+b.StatePath, ledgerdsn.Options{Clock: b.Clock}); err != nil {
 		return err
 	}
+	b.g.Close("state store", b.led.Close)
 	if b.CatalogPath != "" {
 		if err := seedCatalog(ctx, b.led, b.CatalogPath, discardWriter{}); err != nil {
 			return err
@@ -108,14 +122,17 @@ func (b *box) open(ctx context.Context) error {
 		return err
 	}
 	b.writer = w
+	b.g.Close("usage store (writer)", w.Close)
 	if b.usage, err = storedsn.Open(ctx, "sqlite://"+b.UsagePath, storedsn.Options{Logger: b.Log, Mode: storedsn.Read}); err != nil {
 		return err
 	}
-	cfg, err := serveBackends(ctx, b.led, b.usage, jobOptions{Grace: defaultGrace, Every: 5 * time.Minute,
+	b.g.Close("usage store", b.usage.Close)
+	cfg, jobs, err := serveBackends(b.led, b.usage, jobOptions{Grace: defaultGrace, Every: 5 * time.Minute,
 		UsageCache: true, UsageMaxStale: 10 * time.Second, Watch: b.Watch, Clock: b.Clock}, b.Log)
 	if err != nil {
 		return err
 	}
+	b.jobs = jobs
 	cfg.Ledger, cfg.Logger, cfg.Version, cfg.Clock = b.led, b.Log, version, b.Clock
 	if b.srv, err = api.New(cfg); err != nil {
 		return err
@@ -124,23 +141,62 @@ func (b *box) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	b.ln = ln
 	b.url = "http://" + reachable(ln.Addr())
 	b.hs = &http.Server{Handler: b.srv.Handler(), ReadHeaderTimeout: api.DefaultReadHeaderTimeout,
 		ReadTimeout: api.DefaultReadTimeout, WriteTimeout: api.DefaultWriteTimeout, IdleTimeout: api.DefaultIdleTimeout,
 		MaxHeaderBytes: 1 << 20, ErrorLog: slog.NewLogLogger(b.Log.Handler(), slog.LevelWarn)}
-	go func() {
-		if err := b.hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			b.Log.Error("HTTP server stopped", "err", err)
-		}
-	}()
 	b.ch = make(chan []schemas.Sample, 64)
-	b.done = make(chan error, 1)
-	iw, err := ingest.NewWriter(ingest.WriterConfig{Store: w, Logger: b.Log, Metrics: ingest.NewMetrics(cfg.Registry)})
-	if err != nil {
+	if b.iw, err = ingest.NewWriter(ingest.WriterConfig{Store: w, Logger: b.Log, Metrics: ingest.NewMetrics(cfg.Registry)}); err != nil {
 		return err
 	}
-	go func() { b.done <- b.ingest(iw) }()
 	return nil
+}
+
+// run runs the caller's stages (in order), then the HTTP server, then the
+// watcher, until ctx ends or one actor returns, stopping them in that
+// order, and then closes the stores. It returns every error.
+func (b *box) run(ctx context.Context, first ...stage) error {
+	b.ran = true
+	for _, st := range first {
+		s := b.g.Stage(st.name)
+		for _, a := range st.actors {
+			s.Go(a.name, a.run)
+		}
+	}
+	b.g.Stage("http").Go("dashboard and API", b.serveHTTP)
+	jobs := b.g.Stage("jobs")
+	for _, a := range b.jobs {
+		jobs.Go(a.name, a.run)
+	}
+	return b.g.Run(ctx)
+}
+
+// serveHTTP serves the API until ctx ends, then lets in-flight requests
+// finish (10 s at most).
+func (b *box) serveHTTP(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- b.hs.Serve(b.ln) }()
+	select {
+	case err := <-errc:
+		b.srv.MarkServing(false)
+		return err
+	case <-ctx.Done():
+	}
+	b.srv.MarkServing(false)
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := b.hs.Shutdown(sctx)
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	return err
+}
+
+// ingestActor is the ingest loop as an actor of the stage after the
+// collectors'.
+func (b *box) ingestActor() actor {
+	return actor{name: "writer", run: func(ctx context.Context) error { return b.ingest(ctx, b.iw) }}
 }
 
 // engine is the API's router, for routes of the caller's own.
@@ -151,9 +207,10 @@ func (b *box) Publisher() collector.Publisher { return chanPublisher{ch: b.ch} }
 
 // ingest writes what the collectors publish, gathered for FlushEvery or
 // BatchSize samples, through the Writer that cardhour ingest uses, until
-// the channel is closed and drained. Writes are never cancelled: a sample
-// taken is a sample stored.
-func (b *box) ingest(w *ingest.Writer) error {
+// stop ends; then it stores what the channel still holds (the collectors,
+// stopped before it, publish no more) and returns. Writes are never
+// cancelled: a sample taken is a sample stored.
+func (b *box) ingest(stop context.Context, w *ingest.Writer) error {
 	ctx := context.Background()
 	var buf []schemas.Sample
 	t := time.NewTicker(b.FlushEvery)
@@ -175,10 +232,16 @@ func (b *box) ingest(w *ingest.Writer) error {
 	}
 	for {
 		select {
-		case s, ok := <-b.ch:
-			if !ok {
-				return flush()
+		case <-stop.Done():
+			for {
+				select {
+				case s := <-b.ch:
+					buf = append(buf, s...)
+				default:
+					return flush()
+				}
 			}
+		case s := <-b.ch:
 			buf = append(buf, s...)
 			if len(buf) >= b.BatchSize {
 				if err := flush(); err != nil {
@@ -193,35 +256,23 @@ func (b *box) ingest(w *ingest.Writer) error {
 	}
 }
 
-// drain closes the channel once the collectors have returned and waits for
-// the ingest loop to store the rest.
-func (b *box) drain() error {
-	close(b.ch)
-	return <-b.done
-}
-
 // markServing makes /healthz answer 200.
 func (b *box) markServing() { b.srv.MarkServing(true) }
 
-// close stops the HTTP server (in-flight requests may finish) and closes
-// the stores.
+// close closes what open opened when run was not reached (a failed
+// start); run closes the stores itself.
 func (b *box) close() {
-	if b.srv != nil {
-		b.srv.MarkServing(false)
+	if b.ran {
+		return
 	}
-	if b.hs != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_ = b.hs.Shutdown(sctx)
-		cancel()
+	b.ran = true
+	var errs []error
+	if b.ln != nil {
+		errs = append(errs, b.ln.Close())
 	}
-	if b.usage != nil {
-		_ = b.usage.Close()
-	}
-	if b.writer != nil {
-		_ = b.writer.Close()
-	}
-	if b.led != nil {
-		_ = b.led.Close()
+	errs = append(errs, b.g.Run(context.Background())) // no actors: the closers
+	if err := errors.Join(errs...); err != nil {
+		b.Log.Warn("closing after a failed start", "err", err)
 	}
 }
 
@@ -246,17 +297,3 @@ func reachable(a net.Addr) string {
 type discardWriter struct{}
 
 func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
-
-// runCollectors runs cs until ctx ends (or their StopAt), each taking its
-// final sample, and returns when all have.
-func runCollectors(ctx context.Context, cs []*collector.Collector, log *slog.Logger) {
-	var wg sync.WaitGroup
-	for _, c := range cs {
-		wg.Go(func() {
-			if err := c.Run(ctx); err != nil {
-				log.Error("collector stopped", "err", err)
-			}
-		})
-	}
-	wg.Wait()
-}

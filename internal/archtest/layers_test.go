@@ -32,6 +32,7 @@ var layers = []rule{
 	{"internal/storefail", "classifies store errors; imported by every store", nil},
 	{"internal/retry", "the one backoff", nil},
 	{"internal/yamlwalk", "the one way the configuration parsers walk YAML", nil},
+	{"internal/rungroup", "a command's actors, stopped in order", nil},
 	{"internal/testenv", "test services; imported by tests", nil},
 	{"internal/archtest", "this test", nil},
 	{"collector/...", "the node agent links no billing, store or service code", []string{"schemas/...", "collector/..."}},
