@@ -52,7 +52,7 @@ type QualityFunc func(ctx context.Context, cat *schemas.Catalog, p billing.Perio
 
 // Config configures a Service.
 type Config struct {
-	Ledger    ledger.Store      // required
+	Ledger    Ledger            // required
 	Usage     reads.UsageSource // required: the usage store
 	Documents Documents         // the invoice document; nil: ExportDocuments{}
 	// Quality, when set (by default reads.CheckDataQuality when Usage

@@ -51,7 +51,7 @@ const LeaseName = "watch"
 
 // Config configures a Watcher.
 type Config struct {
-	Ledger  ledger.Store                                    // required
+	Ledger  Ledger                                          // required
 	Usage   Usage                                           // required
 	Catalog func(context.Context) (*schemas.Catalog, error) // required: the catalog in force
 	// Notifier plans and sends messages; nil: alerts are recorded with no
