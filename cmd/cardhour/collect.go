@@ -284,22 +284,7 @@ func collect(ctx context.Context, f collectFlags, stdout io.Writer, log *slog.Lo
 		}
 		srv := &http.Server{Handler: collector.HTTPHandler(reg, degraded, cs...), ReadHeaderTimeout: 5 * time.Second}
 		log.Info("serving /metrics, /healthz and /readyz", "addr", ln.Addr().String())
-		metrics = func(ctx context.Context) error {
-			errc := make(chan error, 1)
-			go func() { errc <- srv.Serve(ln) }()
-			select {
-			case err := <-errc:
-				return err
-			case <-ctx.Done():
-			}
-			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			err := srv.Shutdown(sctx)
-			if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) {
-				err = errors.Join(err, serr)
-			}
-			return err
-		}
+		metrics = func(ctx context.Context) error { return serveUntil(ctx, srv, ln, 2*time.Second, nil) }
 	}
 
 	var began time.Time

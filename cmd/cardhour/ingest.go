@@ -147,22 +147,7 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 			return fail(1, err)
 		}
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		metricsServer = func(ctx context.Context) error {
-			errc := make(chan error, 1)
-			go func() { errc <- srv.Serve(ln) }()
-			select {
-			case err := <-errc:
-				return err
-			case <-ctx.Done():
-			}
-			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			err := srv.Shutdown(sctx)
-			if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) {
-				err = errors.Join(err, serr)
-			}
-			return err
-		}
+		metricsServer = func(ctx context.Context) error { return serveUntil(ctx, srv, ln, 2*time.Second, nil) }
 		log.Info("serving /metrics and /healthz", "addr", ln.Addr().String())
 	}
 	sinceStop := sinceDone(ctx)

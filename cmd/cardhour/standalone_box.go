@@ -175,22 +175,7 @@ func (b *box) run(ctx context.Context, first ...stage) error {
 // serveHTTP serves the API until ctx ends, then lets in-flight requests
 // finish (10 s at most).
 func (b *box) serveHTTP(ctx context.Context) error {
-	errc := make(chan error, 1)
-	go func() { errc <- b.hs.Serve(b.ln) }()
-	select {
-	case err := <-errc:
-		b.srv.MarkServing(false)
-		return err
-	case <-ctx.Done():
-	}
-	b.srv.MarkServing(false)
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err := b.hs.Shutdown(sctx)
-	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) {
-		err = errors.Join(err, serr)
-	}
-	return err
+	return serveUntil(ctx, b.hs, b.ln, 10*time.Second, func() { b.srv.MarkServing(false) })
 }
 
 // ingestActor is the ingest loop as an actor of the stage after the
