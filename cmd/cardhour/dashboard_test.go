@@ -397,8 +397,11 @@ func dashboardFinance(t *testing.T, ds *dashServer, chromium, shots string) {
 	require.Equal(t, "", eval[string](tb, `location.hash`))
 	tb.do(chromedp.Focus(chromedp.CSS("#token")), chromedp.KeyEvent(kb.Tab))
 	require.Equal(t, "login-submit", eval[string](tb, `document.activeElement.id`), "Tab goes from the token to the button")
+	// Before sign-in nobody can log out: the button is not drawn.
+	require.Equal(t, "none", eval[string](tb, `getComputedStyle(document.getElementById('logout')).display`), "Log out shown before sign-in")
 	tb.screenshot("01-login")
 	tb.login(ds.base, ds.tokens["finance"])
+	require.NotEqual(t, "none", eval[string](tb, `getComputedStyle(document.getElementById('logout')).display`), "Log out hidden after sign-in")
 	require.Equal(t, "finance", eval[string](tb, `JSON.parse(sessionStorage.getItem('cardhour.me')).role`))
 	require.Equal(t, "Asia/Shanghai", eval[string](tb, `sessionStorage.getItem('cardhour.tz')`))
 
