@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cardhour/cardhour/api"
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/ledger/sqlite"
 )
@@ -126,8 +127,8 @@ func (f *fixture) seedWatch(ctx context.Context) {
 		{"alert-bob", "ai101", "s-bob", "MIG-2"},
 		{"alert-carol", "nlp-lab", "s-carol", "GPU-3"},
 	} {
-		al, created, err := led.RecordAlert(ctx, "watch", ledger.NewAlert{Key: ledger.IdleAlertKey(ledger.AlertIdleWarning, a.instance, streak),
-			Kind: ledger.AlertIdleWarning, Project: a.project, User: a.user, InstanceID: a.instance, StreakStart: streak,
+		al, created, err := led.RecordAlert(ctx, "watch", ledger.NewAlert{Key: ledger.IdleAlertKey(billing.AlertIdleWarning, a.instance, streak),
+			Kind: billing.AlertIdleWarning, Project: a.project, User: a.user, InstanceID: a.instance, StreakStart: streak,
 			Facts: json.RawMessage(`{"node":"gpu-node-01","instance":"` + a.instance + `"}`)},
 			[]ledger.NewDelivery{{Channel: "email", Recipient: a.user + "@example.edu", Payload: json.RawMessage(`{}`)},
 				{Channel: "webhook", Recipient: "lead", Payload: json.RawMessage(`{}`)}})

@@ -45,7 +45,7 @@ type AlertBody struct {
 }
 
 func alertBody(a ledger.Alert) AlertBody {
-	b := AlertBody{ID: a.ID, Key: a.Key, Kind: a.Kind, Project: a.Project, User: a.User, InstanceID: a.InstanceID,
+	b := AlertBody{ID: a.ID, Key: a.Key, Kind: string(a.Kind), Project: a.Project, User: a.User, InstanceID: a.InstanceID,
 		StreakStart: a.StreakStart, BudgetID: a.BudgetID, Period: a.Period, Threshold: a.Threshold, Facts: a.Facts,
 		Status: "open", CreatedAt: a.CreatedAt, AckedBy: a.AckedBy, AckedAt: a.AckedAt}
 	if !a.AckedAt.IsZero() {
@@ -301,7 +301,7 @@ func (s *Server) listAlerts(ctx context.Context, in *alertListInput) (*body[Page
 	if err != nil {
 		return nil, err
 	}
-	page, next, err := s.cfg.Ledger.Alerts(ctx, ledger.AlertFilter{Project: project, User: user, InstanceID: in.Instance, Kind: in.Kind,
+	page, next, err := s.cfg.Ledger.Alerts(ctx, ledger.AlertFilter{Project: project, User: user, InstanceID: in.Instance, Kind: billing.AlertKind(in.Kind),
 		Since: in.Since, Unacked: in.Status == "open", Acked: in.Status == "acked", Cursor: in.Cursor, Limit: in.Limit})
 	if err != nil {
 		return nil, err

@@ -7,8 +7,8 @@ import (
 
 // Alert is what a holder is told about an idle streak, in English and Chinese.
 type Alert struct {
-	Kind    string // "idle_warning" | "idle_release"
-	At      int64  // ms: when it is due (warn_after or release_after into the streak)
+	Kind    AlertKind // AlertIdleWarning or AlertIdleRelease (due)
+	At      int64     // ms: when it is due (warn_after or release_after into the streak)
 	Streak  IdleStreak
 	English string
 	Chinese string
@@ -20,16 +20,16 @@ func Alerts(streaks []IdleStreak, loc *time.Location) []Alert {
 	var out []Alert
 	for _, s := range streaks {
 		if s.Warn() {
-			out = append(out, newAlert("idle_warning", s.WarnAt(), s, loc))
+			out = append(out, newAlert(AlertIdleWarning, s.WarnAt(), s, loc))
 		}
 		if s.Release() {
-			out = append(out, newAlert("idle_release", s.ReleaseAt(), s, loc))
+			out = append(out, newAlert(AlertIdleRelease, s.ReleaseAt(), s, loc))
 		}
 	}
 	return out
 }
 
-func newAlert(kind string, at int64, s IdleStreak, loc *time.Location) Alert {
+func newAlert(kind AlertKind, at int64, s IdleStreak, loc *time.Location) Alert {
 	since := time.UnixMilli(s.Start).In(loc).Format("2006-01-02 15:04")
 	mins := func(d time.Duration) int64 { return int64(d / time.Minute) }
 	holder := s.Key.Project
@@ -41,7 +41,7 @@ func newAlert(kind string, at int64, s IdleStreak, loc *time.Location) Alert {
 	whatZH := fmt.Sprintf("%s（%s %s）", s.Key.InstanceID, s.Key.GPUModel, s.Key.Profile)
 	idleFor := mins(s.Policy.WarnAfter)
 	switch kind {
-	case "idle_warning":
+	case AlertIdleWarning:
 		a.English = fmt.Sprintf("GPU instance %s held by %s has been idle for more than %d min since %s (%s).",
 			what, holder, idleFor, since, loc)
 		a.Chinese = fmt.Sprintf("%s 占用的 GPU 实例 %s自 %s（%s）起已空闲超过 %d 分钟。",

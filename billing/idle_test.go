@@ -61,7 +61,7 @@ func TestIdleStreaksAndAlerts(t *testing.T) {
 	alerts := Alerts(streaks, cat.Location)
 	var kinds []string
 	for _, a := range alerts {
-		kinds = append(kinds, a.Kind+":"+a.Streak.Key.InstanceID)
+		kinds = append(kinds, string(a.Kind)+":"+a.Streak.Key.InstanceID)
 	}
 	require.ElementsMatch(t, []string{"idle_warning:i1", "idle_release:i1", "idle_warning:i3"}, kinds)
 	for _, a := range alerts {

@@ -33,6 +33,7 @@ import (
 	"github.com/xuri/excelize/v2"
 
 	"github.com/cardhour/cardhour/api"
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/billing/export"
 	"github.com/cardhour/cardhour/ingest/storedsn"
 	"github.com/cardhour/cardhour/internal/invoicing"
@@ -374,8 +375,8 @@ func seedAlert(tb testing.TB, led ledger.Store) {
 	tb.Helper()
 	ctx := context.Background()
 	start := time.Date(2026, 11, 18, 15, 59, 0, 0, shanghai)
-	a, _, err := led.RecordAlert(ctx, "watch", ledger.NewAlert{Key: ledger.IdleAlertKey(ledger.AlertIdleWarning, "MIG-idle", start),
-		Kind: ledger.AlertIdleWarning, Project: "nlp-lab", User: "2023110077", InstanceID: "MIG-idle", StreakStart: start,
+	a, _, err := led.RecordAlert(ctx, "watch", ledger.NewAlert{Key: ledger.IdleAlertKey(billing.AlertIdleWarning, "MIG-idle", start),
+		Kind: billing.AlertIdleWarning, Project: "nlp-lab", User: "2023110077", InstanceID: "MIG-idle", StreakStart: start,
 		Facts: json.RawMessage(`{"node":"gpu-node-03","gpu_model":"A100","profile":"1g.10gb"}`)},
 		[]ledger.NewDelivery{{Channel: "email", Recipient: "2023110077@example.edu", Payload: json.RawMessage(`{}`)}})
 	require.NoError(tb, err)

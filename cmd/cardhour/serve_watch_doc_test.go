@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/watch/edges"
 	"github.com/cardhour/cardhour/internal/watch/notify"
 	"github.com/cardhour/cardhour/internal/watch/release"
@@ -61,7 +62,7 @@ func TestWatchDocExample(t *testing.T) {
 		{Role: "lead", Project: "nlp-lab", Name: "Prof. Li", Email: "li@example.edu", IM: "dingtalk:0412", Lang: "zh-CN"},
 		{Role: "admin", Name: "Ops", Email: "ops@example.edu", IM: "slack:U024BE7LH", Lang: "en"},
 	}
-	es, err := na.N.Plan(notify.Message{Kind: notify.IdleWarning, Key: "idle_warning|MIG-1|1",
+	es, err := na.N.Plan(notify.Message{Kind: billing.AlertIdleWarning, Key: "idle_warning|MIG-1|1",
 		Facts: notify.Facts{Project: "nlp-lab", User: "alice", InstanceID: "MIG-1", Node: "gpu-01", At: time.Now(),
 			HeldSince: time.Now().Add(-time.Hour), IdleSince: time.Now().Add(-time.Hour), TZ: time.UTC, Currency: "CNY"}}, people)
 	require.NoError(t, err)

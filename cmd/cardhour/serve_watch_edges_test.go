@@ -22,6 +22,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
 	ingestsqlite "github.com/cardhour/cardhour/ingest/sqlite"
 	"github.com/cardhour/cardhour/internal/ledger"
@@ -205,14 +206,14 @@ release:
 			Outcome    string
 		}
 	}
-	alertsOf := func(kind string) []payload {
+	alertsOf := func(kind billing.AlertKind) []payload {
 		var out []payload
 		for _, r := range alerts.requests() {
 			var p payload
 			require.NoError(t, json.Unmarshal(r.body, &p))
 			require.Equal(t, "ops@example.edu", p.To.Email)
 			require.True(t, strings.HasPrefix(r.key, p.Key+"|ticketing|"), "Idempotency-Key %q names the message %q", r.key, p.Key)
-			if p.Kind == kind {
+			if p.Kind == string(kind) {
 				out = append(out, p)
 			}
 		}
@@ -223,7 +224,7 @@ release:
 	rep := cycle(idleFrom.Add(40 * time.Minute))
 	require.Equal(t, 2, rep.Alerts, "%+v", rep)
 	require.Empty(t, releases.requests())
-	warned := alertsOf(watch.KindIdleWarning)
+	warned := alertsOf(billing.AlertIdleWarning)
 	require.Len(t, warned, 2)
 	for _, p := range warned {
 		require.NotContains(t, p.Subject+p.Body, "was released", "a warning says nothing was released")
@@ -269,12 +270,12 @@ release:
 	require.True(t, status["mig-stuck"].RetryAt.IsZero(), "a receiver that answers released:false is not asked again")
 	require.Contains(t, status["mig-stuck"].Action, "pod is protected")
 
-	done := alertsOf(watch.KindIdleRelease)
+	done := alertsOf(billing.AlertIdleRelease)
 	require.Len(t, done, 1)
 	require.Equal(t, "mig-free", done[0].Facts.InstanceID)
 	require.Contains(t, done[0].Subject, "was released")
 	require.Contains(t, done[0].Body, "deleted pod nlp/mig-free")
-	failed := alertsOf(watch.KindIdleReleaseFailed)
+	failed := alertsOf(billing.AlertIdleReleaseFailed)
 	require.Len(t, failed, 1)
 	require.Equal(t, "mig-stuck", failed[0].Facts.InstanceID)
 	require.Contains(t, failed[0].Subject, "could not be released")

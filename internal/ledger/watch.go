@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/shopspring/decimal"
 )
 
@@ -99,23 +100,10 @@ type WatchStore interface {
 
 // ---------------------------------------------------------------- alerts
 
-// Alert kinds (the notification kinds).
-const (
-	AlertIdleWarning       = "idle_warning"
-	AlertIdleReminder      = "idle_reminder"
-	AlertIdleRelease       = "idle_release"
-	AlertIdleReleaseDryRun = "idle_release_dry_run"
-	AlertIdleReleaseFailed = "idle_release_failed"
-	AlertBudgetThreshold   = "budget_threshold"
-)
-
-var alertKinds = []string{AlertIdleWarning, AlertIdleReminder, AlertIdleRelease, AlertIdleReleaseDryRun,
-	AlertIdleReleaseFailed, AlertBudgetThreshold}
-
 // IdleAlertKey is the natural key of an idle alert: its kind, the instance
 // and the start of the idle streak (Unix ms).
-func IdleAlertKey(kind, instance string, streakStart time.Time) string {
-	return kind + "|" + instance + "|" + strconv.FormatInt(streakStart.UnixMilli(), 10)
+func IdleAlertKey(kind billing.AlertKind, instance string, streakStart time.Time) string {
+	return string(kind) + "|" + instance + "|" + strconv.FormatInt(streakStart.UnixMilli(), 10)
 }
 
 // BudgetAlertKey is the natural key of a budget alert: scope, subject
@@ -126,13 +114,13 @@ func BudgetAlertKey(scope BudgetScope, project, user string, unit BudgetUnit, pe
 	if scope == BudgetStudent {
 		subject += "/" + user
 	}
-	return AlertBudgetThreshold + "|" + string(scope) + "|" + subject + "|" + string(unit) + "|" + period + "|" + strconv.Itoa(threshold)
+	return string(billing.AlertBudgetThreshold) + "|" + string(scope) + "|" + subject + "|" + string(unit) + "|" + period + "|" + strconv.Itoa(threshold)
 }
 
 // NewAlert is an alert to record.
 type NewAlert struct {
 	Key         string // natural key: IdleAlertKey or BudgetAlertKey
-	Kind        string
+	Kind        billing.AlertKind
 	Project     string
 	User        string
 	InstanceID  string
@@ -157,7 +145,7 @@ type AlertFilter struct {
 	Project    string
 	User       string
 	InstanceID string
-	Kind       string
+	Kind       billing.AlertKind
 	Since      time.Time // created at or after
 	Unacked    bool      // only alerts nobody acknowledged
 	Acked      bool      // only acknowledged alerts
@@ -171,8 +159,8 @@ func CheckNewAlert(a *NewAlert) error {
 	if strings.TrimSpace(a.Key) == "" {
 		errs = append(errs, errors.New("natural key is required"))
 	}
-	if !slices.Contains(alertKinds, a.Kind) {
-		errs = append(errs, fmt.Errorf("kind %q: want one of %s", a.Kind, strings.Join(alertKinds, ", ")))
+	if !a.Kind.Valid() {
+		errs = append(errs, fmt.Errorf("kind %q: want one of %s", a.Kind, alertKindList()))
 	}
 	if a.Facts == nil {
 		a.Facts = json.RawMessage(`{}`)
@@ -599,4 +587,12 @@ func userSuffix(u string) string {
 		return ""
 	}
 	return "/" + u
+}
+
+func alertKindList() string {
+	names := make([]string, len(billing.AlertKinds))
+	for i, k := range billing.AlertKinds {
+		names[i] = string(k)
+	}
+	return strings.Join(names, ", ")
 }

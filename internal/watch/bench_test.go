@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/clickhouse"
 	ingestsqlite "github.com/cardhour/cardhour/ingest/sqlite"
@@ -358,8 +359,8 @@ func BenchmarkReleasePasses(b *testing.B) {
 		if _, err := led.FinishRelease(ctx, Actor, r.ID, ledger.ReleaseResult{Status: ledger.ReleaseDone, Action: "deleted pod ml/" + inst}); err != nil {
 			b.Fatal(err)
 		}
-		if _, _, err := led.RecordAlert(ctx, Actor, ledger.NewAlert{Key: ledger.IdleAlertKey(KindIdleRelease, inst, start),
-			Kind: KindIdleRelease, Project: "nlp", User: "s1", InstanceID: inst, StreakStart: start}, nil); err != nil {
+		if _, _, err := led.RecordAlert(ctx, Actor, ledger.NewAlert{Key: ledger.IdleAlertKey(billing.AlertIdleRelease, inst, start),
+			Kind: billing.AlertIdleRelease, Project: "nlp", User: "s1", InstanceID: inst, StreakStart: start}, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -78,7 +78,7 @@ func (w *Watcher) budgets(ctx context.Context, cat *schemas.Catalog, held []read
 	recorded := map[string]bool{}
 	cursor = ""
 	for {
-		page, next, err := w.cfg.Ledger.Alerts(ctx, ledger.AlertFilter{Kind: KindBudgetThreshold, Since: since, Cursor: cursor, Limit: ledger.MaxLimit})
+		page, next, err := w.cfg.Ledger.Alerts(ctx, ledger.AlertFilter{Kind: billing.AlertBudgetThreshold, Since: since, Cursor: cursor, Limit: ledger.MaxLimit})
 		if err != nil {
 			return fmt.Errorf("watch: budget alerts: %w", err)
 		}
@@ -249,7 +249,7 @@ func (w *Watcher) budget(ctx context.Context, cat *schemas.Catalog, st *state, b
 			to = people // lower thresholds crossed at the same time are recorded, not sent
 		}
 		key := ledger.BudgetAlertKey(b.Scope, b.Project, b.User, b.Unit, period, t)
-		if err := w.record(ctx, st, ledger.NewAlert{Key: key, Kind: KindBudgetThreshold, Project: b.Project, User: b.User,
+		if err := w.record(ctx, st, ledger.NewAlert{Key: key, Kind: billing.AlertBudgetThreshold, Project: b.Project, User: b.User,
 			BudgetID: b.ID, Period: period, Threshold: t}, f, to, time.Time{}); err != nil {
 			return err
 		}

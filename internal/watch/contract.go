@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/shopspring/decimal"
 )
 
@@ -11,16 +12,6 @@ import (
 // releasers (internal/watch/release) through the small interfaces below.
 // Their types carry the same names and fields as those packages' own, so
 // that an adapter is a field-by-field copy.
-
-// Alert kinds (notify.Kind).
-const (
-	KindIdleWarning       = "idle_warning"
-	KindIdleReminder      = "idle_reminder"
-	KindIdleRelease       = "idle_release"
-	KindIdleReleaseDryRun = "idle_release_dry_run"
-	KindIdleReleaseFailed = "idle_release_failed"
-	KindBudgetThreshold   = "budget_threshold"
-)
 
 // Person is someone an alert may reach (notify.Person): the holder, a
 // project lead or an admin, with the addresses the roster gives.
@@ -68,9 +59,9 @@ type Facts struct {
 
 // Message is one alert to render (notify.Message).
 type Message struct {
-	Kind  string `json:"kind"`
-	Key   string `json:"key"` // the alert's natural key
-	Facts Facts  `json:"facts"`
+	Kind  billing.AlertKind `json:"kind"`
+	Key   string            `json:"key"` // the alert's natural key
+	Facts Facts             `json:"facts"`
 }
 
 // Envelope is one rendered message to one person on one channel

@@ -50,17 +50,17 @@ func (w *Watcher) idle(ctx context.Context, cat *schemas.Catalog, st *state, h *
 	if p.Release != schemas.ReleaseOff && p.ReleaseAfter > 0 && d > p.ReleaseAfter {
 		return w.releaseIdle(ctx, cat, st, h, start, now, p, quiet, rep)
 	}
-	kind := ""
+	var kind billing.AlertKind
 	switch {
 	case p.RemindAfter > 0 && d > p.RemindAfter:
-		kind = KindIdleReminder
+		kind = billing.AlertIdleReminder
 	case streak.Warn():
-		kind = KindIdleWarning
+		kind = billing.AlertIdleWarning
 	default:
 		return nil
 	}
-	if st.alerts[ledger.IdleAlertKey(KindIdleReminder, h.InstanceID, start)] ||
-		kind == KindIdleWarning && st.alerts[ledger.IdleAlertKey(KindIdleWarning, h.InstanceID, start)] {
+	if st.alerts[ledger.IdleAlertKey(billing.AlertIdleReminder, h.InstanceID, start)] ||
+		kind == billing.AlertIdleWarning && st.alerts[ledger.IdleAlertKey(billing.AlertIdleWarning, h.InstanceID, start)] {
 		return nil
 	}
 	if quiet {
@@ -74,7 +74,7 @@ func (w *Watcher) idle(ctx context.Context, cat *schemas.Catalog, st *state, h *
 	f := w.facts(cat, h, since, start, now)
 	// What happens next, only when it will: a dry run releases nothing.
 	switch {
-	case kind == KindIdleWarning && p.RemindAfter > 0:
+	case kind == billing.AlertIdleWarning && p.RemindAfter > 0:
 		f.NextAction, f.NextAt = "reminder", start.Add(p.RemindAfter)
 	case p.Release == schemas.ReleaseOn && p.ReleaseAfter > 0:
 		f.NextAction, f.NextAt = "release", start.Add(p.ReleaseAfter)
@@ -89,7 +89,7 @@ func (w *Watcher) idle(ctx context.Context, cat *schemas.Catalog, st *state, h *
 }
 
 // releaseKinds are the alerts that tell a release's outcome.
-var releaseKinds = []string{KindIdleRelease, KindIdleReleaseDryRun, KindIdleReleaseFailed}
+var releaseKinds = []billing.AlertKind{billing.AlertIdleRelease, billing.AlertIdleReleaseDryRun, billing.AlertIdleReleaseFailed}
 
 // releaseIdle releases (or, dry run, records what it would release) an
 // instance idle past release_after. The release is recorded pending before
@@ -112,12 +112,12 @@ func (w *Watcher) releaseIdle(ctx context.Context, cat *schemas.Catalog, st *sta
 	if err != nil || rel.Status == ledger.ReleasePending || rel.Status == ledger.ReleaseFailed && !rel.RetryAt.IsZero() {
 		return err // under way, or to be retried: nothing to tell yet
 	}
-	kind := KindIdleReleaseFailed
+	kind := billing.AlertIdleReleaseFailed
 	switch rel.Status {
 	case ledger.ReleaseDone:
-		kind = KindIdleRelease
+		kind = billing.AlertIdleRelease
 	case ledger.ReleaseDryRun:
-		kind = KindIdleReleaseDryRun
+		kind = billing.AlertIdleReleaseDryRun
 	}
 	since, err := w.heldSince(ctx, cat, st, h, start, now)
 	if err != nil {
@@ -326,7 +326,7 @@ func (w *Watcher) record(ctx context.Context, st *state, a ledger.NewAlert, f Fa
 	}
 	st.alerts[a.Key] = true
 	if created {
-		w.m.alerts.WithLabelValues(a.Kind).Inc()
+		w.m.alerts.WithLabelValues(string(a.Kind)).Inc()
 		w.log.Info("alert recorded", "key", a.Key, "kind", a.Kind, "deliveries", len(ds))
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
@@ -71,11 +72,11 @@ func (w *Watcher) settle(ctx context.Context, cat *schemas.Catalog, st *state, h
 		return nil // the same streak goes on: the idle policy tries again
 	}
 	res := ledger.ReleaseResult{}
-	kind := ""
+	var kind billing.AlertKind
 	switch {
 	case r.DryRun:
 		res = ledger.ReleaseResult{Status: ledger.ReleaseDryRun, Action: "the dry run's answer was lost (the watcher stopped during the call); nothing was released"}
-		kind = KindIdleReleaseDryRun
+		kind = billing.AlertIdleReleaseDryRun
 	case !reporting:
 		last := "no sample since"
 		if h != nil {
@@ -84,18 +85,18 @@ func (w *Watcher) settle(ctx context.Context, cat *schemas.Catalog, st *state, h
 		res = ledger.ReleaseResult{Status: ledger.ReleaseDone, Action: fmt.Sprintf(
 			"released: the releaser's answer was lost (the watcher stopped during the call begun at %s); the instance reports no sample since (%s)",
 			begun.UTC().Format(time.RFC3339), last)}
-		kind = KindIdleRelease
+		kind = billing.AlertIdleRelease
 	default:
 		res = ledger.ReleaseResult{Status: ledger.ReleaseFailed, Failure: fmt.Sprintf(
 			"not released: the releaser's answer was lost (the watcher stopped during the call begun at %s) and the instance is in use again",
 			begun.UTC().Format(time.RFC3339))}
-		kind = KindIdleReleaseFailed
+		kind = billing.AlertIdleReleaseFailed
 	}
 	// The alert is recorded first: a stop between the two settles the
 	// release again, and recording the alert again changes nothing.
 	key := ledger.IdleAlertKey(kind, r.InstanceID, r.StreakStart)
 	at := begun
-	if kind == KindIdleReleaseFailed {
+	if kind == billing.AlertIdleReleaseFailed {
 		at = now
 	}
 	f, err := w.releaseFacts(ctx, cat, st, h, r, at, now)
@@ -256,14 +257,14 @@ func (w *Watcher) tellFinished(ctx context.Context, cat *schemas.Catalog, st *st
 
 // outcomeKind is the alert that tells r's outcome; "" while it has none
 // (pending, or failed and to be retried).
-func outcomeKind(r ledger.Release) string {
+func outcomeKind(r ledger.Release) billing.AlertKind {
 	switch {
 	case r.Status == ledger.ReleaseDone:
-		return KindIdleRelease
+		return billing.AlertIdleRelease
 	case r.Status == ledger.ReleaseDryRun:
-		return KindIdleReleaseDryRun
+		return billing.AlertIdleReleaseDryRun
 	case r.Status == ledger.ReleaseFailed && r.RetryAt.IsZero():
-		return KindIdleReleaseFailed
+		return billing.AlertIdleReleaseFailed
 	}
 	return ""
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
 )
 
@@ -53,19 +54,19 @@ func TestStopAfterFinishReleaseIsTold(t *testing.T) {
 		name, project, inst string
 		from, releaseAt     string
 		restart             []string // cycles of the restarted watcher
-		kind                string
+		kind                billing.AlertKind
 		outcome             string
 		status              ledger.ReleaseStatus
 		sentAt              string // when the message is sent ("": at the first restarted cycle)
 	}{
 		{name: "released", project: "nlp", inst: "gpu-1", from: "10:00", releaseAt: "11:01", restart: []string{"11:30", "11:31", "12:30"},
-			kind: KindIdleRelease, outcome: "deleted pod ml/gpu-1", status: ledger.ReleaseDone},
+			kind: billing.AlertIdleRelease, outcome: "deleted pod ml/gpu-1", status: ledger.ReleaseDone},
 		{name: "dry run", project: "dry", inst: "gpu-d", from: "10:00", releaseAt: "11:01", restart: []string{"11:30", "12:30"},
-			kind: KindIdleReleaseDryRun, outcome: "would delete pod ml/gpu-d", status: ledger.ReleaseDryRun},
+			kind: billing.AlertIdleReleaseDryRun, outcome: "would delete pod ml/gpu-d", status: ledger.ReleaseDryRun},
 		{name: "failed for good", project: "nlp", inst: "gpu-p", from: "10:00", releaseAt: "11:01", restart: []string{"11:30", "12:30"},
-			kind: KindIdleReleaseFailed, outcome: "no handle", status: ledger.ReleaseFailed},
+			kind: billing.AlertIdleReleaseFailed, outcome: "no handle", status: ledger.ReleaseFailed},
 		{name: "quiet hours", project: "quiet", inst: "gpu-q", from: "21:45", releaseAt: "22:46", restart: []string{"23:30", "+1 07:59", "+1 08:00", "+1 08:30"},
-			kind: KindIdleRelease, outcome: "deleted pod ml/gpu-q", status: ledger.ReleaseDone, sentAt: "+1 08:00"},
+			kind: billing.AlertIdleRelease, outcome: "deleted pod ml/gpu-q", status: ledger.ReleaseDone, sentAt: "+1 08:00"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// The samples stop when the release takes effect.
@@ -100,7 +101,7 @@ func TestStopAfterFinishReleaseIsTold(t *testing.T) {
 					}
 				}
 			}
-			want := []string{c.kind + " " + c.inst}
+			want := []string{string(c.kind) + " " + c.inst}
 			if got := f.notify.sentKinds("s1@example.edu")[before:]; !slices.Equal(got, want) {
 				t.Fatalf("the holder received %v, want %v", got, want)
 			}
@@ -173,10 +174,10 @@ func TestStopAfterBudgetReleaseIsTold(t *testing.T) {
 	}
 	var got []string
 	for _, e := range f.notify.sent {
-		if e.To.Email == "s1@example.edu" && e.Message.Kind == KindBudgetThreshold && e.Message.Facts.Budget.Percent == 100 {
+		if e.To.Email == "s1@example.edu" && e.Message.Kind == billing.AlertBudgetThreshold && e.Message.Facts.Budget.Percent == 100 {
 			got = append(got, e.Message.Facts.Outcome)
 		}
-		if e.Message.Kind != KindBudgetThreshold {
+		if e.Message.Kind != billing.AlertBudgetThreshold {
 			t.Fatalf("sent %s to %+v", e.Message.Kind, e.To)
 		}
 	}

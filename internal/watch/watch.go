@@ -26,6 +26,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
@@ -384,7 +385,7 @@ func (w *Watcher) loadState(ctx context.Context, cat *schemas.Catalog, held []re
 }
 
 // idleKinds are the alerts that name an idle streak.
-var idleKinds = []string{KindIdleWarning, KindIdleReminder, KindIdleRelease, KindIdleReleaseDryRun, KindIdleReleaseFailed}
+var idleKinds = []billing.AlertKind{billing.AlertIdleWarning, billing.AlertIdleReminder, billing.AlertIdleRelease, billing.AlertIdleReleaseDryRun, billing.AlertIdleReleaseFailed}
 
 // streakStarts gives back their start to the streaks longer than
 // reads.HeldLookback, whose IdleSince HeldNow reports as the lookback's

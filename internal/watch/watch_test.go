@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/ledger/ledgertest"
@@ -93,10 +94,10 @@ func (n *fakeNotifier) Plan(m Message, people []Person) ([]Envelope, error) {
 	var out []Envelope
 	for _, p := range people {
 		if p.Email != "" {
-			out = append(out, Envelope{Channel: "email", To: p, Lang: "en", Subject: m.Kind, Body: m.Facts.Outcome, Message: m})
+			out = append(out, Envelope{Channel: "email", To: p, Lang: "en", Subject: string(m.Kind), Body: m.Facts.Outcome, Message: m})
 		}
 		if p.IM != "" {
-			out = append(out, Envelope{Channel: "im", To: p, Lang: "zh-CN", Subject: m.Kind, Message: m})
+			out = append(out, Envelope{Channel: "im", To: p, Lang: "zh-CN", Subject: string(m.Kind), Message: m})
 		}
 	}
 	return out, nil
@@ -135,7 +136,7 @@ func (n *fakeNotifier) sentKinds(to string) []string {
 	var out []string
 	for _, e := range n.sent {
 		if e.To.Email == to || e.To.IM == to {
-			out = append(out, e.Message.Kind+" "+e.Message.Facts.InstanceID)
+			out = append(out, string(e.Message.Kind)+" "+e.Message.Facts.InstanceID)
 		}
 	}
 	return out
@@ -278,7 +279,7 @@ func (f *fixture) alertKinds(inst string) []string {
 	}
 	var out []string
 	for i := len(as) - 1; i >= 0; i-- {
-		out = append(out, as[i].Kind+"@"+as[i].StreakStart.In(sh).Format("15:04"))
+		out = append(out, string(as[i].Kind)+"@"+as[i].StreakStart.In(sh).Format("15:04"))
 	}
 	return out
 }
@@ -350,7 +351,7 @@ func TestIdlePolicySteps(t *testing.T) {
 	if err := json.Unmarshal(r.Evidence, &ev); err != nil || ev.IdleSamples != 62 {
 		t.Fatalf("evidence %s: %v", r.Evidence, err)
 	}
-	a, _ := f.ledger.AlertByKey(context.Background(), ledger.IdleAlertKey(KindIdleRelease, "gpu-1", at("10:00")))
+	a, _ := f.ledger.AlertByKey(context.Background(), ledger.IdleAlertKey(billing.AlertIdleRelease, "gpu-1", at("10:00")))
 	var facts Facts
 	if err := json.Unmarshal(a.Facts, &facts); err != nil || facts.Outcome != "deleted pod ml/gpu-1" || facts.Cost.String() != "2.02" ||
 		facts.GPUUUID != "GPU-1" {
@@ -363,11 +364,11 @@ func TestIdlePolicySteps(t *testing.T) {
 		}
 	}
 	// The warning says what comes next: the reminder, at 10:45.
-	a, _ = f.ledger.AlertByKey(context.Background(), ledger.IdleAlertKey(KindIdleWarning, "gpu-1", at("10:00")))
+	a, _ = f.ledger.AlertByKey(context.Background(), ledger.IdleAlertKey(billing.AlertIdleWarning, "gpu-1", at("10:00")))
 	if err := json.Unmarshal(a.Facts, &facts); err != nil || facts.NextAction != "reminder" || !facts.NextAt.Equal(at("10:45")) {
 		t.Fatalf("warning facts %s: %v", a.Facts, err)
 	}
-	if v := testutil.ToFloat64(w.m.alerts.WithLabelValues(KindIdleWarning)); v != 4 {
+	if v := testutil.ToFloat64(w.m.alerts.WithLabelValues(string(billing.AlertIdleWarning))); v != 4 {
 		t.Fatalf("warnings counted: %v, want 4", v)
 	}
 	if v := testutil.ToFloat64(w.m.releases.WithLabelValues("done")); v != 2 {
@@ -447,7 +448,7 @@ func TestDryRun(t *testing.T) {
 			t.Fatalf("a dry run announced a release: %+v", m)
 		}
 	}
-	a, _ := f.ledger.AlertByKey(context.Background(), ledger.IdleAlertKey(KindIdleReminder, "gpu-d", at("10:00")))
+	a, _ := f.ledger.AlertByKey(context.Background(), ledger.IdleAlertKey(billing.AlertIdleReminder, "gpu-d", at("10:00")))
 	var facts Facts
 	if err := json.Unmarshal(a.Facts, &facts); err != nil || facts.NextAction != "" {
 		t.Fatalf("reminder facts %s", a.Facts)
@@ -501,7 +502,7 @@ func TestReleaseFailuresSayWhatHappened(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("a permanent failure was tried %d times", n)
 	}
-	a, _ := f.ledger.AlertByKey(context.Background(), ledger.IdleAlertKey(KindIdleReleaseFailed, "gpu-none", at("10:00")))
+	a, _ := f.ledger.AlertByKey(context.Background(), ledger.IdleAlertKey(billing.AlertIdleReleaseFailed, "gpu-none", at("10:00")))
 	var facts Facts
 	if err := json.Unmarshal(a.Facts, &facts); err != nil || facts.Outcome != "pod ml/x was already gone: the releaser released nothing" {
 		t.Fatalf("facts %s", a.Facts)
@@ -702,7 +703,7 @@ func TestBudgetsOncePerThreshold(t *testing.T) {
 		t.Fatal(err)
 	}
 	budgetAlerts := func() []string {
-		as, _, err := f.ledger.Alerts(ctx, ledger.AlertFilter{Kind: KindBudgetThreshold})
+		as, _, err := f.ledger.Alerts(ctx, ledger.AlertFilter{Kind: billing.AlertBudgetThreshold})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -747,7 +748,7 @@ func TestBudgetsOncePerThreshold(t *testing.T) {
 	// Each budget alert reached s1 once.
 	n := 0
 	for _, k := range f.notify.sentKinds("s1@example.edu") {
-		if strings.HasPrefix(k, KindBudgetThreshold) {
+		if strings.HasPrefix(k, string(billing.AlertBudgetThreshold)) {
 			n++
 		}
 	}
@@ -772,7 +773,7 @@ func TestBudgetJumpAndTerm(t *testing.T) {
 	}
 	w := f.watcher(f.ledger)
 	f.cycle(w, at("11:00"))
-	as, _, _ := f.ledger.Alerts(ctx, ledger.AlertFilter{Kind: KindBudgetThreshold})
+	as, _, _ := f.ledger.Alerts(ctx, ledger.AlertFilter{Kind: billing.AlertBudgetThreshold})
 	if len(as) != 3 {
 		t.Fatalf("alerts %+v", as)
 	}
@@ -844,7 +845,7 @@ func TestStreakLongerThanLookback(t *testing.T) {
 	}
 	// A holding older than the lookback is told with its start and its cost
 	// since then (27 h 1 min at 1.00 an hour).
-	a, err := f.ledger.AlertByKey(context.Background(), ledger.IdleAlertKey(KindIdleReleaseFailed, "gpu-busy", at("+1 10:00")))
+	a, err := f.ledger.AlertByKey(context.Background(), ledger.IdleAlertKey(billing.AlertIdleReleaseFailed, "gpu-busy", at("+1 10:00")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -853,7 +854,7 @@ func TestStreakLongerThanLookback(t *testing.T) {
 		t.Fatalf("facts %s: %v", a.Facts, err)
 	}
 	// The release notice says when the streak began, and held since no later.
-	a, err = f.ledger.AlertByKey(context.Background(), ledger.IdleAlertKey(KindIdleReleaseFailed, "gpu-stuck", at("09:00")))
+	a, err = f.ledger.AlertByKey(context.Background(), ledger.IdleAlertKey(billing.AlertIdleReleaseFailed, "gpu-stuck", at("09:00")))
 	if err != nil {
 		t.Fatal(err)
 	}

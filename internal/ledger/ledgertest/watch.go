@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
 )
 
-func idleAlert(kind, inst string, start time.Time) ledger.NewAlert {
+func idleAlert(kind billing.AlertKind, inst string, start time.Time) ledger.NewAlert {
 	return ledger.NewAlert{Key: ledger.IdleAlertKey(kind, inst, start), Kind: kind, Project: "nlp", User: "s1",
 		InstanceID: inst, StreakStart: start, Facts: json.RawMessage(`{"node":"n1"}`)}
 }
@@ -34,15 +35,15 @@ func testAlertsOnce(t *testing.T, open Opener) {
 	s := open(t, clock.Now)
 	ctx := ctxT(t)
 	start := t0.Add(-40 * time.Minute)
-	a, created, err := s.RecordAlert(ctx, "watch", idleAlert(ledger.AlertIdleWarning, "gpu-1", start), deliveries(2))
+	a, created, err := s.RecordAlert(ctx, "watch", idleAlert(billing.AlertIdleWarning, "gpu-1", start), deliveries(2))
 	if err != nil || !created {
 		t.Fatalf("first record: %+v, %v, %v", a, created, err)
 	}
-	if !a.StreakStart.Equal(start) || a.Kind != ledger.AlertIdleWarning || a.ID == 0 {
+	if !a.StreakStart.Equal(start) || a.Kind != billing.AlertIdleWarning || a.ID == 0 {
 		t.Fatalf("alert: %+v", a)
 	}
 	clock.Advance(time.Minute)
-	again, created, err := s.RecordAlert(ctx, "watch", idleAlert(ledger.AlertIdleWarning, "gpu-1", start), deliveries(3))
+	again, created, err := s.RecordAlert(ctx, "watch", idleAlert(billing.AlertIdleWarning, "gpu-1", start), deliveries(3))
 	if err != nil || created || again.ID != a.ID {
 		t.Fatalf("second record: %+v, %v, %v", again, created, err)
 	}
@@ -51,9 +52,9 @@ func testAlertsOnce(t *testing.T, open Opener) {
 		t.Fatalf("deliveries: %d, want 2 (the second record adds none)", len(ds))
 	}
 	// Another kind or another streak is another alert.
-	get3(s.RecordAlert(ctx, "watch", idleAlert(ledger.AlertIdleReminder, "gpu-1", start), nil))(t)
-	get3(s.RecordAlert(ctx, "watch", idleAlert(ledger.AlertIdleWarning, "gpu-1", start.Add(time.Hour)), nil))(t)
-	byKey := get(s.AlertByKey(ctx, ledger.IdleAlertKey(ledger.AlertIdleWarning, "gpu-1", start)))(t)
+	get3(s.RecordAlert(ctx, "watch", idleAlert(billing.AlertIdleReminder, "gpu-1", start), nil))(t)
+	get3(s.RecordAlert(ctx, "watch", idleAlert(billing.AlertIdleWarning, "gpu-1", start.Add(time.Hour)), nil))(t)
+	byKey := get(s.AlertByKey(ctx, ledger.IdleAlertKey(billing.AlertIdleWarning, "gpu-1", start)))(t)
 	if byKey.ID != a.ID || string(byKey.Facts) != `{"node":"n1"}` {
 		t.Fatalf("by key: %+v", byKey)
 	}
@@ -92,10 +93,10 @@ func testAlertsOnce(t *testing.T, open Opener) {
 	// Bad input.
 	_, _, err = s.RecordAlert(ctx, "watch", ledger.NewAlert{Key: "k", Kind: "shout"}, nil)
 	wantErr(t, err, ledger.ErrInvalidArgument, "unknown kind")
-	_, _, err = s.RecordAlert(ctx, "watch", idleAlert(ledger.AlertIdleWarning, "gpu-9", start),
+	_, _, err = s.RecordAlert(ctx, "watch", idleAlert(billing.AlertIdleWarning, "gpu-9", start),
 		[]ledger.NewDelivery{{Channel: "email", Recipient: "x", Payload: json.RawMessage(`{`)}})
 	wantErr(t, err, ledger.ErrInvalidArgument, "bad payload")
-	if _, err := s.AlertByKey(ctx, ledger.IdleAlertKey(ledger.AlertIdleWarning, "gpu-9", start)); err == nil {
+	if _, err := s.AlertByKey(ctx, ledger.IdleAlertKey(billing.AlertIdleWarning, "gpu-9", start)); err == nil {
 		t.Fatal("a rejected alert was stored")
 	}
 	if got := auditActions(t, s, ledger.AuditFilter{Object: fmt.Sprintf("alert/%d", a.ID)}); !slices.Equal(got, []string{"alert.ack", "alert.record"}) {
@@ -116,7 +117,7 @@ func testConcurrentAlerts(t *testing.T, open Opener) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, created, err := stores[i%2].RecordAlert(ctx, "watch", idleAlert(ledger.AlertIdleWarning, "gpu-1", t0), deliveries(2))
+			_, created, err := stores[i%2].RecordAlert(ctx, "watch", idleAlert(billing.AlertIdleWarning, "gpu-1", t0), deliveries(2))
 			if err != nil {
 				t.Error(err)
 				return
@@ -143,7 +144,7 @@ func testDeliveries(t *testing.T, open Opener) {
 	ctx := ctxT(t)
 	ds := deliveries(3)
 	ds[2].NextAttemptAt = t0.Add(10 * time.Minute) // quiet hours: later
-	a := get3(s.RecordAlert(ctx, "watch", idleAlert(ledger.AlertIdleWarning, "gpu-1", t0), ds))(t)
+	a := get3(s.RecordAlert(ctx, "watch", idleAlert(billing.AlertIdleWarning, "gpu-1", t0), ds))(t)
 	due := get(s.DueDeliveries(ctx, t0, 10))(t)
 	if len(due) != 2 || due[0].AlertID != a.ID || due[0].Status != ledger.DeliveryPending || due[0].Attempts != 0 {
 		t.Fatalf("due now: %+v", due)

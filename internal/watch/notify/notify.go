@@ -19,40 +19,9 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/shopspring/decimal"
 )
-
-// Kind is what a message is about.
-type Kind string
-
-// The kinds of message. Each has a template in every language.
-const (
-	// IdleWarning: an instance has been idle for warn_after.
-	IdleWarning Kind = "idle_warning"
-	// IdleReminder: it is still idle, release comes next.
-	IdleReminder Kind = "idle_reminder"
-	// IdleRelease: the instance was released (only sent when it was).
-	IdleRelease Kind = "idle_release"
-	// IdleReleaseDryRun: the policy would have released it (release mode dry-run); nothing was done.
-	IdleReleaseDryRun Kind = "idle_release_dry_run"
-	// IdleReleaseFailed: the release was attempted and failed; the instance is still held and billed.
-	IdleReleaseFailed Kind = "idle_release_failed"
-	// BudgetThreshold: a budget crossed one of its thresholds.
-	BudgetThreshold Kind = "budget_threshold"
-)
-
-// Kinds lists every kind, in a fixed order.
-var Kinds = []Kind{IdleWarning, IdleReminder, IdleRelease, IdleReleaseDryRun, IdleReleaseFailed, BudgetThreshold}
-
-// Valid reports whether k is one of Kinds.
-func (k Kind) Valid() bool {
-	for _, x := range Kinds {
-		if k == x {
-			return true
-		}
-	}
-	return false
-}
 
 // Roles a Person can have.
 const (
@@ -105,7 +74,7 @@ type Facts struct {
 
 // Message is one alert, identified by its natural key.
 type Message struct {
-	Kind  Kind
+	Kind  billing.AlertKind
 	Key   string // the alert's natural key (e.g. kind|instance|streak start)
 	Facts Facts
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/shopspring/decimal"
 )
 
@@ -52,7 +53,7 @@ func Render(m Message, lang string) (subject, body string, err error) {
 	if m.Facts.NextAction != "" && m.Facts.NextAt.IsZero() {
 		return "", "", fmt.Errorf("notify: next action %q without a time", m.Facts.NextAction)
 	}
-	if m.Kind == BudgetThreshold {
+	if m.Kind == billing.AlertBudgetThreshold {
 		if m.Facts.Budget == nil {
 			return "", "", fmt.Errorf("notify: %s message without budget facts", m.Kind)
 		}
@@ -107,9 +108,9 @@ func (r *renderer) at(t time.Time) string {
 
 // ---------------------------------------------------------------- English
 
-func (r *renderer) en(k Kind) (string, string) {
+func (r *renderer) en(k billing.AlertKind) (string, string) {
 	f := r.f
-	if k == BudgetThreshold {
+	if k == billing.AlertBudgetThreshold {
 		return r.enBudget()
 	}
 	inst := f.InstanceID
@@ -120,20 +121,20 @@ func (r *renderer) en(k Kind) (string, string) {
 	who := "the GPU instance held by " + enHolder(f)
 	var subject string
 	switch k {
-	case IdleWarning:
+	case billing.AlertIdleWarning:
 		subject = "[cardhour] Idle GPU instance " + where
 		r.line("%s has been idle since %s.", upperFirst(who), r.at(f.IdleSince))
-	case IdleReminder:
+	case billing.AlertIdleReminder:
 		subject = "[cardhour] Reminder: GPU instance " + where + " is still idle"
 		r.line("Reminder: %s is still idle, since %s.", who, r.at(f.IdleSince))
-	case IdleRelease:
+	case billing.AlertIdleRelease:
 		subject = "[cardhour] GPU instance " + where + " was released"
 		r.line("%s was released at %s after being idle since %s.", upperFirst(who), r.at(f.At), r.at(f.IdleSince))
-	case IdleReleaseDryRun:
+	case billing.AlertIdleReleaseDryRun:
 		subject = "[cardhour] GPU instance " + where + " would have been released (dry run)"
 		r.line("%s has been idle since %s and would have been released at %s.", upperFirst(who), r.at(f.IdleSince), r.at(f.At))
 		r.line("The release policy is a dry run: nothing was done; the instance is still held and billed.")
-	case IdleReleaseFailed:
+	case billing.AlertIdleReleaseFailed:
 		subject = "[cardhour] GPU instance " + where + " could not be released"
 		r.line("%s has been idle since %s and could not be released at %s.", upperFirst(who), r.at(f.IdleSince), r.at(f.At))
 		r.line("It is still held, and billing continues until it is released.")
@@ -142,15 +143,15 @@ func (r *renderer) en(k Kind) (string, string) {
 	r.enInstance()
 	r.blank()
 	switch k {
-	case IdleRelease:
+	case billing.AlertIdleRelease:
 		if f.Outcome != "" {
 			r.line("What was done: %s", f.Outcome)
 		}
-	case IdleReleaseDryRun:
+	case billing.AlertIdleReleaseDryRun:
 		if f.Outcome != "" {
 			r.line("What would have been done: %s", f.Outcome)
 		}
-	case IdleReleaseFailed:
+	case billing.AlertIdleReleaseFailed:
 		if f.Outcome != "" {
 			r.line("Why: %s", f.Outcome)
 		}
@@ -158,7 +159,7 @@ func (r *renderer) en(k Kind) (string, string) {
 	}
 	switch f.NextAction {
 	case "release":
-		if k == IdleReleaseFailed {
+		if k == billing.AlertIdleReleaseFailed {
 			r.line("Next: another release attempt at %s, if it is still idle.", r.at(f.NextAt))
 		} else {
 			r.line("Next: if it stays idle, it will be released automatically at %s.", r.at(f.NextAt))
@@ -167,11 +168,11 @@ func (r *renderer) en(k Kind) (string, string) {
 		r.line("Next: if it stays idle, another reminder at %s.", r.at(f.NextAt))
 	default:
 		switch k {
-		case IdleWarning, IdleReminder, IdleReleaseDryRun:
+		case billing.AlertIdleWarning, billing.AlertIdleReminder, billing.AlertIdleReleaseDryRun:
 			r.line("Next: nothing happens automatically. Idle time is billed like any held time; release the instance if you no longer need it.")
 		}
 	}
-	if k == IdleRelease {
+	if k == billing.AlertIdleRelease {
 		r.line("If you still need such an instance idle for a while (a long experiment), ask for an exemption before the next time: %s", enHint(f.ExemptionHint))
 	} else {
 		r.line("To keep it although it is idle (a long experiment), ask for an exemption: %s", enHint(f.ExemptionHint))
@@ -277,9 +278,9 @@ func durationEN(d time.Duration) string {
 
 // ---------------------------------------------------------------- 中文
 
-func (r *renderer) zh(k Kind) (string, string) {
+func (r *renderer) zh(k billing.AlertKind) (string, string) {
 	f := r.f
-	if k == BudgetThreshold {
+	if k == billing.AlertBudgetThreshold {
 		return r.zhBudget()
 	}
 	where := f.InstanceID + " "
@@ -289,20 +290,20 @@ func (r *renderer) zh(k Kind) (string, string) {
 	who := zhHolder(f) + "占用的 GPU 实例 " + f.InstanceID
 	var subject string
 	switch k {
-	case IdleWarning:
+	case billing.AlertIdleWarning:
 		subject = "【cardhour】GPU 实例 " + where + "空闲提醒"
 		r.line("%s 自 %s 起一直空闲。", who, r.at(f.IdleSince))
-	case IdleReminder:
+	case billing.AlertIdleReminder:
 		subject = "【cardhour】再次提醒：GPU 实例 " + where + "仍在空闲"
 		r.line("再次提醒：%s 自 %s 起仍在空闲。", who, r.at(f.IdleSince))
-	case IdleRelease:
+	case billing.AlertIdleRelease:
 		subject = "【cardhour】GPU 实例 " + where + "已被释放"
 		r.line("%s 自 %s 起空闲，已于 %s 被释放。", who, r.at(f.IdleSince), r.at(f.At))
-	case IdleReleaseDryRun:
+	case billing.AlertIdleReleaseDryRun:
 		subject = "【cardhour】GPU 实例 " + where + "本应被释放（演练模式）"
 		r.line("%s 自 %s 起空闲，按策略本应于 %s 被释放。", who, r.at(f.IdleSince), r.at(f.At))
 		r.line("当前释放策略为演练模式（dry-run）：未执行任何操作，该实例仍被占用并继续计费。")
-	case IdleReleaseFailed:
+	case billing.AlertIdleReleaseFailed:
 		subject = "【cardhour】GPU 实例 " + where + "释放失败"
 		r.line("%s 自 %s 起空闲，于 %s 尝试释放但未能释放。", who, r.at(f.IdleSince), r.at(f.At))
 		r.line("该实例仍被占用，释放之前继续计费。")
@@ -311,15 +312,15 @@ func (r *renderer) zh(k Kind) (string, string) {
 	r.zhInstance()
 	r.blank()
 	switch k {
-	case IdleRelease:
+	case billing.AlertIdleRelease:
 		if f.Outcome != "" {
 			r.line("执行的操作：%s", f.Outcome)
 		}
-	case IdleReleaseDryRun:
+	case billing.AlertIdleReleaseDryRun:
 		if f.Outcome != "" {
 			r.line("本应执行的操作：%s", f.Outcome)
 		}
-	case IdleReleaseFailed:
+	case billing.AlertIdleReleaseFailed:
 		if f.Outcome != "" {
 			r.line("失败原因：%s", f.Outcome)
 		}
@@ -327,7 +328,7 @@ func (r *renderer) zh(k Kind) (string, string) {
 	}
 	switch f.NextAction {
 	case "release":
-		if k == IdleReleaseFailed {
+		if k == billing.AlertIdleReleaseFailed {
 			r.line("下一步：若仍空闲，将于 %s 再次尝试释放。", r.at(f.NextAt))
 		} else {
 			r.line("下一步：若继续空闲，将于 %s 自动释放。", r.at(f.NextAt))
@@ -336,11 +337,11 @@ func (r *renderer) zh(k Kind) (string, string) {
 		r.line("下一步：若继续空闲，将于 %s 再次提醒。", r.at(f.NextAt))
 	default:
 		switch k {
-		case IdleWarning, IdleReminder, IdleReleaseDryRun:
+		case billing.AlertIdleWarning, billing.AlertIdleReminder, billing.AlertIdleReleaseDryRun:
 			r.line("下一步：不会自动处理。空闲时间同样计费，如不再使用请主动释放。")
 		}
 	}
-	if k == IdleRelease {
+	if k == billing.AlertIdleRelease {
 		r.line("如以后需要让实例空闲保留一段时间（例如长时间实验），请提前申请豁免：%s", zhHint(f.ExemptionHint))
 	} else {
 		r.line("如需在空闲时保留该实例（例如长时间实验），请申请豁免：%s", zhHint(f.ExemptionHint))

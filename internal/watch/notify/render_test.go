@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 )
@@ -81,14 +82,14 @@ func goldenCases(t testing.TB) map[string]Message {
 			Percent: 100},
 	}
 	return map[string]Message{
-		"idle_warning":           {Kind: IdleWarning, Key: "k1", Facts: warn},
-		"idle_warning_no_policy": {Kind: IdleWarning, Key: "k1b", Facts: noAuto},
-		"idle_reminder":          {Kind: IdleReminder, Key: "k2", Facts: remind},
-		"idle_release":           {Kind: IdleRelease, Key: "k3", Facts: released},
-		"idle_release_dry_run":   {Kind: IdleReleaseDryRun, Key: "k4", Facts: dry},
-		"idle_release_failed":    {Kind: IdleReleaseFailed, Key: "k5", Facts: failed},
-		"budget_project":         {Kind: BudgetThreshold, Key: "k6", Facts: projBudget},
-		"budget_student_release": {Kind: BudgetThreshold, Key: "k7", Facts: studentBudget},
+		"idle_warning":           {Kind: billing.AlertIdleWarning, Key: "k1", Facts: warn},
+		"idle_warning_no_policy": {Kind: billing.AlertIdleWarning, Key: "k1b", Facts: noAuto},
+		"idle_reminder":          {Kind: billing.AlertIdleReminder, Key: "k2", Facts: remind},
+		"idle_release":           {Kind: billing.AlertIdleRelease, Key: "k3", Facts: released},
+		"idle_release_dry_run":   {Kind: billing.AlertIdleReleaseDryRun, Key: "k4", Facts: dry},
+		"idle_release_failed":    {Kind: billing.AlertIdleReleaseFailed, Key: "k5", Facts: failed},
+		"budget_project":         {Kind: billing.AlertBudgetThreshold, Key: "k6", Facts: projBudget},
+		"budget_student_release": {Kind: billing.AlertBudgetThreshold, Key: "k7", Facts: studentBudget},
 	}
 }
 

@@ -155,16 +155,16 @@ func hmacSHA256(key, msg []byte) []byte {
 
 // WebhookPayload is the generic webhook's JSON body.
 type WebhookPayload struct {
-	Key     string        `json:"key"`          // the message's natural key
-	Kind    Kind          `json:"kind"`         //
-	Channel string        `json:"channel"`      //
-	Lang    string        `json:"lang"`         //
-	To      WebhookPerson `json:"to"`           // the recipient (only their own details)
-	Subject string        `json:"subject"`      //
-	Body    string        `json:"body"`         //
-	Facts   WebhookFacts  `json:"facts"`        //
-	Sent    string        `json:"sent_at"`      // RFC 3339, UTC
-	Deliver string        `json:"delivery_key"` // Envelope.DeliveryKey, also the Idempotency-Key header
+	Key     string            `json:"key"`          // the message's natural key
+	Kind    billing.AlertKind `json:"kind"`         //
+	Channel string            `json:"channel"`      //
+	Lang    string            `json:"lang"`         //
+	To      WebhookPerson     `json:"to"`           // the recipient (only their own details)
+	Subject string            `json:"subject"`      //
+	Body    string            `json:"body"`         //
+	Facts   WebhookFacts      `json:"facts"`        //
+	Sent    string            `json:"sent_at"`      // RFC 3339, UTC
+	Deliver string            `json:"delivery_key"` // Envelope.DeliveryKey, also the Idempotency-Key header
 }
 
 // WebhookPerson is the recipient in a webhook payload.

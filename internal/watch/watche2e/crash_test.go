@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/ledger/ledgertest"
 	"github.com/cardhour/cardhour/internal/ledger/postgres"
@@ -108,7 +109,7 @@ func TestKilledDuringRelease(t *testing.T) {
 	got := alerts.payloads()
 	var toHolder []string
 	for _, p := range got {
-		require.Equal(t, watch.KindIdleRelease, string(p.Kind), "%s to %s: %s", p.Kind, p.To.Role, p.Subject)
+		require.Equal(t, billing.AlertIdleRelease, string(p.Kind), "%s to %s: %s", p.Kind, p.To.Role, p.Subject)
 		if p.To.Role == "holder" {
 			toHolder = append(toHolder, p.Key)
 			require.Equal(t, "s1", p.To.User)
@@ -214,7 +215,7 @@ func TestKilledAfterFinishRelease(t *testing.T) {
 	r, err := l.ReleaseByKey(ctx, key)
 	require.NoError(t, err)
 	require.Equal(t, ledger.ReleaseDone, r.Status, "%+v", r)
-	_, err = l.AlertByKey(ctx, ledger.IdleAlertKey(watch.KindIdleRelease, "MIG-done", t0))
+	_, err = l.AlertByKey(ctx, ledger.IdleAlertKey(billing.AlertIdleRelease, "MIG-done", t0))
 	require.ErrorIs(t, err, ledger.ErrNotFound)
 	require.Empty(t, alerts.payloads())
 
@@ -240,7 +241,7 @@ func TestKilledAfterFinishRelease(t *testing.T) {
 
 	got := map[string]int{}
 	for _, p := range alerts.payloads() {
-		require.Equal(t, watch.KindIdleRelease, string(p.Kind), "%s to %s: %s", p.Kind, p.To.Role, p.Subject)
+		require.Equal(t, billing.AlertIdleRelease, string(p.Kind), "%s to %s: %s", p.Kind, p.To.Role, p.Subject)
 		got[p.To.Role]++
 		if p.To.Role == "holder" {
 			require.Equal(t, "s1", p.To.User)
@@ -251,7 +252,7 @@ func TestKilledAfterFinishRelease(t *testing.T) {
 		}
 	}
 	require.Equal(t, map[string]int{"holder": 1, "admin": 1}, got, "each person is told once: %+v", alerts.payloads())
-	a, err := l.AlertByKey(ctx, ledger.IdleAlertKey(watch.KindIdleRelease, "MIG-done", t0))
+	a, err := l.AlertByKey(ctx, ledger.IdleAlertKey(billing.AlertIdleRelease, "MIG-done", t0))
 	require.NoError(t, err)
 	ds, _, err := l.Deliveries(ctx, ledger.DeliveryFilter{AlertID: a.ID})
 	require.NoError(t, err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/clickhouse"
 	"github.com/cardhour/cardhour/internal/ledger/sqlite"
@@ -92,7 +93,7 @@ func BenchmarkAlertLatency(b *testing.B) {
 		now := time.Now()
 		body, _ := io.ReadAll(r.Body)
 		var p notify.WebhookPayload
-		if err := json.Unmarshal(body, &p); err == nil && p.Kind == watch.KindIdleWarning && p.To.Role == "admin" {
+		if err := json.Unmarshal(body, &p); err == nil && p.Kind == billing.AlertIdleWarning && p.To.Role == "admin" {
 			mu.Lock()
 			arrivedAt[p.Facts.InstanceID] = now
 			mu.Unlock()

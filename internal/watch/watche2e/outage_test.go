@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/ledger/ledgertest"
 	"github.com/cardhour/cardhour/internal/watch"
@@ -106,7 +107,7 @@ func TestDeliveryHorizonAndResend(t *testing.T) {
 	require.ErrorIs(t, err, ledger.ErrInvalidTransition)
 	w.Deliver(ctx, clock.Now())
 	require.Len(t, rec.payloads(), 1)
-	require.Equal(t, watch.KindIdleWarning, string(rec.payloads()[0].Kind))
+	require.Equal(t, billing.AlertIdleWarning, string(rec.payloads()[0].Kind))
 	c, err := l.DeliveryBacklog(ctx)
 	require.NoError(t, err)
 	require.Equal(t, ledger.DeliveryCounts{}, c)

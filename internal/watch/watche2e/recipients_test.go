@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/ledger/ledgertest"
 	"github.com/cardhour/cardhour/internal/watch"
@@ -33,7 +34,7 @@ func TestEveryPersonIsARecipient(t *testing.T) {
 	w.Deliver(ctx, at)
 	var got []string
 	for _, p := range rec.payloads() {
-		require.Equal(t, watch.KindIdleWarning, string(p.Kind))
+		require.Equal(t, billing.AlertIdleWarning, string(p.Kind))
 		got = append(got, p.To.Role+" "+p.To.Name)
 	}
 	slices.Sort(got)

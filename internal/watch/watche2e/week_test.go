@@ -352,7 +352,7 @@ channels:
 	for i := len(as) - 1; i >= 0; i-- {
 		a := as[i]
 		require.True(t, a.StreakStart.Equal(idleFrom), "%s: streak start %s", a.Key, a.StreakStart)
-		seen = append(seen, a.Kind+"@"+a.CreatedAt.In(loc).Format("Mon 15:04"))
+		seen = append(seen, string(a.Kind)+"@"+a.CreatedAt.In(loc).Format("Mon 15:04"))
 	}
 	require.Equal(t, []string{"idle_warning@Sat 00:00", "idle_reminder@Sat 08:00", "idle_release@Sat 20:00"}, seen)
 	// The release notice (decided on a streak and a holding longer than the
@@ -360,7 +360,7 @@ channels:
 	// the cost of the 131 h held at 1.80 an hour.
 	var facts watch.Facts
 	require.NoError(t, json.Unmarshal(as[0].Facts, &facts))
-	require.Equal(t, watch.KindIdleRelease, as[0].Kind)
+	require.Equal(t, billing.AlertIdleRelease, as[0].Kind)
 	require.True(t, facts.IdleSince.Equal(idleFrom), "idle since %s", facts.IdleSince)
 	require.True(t, facts.HeldSince.Equal(weekStart.Add(9*time.Hour)), "held since %s", facts.HeldSince.In(loc))
 	require.Equal(t, "235.8", facts.Cost.String())
@@ -397,7 +397,7 @@ channels:
 		require.NoError(t, json.Unmarshal(g.body, &p))
 		kinds[p.Key] = append(kinds[p.Key], p.To.Role+":"+p.To.Email)
 		if p.Lang == "en" {
-			require.Equal(t, p.Kind == watch.KindIdleRelease, strings.Contains(p.Subject+p.Body, "was released"), "%s: %s", p.Kind, p.Subject)
+			require.Equal(t, p.Kind == billing.AlertIdleRelease, strings.Contains(p.Subject+p.Body, "was released"), "%s: %s", p.Kind, p.Subject)
 		}
 	}
 	for k, n := range byKey {
@@ -423,7 +423,7 @@ channels:
 	}
 
 	// Budgets: each threshold once, across the restart and the two replicas.
-	bs, _, err := led.Alerts(ctx, ledger.AlertFilter{Kind: watch.KindBudgetThreshold, Limit: ledger.MaxLimit})
+	bs, _, err := led.Alerts(ctx, ledger.AlertFilter{Kind: billing.AlertBudgetThreshold, Limit: ledger.MaxLimit})
 	require.NoError(t, err)
 	var budgetKeys []string
 	for _, a := range bs {

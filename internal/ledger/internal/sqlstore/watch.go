@@ -41,7 +41,7 @@ func alertView(a ledger.Alert, deliveries int) json.RawMessage {
 		Deliveries int             `json:"deliveries"`
 		AckedBy    string          `json:"acked_by,omitempty"`
 	}
-	return mustJSON(view{a.Key, a.Kind, a.Project, a.User, a.InstanceID, a.Facts, deliveries, a.AckedBy})
+	return mustJSON(view{a.Key, string(a.Kind), a.Project, a.User, a.InstanceID, a.Facts, deliveries, a.AckedBy})
 }
 
 func (s *Store) alert(ctx context.Context, q querier, what, where string, args ...any) (ledger.Alert, error) {
@@ -127,7 +127,7 @@ func (s *Store) Alerts(ctx context.Context, f ledger.AlertFilter) ([]ledger.Aler
 	}
 	var pq pagedQuery
 	for _, c := range []struct{ cond, v string }{{"project = ?", f.Project}, {"user_name = ?", f.User},
-		{"instance_id = ?", f.InstanceID}, {"kind = ?", f.Kind}} {
+		{"instance_id = ?", f.InstanceID}, {"kind = ?", string(f.Kind)}} {
 		if c.v != "" {
 			pq.add(c.cond, c.v)
 		}
