@@ -218,7 +218,7 @@ func TestDSTIdleAlerts(t *testing.T) {
 	require.Equal(t, 40*time.Minute, streaks[0].Duration())
 	alerts := Alerts(streaks, cat.Location)
 	require.Len(t, alerts, 1, "warned after 30 min, not released (60 min)")
-	require.Equal(t, "idle_warning", alerts[0].Kind)
+	require.Equal(t, AlertIdleWarning, alerts[0].Kind)
 	require.Equal(t, from+30*60_000, alerts[0].At, "due 30 elapsed minutes in: 02:10 CET")
 	require.Equal(t, "2026-10-25 02:10 CET", time.UnixMilli(alerts[0].At).In(berlin).Format("2006-01-02 15:04 MST"))
 	require.Contains(t, alerts[0].English, "since 2026-10-25 02:40 (Europe/Berlin)")

@@ -109,7 +109,7 @@ func TestKilledDuringRelease(t *testing.T) {
 	got := alerts.payloads()
 	var toHolder []string
 	for _, p := range got {
-		require.Equal(t, billing.AlertIdleRelease, string(p.Kind), "%s to %s: %s", p.Kind, p.To.Role, p.Subject)
+		require.Equal(t, string(billing.AlertIdleRelease), string(p.Kind), "%s to %s: %s", p.Kind, p.To.Role, p.Subject)
 		if p.To.Role == "holder" {
 			toHolder = append(toHolder, p.Key)
 			require.Equal(t, "s1", p.To.User)
@@ -241,7 +241,7 @@ func TestKilledAfterFinishRelease(t *testing.T) {
 
 	got := map[string]int{}
 	for _, p := range alerts.payloads() {
-		require.Equal(t, billing.AlertIdleRelease, string(p.Kind), "%s to %s: %s", p.Kind, p.To.Role, p.Subject)
+		require.Equal(t, string(billing.AlertIdleRelease), string(p.Kind), "%s to %s: %s", p.Kind, p.To.Role, p.Subject)
 		got[p.To.Role]++
 		if p.To.Role == "holder" {
 			require.Equal(t, "s1", p.To.User)

@@ -107,7 +107,7 @@ func TestDeliveryHorizonAndResend(t *testing.T) {
 	require.ErrorIs(t, err, ledger.ErrInvalidTransition)
 	w.Deliver(ctx, clock.Now())
 	require.Len(t, rec.payloads(), 1)
-	require.Equal(t, billing.AlertIdleWarning, string(rec.payloads()[0].Kind))
+	require.Equal(t, string(billing.AlertIdleWarning), string(rec.payloads()[0].Kind))
 	c, err := l.DeliveryBacklog(ctx)
 	require.NoError(t, err)
 	require.Equal(t, ledger.DeliveryCounts{}, c)

@@ -34,7 +34,7 @@ func TestEveryPersonIsARecipient(t *testing.T) {
 	w.Deliver(ctx, at)
 	var got []string
 	for _, p := range rec.payloads() {
-		require.Equal(t, billing.AlertIdleWarning, string(p.Kind))
+		require.Equal(t, string(billing.AlertIdleWarning), string(p.Kind))
 		got = append(got, p.To.Role+" "+p.To.Name)
 	}
 	slices.Sort(got)
