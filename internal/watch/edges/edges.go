@@ -12,7 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/watch"
 	"github.com/cardhour/cardhour/internal/watch/notify"
 	"github.com/cardhour/cardhour/internal/watch/release"
@@ -69,7 +68,7 @@ func Message(m watch.Message) notify.Message {
 		b := notify.BudgetFacts(*f.Budget)
 		nf.Budget = &b
 	}
-	return notify.Message{Kind: billing.AlertKind(m.Kind), Key: m.Key, Facts: nf}
+	return notify.Message{Kind: m.Kind, Key: m.Key, Facts: nf}
 }
 
 // Releaser is a watch.Releaser over a release.Releaser (a release.Set
