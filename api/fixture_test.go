@@ -145,7 +145,7 @@ func (f *fixture) seedWatch(ctx context.Context) {
 		Node: "gpu-node-02", Project: "ai101", User: "s-bob", StreakStart: streak, Evidence: json.RawMessage(`{"idle_samples":12}`)})
 	require.NoError(t, err)
 	require.True(t, started)
-	_, err = led.FinishRelease(ctx, "watch", rel.ID, ledger.ReleaseResult{Status: ledger.ReleaseDone, Action: "deleted pod ml/nb-0"})
+	_, err = led.FinishRelease(ctx, "watch", rel.ID, ledger.ReleaseResult{Status: billing.ReleaseDone, Action: "deleted pod ml/nb-0"})
 	require.NoError(t, err)
 	ex, err := led.GrantExemption(ctx, "cli:test", ledger.NewExemption{Project: "ai101", User: "s-alice", Until: now.Add(48 * time.Hour), Reason: "thesis run"})
 	require.NoError(t, err)

@@ -394,7 +394,7 @@ func (s *Server) listReleases(ctx context.Context, in *releaseListInput) (*body[
 		return nil, err
 	}
 	page, next, err := s.cfg.Ledger.Releases(ctx, ledger.ReleaseFilter{Project: project, User: user, InstanceID: in.Instance,
-		Status: ledger.ReleaseStatus(in.Status), Cursor: in.Cursor, Limit: in.Limit})
+		Status: billing.ReleaseStatus(in.Status), Cursor: in.Cursor, Limit: in.Limit})
 	if err != nil {
 		return nil, err
 	}

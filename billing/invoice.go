@@ -128,9 +128,9 @@ type Release struct {
 	InstanceID string
 	Node       string
 	User       string
-	IdleSince  time.Time // start of the idle streak that called for it
-	At         time.Time // when it was done, or when it failed
-	Status     string    // "done" or "failed"
+	IdleSince  time.Time     // start of the idle streak that called for it
+	At         time.Time     // when it was done, or when it failed
+	Status     ReleaseStatus // ReleaseDone or ReleaseFailed
 	Action     string
 	Failure    string
 }

@@ -83,24 +83,18 @@ type VoidMark struct {
 // Drafts' exports carry 草稿 / DRAFT on every page or sheet.
 func (d *Document) IsDraft() bool { return d.Number == "" }
 
-// Release statuses on a document.
-const (
-	ReleaseDone   = "done"
-	ReleaseFailed = "failed"
-)
-
 // Release is an idle release of one of the project's instances: "done"
 // (Action says what was done; the usage stopped there) or "failed" (the
 // instance stayed held and its idle time is billed; Failure says why).
 type Release struct {
-	InstanceID string    `json:"instance_id"`
-	Node       string    `json:"node,omitempty"`
-	User       string    `json:"user,omitempty"`
-	IdleSince  time.Time `json:"idle_since"`
-	At         time.Time `json:"at"`
-	Status     string    `json:"status"`
-	Action     string    `json:"action,omitempty"`
-	Failure    string    `json:"failure,omitempty"`
+	InstanceID string                `json:"instance_id"`
+	Node       string                `json:"node,omitempty"`
+	User       string                `json:"user,omitempty"`
+	IdleSince  time.Time             `json:"idle_since"`
+	At         time.Time             `json:"at"`
+	Status     billing.ReleaseStatus `json:"status"` // billing.ReleaseDone or billing.ReleaseFailed
+	Action     string                `json:"action,omitempty"`
+	Failure    string                `json:"failure,omitempty"`
 }
 
 // Line is one invoice line: the usage of one (user, SKU), or one reservation.
@@ -665,8 +659,8 @@ func Parse(b []byte) (*Document, error) {
 		}
 	}
 	for i, r := range d.Releases {
-		if r.Status != ReleaseDone && r.Status != ReleaseFailed {
-			return nil, fmt.Errorf("invoice document: releases[%d].status: %q is neither %q nor %q", i, r.Status, ReleaseDone, ReleaseFailed)
+		if r.Status != billing.ReleaseDone && r.Status != billing.ReleaseFailed {
+			return nil, fmt.Errorf("invoice document: releases[%d].status: %q is neither %q nor %q", i, r.Status, billing.ReleaseDone, billing.ReleaseFailed)
 		}
 		if r.InstanceID == "" {
 			return nil, fmt.Errorf("invoice document: releases[%d].instance_id: missing", i)

@@ -320,7 +320,7 @@ func TestReleasesOnDocumentsAndStatements(t *testing.T) {
 	require.Equal(t, "MIG-1", lab.Releases[0].InstanceID, "sorted by time")
 	alice := lab.Statement("alice")
 	require.Len(t, alice.Releases, 1)
-	require.Equal(t, ReleaseFailed, alice.Releases[0].Status)
+	require.Equal(t, billing.ReleaseFailed, alice.Releases[0].Status)
 	require.Equal(t, "no handle: the holder reference is empty", alice.Releases[0].Failure)
 	b, err := lab.Statement("carol").Marshal()
 	require.NoError(t, err)

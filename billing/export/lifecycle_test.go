@@ -8,6 +8,7 @@ import (
 	js "github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/schemas/jsonschema"
 )
 
@@ -128,9 +129,11 @@ func TestSameContent(t *testing.T) {
 		"a line's amount": func(d *Document) { d.Lines[0].Amount = d.Lines[0].Amount.Add(d.Lines[0].Amount) },
 		"a warning":       func(d *Document) { d.Warnings = append(d.Warnings, Warning{Code: "x", Message: "new"}) },
 		"a student name":  func(d *Document) { d.Students[0].Name = "Someone Else" },
-		"a release":       func(d *Document) { d.Releases = append(d.Releases, Release{InstanceID: "MIG-9", Status: ReleaseDone}) },
-		"the catalog":     func(d *Document) { d.CatalogVersion++ },
-		"the funding":     func(d *Document) { d.Funding = "NSFC-0" },
+		"a release": func(d *Document) {
+			d.Releases = append(d.Releases, Release{InstanceID: "MIG-9", Status: billing.ReleaseDone})
+		},
+		"the catalog": func(d *Document) { d.CatalogVersion++ },
+		"the funding": func(d *Document) { d.Funding = "NSFC-0" },
 	} {
 		c := lab.clone()
 		change(c)

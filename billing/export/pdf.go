@@ -596,7 +596,7 @@ func (r *pdfDoc) releaseList() {
 		}
 		since, at := rl.IdleSince.Format("2006-01-02 15:04"), rl.At.Format("2006-01-02 15:04")
 		line := fmt.Sprintf("• %s, idle since %s, released %s: %s (已释放)", who, since, at, rl.Action)
-		if rl.Status == ReleaseFailed {
+		if rl.Status == billing.ReleaseFailed {
 			line = fmt.Sprintf("• %s, idle since %s, release failed %s: %s; it stayed held and its idle time is billed (释放失败，空闲时间照常计费)",
 				who, since, at, rl.Failure)
 		}

@@ -264,9 +264,9 @@ release:
 	for _, r := range rels {
 		status[r.InstanceID] = r
 	}
-	require.Equal(t, ledger.ReleaseDone, status["mig-free"].Status)
+	require.Equal(t, billing.ReleaseDone, status["mig-free"].Status)
 	require.Contains(t, status["mig-free"].Action, "deleted pod nlp/mig-free")
-	require.Equal(t, ledger.ReleaseFailed, status["mig-stuck"].Status)
+	require.Equal(t, billing.ReleaseFailed, status["mig-stuck"].Status)
 	require.True(t, status["mig-stuck"].RetryAt.IsZero(), "a receiver that answers released:false is not asked again")
 	require.Contains(t, status["mig-stuck"].Action, "pod is protected")
 

@@ -578,7 +578,7 @@ func (s *Service) releaseWarnings(ctx context.Context, res *billing.Result, cat 
 	for i := range res.Invoices {
 		invoices[res.Invoices[i].Project] = &res.Invoices[i]
 	}
-	for _, status := range []ledger.ReleaseStatus{ledger.ReleaseDone, ledger.ReleaseFailed} {
+	for _, status := range []billing.ReleaseStatus{billing.ReleaseDone, billing.ReleaseFailed} {
 		cursor := ""
 		for {
 			page, next, err := s.cfg.Ledger.Releases(ctx, ledger.ReleaseFilter{Status: status, UpdatedSince: p.Start, Cursor: cursor, Limit: ledger.MaxLimit})
@@ -591,13 +591,13 @@ func (s *Service) releaseWarnings(ctx context.Context, res *billing.Result, cat 
 				}
 				if inv := invoices[r.Project]; inv != nil {
 					rel := billing.Release{InstanceID: r.InstanceID, Node: r.Node, User: r.User, IdleSince: r.StreakStart,
-						At: r.UpdatedAt, Status: string(r.Status), Action: r.Action}
-					if r.Status == ledger.ReleaseFailed {
+						At: r.UpdatedAt, Status: r.Status, Action: r.Action}
+					if r.Status == billing.ReleaseFailed {
 						rel.Action, rel.Failure = "", r.LastError
 					}
 					inv.Releases = append(inv.Releases, rel)
 				}
-				if r.Status != ledger.ReleaseFailed {
+				if r.Status != billing.ReleaseFailed {
 					continue
 				}
 				holder := r.Project

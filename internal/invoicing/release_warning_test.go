@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/invoicing"
 	"github.com/cardhour/cardhour/internal/ledger"
 )
@@ -26,7 +27,7 @@ func TestFailedReleaseIsBilledWithAWarning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.led.FinishRelease(ctx, "watch", rel.ID, ledger.ReleaseResult{Status: ledger.ReleaseFailed,
+	if _, err := f.led.FinishRelease(ctx, "watch", rel.ID, ledger.ReleaseResult{Status: billing.ReleaseFailed,
 		Failure: "namespace ml is not allowed"}); err != nil {
 		t.Fatal(err)
 	}
@@ -85,10 +86,10 @@ func TestReleasesOnTheInvoiceAndStatement(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	release("h100-a", "nlp-lab", alice, "2026-11-03 10:00", false, ledger.ReleaseResult{Status: ledger.ReleaseDone, Action: "deleted pod ml/nb-0"})
-	release("h100-a", "nlp-lab", alice, "2026-11-03 12:00", false, ledger.ReleaseResult{Status: ledger.ReleaseFailed, Failure: "namespace ml is not allowed"})
-	release("h100-b", "nlp-lab", alice, "2026-11-03 13:00", true, ledger.ReleaseResult{Status: ledger.ReleaseDryRun, Action: "would delete pod ml/nb-1"})
-	release("t4-b", "cv-lab", bob, "2026-10-03 13:00", false, ledger.ReleaseResult{Status: ledger.ReleaseDone, Action: "scancel 42"})
+	release("h100-a", "nlp-lab", alice, "2026-11-03 10:00", false, ledger.ReleaseResult{Status: billing.ReleaseDone, Action: "deleted pod ml/nb-0"})
+	release("h100-a", "nlp-lab", alice, "2026-11-03 12:00", false, ledger.ReleaseResult{Status: billing.ReleaseFailed, Failure: "namespace ml is not allowed"})
+	release("h100-b", "nlp-lab", alice, "2026-11-03 13:00", true, ledger.ReleaseResult{Status: billing.ReleaseDryRun, Action: "would delete pod ml/nb-1"})
+	release("t4-b", "cv-lab", bob, "2026-10-03 13:00", false, ledger.ReleaseResult{Status: billing.ReleaseDone, Action: "scancel 42"})
 	run := must[*invoicing.Run](t)(f.svc.Run(ctx, "finance", "2026-11"))
 	type rel struct {
 		InstanceID, User, Status, Action, Failure string

@@ -267,19 +267,6 @@ func CheckDeliveryStatus(s DeliveryStatus) error {
 
 // ---------------------------------------------------------------- releases
 
-// ReleaseStatus is where a release is.
-type ReleaseStatus string
-
-// Release statuses: pending (recorded before the attempt), done (something
-// was released), dry_run (recorded what would have been done), failed
-// (retried at RetryAt, or for good when RetryAt is zero).
-const (
-	ReleasePending ReleaseStatus = "pending"
-	ReleaseDone    ReleaseStatus = "done"
-	ReleaseDryRun  ReleaseStatus = "dry_run"
-	ReleaseFailed  ReleaseStatus = "failed"
-)
-
 // ReleaseStale is how long a pending release attempt is taken to be in
 // progress; after it, the attempt is presumed lost (a crash) and the next
 // BeginRelease starts it again.
@@ -305,17 +292,17 @@ type NewRelease struct {
 
 // ReleaseResult is what one attempt did.
 type ReleaseResult struct {
-	Status  ReleaseStatus // done, dry_run or failed
-	Action  string        // what was (or would have been) done
-	Failure string        // failed only
-	RetryAt time.Time     // failed only; zero: never retried
+	Status  billing.ReleaseStatus // done, dry_run or failed
+	Action  string                // what was (or would have been) done
+	Failure string                // failed only
+	RetryAt time.Time             // failed only; zero: never retried
 }
 
 // Release is a stored release.
 type Release struct {
 	ID int64
 	NewRelease
-	Status    ReleaseStatus
+	Status    billing.ReleaseStatus
 	Action    string
 	Attempts  int
 	LastError string
@@ -329,7 +316,7 @@ type ReleaseFilter struct {
 	Project    string
 	User       string
 	InstanceID string
-	Status     ReleaseStatus
+	Status     billing.ReleaseStatus
 	// UpdatedSince: only releases last changed (begun or finished) at or
 	// after this time.
 	UpdatedSince time.Time
@@ -364,11 +351,11 @@ func CheckNewRelease(r *NewRelease) error {
 // CheckReleaseResult rejects an outcome that is not one.
 func CheckReleaseResult(r *ReleaseResult) error {
 	switch r.Status {
-	case ReleaseDone, ReleaseDryRun:
+	case billing.ReleaseDone, billing.ReleaseDryRun:
 		if r.Failure != "" || !r.RetryAt.IsZero() {
 			return fmt.Errorf("%w: release result %s with a failure or a retry time", ErrInvalidArgument, r.Status)
 		}
-	case ReleaseFailed:
+	case billing.ReleaseFailed:
 		if strings.TrimSpace(r.Failure) == "" {
 			return fmt.Errorf("%w: a failed release needs its failure", ErrInvalidArgument)
 		}

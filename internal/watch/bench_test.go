@@ -356,7 +356,7 @@ func BenchmarkReleasePasses(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := led.FinishRelease(ctx, Actor, r.ID, ledger.ReleaseResult{Status: ledger.ReleaseDone, Action: "deleted pod ml/" + inst}); err != nil {
+		if _, err := led.FinishRelease(ctx, Actor, r.ID, ledger.ReleaseResult{Status: billing.ReleaseDone, Action: "deleted pod ml/" + inst}); err != nil {
 			b.Fatal(err)
 		}
 		if _, _, err := led.RecordAlert(ctx, Actor, ledger.NewAlert{Key: ledger.IdleAlertKey(billing.AlertIdleRelease, inst, start),

@@ -299,9 +299,9 @@ func (w *Watcher) budgetOutcome(ctx context.Context, b ledger.Budget, period str
 	var out []string
 	for _, r := range rels {
 		switch r.Status {
-		case ledger.ReleaseDone:
+		case billing.ReleaseDone:
 			out = append(out, r.Action)
-		case ledger.ReleaseFailed:
+		case billing.ReleaseFailed:
 			out = append(out, fmt.Sprintf("release of %s failed: %s", r.InstanceID, r.LastError))
 		}
 	}

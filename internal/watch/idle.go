@@ -109,14 +109,14 @@ func (w *Watcher) releaseIdle(ctx context.Context, cat *schemas.Catalog, st *sta
 	nr := ledger.NewRelease{Key: ledger.ReleaseKey(h.InstanceID, start), InstanceID: h.InstanceID, Node: h.Node, Project: h.Project,
 		User: h.User, StreakStart: start, DryRun: p.Release == schemas.ReleaseDryRun, Evidence: evJSON}
 	rel, err := w.release(ctx, h, nr, ev, now, rep)
-	if err != nil || rel.Status == ledger.ReleasePending || rel.Status == ledger.ReleaseFailed && !rel.RetryAt.IsZero() {
+	if err != nil || rel.Status == billing.ReleasePending || rel.Status == billing.ReleaseFailed && !rel.RetryAt.IsZero() {
 		return err // under way, or to be retried: nothing to tell yet
 	}
 	kind := billing.AlertIdleReleaseFailed
 	switch rel.Status {
-	case ledger.ReleaseDone:
+	case billing.ReleaseDone:
 		kind = billing.AlertIdleRelease
-	case ledger.ReleaseDryRun:
+	case billing.ReleaseDryRun:
 		kind = billing.AlertIdleReleaseDryRun
 	}
 	since, err := w.heldSince(ctx, cat, st, h, start, now)
@@ -140,7 +140,7 @@ func (w *Watcher) releaseIdle(ctx context.Context, cat *schemas.Catalog, st *sta
 // outcomeText is what a release did, in the words of its record.
 func outcomeText(r ledger.Release) string {
 	switch r.Status {
-	case ledger.ReleaseFailed:
+	case billing.ReleaseFailed:
 		if r.Action != "" {
 			return r.Action + ": " + r.LastError
 		}
@@ -156,7 +156,7 @@ func outcomeText(r ledger.Release) string {
 func (w *Watcher) release(ctx context.Context, h *reads.Held, nr ledger.NewRelease, ev Evidence, now time.Time, rep *CycleReport) (ledger.Release, error) {
 	if rep.Releases >= w.cfg.MaxReleasesPerCycle {
 		rep.Postponed++
-		return ledger.Release{NewRelease: nr, Status: ledger.ReleasePending}, nil // next cycle
+		return ledger.Release{NewRelease: nr, Status: billing.ReleasePending}, nil // next cycle
 	}
 	rel, started, err := w.cfg.Ledger.BeginRelease(ctx, Actor, nr)
 	if err != nil || !started {
@@ -168,9 +168,9 @@ func (w *Watcher) release(ctx context.Context, h *reads.Held, nr ledger.NewRelea
 	var res ledger.ReleaseResult
 	if w.cfg.Releaser == nil {
 		if nr.DryRun {
-			res = ledger.ReleaseResult{Status: ledger.ReleaseDryRun, Action: "no releaser is configured: nothing would be done"}
+			res = ledger.ReleaseResult{Status: billing.ReleaseDryRun, Action: "no releaser is configured: nothing would be done"}
 		} else {
-			res = ledger.ReleaseResult{Status: ledger.ReleaseFailed, Failure: "no releaser is configured"}
+			res = ledger.ReleaseResult{Status: billing.ReleaseFailed, Failure: "no releaser is configured"}
 		}
 	} else {
 		rctx, cancel := context.WithTimeout(ctx, w.cfg.ReleaseTimeout)
@@ -178,19 +178,19 @@ func (w *Watcher) release(ctx context.Context, h *reads.Held, nr ledger.NewRelea
 		cancel()
 		switch {
 		case err == nil && nr.DryRun:
-			res = ledger.ReleaseResult{Status: ledger.ReleaseDryRun, Action: out.Action}
+			res = ledger.ReleaseResult{Status: billing.ReleaseDryRun, Action: out.Action}
 		case err == nil && out.Released:
-			res = ledger.ReleaseResult{Status: ledger.ReleaseDone, Action: out.Action}
+			res = ledger.ReleaseResult{Status: billing.ReleaseDone, Action: out.Action}
 		case err == nil:
-			res = ledger.ReleaseResult{Status: ledger.ReleaseFailed, Action: out.Action, Failure: "the releaser released nothing"}
+			res = ledger.ReleaseResult{Status: billing.ReleaseFailed, Action: out.Action, Failure: "the releaser released nothing"}
 		default:
-			res = ledger.ReleaseResult{Status: ledger.ReleaseFailed, Action: out.Action, Failure: err.Error()}
+			res = ledger.ReleaseResult{Status: billing.ReleaseFailed, Action: out.Action, Failure: err.Error()}
 			if !w.cfg.Releaser.Permanent(err) && rel.Attempts < w.cfg.MaxReleaseAttempts && ctx.Err() == nil {
 				res.RetryAt = now.Add(releaseBackoff(rel.Attempts))
 			}
 		}
 	}
-	if res.Status == ledger.ReleaseFailed && strings.TrimSpace(res.Failure) == "" {
+	if res.Status == billing.ReleaseFailed && strings.TrimSpace(res.Failure) == "" {
 		res.Failure = "failed"
 	}
 	out, err := w.cfg.Ledger.FinishRelease(context.WithoutCancel(ctx), Actor, rel.ID, res)

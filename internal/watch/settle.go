@@ -33,7 +33,7 @@ func (w *Watcher) settleStale(ctx context.Context, cat *schemas.Catalog, st *sta
 	var stale []ledger.Release
 	cursor := ""
 	for {
-		page, next, err := w.cfg.Ledger.Releases(ctx, ledger.ReleaseFilter{Status: ledger.ReleasePending, Cursor: cursor, Limit: ledger.MaxLimit})
+		page, next, err := w.cfg.Ledger.Releases(ctx, ledger.ReleaseFilter{Status: billing.ReleasePending, Cursor: cursor, Limit: ledger.MaxLimit})
 		if err != nil {
 			return fmt.Errorf("watch: pending releases: %w", err)
 		}
@@ -75,19 +75,19 @@ func (w *Watcher) settle(ctx context.Context, cat *schemas.Catalog, st *state, h
 	var kind billing.AlertKind
 	switch {
 	case r.DryRun:
-		res = ledger.ReleaseResult{Status: ledger.ReleaseDryRun, Action: "the dry run's answer was lost (the watcher stopped during the call); nothing was released"}
+		res = ledger.ReleaseResult{Status: billing.ReleaseDryRun, Action: "the dry run's answer was lost (the watcher stopped during the call); nothing was released"}
 		kind = billing.AlertIdleReleaseDryRun
 	case !reporting:
 		last := "no sample since"
 		if h != nil {
 			last = "latest sample at " + h.LastSample.UTC().Format(time.RFC3339)
 		}
-		res = ledger.ReleaseResult{Status: ledger.ReleaseDone, Action: fmt.Sprintf(
+		res = ledger.ReleaseResult{Status: billing.ReleaseDone, Action: fmt.Sprintf(
 			"released: the releaser's answer was lost (the watcher stopped during the call begun at %s); the instance reports no sample since (%s)",
 			begun.UTC().Format(time.RFC3339), last)}
 		kind = billing.AlertIdleRelease
 	default:
-		res = ledger.ReleaseResult{Status: ledger.ReleaseFailed, Failure: fmt.Sprintf(
+		res = ledger.ReleaseResult{Status: billing.ReleaseFailed, Failure: fmt.Sprintf(
 			"not released: the releaser's answer was lost (the watcher stopped during the call begun at %s) and the instance is in use again",
 			begun.UTC().Format(time.RFC3339))}
 		kind = billing.AlertIdleReleaseFailed
@@ -259,11 +259,11 @@ func (w *Watcher) tellFinished(ctx context.Context, cat *schemas.Catalog, st *st
 // (pending, or failed and to be retried).
 func outcomeKind(r ledger.Release) billing.AlertKind {
 	switch {
-	case r.Status == ledger.ReleaseDone:
+	case r.Status == billing.ReleaseDone:
 		return billing.AlertIdleRelease
-	case r.Status == ledger.ReleaseDryRun:
+	case r.Status == billing.ReleaseDryRun:
 		return billing.AlertIdleReleaseDryRun
-	case r.Status == ledger.ReleaseFailed && r.RetryAt.IsZero():
+	case r.Status == billing.ReleaseFailed && r.RetryAt.IsZero():
 		return billing.AlertIdleReleaseFailed
 	}
 	return ""

@@ -56,17 +56,17 @@ func TestStopAfterFinishReleaseIsTold(t *testing.T) {
 		restart             []string // cycles of the restarted watcher
 		kind                billing.AlertKind
 		outcome             string
-		status              ledger.ReleaseStatus
+		status              billing.ReleaseStatus
 		sentAt              string // when the message is sent ("": at the first restarted cycle)
 	}{
 		{name: "released", project: "nlp", inst: "gpu-1", from: "10:00", releaseAt: "11:01", restart: []string{"11:30", "11:31", "12:30"},
-			kind: billing.AlertIdleRelease, outcome: "deleted pod ml/gpu-1", status: ledger.ReleaseDone},
+			kind: billing.AlertIdleRelease, outcome: "deleted pod ml/gpu-1", status: billing.ReleaseDone},
 		{name: "dry run", project: "dry", inst: "gpu-d", from: "10:00", releaseAt: "11:01", restart: []string{"11:30", "12:30"},
-			kind: billing.AlertIdleReleaseDryRun, outcome: "would delete pod ml/gpu-d", status: ledger.ReleaseDryRun},
+			kind: billing.AlertIdleReleaseDryRun, outcome: "would delete pod ml/gpu-d", status: billing.ReleaseDryRun},
 		{name: "failed for good", project: "nlp", inst: "gpu-p", from: "10:00", releaseAt: "11:01", restart: []string{"11:30", "12:30"},
-			kind: billing.AlertIdleReleaseFailed, outcome: "no handle", status: ledger.ReleaseFailed},
+			kind: billing.AlertIdleReleaseFailed, outcome: "no handle", status: billing.ReleaseFailed},
 		{name: "quiet hours", project: "quiet", inst: "gpu-q", from: "21:45", releaseAt: "22:46", restart: []string{"23:30", "+1 07:59", "+1 08:00", "+1 08:30"},
-			kind: billing.AlertIdleRelease, outcome: "deleted pod ml/gpu-q", status: ledger.ReleaseDone, sentAt: "+1 08:00"},
+			kind: billing.AlertIdleRelease, outcome: "deleted pod ml/gpu-q", status: billing.ReleaseDone, sentAt: "+1 08:00"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// The samples stop when the release takes effect.
@@ -219,7 +219,7 @@ func TestReleaseToldAfterTheLedgerRefusedItsAlert(t *testing.T) {
 			t.Fatalf("%s: the cycle had no alert left to record with the ledger refusing them: the release was dropped", s)
 		}
 	}
-	if r, _ := f.ledger.ReleaseByKey(context.Background(), ledger.ReleaseKey("gpu-1", at("10:00"))); r.Status != ledger.ReleaseDone {
+	if r, _ := f.ledger.ReleaseByKey(context.Background(), ledger.ReleaseKey("gpu-1", at("10:00"))); r.Status != billing.ReleaseDone {
 		t.Fatalf("release %+v", r)
 	}
 	l.down.Store(false)

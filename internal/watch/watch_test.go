@@ -342,7 +342,7 @@ func TestIdlePolicySteps(t *testing.T) {
 	}
 	// The release was recorded with its evidence and told with its outcome.
 	r, err := f.ledger.ReleaseByKey(context.Background(), ledger.ReleaseKey("gpu-1", at("10:00")))
-	if err != nil || r.Status != ledger.ReleaseDone || r.Action != "deleted pod ml/gpu-1" {
+	if err != nil || r.Status != billing.ReleaseDone || r.Action != "deleted pod ml/gpu-1" {
 		t.Fatalf("release: %+v %v", r, err)
 	}
 	var ev struct {
@@ -440,7 +440,7 @@ func TestDryRun(t *testing.T) {
 		t.Fatalf("releases: %v", got)
 	}
 	r, _ := f.ledger.ReleaseByKey(context.Background(), ledger.ReleaseKey("gpu-d", at("10:00")))
-	if r.Status != ledger.ReleaseDryRun || !r.DryRun || r.Action != "would delete pod ml/gpu-d" {
+	if r.Status != billing.ReleaseDryRun || !r.DryRun || r.Action != "would delete pod ml/gpu-d" {
 		t.Fatalf("release %+v", r)
 	}
 	for _, m := range f.notify.planned {
@@ -487,7 +487,7 @@ func TestReleaseFailuresSayWhatHappened(t *testing.T) {
 		f.cycle(w, at(s))
 	}
 	r, _ := f.ledger.ReleaseByKey(context.Background(), ledger.ReleaseKey("gpu-flaky", at("10:00")))
-	if r.Status != ledger.ReleaseFailed || r.Attempts != 5 || !r.RetryAt.IsZero() {
+	if r.Status != billing.ReleaseFailed || r.Attempts != 5 || !r.RetryAt.IsZero() {
 		t.Fatalf("flaky release: %+v", r)
 	}
 	if got := f.alertKinds("gpu-flaky"); !slices.Contains(got, "idle_release_failed@10:00") {

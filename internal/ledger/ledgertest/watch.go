@@ -205,7 +205,7 @@ func testReleases(t *testing.T, open Opener) {
 // started again once stale) and a failure retried at its time to done.
 func releaseRetriedUntilDone(t *testing.T, ctx context.Context, s ledger.Store, clock *Clock) ledger.Release {
 	r, started, err := s.BeginRelease(ctx, "watch", newRelease("gpu-1", t0.Add(-time.Hour), false))
-	if err != nil || !started || r.Status != ledger.ReleasePending || r.Attempts != 1 {
+	if err != nil || !started || r.Status != billing.ReleasePending || r.Attempts != 1 {
 		t.Fatalf("begin: %+v %v %v", r, started, err)
 	}
 	// In progress: not started twice.
@@ -219,9 +219,9 @@ func releaseRetriedUntilDone(t *testing.T, ctx context.Context, s ledger.Store, 
 		t.Fatalf("begin after a crash: %+v %v %v", r2, started, err)
 	}
 	retryAt := clock.Now().Add(time.Minute)
-	fail := get(s.FinishRelease(ctx, "watch", r.ID, ledger.ReleaseResult{Status: ledger.ReleaseFailed, Failure: "api server 503",
+	fail := get(s.FinishRelease(ctx, "watch", r.ID, ledger.ReleaseResult{Status: billing.ReleaseFailed, Failure: "api server 503",
 		RetryAt: retryAt}))(t)
-	if fail.Status != ledger.ReleaseFailed || !fail.RetryAt.Equal(retryAt) {
+	if fail.Status != billing.ReleaseFailed || !fail.RetryAt.Equal(retryAt) {
 		t.Fatalf("failed: %+v", fail)
 	}
 	if _, started, _ := s.BeginRelease(ctx, "watch", newRelease("gpu-1", t0.Add(-time.Hour), false)); started {
@@ -232,14 +232,14 @@ func releaseRetriedUntilDone(t *testing.T, ctx context.Context, s ledger.Store, 
 	if err != nil || !started || r3.Attempts != 3 {
 		t.Fatalf("retry: %+v %v %v", r3, started, err)
 	}
-	done := get(s.FinishRelease(ctx, "watch", r.ID, ledger.ReleaseResult{Status: ledger.ReleaseDone, Action: "deleted pod ml/nb-0"}))(t)
-	if done.Status != ledger.ReleaseDone || done.Action != "deleted pod ml/nb-0" || done.LastError != "api server 503" && done.LastError != "" {
+	done := get(s.FinishRelease(ctx, "watch", r.ID, ledger.ReleaseResult{Status: billing.ReleaseDone, Action: "deleted pod ml/nb-0"}))(t)
+	if done.Status != billing.ReleaseDone || done.Action != "deleted pod ml/nb-0" || done.LastError != "api server 503" && done.LastError != "" {
 		t.Fatalf("done: %+v", done)
 	}
-	if got, started, _ := s.BeginRelease(ctx, "watch", newRelease("gpu-1", t0.Add(-time.Hour), false)); started || got.Status != ledger.ReleaseDone {
+	if got, started, _ := s.BeginRelease(ctx, "watch", newRelease("gpu-1", t0.Add(-time.Hour), false)); started || got.Status != billing.ReleaseDone {
 		t.Fatalf("a done release started again: %+v", got)
 	}
-	_, err = s.FinishRelease(ctx, "watch", r.ID, ledger.ReleaseResult{Status: ledger.ReleaseDone, Action: "x"})
+	_, err = s.FinishRelease(ctx, "watch", r.ID, ledger.ReleaseResult{Status: billing.ReleaseDone, Action: "x"})
 	wantErr(t, err, ledger.ErrInvalidTransition, "finishing a done release")
 	return r
 }
@@ -247,10 +247,10 @@ func releaseRetriedUntilDone(t *testing.T, ctx context.Context, s ledger.Store, 
 // releaseDryRun: a dry run ends as a dry run, never done.
 func releaseDryRun(t *testing.T, ctx context.Context, s ledger.Store) ledger.Release {
 	d := get3(s.BeginRelease(ctx, "watch", newRelease("gpu-2", t0, true)))(t)
-	_, err := s.FinishRelease(ctx, "watch", d.ID, ledger.ReleaseResult{Status: ledger.ReleaseDone, Action: "deleted"})
+	_, err := s.FinishRelease(ctx, "watch", d.ID, ledger.ReleaseResult{Status: billing.ReleaseDone, Action: "deleted"})
 	wantErr(t, err, ledger.ErrInvalidArgument, "done for a dry run")
-	d = get(s.FinishRelease(ctx, "watch", d.ID, ledger.ReleaseResult{Status: ledger.ReleaseDryRun, Action: "would run scancel 42"}))(t)
-	if !d.DryRun || d.Status != ledger.ReleaseDryRun {
+	d = get(s.FinishRelease(ctx, "watch", d.ID, ledger.ReleaseResult{Status: billing.ReleaseDryRun, Action: "would run scancel 42"}))(t)
+	if !d.DryRun || d.Status != billing.ReleaseDryRun {
 		t.Fatalf("dry run: %+v", d)
 	}
 	return d
@@ -260,12 +260,12 @@ func releaseDryRun(t *testing.T, ctx context.Context, s ledger.Store) ledger.Rel
 // a failure needs its text, a release its instance.
 func releaseFailedForGood(t *testing.T, ctx context.Context, s ledger.Store, clock *Clock) {
 	p := get3(s.BeginRelease(ctx, "watch", newRelease("gpu-3", t0, false)))(t)
-	get(s.FinishRelease(ctx, "watch", p.ID, ledger.ReleaseResult{Status: ledger.ReleaseFailed, Failure: "no handle"}))(t)
+	get(s.FinishRelease(ctx, "watch", p.ID, ledger.ReleaseResult{Status: billing.ReleaseFailed, Failure: "no handle"}))(t)
 	clock.Advance(time.Hour)
 	if _, started, _ := s.BeginRelease(ctx, "watch", newRelease("gpu-3", t0, false)); started {
 		t.Fatal("a release failed for good started again")
 	}
-	_, err := s.FinishRelease(ctx, "watch", p.ID, ledger.ReleaseResult{Status: ledger.ReleaseFailed})
+	_, err := s.FinishRelease(ctx, "watch", p.ID, ledger.ReleaseResult{Status: billing.ReleaseFailed})
 	wantErr(t, err, ledger.ErrInvalidArgument, "failure without text")
 	_, _, err = s.BeginRelease(ctx, "watch", ledger.NewRelease{Key: "k"})
 	wantErr(t, err, ledger.ErrInvalidArgument, "release without instance")
@@ -278,7 +278,7 @@ func checkReleaseReads(t *testing.T, ctx context.Context, s ledger.Store, clock 
 	if byKey.ID != d.ID || string(byKey.Evidence) != `{"idle_samples":12}` {
 		t.Fatalf("by key: %+v", byKey)
 	}
-	if got, _ := get2(s.Releases(ctx, ledger.ReleaseFilter{Status: ledger.ReleaseFailed}))(t); len(got) != 1 || got[0].InstanceID != "gpu-3" {
+	if got, _ := get2(s.Releases(ctx, ledger.ReleaseFilter{Status: billing.ReleaseFailed}))(t); len(got) != 1 || got[0].InstanceID != "gpu-3" {
 		t.Fatalf("failed releases: %+v", got)
 	}
 	if got, _ := get2(s.Releases(ctx, ledger.ReleaseFilter{Project: "nlp"}))(t); len(got) != 3 {
@@ -329,7 +329,7 @@ func testConcurrentReleases(t *testing.T, open Opener) {
 	}
 	wg.Wait()
 	r := get(stores[0].ReleaseByKey(ctx, ledger.ReleaseKey("gpu-1", t0)))(t)
-	if n != 1 || r.Status != ledger.ReleasePending || r.Attempts != 1 {
+	if n != 1 || r.Status != billing.ReleasePending || r.Attempts != 1 {
 		t.Fatalf("release %+v after %d starts, want one", r, n)
 	}
 }

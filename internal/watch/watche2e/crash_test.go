@@ -90,7 +90,7 @@ func TestKilledDuringRelease(t *testing.T) {
 	rs, _, err := l.Releases(context.Background(), ledger.ReleaseFilter{InstanceID: "MIG-crash"})
 	require.NoError(t, err)
 	require.Len(t, rs, 1)
-	require.Equal(t, ledger.ReleasePending, rs[0].Status)
+	require.Equal(t, billing.ReleasePending, rs[0].Status)
 	require.Empty(t, alerts.payloads())
 
 	// The restarted leader; the instance's samples stopped when the
@@ -122,7 +122,7 @@ func TestKilledDuringRelease(t *testing.T) {
 	require.Len(t, got, 2, "holder and admin")
 	r, err := l.ReleaseByKey(ctx, rs[0].Key)
 	require.NoError(t, err)
-	require.Equal(t, ledger.ReleaseDone, r.Status, "%+v", r)
+	require.Equal(t, billing.ReleaseDone, r.Status, "%+v", r)
 	require.Contains(t, r.Action, "answer was lost")
 	require.Len(t, called, 0, "the release was not called again")
 }
@@ -214,7 +214,7 @@ func TestKilledAfterFinishRelease(t *testing.T) {
 	key := ledger.ReleaseKey("MIG-done", t0)
 	r, err := l.ReleaseByKey(ctx, key)
 	require.NoError(t, err)
-	require.Equal(t, ledger.ReleaseDone, r.Status, "%+v", r)
+	require.Equal(t, billing.ReleaseDone, r.Status, "%+v", r)
 	_, err = l.AlertByKey(ctx, ledger.IdleAlertKey(billing.AlertIdleRelease, "MIG-done", t0))
 	require.ErrorIs(t, err, ledger.ErrNotFound)
 	require.Empty(t, alerts.payloads())

@@ -372,7 +372,7 @@ channels:
 	rels, _, err := led.Releases(ctx, ledger.ReleaseFilter{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, rels, 1)
-	require.Equal(t, ledger.ReleaseDone, rels[0].Status)
+	require.Equal(t, billing.ReleaseDone, rels[0].Status)
 	require.Equal(t, ledger.ReleaseKey(forgot, idleFrom), rels[0].Key)
 	require.Len(t, releasesGot, 1, "released once, by one replica")
 	var rreq release.WebhookRequest

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
 )
 
@@ -391,7 +392,7 @@ func scanRelease(sc interface{ Scan(...any) error }) (ledger.Release, error) {
 	var status, evidence string
 	err := sc.Scan(&r.ID, &r.Key, &r.InstanceID, &r.Node, &r.Project, &r.User, &streak, &dry, &status, &r.Action,
 		&evidence, &r.Attempts, &r.LastError, &retry, &created, &updated)
-	r.StreakStart, r.DryRun, r.Status, r.Evidence = fromMS(streak), dry != 0, ledger.ReleaseStatus(status), json.RawMessage(evidence)
+	r.StreakStart, r.DryRun, r.Status, r.Evidence = fromMS(streak), dry != 0, billing.ReleaseStatus(status), json.RawMessage(evidence)
 	r.RetryAt, r.CreatedAt, r.UpdatedAt = fromMS(retry), fromMS(created), fromMS(updated)
 	return r, err
 }
@@ -402,18 +403,18 @@ func releaseObject(id int64) string { return "release/" + strconv.FormatInt(id, 
 // the log is where a release's reasons are kept.
 func releaseView(r ledger.Release) json.RawMessage {
 	type view struct {
-		Key         string               `json:"key"`
-		InstanceID  string               `json:"instance_id"`
-		Node        string               `json:"node,omitempty"`
-		Project     string               `json:"project,omitempty"`
-		User        string               `json:"user,omitempty"`
-		StreakStart time.Time            `json:"streak_start"`
-		DryRun      bool                 `json:"dry_run"`
-		Status      ledger.ReleaseStatus `json:"status"`
-		Action      string               `json:"action,omitempty"`
-		Attempts    int                  `json:"attempts"`
-		LastError   string               `json:"last_error,omitempty"`
-		Evidence    json.RawMessage      `json:"evidence"`
+		Key         string                `json:"key"`
+		InstanceID  string                `json:"instance_id"`
+		Node        string                `json:"node,omitempty"`
+		Project     string                `json:"project,omitempty"`
+		User        string                `json:"user,omitempty"`
+		StreakStart time.Time             `json:"streak_start"`
+		DryRun      bool                  `json:"dry_run"`
+		Status      billing.ReleaseStatus `json:"status"`
+		Action      string                `json:"action,omitempty"`
+		Attempts    int                   `json:"attempts"`
+		LastError   string                `json:"last_error,omitempty"`
+		Evidence    json.RawMessage       `json:"evidence"`
 	}
 	return mustJSON(view{r.Key, r.InstanceID, r.Node, r.Project, r.User, r.StreakStart, r.DryRun, r.Status, r.Action,
 		r.Attempts, r.LastError, r.Evidence})
@@ -451,7 +452,7 @@ func (s *Store) BeginRelease(ctx context.Context, actor string, nr ledger.NewRel
 			now.UnixMilli(), now.UnixMilli()).Scan(&id)
 		switch {
 		case err == nil:
-			out = ledger.Release{ID: id, NewRelease: nr, Status: ledger.ReleasePending, Attempts: 1,
+			out = ledger.Release{ID: id, NewRelease: nr, Status: billing.ReleasePending, Attempts: 1,
 				CreatedAt: fromMS(now.UnixMilli()), UpdatedAt: fromMS(now.UnixMilli())}
 			out.StreakStart = fromMS(nr.StreakStart.UnixMilli())
 			started = true
@@ -465,13 +466,13 @@ func (s *Store) BeginRelease(ctx context.Context, actor string, nr ledger.NewRel
 			return err
 		}
 		out = cur
-		retry := cur.Status == ledger.ReleasePending && !cur.UpdatedAt.Add(ledger.ReleaseStale).After(now) ||
-			cur.Status == ledger.ReleaseFailed && !cur.RetryAt.IsZero() && !cur.RetryAt.After(now)
+		retry := cur.Status == billing.ReleasePending && !cur.UpdatedAt.Add(ledger.ReleaseStale).After(now) ||
+			cur.Status == billing.ReleaseFailed && !cur.RetryAt.IsZero() && !cur.RetryAt.After(now)
 		if !retry {
 			return nil
 		}
 		before := cur
-		cur.Status, cur.Attempts, cur.UpdatedAt, cur.RetryAt = ledger.ReleasePending, cur.Attempts+1, fromMS(now.UnixMilli()), time.Time{}
+		cur.Status, cur.Attempts, cur.UpdatedAt, cur.RetryAt = billing.ReleasePending, cur.Attempts+1, fromMS(now.UnixMilli()), time.Time{}
 		if _, err := s.exec(ctx, tx, `UPDATE ledger_releases SET status = 'pending', attempts = ?, retry_ms = 0, updated_ms = ? WHERE id = ?`,
 			cur.Attempts, now.UnixMilli(), cur.ID); err != nil {
 			return fmt.Errorf("%s ledger: cannot record %s: %w", s.d.Name, what, err)
@@ -503,10 +504,10 @@ func (s *Store) FinishRelease(ctx context.Context, actor string, id int64, res l
 		if err != nil {
 			return err
 		}
-		if cur.Status != ledger.ReleasePending {
+		if cur.Status != billing.ReleasePending {
 			return fmt.Errorf("%w: %s (%s) is %s, not pending", ledger.ErrInvalidTransition, what, cur.Key, cur.Status)
 		}
-		if res.Status == ledger.ReleaseDryRun && !cur.DryRun || res.Status == ledger.ReleaseDone && cur.DryRun {
+		if res.Status == billing.ReleaseDryRun && !cur.DryRun || res.Status == billing.ReleaseDone && cur.DryRun {
 			return fmt.Errorf("%w: %s: outcome %s for a release recorded with dry run %t", ledger.ErrInvalidArgument, what, res.Status, cur.DryRun)
 		}
 		before := cur

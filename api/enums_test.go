@@ -25,3 +25,21 @@ func TestAlertKindEnumsAreBillingsList(t *testing.T) {
 		}
 	}
 }
+
+// The document's release statuses are billing's one list, in its order.
+func TestReleaseStatusEnumsAreBillingsList(t *testing.T) {
+	names := make([]string, len(billing.ReleaseStatuses))
+	for i, s := range billing.ReleaseStatuses {
+		names[i] = string(s)
+	}
+	want := strings.Join(names, ",")
+	for _, typ := range []reflect.Type{reflect.TypeFor[ReleaseBody](), reflect.TypeFor[releaseListInput]()} {
+		f, ok := typ.FieldByName("Status")
+		if !ok {
+			t.Fatalf("%s has no Status", typ)
+		}
+		if got := f.Tag.Get("enum"); got != want {
+			t.Errorf("%s.Status enum %q, want billing.ReleaseStatuses %q", typ, got, want)
+		}
+	}
+}
