@@ -163,26 +163,6 @@ func TestLayers(t *testing.T) {
 	}
 }
 
-// The collector-only build (-tags collector) links the node agent alone.
-func TestCollectorBuildLinksNoBilling(t *testing.T) {
-	var linked []string
-	for _, p := range goList(t, "-deps", "-tags", "collector,grpcnotrace", "./cmd/cardhour") {
-		rel, ok := strings.CutPrefix(p.ImportPath, module+"/")
-		if !ok {
-			continue
-		}
-		linked = append(linked, rel)
-		for _, banned := range []string{"billing/...", "ingest/...", "internal/ledger/...", "internal/reads", "internal/invoicing", "internal/watch/...", "api/..."} {
-			if match(banned, rel) {
-				t.Errorf("the collector build links %s", rel)
-			}
-		}
-	}
-	if !slices.Contains(linked, "collector") {
-		t.Fatalf("the collector build does not link collector: %v", linked)
-	}
-}
-
 // The checker itself fails on an arrow that breaks the layers.
 func TestViolationsFindsBadArrows(t *testing.T) {
 	m := func(s string) string { return module + "/" + s }
