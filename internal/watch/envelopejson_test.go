@@ -1,0 +1,44 @@
+package watch
+
+import (
+	"encoding/json"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cardhour/cardhour/billing"
+)
+
+// A delivery's envelope is stored as JSON in the ledger and read back by
+// the delivery loop: the stored form is pinned, so that envelopes written
+// by an earlier release still read.
+func TestStoredEnvelopeJSON(t *testing.T) {
+	loc, err := time.LoadLocation("Asia/Shanghai")
+	require.NoError(t, err)
+	at := time.Date(2026, 11, 30, 8, 40, 0, 0, loc)
+	e := Envelope{Channel: "mail", Lang: "zh-CN", Subject: "s", Body: "b\n",
+		To: Person{Role: "holder", Project: "nlp-lab", User: "alice", Name: "Alice", Email: "alice@example.edu", IM: "dingtalk:0412", Lang: "zh-CN"},
+		Message: Message{Kind: billing.AlertBudgetThreshold, Key: "k|1", Facts: Facts{Project: "nlp-lab", User: "alice", Node: "n1",
+			GPUUUID: "GPU-1", GPUModel: "A100", Profile: "1g.5gb", InstanceID: "MIG-1", HeldSince: at.Add(-time.Hour), IdleSince: at.Add(-time.Minute),
+			At: at, NextAction: "release", NextAt: at.Add(time.Hour), Cost: decimal.RequireFromString("12.3"), Currency: "CNY", TZ: loc,
+			Budget:        &BudgetFacts{Scope: "project", Period: "2026-11", Unit: "money", Limit: decimal.NewFromInt(100), Used: decimal.RequireFromString("80.5"), Percent: 80},
+			ExemptionHint: "ask", Outcome: "deleted pod a/b"}}}
+	got, err := json.MarshalIndent(e, "", "  ")
+	require.NoError(t, err)
+	const path = "testdata/envelope.json"
+	if os.Getenv("UPDATE_GOLDEN") != "" {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(path, append(got, '\n'), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(got)+"\n")
+	var back Envelope
+	require.NoError(t, json.Unmarshal(want, &back))
+	require.Equal(t, e.To, back.To)
+	require.True(t, back.Message.Facts.Cost.Equal(e.Message.Facts.Cost))
+	require.True(t, back.Message.Facts.At.Equal(at))
+}
