@@ -2,10 +2,11 @@ package notify
 
 import (
 	"context"
+	"maps"
 	"net/mail"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,13 +35,9 @@ func TestDeliveredGolden(t *testing.T) {
 	sent := time.Date(2026, 11, 30, 8, 41, 0, 0, time.UTC)
 	from, err := mail.ParseAddress("cardhour <cardhour@gpu.example.edu>")
 	require.NoError(t, err)
-	names := make([]string, 0, len(goldenCases(t)))
-	for name := range goldenCases(t) {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		m := goldenCases(t)[name]
+	cases := goldenCases(t)
+	for _, name := range slices.Sorted(maps.Keys(cases)) {
+		m := cases[name]
 		for _, lang := range Langs {
 			t.Run(name+"/"+lang, func(t *testing.T) {
 				subject, body, err := Render(m, lang)

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -240,4 +241,72 @@ func TestFormatMoney(t *testing.T) {
 	require.Equal(t, "150", groupDigits("150"))
 	require.Equal(t, "-1,234,567.5", groupDigits("-1234567.5"))
 	require.False(t, strings.Contains(groupDigits("100000"), ",,"))
+}
+
+// Every language says every sentence, with placeholders the renderer
+// fills: a missing text or a misspelt {name} would be sent as it is.
+func TestTextsComplete(t *testing.T) {
+	f := idleFacts(t) // every fact, a budget's too
+	f.Budget = goldenCases(t)["budget_project"].Facts.Budget
+	r := renderer{lang: LangEN, f: f, loc: time.UTC}
+	r.setVars()
+	known := map[string]bool{"n": true, "dur": true}
+	for name := range r.v {
+		known[name] = true
+	}
+	var all []text
+	v := reflect.ValueOf(words)
+	for i := range v.NumField() {
+		switch x := v.Field(i).Interface().(type) {
+		case text:
+			all = append(all, x)
+		case map[billing.AlertKind]text:
+			for _, e := range x {
+				all = append(all, e)
+			}
+		case map[billing.AlertKind][]text:
+			for _, e := range x {
+				all = append(all, e...)
+			}
+		default:
+			t.Fatalf("texts.%s: a %T", v.Type().Field(i).Name, x)
+		}
+	}
+	require.Greater(t, len(all), 50)
+	for _, k := range billing.AlertKinds {
+		if k != billing.AlertBudgetThreshold {
+			require.NotEmpty(t, words.Subject[k], "subject of %s", k)
+			require.NotEmpty(t, words.Opening[k], "opening of %s", k)
+		}
+	}
+	for _, x := range all {
+		require.Len(t, x, len(Langs), "%q", x)
+		for _, lang := range Langs {
+			s := x[lang]
+			require.NotEmpty(t, s, "%s of %q", lang, x)
+			for rest := s; ; {
+				i := strings.IndexByte(rest, '{')
+				if i < 0 {
+					break
+				}
+				j := strings.IndexByte(rest[i:], '}')
+				require.Positive(t, j, "unclosed { in %q", s)
+				require.True(t, known[rest[i+1:i+j]], "unknown placeholder %s in %q", rest[i:i+j+1], s)
+				rest = rest[i+j+1:]
+			}
+		}
+	}
+}
+
+// Facts are written as they are, even when they look like placeholders.
+func TestRenderFactsWithBraces(t *testing.T) {
+	m := goldenCases(t)["idle_release"]
+	m.Facts.Outcome = "deleted pod {inst}/{at}"
+	m.Facts.ExemptionHint = "see {hint}"
+	for _, lang := range Langs {
+		_, b, err := Render(m, lang)
+		require.NoError(t, err)
+		require.Contains(t, b, "deleted pod {inst}/{at}", lang)
+		require.Contains(t, b, "see {hint}", lang)
+	}
 }
