@@ -28,6 +28,7 @@ import (
 	"github.com/cardhour/cardhour/collector/fleet"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/watch"
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -326,8 +327,8 @@ func demoCycle(ctx context.Context, w *watch.Watcher, now time.Time, log *slog.L
 // the holder, each with a language: an alert is written for each person in
 // theirs (a holder, whose roster entry has none, gets the default, zh-CN).
 var (
-	demoAdmins = []watch.Person{{Role: "admin", Name: "Demo admin", Email: "admin@demo.invalid", Lang: "en"}}
-	demoLeads  = map[string][]watch.Person{
+	demoAdmins = []alert.Person{{Role: "admin", Name: "Demo admin", Email: "admin@demo.invalid", Lang: "en"}}
+	demoLeads  = map[string][]alert.Person{
 		"dl-course": {{Name: "张老师 (course lead)", Email: "dl-lead@demo.invalid", User: "t-zhang", Lang: "zh-CN"}},
 		"bio-lab":   {{Name: "Dr. Smith (lab lead)", Email: "bio-lead@demo.invalid", User: "t-smith", Lang: "en"}},
 	}

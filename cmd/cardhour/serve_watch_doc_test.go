@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cardhour/cardhour/billing"
-	"github.com/cardhour/cardhour/internal/watch/edges"
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/cardhour/cardhour/internal/watch/notify"
 	"github.com/cardhour/cardhour/internal/watch/release"
 )
@@ -55,15 +55,15 @@ func TestWatchDocExample(t *testing.T) {
 	require.Len(t, wo.Config.Admins, 1)
 	require.Len(t, wo.Config.Leads["nlp-lab"], 1)
 
-	na, ok := wo.Config.Notifier.(edges.Notifier)
+	na, ok := wo.Config.Notifier.(*notify.Notifier)
 	require.True(t, ok, "the notify: section gives the notifier")
-	people := []notify.Person{
+	people := []alert.Person{
 		{Role: "holder", Project: "nlp-lab", User: "alice", Name: "Alice", Email: "alice@example.edu"},
 		{Role: "lead", Project: "nlp-lab", Name: "Prof. Li", Email: "li@example.edu", IM: "dingtalk:0412", Lang: "zh-CN"},
 		{Role: "admin", Name: "Ops", Email: "ops@example.edu", IM: "slack:U024BE7LH", Lang: "en"},
 	}
-	es, err := na.N.Plan(notify.Message{Kind: billing.AlertIdleWarning, Key: "idle_warning|MIG-1|1",
-		Facts: notify.Facts{Project: "nlp-lab", User: "alice", InstanceID: "MIG-1", Node: "gpu-01", At: time.Now(),
+	es, err := na.Plan(alert.Message{Kind: billing.AlertIdleWarning, Key: "idle_warning|MIG-1|1",
+		Facts: alert.Facts{Project: "nlp-lab", User: "alice", InstanceID: "MIG-1", Node: "gpu-01", At: time.Now(),
 			HeldSince: time.Now().Add(-time.Hour), IdleSince: time.Now().Add(-time.Hour), TZ: time.UTC, Currency: "CNY"}}, people)
 	require.NoError(t, err)
 	routes := map[string][]string{}
@@ -76,10 +76,10 @@ func TestWatchDocExample(t *testing.T) {
 	require.Equal(t, map[string][]string{"holder": {"mail"}, "lead": {"mail", "nlp-group"},
 		"admin": {"mail", "nlp-group", "ops", "ticketing"}}, routes)
 
-	ra, ok := wo.Config.Releaser.(edges.Releaser)
+	set, ok := wo.Config.Releaser.(*release.Set)
 	require.True(t, ok, "the release: section gives the releasers")
-	require.Equal(t, []string{"scancel"}, ra.R.(*release.Set).For("hpc-lab"))
-	require.Equal(t, []string{"k8s", "site-hook"}, ra.R.(*release.Set).For("vision"))
-	require.Empty(t, ra.R.(*release.Set).For("thesis-archive"))
-	require.Equal(t, []string{"k8s"}, ra.R.(*release.Set).For("nlp-lab"))
+	require.Equal(t, []string{"scancel"}, set.For("hpc-lab"))
+	require.Equal(t, []string{"k8s", "site-hook"}, set.For("vision"))
+	require.Empty(t, set.For("thesis-archive"))
+	require.Equal(t, []string{"k8s"}, set.For("nlp-lab"))
 }

@@ -4,14 +4,13 @@ package main
 
 import (
 	"github.com/cardhour/cardhour/internal/watch"
-	"github.com/cardhour/cardhour/internal/watch/edges"
 	"github.com/cardhour/cardhour/internal/watch/notify"
 	"github.com/cardhour/cardhour/internal/watch/release"
 )
 
 // The watcher's edges: the notify: section becomes internal/watch/notify's
-// channels, the release: section internal/watch/release's releasers. The
-// adapters of internal/watch/edges copy the watcher's types into theirs.
+// channels, the release: section internal/watch/release's releasers; both
+// speak the watcher's types (internal/watch/alert) as they are.
 func init() {
 	watchNotifier = func(section []byte) (watch.Notifier, error) {
 		cfg, err := notify.ParseConfig(section)
@@ -22,7 +21,7 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return edges.Notifier{N: n}, nil
+		return n, nil
 	}
 	watchReleaser = func(section []byte) (watch.Releaser, error) {
 		cfg, err := release.ParseConfig(section)
@@ -33,6 +32,6 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return edges.Releaser{R: set}, nil
+		return set, nil
 	}
 }

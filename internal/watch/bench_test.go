@@ -20,6 +20,7 @@ import (
 	"github.com/cardhour/cardhour/internal/ledger/sqlite"
 	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/internal/testenv"
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -151,7 +152,7 @@ func benchCycle(b *testing.B, store string, instances, budgets int) {
 		measured = timedCompact{timed, lr}
 	}
 	w, err := New(Config{Ledger: led, Usage: measured, Catalog: func(context.Context) (*schemas.Catalog, error) { return cat, nil },
-		Notifier: &fakeNotifier{}, Releaser: &fakeReleaser{}, Admins: []Person{{Email: "ops@example.edu"}}, MaxReleasesPerCycle: instances})
+		Notifier: &fakeNotifier{}, Releaser: &fakeReleaser{}, Admins: []alert.Person{{Email: "ops@example.edu"}}, MaxReleasesPerCycle: instances})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/reads"
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -211,7 +212,7 @@ func (w *Watcher) budget(ctx context.Context, cat *schemas.Catalog, st *state, b
 				Project: h.Project, User: h.User, StreakStart: since,
 				Evidence: mustJSON(map[string]any{"budget_id": b.ID, "scope": b.Scope, "period": period, "unit": b.Unit,
 					"limit": budgetLimit(b), "used_money": billing.FormatMoney(used.money), "used_card_ms": used.ms, "held_since": since})}
-			rel, err := w.release(ctx, h, nr, Evidence{StreakStart: since, StreakEnd: now}, now, rep)
+			rel, err := w.release(ctx, h, nr, alert.ReleaseEvidence{StreakStart: since, StreakEnd: now}, now, rep)
 			if err != nil {
 				return err
 			}
@@ -238,13 +239,13 @@ func (w *Watcher) budget(ctx context.Context, cat *schemas.Catalog, st *state, b
 	}
 	for i, t := range due {
 		top := i == len(due)-1
-		f := Facts{Project: b.Project, User: b.User, At: now, Currency: cat.Currency, TZ: cat.Location, Cost: used.money,
+		f := alert.Facts{Project: b.Project, User: b.User, At: now, Currency: cat.Currency, TZ: cat.Location, Cost: used.money,
 			ExemptionHint: w.cfg.ExemptionHint,
-			Budget:        &BudgetFacts{Scope: string(b.Scope), Period: period, Unit: string(b.Unit), Limit: b.LimitDecimal(), Used: usedOut, Percent: t}}
+			Budget:        &alert.BudgetFacts{Scope: string(b.Scope), Period: period, Unit: string(b.Unit), Limit: b.LimitDecimal(), Used: usedOut, Percent: t}}
 		if top && t >= 100 && len(outcome) > 0 {
 			f.Outcome = strings.Join(outcome, "; ")
 		}
-		var to []Person
+		var to []alert.Person
 		if top {
 			to = people // lower thresholds crossed at the same time are recorded, not sent
 		}

@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/cardhour/cardhour/internal/yamlwalk"
 )
 
@@ -40,8 +41,8 @@ type File struct {
 	// default DefaultDeliveryRetryFor).
 	DeliveryRetryFor time.Duration
 	ExemptionHint    string
-	Admins           []Person
-	Leads            map[string][]Person
+	Admins           []alert.Person
+	Leads            map[string][]alert.Person
 	Notify           []byte // nil when the file has no notify: section
 	Release          []byte // nil when the file has no release: section
 }
@@ -197,7 +198,7 @@ func (p *fileParser) watch(n *yaml.Node, f *File) {
 		case "admins":
 			f.Admins = p.people(v, path)
 		case "leads":
-			f.Leads = map[string][]Person{}
+			f.Leads = map[string][]alert.Person{}
 			p.pairs(v, path, nil, func(project string, _, pv *yaml.Node) {
 				f.Leads[project] = p.people(pv, path+"."+project)
 			})
@@ -205,16 +206,16 @@ func (p *fileParser) watch(n *yaml.Node, f *File) {
 	})
 }
 
-func (p *fileParser) people(n *yaml.Node, path string) []Person {
+func (p *fileParser) people(n *yaml.Node, path string) []alert.Person {
 	if n = yamlwalk.Deref(n); n.Kind != yaml.SequenceNode {
 		p.errf(n.Line, path, "must be a list (lines starting with '- ')")
 		return nil
 	}
-	var out []Person
+	var out []alert.Person
 	for i, item := range n.Content {
 		item = yamlwalk.Deref(item)
 		ip := fmt.Sprintf("%s[%d]", path, i)
-		var pr Person
+		var pr alert.Person
 		p.pairs(item, ip, []string{"name", "email", "im", "lang", "user"}, func(key string, _, v *yaml.Node) {
 			s, ok := p.scalar(v, ip+"."+key)
 			if !ok {

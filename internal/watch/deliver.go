@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cardhour/cardhour/internal/ledger"
+	"github.com/cardhour/cardhour/internal/watch/alert"
 )
 
 // Deliver sends the deliveries due at now and waits for the attempts it
@@ -81,7 +82,7 @@ func (w *Watcher) startDeliveries(ctx context.Context, now time.Time) int {
 // notifier's backoff, or failed for good (a permanent error, or the retry
 // horizon spent).
 func (w *Watcher) deliver(ctx context.Context, d ledger.Delivery, now time.Time) {
-	var e Envelope
+	var e alert.Envelope
 	var sendErr error
 	if err := json.Unmarshal(d.Payload, &e); err != nil {
 		sendErr = fmt.Errorf("stored envelope cannot be read: %w", err)

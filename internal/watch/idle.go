@@ -12,6 +12,7 @@ import (
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/reads"
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -153,7 +154,7 @@ func outcomeText(r ledger.Release) string {
 // and records the outcome: done only when the releaser says it released
 // something, dry_run for a dry run, failed otherwise (retried with backoff
 // unless the error is permanent or the attempts are spent).
-func (w *Watcher) release(ctx context.Context, h *reads.Held, nr ledger.NewRelease, ev Evidence, now time.Time, rep *CycleReport) (ledger.Release, error) {
+func (w *Watcher) release(ctx context.Context, h *reads.Held, nr ledger.NewRelease, ev alert.ReleaseEvidence, now time.Time, rep *CycleReport) (ledger.Release, error) {
 	if rep.Releases >= w.cfg.MaxReleasesPerCycle {
 		rep.Postponed++
 		return ledger.Release{NewRelease: nr, Status: billing.ReleasePending}, nil // next cycle
@@ -163,7 +164,7 @@ func (w *Watcher) release(ctx context.Context, h *reads.Held, nr ledger.NewRelea
 		return rel, err
 	}
 	rep.Releases++
-	req := ReleaseRequest{Key: nr.Key, DryRun: nr.DryRun, Evidence: ev, Target: Target{Node: h.Node, GPUUUID: h.GPUUUID,
+	req := alert.ReleaseRequest{Key: nr.Key, DryRun: nr.DryRun, Evidence: ev, Target: alert.ReleaseTarget{Node: h.Node, GPUUUID: h.GPUUUID,
 		InstanceID: h.InstanceID, GPUModel: h.GPUModel, Profile: h.Profile, Project: h.Project, User: h.User, HolderRef: h.HolderRef}}
 	var res ledger.ReleaseResult
 	if w.cfg.Releaser == nil {
@@ -211,7 +212,7 @@ func releaseBackoff(attempts int) time.Duration {
 
 // evidence is why an instance is released: its streak and the idle samples
 // in it, read from the usage store.
-func (w *Watcher) evidence(ctx context.Context, cat *schemas.Catalog, st *state, h *reads.Held, start, now time.Time, p schemas.IdlePolicy) (Evidence, json.RawMessage, error) {
+func (w *Watcher) evidence(ctx context.Context, cat *schemas.Catalog, st *state, h *reads.Held, start, now time.Time, p schemas.IdlePolicy) (alert.ReleaseEvidence, json.RawMessage, error) {
 	type point struct {
 		TS        time.Time `json:"ts"`
 		IntervalS float64   `json:"interval_s"`
@@ -223,7 +224,7 @@ func (w *Watcher) evidence(ctx context.Context, cat *schemas.Catalog, st *state,
 	n := 0
 	idle, err := st.idleSamples(ctx, w.cfg.Usage, cat)
 	if err != nil {
-		return Evidence{}, nil, fmt.Errorf("watch: evidence of %s: %w", h.InstanceID, err)
+		return alert.ReleaseEvidence{}, nil, fmt.Errorf("watch: evidence of %s: %w", h.InstanceID, err)
 	}
 	for _, s := range idle[h.InstanceID] {
 		if s.StartMS < start.UnixMilli() || s.StartMS > now.UnixMilli() || s.Project != h.Project || s.User != h.User {
@@ -239,7 +240,7 @@ func (w *Watcher) evidence(ctx context.Context, cat *schemas.Catalog, st *state,
 			pts = append(pts, pt)
 		}
 	}
-	ev := Evidence{StreakStart: start, StreakEnd: now, IdleSamples: n, Threshold: p.Threshold}
+	ev := alert.ReleaseEvidence{StreakStart: start, StreakEnd: now, IdleSamples: n, Threshold: p.Threshold}
 	b := mustJSON(struct {
 		StreakStart  time.Time `json:"streak_start"`
 		StreakEnd    time.Time `json:"streak_end"`
@@ -258,8 +259,8 @@ func (w *Watcher) evidence(ctx context.Context, cat *schemas.Catalog, st *state,
 // price of its current occupancy (held time since heldSince, gaps within
 // the tolerance billed as held) as the billing engine prices it
 // (billing.UsageAmount with the SKU's hourly price); zero when unpriced.
-func (w *Watcher) facts(cat *schemas.Catalog, h *reads.Held, heldSince, idleSince, now time.Time) Facts {
-	f := Facts{Project: h.Project, User: h.User, Node: h.Node, GPUUUID: h.GPUUUID, GPUModel: h.GPUModel, Profile: h.Profile,
+func (w *Watcher) facts(cat *schemas.Catalog, h *reads.Held, heldSince, idleSince, now time.Time) alert.Facts {
+	f := alert.Facts{Project: h.Project, User: h.User, Node: h.Node, GPUUUID: h.GPUUUID, GPUModel: h.GPUModel, Profile: h.Profile,
 		InstanceID: h.InstanceID, HeldSince: heldSince, IdleSince: idleSince, At: now, Currency: cat.Currency, TZ: cat.Location,
 		ExemptionHint: w.cfg.ExemptionHint, Cost: decimal.Zero}
 	if sku, ok := cat.SKUByID(h.SKU); ok && heldSince.Before(now) {
@@ -270,10 +271,10 @@ func (w *Watcher) facts(cat *schemas.Catalog, h *reads.Held, heldSince, idleSinc
 
 // people are those an alert about project and user may reach: the holder
 // (with the roster's name and addresses), the project's leads, the admins.
-func (w *Watcher) people(ctx context.Context, project, user string) []Person {
-	var out []Person
+func (w *Watcher) people(ctx context.Context, project, user string) []alert.Person {
+	var out []alert.Person
 	if user != "" {
-		holder := Person{Role: "holder", Project: project, User: user}
+		holder := alert.Person{Role: alert.RoleHolder, Project: project, User: user}
 		sts, _, err := w.cfg.Ledger.Students(ctx, ledger.StudentFilter{Project: project, User: user, Limit: 1})
 		if err != nil {
 			w.log.Warn("cannot read the roster", "project", project, "user", user, "err", err)
@@ -283,11 +284,11 @@ func (w *Watcher) people(ctx context.Context, project, user string) []Person {
 		out = append(out, holder)
 	}
 	for _, l := range w.cfg.Leads[project] {
-		l.Role, l.Project = "lead", project
+		l.Role, l.Project = alert.RoleLead, project
 		out = append(out, l)
 	}
 	for _, a := range w.cfg.Admins {
-		a.Role = "admin"
+		a.Role = alert.RoleAdmin
 		out = append(out, a)
 	}
 	return out
@@ -295,8 +296,8 @@ func (w *Watcher) people(ctx context.Context, project, user string) []Person {
 
 // record plans the alert's deliveries and records both; deferTo, when
 // set, is the earliest time they are sent.
-func (w *Watcher) record(ctx context.Context, st *state, a ledger.NewAlert, f Facts, people []Person, deferTo time.Time) error {
-	msg := Message{Kind: a.Kind, Key: a.Key, Facts: f}
+func (w *Watcher) record(ctx context.Context, st *state, a ledger.NewAlert, f alert.Facts, people []alert.Person, deferTo time.Time) error {
+	msg := alert.Message{Kind: a.Kind, Key: a.Key, Facts: f}
 	a.Facts = mustJSON(f)
 	var ds []ledger.NewDelivery
 	if w.cfg.Notifier != nil && len(people) > 0 {
@@ -311,7 +312,7 @@ func (w *Watcher) record(ctx context.Context, st *state, a ledger.NewAlert, f Fa
 			// each with their own IM id) are told apart by their identity.
 			r := recipient(e.To)
 			if seen[[2]string{e.Channel, r}] {
-				r += " [" + identity(e.To) + "]"
+				r += " [" + e.To.Identity() + "]"
 			}
 			if seen[[2]string{e.Channel, r}] {
 				continue
@@ -333,7 +334,7 @@ func (w *Watcher) record(ctx context.Context, st *state, a ledger.NewAlert, f Fa
 }
 
 // recipient names a delivery's recipient: role and the address it goes to.
-func recipient(p Person) string {
+func recipient(p alert.Person) string {
 	for _, s := range []string{p.Email, p.IM, p.User, p.Name} {
 		if s != "" {
 			return p.Role + ":" + s
@@ -343,18 +344,4 @@ func recipient(p Person) string {
 		return "unnamed"
 	}
 	return p.Role
-}
-
-// identity names a person apart from their role, as the notifier tells
-// people apart (notify.Identity): user, else email, else IM, else name.
-func identity(p Person) string {
-	switch {
-	case p.User != "":
-		return "user:" + p.User
-	case p.Email != "":
-		return "email:" + strings.ToLower(p.Email)
-	case p.IM != "":
-		return "im:" + p.IM
-	}
-	return "name:" + p.Name
 }

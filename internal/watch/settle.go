@@ -10,6 +10,7 @@ import (
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/reads"
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -124,7 +125,7 @@ func (w *Watcher) settle(ctx context.Context, cat *schemas.Catalog, st *state, h
 // outcome, as of at: from h, the instance as held now when it still is
 // (its holding counted from the streak's start at the latest), else from
 // the release's record and the latest sample of its instance.
-func (w *Watcher) releaseFacts(ctx context.Context, cat *schemas.Catalog, st *state, h *reads.Held, r ledger.Release, at, now time.Time) (Facts, error) {
+func (w *Watcher) releaseFacts(ctx context.Context, cat *schemas.Catalog, st *state, h *reads.Held, r ledger.Release, at, now time.Time) (alert.Facts, error) {
 	hh := reads.Held{InstanceID: r.InstanceID, Node: r.Node, Project: r.Project, User: r.User, Since: r.StreakStart, SinceClipped: true}
 	if h != nil {
 		hh = *h
@@ -137,7 +138,7 @@ func (w *Watcher) releaseFacts(ctx context.Context, cat *schemas.Catalog, st *st
 	}
 	since, err := w.heldSince(ctx, cat, st, &hh, r.StreakStart, now)
 	if err != nil {
-		return Facts{}, err
+		return alert.Facts{}, err
 	}
 	return w.facts(cat, &hh, since, r.StreakStart, at), nil
 }

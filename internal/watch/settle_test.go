@@ -11,6 +11,7 @@ import (
 
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
+	"github.com/cardhour/cardhour/internal/watch/alert"
 )
 
 // errStopped stands for the process that died: nothing it does after the
@@ -72,7 +73,7 @@ func TestStopAfterFinishReleaseIsTold(t *testing.T) {
 			// The samples stop when the release takes effect.
 			f := newFixture(t, span{c.project, "s1", c.inst, at(c.from), at(c.releaseAt), 0.0})
 			if c.inst == "gpu-p" {
-				f.rel.out = func(ReleaseRequest) (Outcome, error) { return Outcome{}, errNoHandle }
+				f.rel.out = func(alert.ReleaseRequest) (alert.ReleaseOutcome, error) { return alert.ReleaseOutcome{}, errNoHandle }
 			}
 			stop := &stopAfterFinish{Store: f.open()}
 			w := f.watcher(stop)

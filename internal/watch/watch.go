@@ -29,6 +29,7 @@ import (
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/reads"
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -61,8 +62,8 @@ type Config struct {
 	// Releaser carries releases out; nil: a release in mode on fails (and
 	// says so), a dry run records that nothing is configured.
 	Releaser Releaser
-	Admins   []Person            // reached by every alert the notifier routes to admins
-	Leads    map[string][]Person // by project
+	Admins   []alert.Person            // reached by every alert the notifier routes to admins
+	Leads    map[string][]alert.Person // by project
 	// ExemptionHint tells a holder how to ask for an exemption.
 	ExemptionHint string
 	// BudgetEvery is how often budgets are checked (their cost is a

@@ -21,6 +21,7 @@ import (
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/ledger/ledgertest"
 	"github.com/cardhour/cardhour/internal/ledger/sqlite"
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -79,31 +80,31 @@ func samples(spans ...span) []schemas.Sample {
 
 type fakeNotifier struct {
 	mu      sync.Mutex
-	planned []Message
-	sent    []Envelope
+	planned []alert.Message
+	sent    []alert.Envelope
 	fail    map[string]error         // by channel: every send fails
 	block   map[string]chan struct{} // by channel: a send waits for the channel to close
 }
 
 // Plan sends every message to every person by email (when they have an
 // address) and by IM (when they have a handle).
-func (n *fakeNotifier) Plan(m Message, people []Person) ([]Envelope, error) {
+func (n *fakeNotifier) Plan(m alert.Message, people []alert.Person) ([]alert.Envelope, error) {
 	n.mu.Lock()
 	n.planned = append(n.planned, m)
 	n.mu.Unlock()
-	var out []Envelope
+	var out []alert.Envelope
 	for _, p := range people {
 		if p.Email != "" {
-			out = append(out, Envelope{Channel: "email", To: p, Lang: "en", Subject: string(m.Kind), Body: m.Facts.Outcome, Message: m})
+			out = append(out, alert.Envelope{Channel: "email", To: p, Lang: "en", Subject: string(m.Kind), Body: m.Facts.Outcome, Message: m})
 		}
 		if p.IM != "" {
-			out = append(out, Envelope{Channel: "im", To: p, Lang: "zh-CN", Subject: string(m.Kind), Message: m})
+			out = append(out, alert.Envelope{Channel: "im", To: p, Lang: "zh-CN", Subject: string(m.Kind), Message: m})
 		}
 	}
 	return out, nil
 }
 
-func (n *fakeNotifier) Send(ctx context.Context, e Envelope) error {
+func (n *fakeNotifier) Send(ctx context.Context, e alert.Envelope) error {
 	n.mu.Lock()
 	b, err := n.block[e.Channel], n.fail[e.Channel]
 	n.mu.Unlock()
@@ -144,13 +145,13 @@ func (n *fakeNotifier) sentKinds(to string) []string {
 
 type fakeReleaser struct {
 	mu   sync.Mutex
-	reqs []ReleaseRequest
-	out  func(r ReleaseRequest) (Outcome, error)
+	reqs []alert.ReleaseRequest
+	out  func(r alert.ReleaseRequest) (alert.ReleaseOutcome, error)
 }
 
 var errNoHandle = errors.New("no handle")
 
-func (f *fakeReleaser) Release(_ context.Context, r ReleaseRequest) (Outcome, error) {
+func (f *fakeReleaser) Release(_ context.Context, r alert.ReleaseRequest) (alert.ReleaseOutcome, error) {
 	f.mu.Lock()
 	f.reqs = append(f.reqs, r)
 	f.mu.Unlock()
@@ -158,9 +159,9 @@ func (f *fakeReleaser) Release(_ context.Context, r ReleaseRequest) (Outcome, er
 		return f.out(r)
 	}
 	if r.DryRun {
-		return Outcome{Action: "would delete pod ml/" + r.Target.InstanceID}, nil
+		return alert.ReleaseOutcome{Action: "would delete pod ml/" + r.Target.InstanceID}, nil
 	}
-	return Outcome{Released: true, Action: "deleted pod ml/" + r.Target.InstanceID}, nil
+	return alert.ReleaseOutcome{Released: true, Action: "deleted pod ml/" + r.Target.InstanceID}, nil
 }
 
 func (f *fakeReleaser) Permanent(err error) bool { return errors.Is(err, errNoHandle) }
@@ -230,7 +231,7 @@ func (f *fixture) open() ledger.Store {
 func (f *fixture) watcher(l ledger.Store) *Watcher {
 	w, err := New(Config{Ledger: l, Usage: f.usage, Notifier: f.notify, Releaser: f.rel, Registerer: f.reg,
 		Catalog: func(context.Context) (*schemas.Catalog, error) { return f.cat, nil },
-		Admins:  []Person{{Name: "ops", IM: "ops-im"}}, ExemptionHint: "ask your lead"})
+		Admins:  []alert.Person{{Name: "ops", IM: "ops-im"}}, ExemptionHint: "ask your lead"})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -352,7 +353,7 @@ func TestIdlePolicySteps(t *testing.T) {
 		t.Fatalf("evidence %s: %v", r.Evidence, err)
 	}
 	a, _ := f.ledger.AlertByKey(context.Background(), ledger.IdleAlertKey(billing.AlertIdleRelease, "gpu-1", at("10:00")))
-	var facts Facts
+	var facts alert.Facts
 	if err := json.Unmarshal(a.Facts, &facts); err != nil || facts.Outcome != "deleted pod ml/gpu-1" || facts.Cost.String() != "2.02" ||
 		facts.GPUUUID != "GPU-1" {
 		t.Fatalf("release facts %s: %v", a.Facts, err)
@@ -449,7 +450,7 @@ func TestDryRun(t *testing.T) {
 		}
 	}
 	a, _ := f.ledger.AlertByKey(context.Background(), ledger.IdleAlertKey(billing.AlertIdleReminder, "gpu-d", at("10:00")))
-	var facts Facts
+	var facts alert.Facts
 	if err := json.Unmarshal(a.Facts, &facts); err != nil || facts.NextAction != "" {
 		t.Fatalf("reminder facts %s", a.Facts)
 	}
@@ -463,14 +464,14 @@ func TestReleaseFailuresSayWhatHappened(t *testing.T) {
 		span{"nlp", "s1", "gpu-perm", at("10:00"), at("14:00"), 0.0},
 		span{"nlp", "s1", "gpu-none", at("10:00"), at("14:00"), 0.0},
 		span{"nlp", "s1", "gpu-flaky", at("10:00"), at("14:00"), 0.0})
-	f.rel.out = func(r ReleaseRequest) (Outcome, error) {
+	f.rel.out = func(r alert.ReleaseRequest) (alert.ReleaseOutcome, error) {
 		switch r.Target.InstanceID {
 		case "gpu-perm":
-			return Outcome{}, fmt.Errorf("holder ref %q: %w", r.Target.HolderRef, errNoHandle)
+			return alert.ReleaseOutcome{}, fmt.Errorf("holder ref %q: %w", r.Target.HolderRef, errNoHandle)
 		case "gpu-none":
-			return Outcome{Action: "pod ml/x was already gone"}, nil
+			return alert.ReleaseOutcome{Action: "pod ml/x was already gone"}, nil
 		}
-		return Outcome{}, errors.New("api server 503")
+		return alert.ReleaseOutcome{}, errors.New("api server 503")
 	}
 	w := f.watcher(f.ledger)
 	f.cycle(w, at("11:01"))
@@ -503,7 +504,7 @@ func TestReleaseFailuresSayWhatHappened(t *testing.T) {
 		t.Fatalf("a permanent failure was tried %d times", n)
 	}
 	a, _ := f.ledger.AlertByKey(context.Background(), ledger.IdleAlertKey(billing.AlertIdleReleaseFailed, "gpu-none", at("10:00")))
-	var facts Facts
+	var facts alert.Facts
 	if err := json.Unmarshal(a.Facts, &facts); err != nil || facts.Outcome != "pod ml/x was already gone: the releaser released nothing" {
 		t.Fatalf("facts %s", a.Facts)
 	}
@@ -740,7 +741,7 @@ func TestBudgetsOncePerThreshold(t *testing.T) {
 		}
 	}
 	a, _ := f.ledger.AlertByKey(ctx, ledger.BudgetAlertKey(ledger.BudgetStudent, "nlp", "s1", ledger.BudgetMoney, "2026-12", 100))
-	var facts Facts
+	var facts alert.Facts
 	if err := json.Unmarshal(a.Facts, &facts); err != nil || facts.Outcome != "deleted pod ml/gpu-1" || facts.Budget == nil ||
 		facts.Budget.Used.String() != "2.03" || facts.Budget.Percent != 100 {
 		t.Fatalf("facts of the 100 %% alert: %s", a.Facts)
@@ -786,7 +787,7 @@ func TestBudgetJumpAndTerm(t *testing.T) {
 			t.Fatalf("threshold %d has %d deliveries", a.Threshold, len(ds))
 		}
 	}
-	var facts Facts
+	var facts alert.Facts
 	_ = json.Unmarshal(as[0].Facts, &facts)
 	if facts.Budget.Used.String() != "2" || facts.Budget.Unit != "card_hours" {
 		t.Fatalf("facts %s", as[0].Facts)
@@ -825,7 +826,7 @@ func TestStreakLongerThanLookback(t *testing.T) {
 		// Held for a day and more before it idles: its notice says since when.
 		span{"nlp", "s1", "gpu-busy", at("08:00"), at("+1 10:00"), 0.9}, span{"nlp", "s1", "gpu-busy", at("+1 10:00"), at("+1 14:00"), 0.0},
 	)
-	f.rel.out = func(r ReleaseRequest) (Outcome, error) { return Outcome{}, errNoHandle }
+	f.rel.out = func(r alert.ReleaseRequest) (alert.ReleaseOutcome, error) { return alert.ReleaseOutcome{}, errNoHandle }
 	w := f.watcher(f.ledger)
 	times := []time.Time{at("09:31"), at("09:46"), at("10:01")}
 	for h := 1; h <= 27; h++ {
@@ -849,7 +850,7 @@ func TestStreakLongerThanLookback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var busy Facts
+	var busy alert.Facts
 	if err := json.Unmarshal(a.Facts, &busy); err != nil || !busy.HeldSince.Equal(at("08:00")) || busy.Cost.String() != "27.02" {
 		t.Fatalf("facts %s: %v", a.Facts, err)
 	}
@@ -858,7 +859,7 @@ func TestStreakLongerThanLookback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var facts Facts
+	var facts alert.Facts
 	if err := json.Unmarshal(a.Facts, &facts); err != nil || !facts.IdleSince.Equal(at("09:00")) || facts.HeldSince.After(facts.IdleSince) {
 		t.Fatalf("facts %s: %v", a.Facts, err)
 	}
@@ -873,7 +874,7 @@ func TestStreakLongerThanLookback(t *testing.T) {
 // failed for good is not tried again when the lookback's start moves.
 func TestBudgetReleaseOfALongHolding(t *testing.T) {
 	f := newFixture(t, span{"nlp", "s1", "gpu-1", at("08:00"), at("+1 14:00"), 0.9})
-	f.rel.out = func(r ReleaseRequest) (Outcome, error) { return Outcome{}, errNoHandle }
+	f.rel.out = func(r alert.ReleaseRequest) (alert.ReleaseOutcome, error) { return alert.ReleaseOutcome{}, errNoHandle }
 	if _, err := f.ledger.PutBudget(context.Background(), "lead:nlp", ledger.Budget{Scope: ledger.BudgetStudent, Project: "nlp",
 		User: "s1", Period: ledger.BudgetMonth, Unit: ledger.BudgetMoney, Limit: "2.00", Action: ledger.BudgetRelease}); err != nil {
 		t.Fatal(err)

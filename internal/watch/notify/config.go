@@ -17,6 +17,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/cardhour/cardhour/internal/yamlwalk"
 )
 
@@ -453,14 +454,14 @@ func (d *channelDraft) defaultMsgType() {
 
 func (d *channelDraft) checkRoles() {
 	if d.set["roles"] == nil {
-		d.ch.Roles = []string{RoleHolder, RoleLead, RoleAdmin}
+		d.ch.Roles = []string{alert.RoleHolder, alert.RoleLead, alert.RoleAdmin}
 		return
 	}
 	if len(d.ch.Roles) == 0 {
 		d.bad("roles", "must list at least one of holder, lead, admin")
 	}
 	for _, r := range d.ch.Roles {
-		if r != RoleHolder && r != RoleLead && r != RoleAdmin {
+		if r != alert.RoleHolder && r != alert.RoleLead && r != alert.RoleAdmin {
 			d.bad("roles", "%q is not a role (want holder, lead or admin)", r)
 		}
 	}
@@ -472,7 +473,7 @@ func (d *channelDraft) checkScope() {
 			d.bad("scope", "an empty project id")
 		}
 	}
-	if isGroup(d.ch.Type) && len(d.ch.Scope) == 0 && slices.Contains(d.ch.Roles, RoleHolder) {
+	if isGroup(d.ch.Type) && len(d.ch.Scope) == 0 && slices.Contains(d.ch.Roles, alert.RoleHolder) {
 		d.bad("scope", "a %s group robot that serves holders must name its projects: everyone in the group reads what it posts about a student", d.ch.Type)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 )
@@ -73,25 +74,25 @@ func TestParseConfigExample(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, TypeWebhook, ops.Type)
 	require.Equal(t, "whsec-1", ops.Secret)
-	require.Equal(t, []string{RoleAdmin}, ops.Roles)
+	require.Equal(t, []string{alert.RoleAdmin}, ops.Roles)
 	require.Equal(t, DefaultTimeout, ops.Timeout)
 
 	ding, _ := c.Channel("nlp-ding")
 	require.Equal(t, "SECdingtalk-secret", ding.Secret) // trailing newline dropped
 	require.Equal(t, "markdown", ding.MsgType)
 	require.Equal(t, 5*time.Second, ding.Timeout)
-	require.True(t, ding.Serves("nlp-lab", RoleHolder))
-	require.False(t, ding.Serves("vision", RoleHolder))
-	require.False(t, ding.Serves("nlp-lab", RoleAdmin))
+	require.True(t, ding.Serves("nlp-lab", alert.RoleHolder))
+	require.False(t, ding.Serves("vision", alert.RoleHolder))
+	require.False(t, ding.Serves("nlp-lab", alert.RoleAdmin))
 
 	wc, _ := c.Channel("wecom-leads")
 	require.Equal(t, "text", wc.MsgType)
-	require.True(t, wc.Serves("any-project", RoleLead))
+	require.True(t, wc.Serves("any-project", alert.RoleLead))
 
 	mail, _ := c.Channel("mail")
 	require.Equal(t, "mail-password", mail.Password)
 	require.True(t, mail.StartTLS)
-	require.Equal(t, []string{RoleHolder, RoleLead, RoleAdmin}, mail.Roles)
+	require.Equal(t, []string{alert.RoleHolder, alert.RoleLead, alert.RoleAdmin}, mail.Roles)
 
 	_, err = c.Senders()
 	require.NoError(t, err)

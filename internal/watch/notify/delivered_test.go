@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -56,7 +57,7 @@ func TestDeliveredGolden(t *testing.T) {
 					case *feishuSender:
 						s.now = func() time.Time { return sent }
 					}
-					e := Envelope{Channel: ch.Name, To: alice, Lang: lang, Subject: subject, Body: body, Message: m}
+					e := alert.Envelope{Channel: ch.Name, To: alice, Lang: lang, Subject: subject, Body: body, Message: m}
 					require.NoError(t, s.Send(context.Background(), e))
 					r := v.only(t)
 					out.WriteString("== " + ch.Name + " ==\nPOST " + r.url.RequestURI() + "\n")
@@ -67,7 +68,7 @@ func TestDeliveredGolden(t *testing.T) {
 					}
 					out.WriteString("\n" + string(r.body) + "\n\n")
 				}
-				e := Envelope{Channel: "mail", To: alice, Lang: lang, Subject: subject, Body: body, Message: m}
+				e := alert.Envelope{Channel: "mail", To: alice, Lang: lang, Subject: subject, Body: body, Message: m}
 				out.WriteString("== mail ==\n" + string(BuildEmail(e, from, sent)))
 				got := out.String()
 				path := filepath.Join("testdata", "golden", "delivered", name+"."+lang+".txt")

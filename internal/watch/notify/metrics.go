@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -55,7 +56,7 @@ type counted struct {
 	typ     string
 }
 
-func (c *counted) Send(ctx context.Context, e Envelope) error {
+func (c *counted) Send(ctx context.Context, e alert.Envelope) error {
 	err := c.s.Send(ctx, e)
 	switch {
 	case err == nil:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -33,12 +34,19 @@ func (n *Notifier) Config() *Config { return n.cfg }
 // Metrics are the notifier's delivery counters.
 func (n *Notifier) Metrics() *Metrics { return n.metrics }
 
+// Collectors are the delivery counters, for a /metrics registry.
+func (n *Notifier) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{n.metrics.Delivered, n.metrics.Failed}
+}
+
 // Plan is Config.Plan.
-func (n *Notifier) Plan(m Message, people []Person) ([]Envelope, error) { return n.cfg.Plan(m, people) }
+func (n *Notifier) Plan(m alert.Message, people []alert.Person) ([]alert.Envelope, error) {
+	return n.cfg.Plan(m, people)
+}
 
 // Send makes one attempt at delivering e on the channel it names. An
 // envelope for a channel that is not configured (any more) fails permanently.
-func (n *Notifier) Send(ctx context.Context, e Envelope) error {
+func (n *Notifier) Send(ctx context.Context, e alert.Envelope) error {
 	s, ok := n.senders[e.Channel]
 	if !ok {
 		return fmt.Errorf("%w: no channel %q", ErrConfig, e.Channel)

@@ -19,92 +19,17 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/cardhour/cardhour/billing"
-	"github.com/shopspring/decimal"
+	"github.com/cardhour/cardhour/internal/watch/alert"
 )
 
-// Roles a Person can have.
-const (
-	RoleHolder = "holder" // the student (or user) holding the instance
-	RoleLead   = "lead"   // the project's lead
-	RoleAdmin  = "admin"  // the site's administrators
-)
-
-// Person is one recipient.
-type Person struct {
-	Role    string // holder | lead | admin
-	Project string
-	User    string
-	Name    string
-	Email   string // for SMTP channels
-	// IM is the person's id for group robots: a DingTalk user id or mobile
-	// number, a Feishu open_id/user_id, a WeCom user id, a Slack member id.
-	// Several ids may be given per vendor as "dingtalk:123,feishu:ou_x,slack:U1"
-	// (keys: the channel types); a bare id is used for every type.
-	IM   string
-	Lang string // zh-CN | en; "" takes the configuration's default
-}
-
-// BudgetFacts describe a budget for a budget_threshold message.
-type BudgetFacts struct {
-	Scope  string // project | student
-	Period string // e.g. "2026-12" or a term's name
-	Unit   string // money | card_hours
-	Limit  decimal.Decimal
-	Used   decimal.Decimal
-	// Percent is the threshold crossed (50, 80, 100, …). The share used,
-	// Used / Limit, is shown beside it.
-	Percent int
-}
-
-// Facts are what a message says.
-type Facts struct {
-	Project, User, Node, GPUUUID, GPUModel, Profile, InstanceID string
-
-	HeldSince, IdleSince, At time.Time
-	NextAction               string // "" | "reminder" | "release"
-	NextAt                   time.Time
-	Cost                     decimal.Decimal // cost so far, already rounded by the billing engine
-	Currency                 string
-	TZ                       *time.Location // the catalog's zone; nil: UTC
-	Budget                   *BudgetFacts
-	ExemptionHint            string // how to ask for an exemption; "" takes the configuration's
-	Outcome                  string // the release action ("deleted pod ns/p") or, for a failure, the error
-}
-
-// Message is one alert, identified by its natural key.
-type Message struct {
-	Kind  billing.AlertKind
-	Key   string // the alert's natural key (e.g. kind|instance|streak start)
-	Facts Facts
-}
-
-// Envelope is a rendered message for one person through one channel.
-type Envelope struct {
-	Channel string
-	To      Person
-	Lang    string
-	Subject string
-	Body    string
-	Message Message
-}
-
-// DeliveryKey identifies one envelope: the message key, the channel and the
-// recipient. It is the generic webhook's Idempotency-Key and the seed of the
-// email's Message-ID, so that a retried delivery is recognisable as the same
-// one while the holder's and the lead's copies of a message stay distinct.
-func (e Envelope) DeliveryKey() string {
-	return e.Message.Key + "|" + e.Channel + "|" + e.To.Role + "|" + e.To.Project + "|" + e.To.User
-}
-
-func (e Envelope) deliveryHash() string {
+func deliveryHash(e alert.Envelope) string {
 	h := sha256.Sum256([]byte(e.DeliveryKey()))
 	return hex.EncodeToString(h[:16])
 }
 
 // Sender delivers one envelope with one attempt.
 type Sender interface {
-	Send(ctx context.Context, e Envelope) error
+	Send(ctx context.Context, e alert.Envelope) error
 }
 
 // SendError is a failed delivery.

@@ -3,6 +3,8 @@ package notify
 import (
 	"fmt"
 	"strings"
+
+	"github.com/cardhour/cardhour/internal/watch/alert"
 )
 
 // Plan routes a message to people and renders it for each, in the person's
@@ -13,7 +15,7 @@ import (
 //     @mentions the person when their IM names an id for that type; people
 //     without one share a single post without a mention;
 //   - webhook: everyone served, the recipient named in the payload; each
-//     person (Identity: their user, else email, else IM, else name) is one
+//     person (alert.Person.Identity: their user, else email, else IM, else name) is one
 //     recipient, so that two admins or two leads without a user each get
 //     their own.
 //
@@ -25,27 +27,27 @@ import (
 // of its project), and a lead must lead the message's project. Anything else
 // is an error, as are unknown roles and facts that cannot be rendered.
 // People who no channel serves get no envelope.
-func (c *Config) Plan(m Message, people []Person) ([]Envelope, error) {
+func (c *Config) Plan(m alert.Message, people []alert.Person) ([]alert.Envelope, error) {
 	for i, p := range people {
 		switch p.Role {
-		case RoleHolder:
+		case alert.RoleHolder:
 			if m.Facts.User != "" && p.User != m.Facts.User {
 				return nil, fmt.Errorf("notify: person %d (holder %q) is not the holder %q of message %s", i, p.User, m.Facts.User, m.Key)
 			}
 			if p.Project != "" && p.Project != m.Facts.Project {
 				return nil, fmt.Errorf("notify: person %d (holder %q) is in project %q, the message %s is about project %q", i, p.User, p.Project, m.Key, m.Facts.Project)
 			}
-		case RoleLead:
+		case alert.RoleLead:
 			if p.Project != "" && p.Project != m.Facts.Project {
 				return nil, fmt.Errorf("notify: person %d (lead %q) leads project %q, the message %s is about project %q", i, p.User, p.Project, m.Key, m.Facts.Project)
 			}
-		case RoleAdmin:
+		case alert.RoleAdmin:
 		default:
 			return nil, fmt.Errorf("notify: person %d (%q) has role %q (want holder, lead or admin)", i, p.User, p.Role)
 		}
 	}
 	type rendered struct {
-		m             Message
+		m             alert.Message
 		subject, body string
 	}
 	cache := map[string]rendered{}
@@ -65,7 +67,7 @@ func (c *Config) Plan(m Message, people []Person) ([]Envelope, error) {
 		cache[lang] = r
 		return r, nil
 	}
-	var out []Envelope
+	var out []alert.Envelope
 	seen := map[string]bool{} // channel + "\x00" + address
 	for _, ch := range c.Channels {
 		for _, p := range people {
@@ -82,7 +84,7 @@ func (c *Config) Plan(m Message, people []Person) ([]Envelope, error) {
 			case isGroup(ch.Type):
 				addr = IMFor(p.IM, ch.Type)
 			default:
-				addr = Identity(p)
+				addr = p.Identity()
 			}
 			if seen[ch.Name+"\x00"+addr] {
 				continue
@@ -93,30 +95,13 @@ func (c *Config) Plan(m Message, people []Person) ([]Envelope, error) {
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, Envelope{Channel: ch.Name, To: p, Lang: lang, Subject: r.subject, Body: r.body, Message: r.m})
+			out = append(out, alert.Envelope{Channel: ch.Name, To: p, Lang: lang, Subject: r.subject, Body: r.body, Message: r.m})
 		}
 	}
 	return out, nil
 }
 
-// Identity names a person apart from their role: their user when the
-// watch file or the roster gives one, else their email (lower-cased),
-// else their IM handle, else their name. Two entries with the same
-// identity are the same person; entries that differ in it are different
-// people, even in the same role and project.
-func Identity(p Person) string {
-	switch {
-	case p.User != "":
-		return "user:" + p.User
-	case p.Email != "":
-		return "email:" + strings.ToLower(p.Email)
-	case p.IM != "":
-		return "im:" + p.IM
-	}
-	return "name:" + p.Name
-}
-
-func (c *Config) langFor(p Person) string {
+func (c *Config) langFor(p alert.Person) string {
 	if l, ok := NormalizeLang(p.Lang); ok {
 		for _, have := range c.Languages {
 			if have == l {
@@ -127,7 +112,7 @@ func (c *Config) langFor(p Person) string {
 	return c.DefaultLang()
 }
 
-// IMFor picks a person's id for a channel type from Person.IM: the entry
+// IMFor picks a person's id for a channel type from alert.Person.IM: the entry
 // "type:id" for that type when IM lists ids per type ("dingtalk:0412,
 // feishu:ou_7d8a"), "" when it lists others only, or IM itself when it is a
 // bare id.

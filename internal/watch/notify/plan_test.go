@@ -3,6 +3,7 @@ package notify
 import (
 	"testing"
 
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -35,7 +36,7 @@ channels:
 
 type route struct{ channel, role, user, lang string }
 
-func routes(envs []Envelope) []route {
+func routes(envs []alert.Envelope) []route {
 	var out []route
 	for _, e := range envs {
 		out = append(out, route{e.Channel, e.To.Role, e.To.User, e.Lang})
@@ -47,20 +48,20 @@ func TestPlanRoutes(t *testing.T) {
 	c := planConfig(t)
 	m := goldenCases(t)["idle_warning"] // alice in nlp-lab
 	m.Facts.ExemptionHint = ""
-	people := []Person{
-		{Role: RoleHolder, Project: "nlp-lab", User: "alice", Name: "Alice", Email: "alice@example.edu", IM: "dingtalk:0412,slack:U1"},
-		{Role: RoleLead, Project: "nlp-lab", User: "prof", Email: "prof@example.edu", IM: "13800001111", Lang: "en"},
-		{Role: RoleAdmin, User: "root", Email: "gpu-admin@example.edu", Lang: "fr"},
+	people := []alert.Person{
+		{Role: alert.RoleHolder, Project: "nlp-lab", User: "alice", Name: "Alice", Email: "alice@example.edu", IM: "dingtalk:0412,slack:U1"},
+		{Role: alert.RoleLead, Project: "nlp-lab", User: "prof", Email: "prof@example.edu", IM: "13800001111", Lang: "en"},
+		{Role: alert.RoleAdmin, User: "root", Email: "gpu-admin@example.edu", Lang: "fr"},
 	}
 	envs, err := c.Plan(m, people)
 	require.NoError(t, err)
 	require.Equal(t, []route{
-		{"nlp-ding", RoleHolder, "alice", LangZH},
-		{"nlp-ding", RoleLead, "prof", LangEN},
-		{"mail", RoleHolder, "alice", LangZH},
-		{"mail", RoleLead, "prof", LangEN},
-		{"mail", RoleAdmin, "root", LangZH}, // no templates for fr: the default
-		{"ops", RoleAdmin, "root", LangZH},
+		{"nlp-ding", alert.RoleHolder, "alice", LangZH},
+		{"nlp-ding", alert.RoleLead, "prof", LangEN},
+		{"mail", alert.RoleHolder, "alice", LangZH},
+		{"mail", alert.RoleLead, "prof", LangEN},
+		{"mail", alert.RoleAdmin, "root", LangZH}, // no templates for fr: the default
+		{"ops", alert.RoleAdmin, "root", LangZH},
 	}, routes(envs))
 	for _, e := range envs {
 		s, b, err := Render(e.Message, e.Lang)
@@ -90,17 +91,17 @@ func TestPlanRoutes(t *testing.T) {
 func TestPlanDeduplicates(t *testing.T) {
 	c := planConfig(t)
 	m := goldenCases(t)["idle_warning"]
-	people := []Person{
-		{Role: RoleHolder, Project: "nlp-lab", User: "alice", Email: "Alice@Example.edu"},
-		{Role: RoleLead, Project: "nlp-lab", User: "alice", Email: "alice@example.edu"}, // a lead holding a slice
-		{Role: RoleLead, Project: "nlp-lab", User: "co-lead"},                           // no email, no IM
+	people := []alert.Person{
+		{Role: alert.RoleHolder, Project: "nlp-lab", User: "alice", Email: "Alice@Example.edu"},
+		{Role: alert.RoleLead, Project: "nlp-lab", User: "alice", Email: "alice@example.edu"}, // a lead holding a slice
+		{Role: alert.RoleLead, Project: "nlp-lab", User: "co-lead"},                           // no email, no IM
 	}
 	envs, err := c.Plan(m, people)
 	require.NoError(t, err)
 	// One mail to alice (as holder); one unmentioned group post (alice's: neither has an IM id).
 	require.Equal(t, []route{
-		{"nlp-ding", RoleHolder, "alice", LangZH},
-		{"mail", RoleHolder, "alice", LangZH},
+		{"nlp-ding", alert.RoleHolder, "alice", LangZH},
+		{"mail", alert.RoleHolder, "alice", LangZH},
 	}, routes(envs))
 }
 
@@ -108,19 +109,19 @@ func TestPlanDeduplicates(t *testing.T) {
 func TestPlanPrivacy(t *testing.T) {
 	c := planConfig(t)
 	m := goldenCases(t)["idle_warning"]
-	_, err := c.Plan(m, []Person{{Role: RoleHolder, Project: "nlp-lab", User: "bob", Email: "bob@example.edu"}})
+	_, err := c.Plan(m, []alert.Person{{Role: alert.RoleHolder, Project: "nlp-lab", User: "bob", Email: "bob@example.edu"}})
 	require.ErrorContains(t, err, `person 0 (holder "bob") is not the holder "alice"`)
-	_, err = c.Plan(m, []Person{{Role: RoleLead, Project: "vision", User: "v-prof"}})
+	_, err = c.Plan(m, []alert.Person{{Role: alert.RoleLead, Project: "vision", User: "v-prof"}})
 	require.ErrorContains(t, err, `leads project "vision"`)
-	_, err = c.Plan(m, []Person{{Role: "student", User: "alice"}})
+	_, err = c.Plan(m, []alert.Person{{Role: "student", User: "alice"}})
 	require.ErrorContains(t, err, `has role "student"`)
 
 	// A project-wide budget message may go to the project's students: it
 	// names no student.
 	pb := goldenCases(t)["budget_project"]
-	envs, err := c.Plan(pb, []Person{
-		{Role: RoleHolder, Project: "nlp-lab", User: "alice", Email: "alice@example.edu"},
-		{Role: RoleHolder, Project: "nlp-lab", User: "bob", Email: "bob@example.edu"},
+	envs, err := c.Plan(pb, []alert.Person{
+		{Role: alert.RoleHolder, Project: "nlp-lab", User: "alice", Email: "alice@example.edu"},
+		{Role: alert.RoleHolder, Project: "nlp-lab", User: "bob", Email: "bob@example.edu"},
 	})
 	require.NoError(t, err)
 	require.Len(t, envs, 3) // one group post (no IM ids), two mails
@@ -128,7 +129,7 @@ func TestPlanPrivacy(t *testing.T) {
 		require.NotContains(t, e.Body, "alice")
 		require.NotContains(t, e.Body, "bob")
 	}
-	_, err = c.Plan(pb, []Person{{Role: RoleHolder, Project: "vision", User: "carol"}})
+	_, err = c.Plan(pb, []alert.Person{{Role: alert.RoleHolder, Project: "vision", User: "carol"}})
 	require.ErrorContains(t, err, `is in project "vision"`)
 }
 
@@ -136,7 +137,7 @@ func TestPlanRenderErrors(t *testing.T) {
 	c := planConfig(t)
 	m := goldenCases(t)["idle_warning"]
 	m.Kind = "nope"
-	_, err := c.Plan(m, []Person{{Role: RoleAdmin, Email: "a@b.c"}})
+	_, err := c.Plan(m, []alert.Person{{Role: alert.RoleAdmin, Email: "a@b.c"}})
 	require.ErrorContains(t, err, `unknown message kind "nope"`)
 }
 

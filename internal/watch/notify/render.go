@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/shopspring/decimal"
 )
 
@@ -40,7 +41,7 @@ func NormalizeLang(tag string) (lang string, ok bool) {
 // a release that was carried out; idle_release_failed says the instance could
 // not be released and is still billed; idle_release_dry_run says it would have
 // been released and nothing was done.
-func Render(m Message, lang string) (subject, body string, err error) {
+func Render(m alert.Message, lang string) (subject, body string, err error) {
 	l, ok := NormalizeLang(lang)
 	if !ok {
 		return "", "", fmt.Errorf("notify: no templates for language %q (have %s)", lang, strings.Join(Langs, ", "))
@@ -93,7 +94,7 @@ func Render(m Message, lang string) (subject, body string, err error) {
 // decided here, the sentences themselves are the texts (words).
 type renderer struct {
 	lang string
-	f    Facts
+	f    alert.Facts
 	loc  *time.Location
 	v    vars
 	b    strings.Builder
@@ -309,7 +310,7 @@ func (r *renderer) budgetAmount(d decimal.Decimal, unit string) string {
 
 // share is Used / Limit as a percentage with one decimal, for display only
 // (it is not money); "—" without a positive limit.
-func share(b *BudgetFacts) string {
+func share(b *alert.BudgetFacts) string {
 	if !b.Limit.IsPositive() {
 		return "—"
 	}

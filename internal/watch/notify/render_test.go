@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 )
@@ -25,9 +26,9 @@ func shanghai(t testing.TB) *time.Location {
 
 // idleFacts: alice's MIG slice, held since Friday afternoon, idle since
 // Sunday night, looked at on Monday morning (Shanghai time).
-func idleFacts(t testing.TB) Facts {
+func idleFacts(t testing.TB) alert.Facts {
 	loc := shanghai(t)
-	return Facts{
+	return alert.Facts{
 		Project: "nlp-lab", User: "alice", Node: "gpu-node-07",
 		GPUUUID: "GPU-5f1c2e8a-93b4-4c1d-8e2f-0a1b2c3d4e5f", GPUModel: "A100-SXM4-40GB", Profile: "1g.5gb",
 		InstanceID: "MIG-2b7e0c44-1f1e-5a3c-9d2b-77aa01c4e8f0",
@@ -40,7 +41,7 @@ func idleFacts(t testing.TB) Facts {
 	}
 }
 
-func goldenCases(t testing.TB) map[string]Message {
+func goldenCases(t testing.TB) map[string]alert.Message {
 	loc := shanghai(t)
 	warn := idleFacts(t)
 
@@ -61,28 +62,28 @@ func goldenCases(t testing.TB) map[string]Message {
 	failed.Outcome = `pods "alice-notebook-0" is forbidden: namespace nlp-lab is not in the allowed namespaces`
 	failed.NextAction, failed.NextAt = "release", time.Date(2026, 11, 30, 23, 40, 0, 0, loc)
 
-	noAuto := Facts{
+	noAuto := alert.Facts{
 		Project: "vision", User: "", Node: "node-3", GPUUUID: "GPU-0001", GPUModel: "H100-80GB",
 		InstanceID: "GPU-0001", HeldSince: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
 		IdleSince: time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC), At: time.Date(2026, 12, 3, 3, 30, 0, 0, time.UTC),
 		Cost: decimal.RequireFromString("98765.4"), Currency: "USD",
 	}
 
-	projBudget := Facts{
+	projBudget := alert.Facts{
 		Project: "nlp-lab", At: time.Date(2026, 12, 20, 9, 0, 0, 0, loc), Currency: "CNY", TZ: loc,
-		Budget: &BudgetFacts{Scope: "project", Period: "2026-12", Unit: "money",
+		Budget: &alert.BudgetFacts{Scope: "project", Period: "2026-12", Unit: "money",
 			Limit: decimal.RequireFromString("20000"), Used: decimal.RequireFromString("16012.3"),
 			Percent: 80},
 		ExemptionHint: "write to gpu-admin@example.edu",
 	}
-	studentBudget := Facts{
+	studentBudget := alert.Facts{
 		Project: "nlp-lab", User: "bob", At: time.Date(2027, 1, 5, 9, 0, 0, 0, loc), TZ: loc,
 		NextAction: "release", NextAt: time.Date(2027, 1, 5, 9, 10, 0, 0, loc),
-		Budget: &BudgetFacts{Scope: "student", Period: "2026 autumn term", Unit: "card_hours",
+		Budget: &alert.BudgetFacts{Scope: "student", Period: "2026 autumn term", Unit: "card_hours",
 			Limit: decimal.NewFromInt(1500), Used: decimal.RequireFromString("1503.25"),
 			Percent: 100},
 	}
-	return map[string]Message{
+	return map[string]alert.Message{
 		"idle_warning":           {Kind: billing.AlertIdleWarning, Key: "k1", Facts: warn},
 		"idle_warning_no_policy": {Kind: billing.AlertIdleWarning, Key: "k1b", Facts: noAuto},
 		"idle_reminder":          {Kind: billing.AlertIdleReminder, Key: "k2", Facts: remind},

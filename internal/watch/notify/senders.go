@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/internal/watch/alert"
 )
 
 // Senders makes one Sender per channel, by channel name.
@@ -218,7 +219,7 @@ func rfc3339(t time.Time) string {
 }
 
 // NewWebhookPayload is the body the generic webhook posts for e.
-func NewWebhookPayload(e Envelope, sent time.Time) WebhookPayload {
+func NewWebhookPayload(e alert.Envelope, sent time.Time) WebhookPayload {
 	f := e.Message.Facts
 	tz := "UTC"
 	if f.TZ != nil {
@@ -260,7 +261,7 @@ func WebhookSignature(secret, timestamp string, body []byte) string {
 
 type webhookSender struct{ httpChannel }
 
-func (s *webhookSender) Send(ctx context.Context, e Envelope) error {
+func (s *webhookSender) Send(ctx context.Context, e alert.Envelope) error {
 	now := s.now()
 	body, err := json.Marshal(NewWebhookPayload(e, now))
 	if err != nil {
@@ -354,7 +355,7 @@ func checkCode(channel string, reply []byte, retryable ...int64) error {
 	return &SendError{Channel: channel, Code: strconv.FormatInt(code, 10), Msg: msg, permanent: perm}
 }
 
-func (s *dingTalkSender) Send(ctx context.Context, e Envelope) error {
+func (s *dingTalkSender) Send(ctx context.Context, e alert.Envelope) error {
 	var at dingTalkAt
 	mention := ""
 	if id := IMFor(e.To.IM, TypeDingTalk); id != "" {
@@ -426,7 +427,7 @@ type feishuContent struct {
 	Text string `json:"text"`
 }
 
-func (s *feishuSender) Send(ctx context.Context, e Envelope) error {
+func (s *feishuSender) Send(ctx context.Context, e alert.Envelope) error {
 	text := e.Subject + "\n\n" + e.Body
 	if id := IMFor(e.To.IM, TypeFeishu); id != "" {
 		name := e.To.Name
@@ -483,7 +484,7 @@ const (
 	weComMarkdownLimit = 4096
 )
 
-func (s *weComSender) Send(ctx context.Context, e Envelope) error {
+func (s *weComSender) Send(ctx context.Context, e alert.Envelope) error {
 	id := IMFor(e.To.IM, TypeWeCom)
 	var msg weComMessage
 	if s.ch.MsgType == "markdown" {
@@ -554,7 +555,7 @@ func limitRunes(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-func (s *slackSender) Send(ctx context.Context, e Envelope) error {
+func (s *slackSender) Send(ctx context.Context, e alert.Envelope) error {
 	mention := ""
 	if id := IMFor(e.To.IM, TypeSlack); id != "" {
 		mention = "<@" + slackEscape(id) + "> "

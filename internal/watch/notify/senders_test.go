@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
@@ -84,14 +85,14 @@ func sender(t *testing.T, ch Channel) Sender {
 	return s
 }
 
-func testEnvelope(t *testing.T, channel string, to Person) Envelope {
+func testEnvelope(t *testing.T, channel string, to alert.Person) alert.Envelope {
 	m := goldenCases(t)["idle_warning"]
 	subject, body, err := Render(m, LangZH)
 	require.NoError(t, err)
-	return Envelope{Channel: channel, To: to, Lang: LangZH, Subject: subject, Body: body, Message: m}
+	return alert.Envelope{Channel: channel, To: to, Lang: LangZH, Subject: subject, Body: body, Message: m}
 }
 
-var alice = Person{Role: RoleHolder, Project: "nlp-lab", User: "alice", Name: "Alice Zhang", Email: "alice@example.edu",
+var alice = alert.Person{Role: alert.RoleHolder, Project: "nlp-lab", User: "alice", Name: "Alice Zhang", Email: "alice@example.edu",
 	IM: "dingtalk:0412,feishu:ou_7d8a6e6df7621556ce0d21922b676706ccs,wecom:zhangsan,slack:U024BE7LH"}
 
 // ---------------------------------------------------------------- generic webhook
@@ -167,7 +168,7 @@ func TestDingTalkSignedText(t *testing.T) {
 func TestDingTalkMarkdownMobile(t *testing.T) {
 	v := newVendor(t, 200, `{"errcode":0,"errmsg":"ok"}`)
 	s := sender(t, Channel{Name: "ding", Type: TypeDingTalk, URL: v.srv.URL + "/robot/send?access_token=t", MsgType: "markdown"})
-	lead := Person{Role: RoleLead, Project: "nlp-lab", User: "prof", IM: "+86-13800001111"}
+	lead := alert.Person{Role: alert.RoleLead, Project: "nlp-lab", User: "prof", IM: "+86-13800001111"}
 	e := testEnvelope(t, "ding", lead)
 	e.Body = "line one\nline two\n"
 	require.NoError(t, s.Send(context.Background(), e))
@@ -208,7 +209,7 @@ func TestFeishuSignedText(t *testing.T) {
 func TestFeishuUnsigned(t *testing.T) {
 	v := newVendor(t, 200, `{"StatusCode":0,"StatusMessage":"success"}`) // older robots' reply
 	s := sender(t, Channel{Name: "fs", Type: TypeFeishu, URL: v.srv.URL})
-	e := testEnvelope(t, "fs", Person{Role: RoleAdmin, User: "root"})
+	e := testEnvelope(t, "fs", alert.Person{Role: alert.RoleAdmin, User: "root"})
 	require.NoError(t, s.Send(context.Background(), e))
 	require.JSONEq(t, `{"msg_type":"text","content":{"text":`+jsonString(e.Subject+"\n\n"+e.Body)+`}}`, string(v.only(t).body))
 }
@@ -290,7 +291,7 @@ func TestSendErrorsClassified(t *testing.T) {
 			v := newVendor(t, c.status, c.reply)
 			ch := c.ch
 			ch.Name, ch.URL = "x", v.srv.URL+"/?access_token=TOKEN"
-			err := sender(t, ch).Send(context.Background(), testEnvelope(t, "x", Person{Role: RoleAdmin}))
+			err := sender(t, ch).Send(context.Background(), testEnvelope(t, "x", alert.Person{Role: alert.RoleAdmin}))
 			require.Error(t, err)
 			require.Contains(t, err.Error(), c.contains)
 			require.Equal(t, c.permanent, Permanent(err), err.Error())
@@ -388,13 +389,13 @@ func TestMetricsCountDeliveries(t *testing.T) {
 func TestNotifierSendsByChannel(t *testing.T) {
 	v := newVendor(t, 200, `{"errcode":0,"errmsg":"ok"}`)
 	c := &Config{Languages: []string{LangZH}, Channels: []Channel{
-		{Name: "leads", Type: TypeWeCom, URL: v.srv.URL, MsgType: "text", Roles: []string{RoleLead}},
+		{Name: "leads", Type: TypeWeCom, URL: v.srv.URL, MsgType: "text", Roles: []string{alert.RoleLead}},
 	}}
 	reg := prometheus.NewRegistry()
 	n, err := NewNotifier(c, reg)
 	require.NoError(t, err)
 	m := goldenCases(t)["budget_project"]
-	envs, err := n.Plan(m, []Person{{Role: RoleLead, Project: "nlp-lab", User: "prof", IM: "prof"}, {Role: RoleAdmin, User: "root"}})
+	envs, err := n.Plan(m, []alert.Person{{Role: alert.RoleLead, Project: "nlp-lab", User: "prof", IM: "prof"}, {Role: alert.RoleAdmin, User: "root"}})
 	require.NoError(t, err)
 	require.Len(t, envs, 1)
 	require.NoError(t, n.Send(context.Background(), envs[0]))
@@ -410,7 +411,7 @@ func TestNotifierSendsByChannel(t *testing.T) {
 
 func TestWebhookBudgetPayload(t *testing.T) {
 	m := goldenCases(t)["budget_student_release"]
-	p := NewWebhookPayload(Envelope{Channel: "ops", To: Person{Role: RoleAdmin, User: "root"}, Message: m}, time.Unix(0, 0))
+	p := NewWebhookPayload(alert.Envelope{Channel: "ops", To: alert.Person{Role: alert.RoleAdmin, User: "root"}, Message: m}, time.Unix(0, 0))
 	b, err := json.Marshal(p.Facts)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"project": "nlp-lab", "user": "bob", "at": "2027-01-05T01:00:00Z",

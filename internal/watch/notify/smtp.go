@@ -14,6 +14,8 @@ import (
 	"net/textproto"
 	"strings"
 	"time"
+
+	"github.com/cardhour/cardhour/internal/watch/alert"
 )
 
 type smtpSender struct {
@@ -24,7 +26,7 @@ type smtpSender struct {
 // Send delivers e by SMTP to e.To.Email: one connection, STARTTLS when the
 // channel asks for it, AUTH PLAIN when it has a username, one message.
 // Replies 5xx are permanent; 4xx, network errors and timeouts are retryable.
-func (s *smtpSender) Send(ctx context.Context, e Envelope) error {
+func (s *smtpSender) Send(ctx context.Context, e alert.Envelope) error {
 	from, to, err := s.addresses(e)
 	if err != nil {
 		return err
@@ -60,7 +62,7 @@ func (s *smtpSender) Send(ctx context.Context, e Envelope) error {
 }
 
 // addresses are the sender's and the recipient's; a bad one is permanent.
-func (s *smtpSender) addresses(e Envelope) (from, to *mail.Address, _ error) {
+func (s *smtpSender) addresses(e alert.Envelope) (from, to *mail.Address, _ error) {
 	if e.To.Email == "" {
 		return nil, nil, &SendError{Channel: s.ch.Name, Msg: "recipient has no email address", Err: ErrConfig, permanent: true}
 	}
@@ -138,17 +140,17 @@ func (s *smtpSender) fail(stage string, err error) error {
 
 // MessageID is the Message-ID of an envelope's email: derived from its
 // DeliveryKey, so a retried delivery has the same one.
-func MessageID(e Envelope, from *mail.Address) string {
+func MessageID(e alert.Envelope, from *mail.Address) string {
 	domain := "cardhour.invalid"
 	if at := strings.LastIndexByte(from.Address, '@'); at >= 0 && at+1 < len(from.Address) {
 		domain = from.Address[at+1:]
 	}
-	return "<cardhour." + e.deliveryHash() + "@" + domain + ">"
+	return "<cardhour." + deliveryHash(e) + "@" + domain + ">"
 }
 
 // BuildEmail writes e as an RFC 5322 message: text/plain in UTF-8,
 // quoted-printable, the subject as an RFC 2047 encoded word, CRLF line ends.
-func BuildEmail(e Envelope, from *mail.Address, date time.Time) []byte {
+func BuildEmail(e alert.Envelope, from *mail.Address, date time.Time) []byte {
 	var b bytes.Buffer
 	to := &mail.Address{Name: e.To.Name, Address: e.To.Email}
 	h := func(k, v string) { b.WriteString(k + ": " + v + "\r\n") }

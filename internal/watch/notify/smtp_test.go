@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cardhour/cardhour/internal/testenv"
+	"github.com/cardhour/cardhour/internal/watch/alert"
 )
 
 func TestBuildEmail(t *testing.T) {
@@ -41,7 +42,7 @@ func TestBuildEmail(t *testing.T) {
 	require.Regexp(t, `^<cardhour\.[0-9a-f]{32}@gpu\.example\.edu>$`, id)
 	require.Equal(t, id, MessageID(e, from))
 	other := e
-	other.To = Person{Role: RoleLead, Project: "nlp-lab", User: "prof", Email: "prof@example.edu"}
+	other.To = alert.Person{Role: alert.RoleLead, Project: "nlp-lab", User: "prof", Email: "prof@example.edu"}
 	require.NotEqual(t, id, MessageID(other, from))
 
 	subject, err := new(mime.WordDecoder).DecodeHeader(msg.Header.Get("Subject"))
@@ -55,7 +56,7 @@ func TestBuildEmail(t *testing.T) {
 
 func TestSMTPNoRecipient(t *testing.T) {
 	s := sender(t, Channel{Name: "mail", Type: TypeSMTP, Addr: "127.0.0.1:1", From: "a@b.c"})
-	e := testEnvelope(t, "mail", Person{Role: RoleAdmin, User: "root"})
+	e := testEnvelope(t, "mail", alert.Person{Role: alert.RoleAdmin, User: "root"})
 	err := s.Send(context.Background(), e)
 	require.ErrorIs(t, err, ErrConfig)
 	require.True(t, Permanent(err))
@@ -94,7 +95,7 @@ channels:
     password_file: ` + writeFile(t, "pw", testenv.SMTPPassword+"\n") + `
 `))
 	require.NoError(t, err)
-	envs, err := cfg.Plan(m, []Person{alice})
+	envs, err := cfg.Plan(m, []alert.Person{alice})
 	require.NoError(t, err)
 	require.Len(t, envs, 1)
 	senders, err := cfg.Senders()

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cardhour/cardhour/internal/watch/alert"
 )
 
 // Placeholders are the names an argv template may use, each as {name}:
@@ -86,7 +88,7 @@ func NewCommand(cfg CommandConfig) *Command {
 
 // Argv fills the template for r. A placeholder the request has no value for
 // is an error wrapping ErrNoHandle (scancel without a Slurm job).
-func (c *Command) Argv(r Request) ([]string, error) {
+func (c *Command) Argv(r alert.ReleaseRequest) ([]string, error) {
 	if c.err != nil {
 		return nil, fmt.Errorf("command release: %w", c.err)
 	}
@@ -117,14 +119,14 @@ func (c *Command) Argv(r Request) ([]string, error) {
 // Release runs the command (a dry run only records the argv). Released is
 // true when it exits 0; a non-zero exit, a timeout or a program that cannot
 // start is an error, with the output captured in the error and the Action.
-func (c *Command) Release(ctx context.Context, r Request) (Outcome, error) {
+func (c *Command) Release(ctx context.Context, r alert.ReleaseRequest) (alert.ReleaseOutcome, error) {
 	argv, err := c.Argv(r)
 	if err != nil {
-		return Outcome{}, err
+		return alert.ReleaseOutcome{}, err
 	}
 	shown := quoteArgv(argv)
 	if r.DryRun {
-		return Outcome{Action: "dry run: would run " + shown}, nil
+		return alert.ReleaseOutcome{Action: "dry run: would run " + shown}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
@@ -141,11 +143,11 @@ func (c *Command) Release(ctx context.Context, r Request) (Outcome, error) {
 	action := "ran " + shown + outputs(stdout, stderr)
 	switch {
 	case ctx.Err() == context.DeadlineExceeded:
-		return Outcome{Action: action}, fmt.Errorf("command release: %s did not finish within %v and was killed%s", shown, c.cfg.Timeout, outputs(stdout, stderr))
+		return alert.ReleaseOutcome{Action: action}, fmt.Errorf("command release: %s did not finish within %v and was killed%s", shown, c.cfg.Timeout, outputs(stdout, stderr))
 	case err != nil:
-		return Outcome{Action: action}, fmt.Errorf("command release: %s: %w%s", shown, err, outputs(stdout, stderr))
+		return alert.ReleaseOutcome{Action: action}, fmt.Errorf("command release: %s: %w%s", shown, err, outputs(stdout, stderr))
 	}
-	return Outcome{Released: true, Action: action + ": exit 0"}, nil
+	return alert.ReleaseOutcome{Released: true, Action: action + ": exit 0"}, nil
 }
 
 func outputs(stdout, stderr *capped) string {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/cardhour/cardhour/internal/watch/release"
 )
 
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func slurmRequest(ref string, dry bool) release.Request {
+func slurmRequest(ref string, dry bool) alert.ReleaseRequest {
 	r := kubeRequest(ref, dry)
 	r.Target.Project = "hpc-lab"
 	return r
@@ -47,12 +48,12 @@ func TestCommandRunsWithoutAShell(t *testing.T) {
 	// Dry run: records what it would run, runs nothing.
 	out, err := c.Release(ctx, slurmRequest("slurm:812345", true))
 	require.NoError(t, err)
-	require.Equal(t, release.Outcome{Action: `dry run: would run /bin/echo --job=812345 "gpu-01;rm -rf /" "$HOME" alice@hpc-lab`}, out)
+	require.Equal(t, alert.ReleaseOutcome{Action: `dry run: would run /bin/echo --job=812345 "gpu-01;rm -rf /" "$HOME" alice@hpc-lab`}, out)
 
 	// The real run: arguments reach the program verbatim (no shell expands them).
 	out, err = c.Release(ctx, slurmRequest("slurm:812345", false))
 	require.NoError(t, err)
-	require.Equal(t, release.Outcome{Released: true,
+	require.Equal(t, alert.ReleaseOutcome{Released: true,
 		Action: `ran /bin/echo --job=812345 "gpu-01;rm -rf /" "$HOME" alice@hpc-lab; stdout: --job=812345 gpu-01;rm -rf / $HOME alice@hpc-lab: exit 0`}, out)
 
 	// No Slurm job in the reference: nothing to act on, nothing run.
@@ -80,7 +81,7 @@ func TestCommandFailuresAndOutput(t *testing.T) {
 	out, err := release.NewCommand(release.CommandConfig{Argv: []string{"/bin/false"}}).Release(ctx, slurmRequest("slurm:1", false))
 	require.ErrorContains(t, err, "exit status 1")
 	require.False(t, release.Permanent(err))
-	require.Equal(t, release.Outcome{Action: "ran /bin/false"}, out)
+	require.Equal(t, alert.ReleaseOutcome{Action: "ran /bin/false"}, out)
 
 	_, err = release.NewCommand(release.CommandConfig{Argv: []string{"/nonexistent/scancel", "{slurm_job}"}}).Release(ctx, slurmRequest("slurm:1", false))
 	require.ErrorContains(t, err, "/nonexistent/scancel")

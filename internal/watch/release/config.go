@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/cardhour/cardhour/internal/yamlwalk"
 )
 
@@ -395,6 +396,9 @@ func NewSet(releasers map[string]Releaser, def []string, projects map[string][]s
 	return &Set{releasers: releasers, def: def, projects: projects}, nil
 }
 
+// Permanent is the package's Permanent: a Set is the watcher's releaser.
+func (s *Set) Permanent(err error) bool { return Permanent(err) }
+
 // For returns the names of the releasers of a project, in order (empty: none).
 func (s *Set) For(project string) []string {
 	if names, ok := s.projects[project]; ok {
@@ -406,10 +410,10 @@ func (s *Set) For(project string) []string {
 // Release tries the project's releasers in order: one that has nothing to act
 // on (ErrNoHandle) passes to the next; the first other answer is the outcome.
 // No releaser, or none with a handle, is ErrNoHandle.
-func (s *Set) Release(ctx context.Context, r Request) (Outcome, error) {
+func (s *Set) Release(ctx context.Context, r alert.ReleaseRequest) (alert.ReleaseOutcome, error) {
 	names := s.For(r.Target.Project)
 	if len(names) == 0 {
-		return Outcome{}, fmt.Errorf("release: no releaser is configured for project %q: %w", r.Target.Project, ErrNoHandle)
+		return alert.ReleaseOutcome{}, fmt.Errorf("release: no releaser is configured for project %q: %w", r.Target.Project, ErrNoHandle)
 	}
 	var skipped []error
 	for _, n := range names {
@@ -423,5 +427,5 @@ func (s *Set) Release(ctx context.Context, r Request) (Outcome, error) {
 		}
 		return out, nil
 	}
-	return Outcome{}, errors.Join(skipped...)
+	return alert.ReleaseOutcome{}, errors.Join(skipped...)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/cardhour/cardhour/internal/watch/release"
 )
 
@@ -95,12 +96,12 @@ func TestParseConfigErrorsNameLineAndField(t *testing.T) {
 
 // fake is a releaser that answers as told and counts its calls.
 type fake struct {
-	out   release.Outcome
+	out   alert.ReleaseOutcome
 	err   error
 	calls int
 }
 
-func (f *fake) Release(context.Context, release.Request) (release.Outcome, error) {
+func (f *fake) Release(context.Context, alert.ReleaseRequest) (alert.ReleaseOutcome, error) {
 	f.calls++
 	return f.out, f.err
 }
@@ -108,7 +109,7 @@ func (f *fake) Release(context.Context, release.Request) (release.Outcome, error
 func TestSetRoutesByProject(t *testing.T) {
 	ctx := context.Background()
 	k8s := &fake{err: release.ErrNoHandle}
-	hook := &fake{out: release.Outcome{Released: true, Action: "hook released"}}
+	hook := &fake{out: alert.ReleaseOutcome{Released: true, Action: "hook released"}}
 	broken := &fake{err: errors.New("connection refused")}
 	set, err := release.NewSet(map[string]release.Releaser{"k8s": k8s, "hook": hook, "broken": broken}, []string{"k8s"},
 		map[string][]string{"hpc-lab": {"k8s", "hook"}, "down": {"broken", "hook"}, "frozen": {}})
@@ -116,7 +117,7 @@ func TestSetRoutesByProject(t *testing.T) {
 
 	out, err := set.Release(ctx, slurmRequest("slurm:1", false)) // hpc-lab: k8s has no handle, hook releases
 	require.NoError(t, err)
-	require.Equal(t, release.Outcome{Released: true, Action: "hook released"}, out)
+	require.Equal(t, alert.ReleaseOutcome{Released: true, Action: "hook released"}, out)
 	require.Equal(t, []int{1, 1}, []int{k8s.calls, hook.calls})
 
 	r := slurmRequest("slurm:1", false)

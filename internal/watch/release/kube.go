@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -102,18 +103,18 @@ func NewKubernetes(cfg KubeConfig) (*Kubernetes, error) {
 // Release deletes the holder's pod (a server-side dry run when r.DryRun).
 // Released is true only when the API server accepted the delete; a pod
 // already gone (404) is Released false with an Action saying so.
-func (k *Kubernetes) Release(ctx context.Context, r Request) (Outcome, error) {
+func (k *Kubernetes) Release(ctx context.Context, r alert.ReleaseRequest) (alert.ReleaseOutcome, error) {
 	ref := ParseRef(r.Target.HolderRef)
 	if ref.Kind != "k8s" {
-		return Outcome{}, fmt.Errorf("kubernetes release of %s: holder reference %q names no pod: %w", r.Target.InstanceID, r.Target.HolderRef, ErrNoHandle)
+		return alert.ReleaseOutcome{}, fmt.Errorf("kubernetes release of %s: holder reference %q names no pod: %w", r.Target.InstanceID, r.Target.HolderRef, ErrNoHandle)
 	}
 	pod := ref.Namespace + "/" + ref.Pod
 	if !slices.Contains(k.cfg.AllowedNamespaces, ref.Namespace) {
-		return Outcome{}, fmt.Errorf("kubernetes release: pod %s: namespace %q is not among the allowed namespaces (%v): %w",
+		return alert.ReleaseOutcome{}, fmt.Errorf("kubernetes release: pod %s: namespace %q is not among the allowed namespaces (%v): %w",
 			pod, ref.Namespace, k.cfg.AllowedNamespaces, ErrForbidden)
 	}
 	if errs := validation.IsDNS1123Subdomain(ref.Pod); len(errs) > 0 {
-		return Outcome{}, fmt.Errorf("kubernetes release: pod name %q: %s: %w", ref.Pod, errs[0], ErrNoHandle)
+		return alert.ReleaseOutcome{}, fmt.Errorf("kubernetes release: pod name %q: %s: %w", ref.Pod, errs[0], ErrNoHandle)
 	}
 	opts := metav1.DeleteOptions{}
 	grace := ""
@@ -134,16 +135,16 @@ func (k *Kubernetes) Release(ctx context.Context, r Request) (Outcome, error) {
 	err := req.Body(&opts).Do(ctx).Error()
 	switch {
 	case err == nil && r.DryRun:
-		return Outcome{Action: "dry run: the API server would delete pod " + pod + grace}, nil
+		return alert.ReleaseOutcome{Action: "dry run: the API server would delete pod " + pod + grace}, nil
 	case err == nil:
-		return Outcome{Released: true, Action: "deleted pod " + pod + grace}, nil
+		return alert.ReleaseOutcome{Released: true, Action: "deleted pod " + pod + grace}, nil
 	case apierrors.IsNotFound(err) && r.DryRun:
-		return Outcome{Action: "dry run: pod " + pod + " is already gone; nothing would be deleted"}, nil
+		return alert.ReleaseOutcome{Action: "dry run: pod " + pod + " is already gone; nothing would be deleted"}, nil
 	case apierrors.IsNotFound(err):
-		return Outcome{Action: "pod " + pod + " was already gone; nothing deleted"}, nil
+		return alert.ReleaseOutcome{Action: "pod " + pod + " was already gone; nothing deleted"}, nil
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		return Outcome{}, fmt.Errorf("kubernetes release: the API server %s refused to delete pod %s (check the service account's Role): %v: %w",
+		return alert.ReleaseOutcome{}, fmt.Errorf("kubernetes release: the API server %s refused to delete pod %s (check the service account's Role): %v: %w",
 			k.host, pod, err, ErrForbidden)
 	}
-	return Outcome{}, fmt.Errorf("kubernetes release: delete pod %s: %w", pod, err)
+	return alert.ReleaseOutcome{}, fmt.Errorf("kubernetes release: delete pod %s: %w", pod, err)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/cardhour/cardhour/internal/watch/release"
 )
 
@@ -71,10 +72,10 @@ func (f *fakeAPI) requests() []seen {
 	return append([]seen(nil), f.reqs...)
 }
 
-func kubeRequest(ref string, dry bool) release.Request {
-	return release.Request{Key: "MIG-a|1793491200000", DryRun: dry,
-		Target:   release.Target{Node: "gpu-01", GPUUUID: "GPU-1", InstanceID: "MIG-a", Project: "nlp-lab", User: "alice", HolderRef: ref},
-		Evidence: release.Evidence{StreakStart: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), StreakEnd: time.Date(2026, 11, 1, 4, 0, 0, 0, time.UTC), IdleSamples: 1440, Threshold: 0.05}}
+func kubeRequest(ref string, dry bool) alert.ReleaseRequest {
+	return alert.ReleaseRequest{Key: "MIG-a|1793491200000", DryRun: dry,
+		Target:   alert.ReleaseTarget{Node: "gpu-01", GPUUUID: "GPU-1", InstanceID: "MIG-a", Project: "nlp-lab", User: "alice", HolderRef: ref},
+		Evidence: alert.ReleaseEvidence{StreakStart: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), StreakEnd: time.Date(2026, 11, 1, 4, 0, 0, 0, time.UTC), IdleSamples: 1440, Threshold: 0.05}}
 }
 
 func TestKubernetesDeletesThePod(t *testing.T) {
@@ -90,11 +91,11 @@ func TestKubernetesDeletesThePod(t *testing.T) {
 	// Dry run: a server-side dry run, nothing released.
 	out, err := k.Release(ctx, kubeRequest("k8s:nlp-lab/nb-alice-0", true))
 	require.NoError(t, err)
-	require.Equal(t, release.Outcome{Action: "dry run: the API server would delete pod nlp-lab/nb-alice-0 with a grace period of 30 s"}, out)
+	require.Equal(t, alert.ReleaseOutcome{Action: "dry run: the API server would delete pod nlp-lab/nb-alice-0 with a grace period of 30 s"}, out)
 	// The real delete.
 	out, err = k.Release(ctx, kubeRequest("k8s:nlp-lab/nb-alice-0", false))
 	require.NoError(t, err)
-	require.Equal(t, release.Outcome{Released: true, Action: "deleted pod nlp-lab/nb-alice-0 with a grace period of 30 s"}, out)
+	require.Equal(t, alert.ReleaseOutcome{Released: true, Action: "deleted pod nlp-lab/nb-alice-0 with a grace period of 30 s"}, out)
 
 	reqs := api.requests()
 	require.Len(t, reqs, 2)
@@ -145,10 +146,10 @@ func TestKubernetesRefusesAndReports(t *testing.T) {
 	api.status["/api/v1/namespaces/nlp-lab/pods/gone"] = http.StatusNotFound
 	out, err := k.Release(ctx, kubeRequest("k8s:nlp-lab/gone", false))
 	require.NoError(t, err)
-	require.Equal(t, release.Outcome{Action: "pod nlp-lab/gone was already gone; nothing deleted"}, out)
+	require.Equal(t, alert.ReleaseOutcome{Action: "pod nlp-lab/gone was already gone; nothing deleted"}, out)
 	out, err = k.Release(ctx, kubeRequest("k8s:nlp-lab/gone", true))
 	require.NoError(t, err)
-	require.Equal(t, release.Outcome{Action: "dry run: pod nlp-lab/gone is already gone; nothing would be deleted"}, out)
+	require.Equal(t, alert.ReleaseOutcome{Action: "dry run: pod nlp-lab/gone is already gone; nothing would be deleted"}, out)
 	// RBAC refuses: permanent.
 	api.status["/api/v1/namespaces/nlp-lab/pods/locked"] = http.StatusForbidden
 	out, err = k.Release(ctx, kubeRequest("k8s:nlp-lab/locked", false))

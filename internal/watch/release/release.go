@@ -13,39 +13,14 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"time"
+
+	"github.com/cardhour/cardhour/internal/watch/alert"
 )
-
-// Target is the instance to release and who holds it.
-type Target struct {
-	Node, GPUUUID, InstanceID, GPUModel, Profile, Project, User, HolderRef string
-}
-
-// Evidence is why the instance is released: its idle streak.
-type Evidence struct {
-	StreakStart, StreakEnd time.Time
-	IdleSamples            int
-	Threshold              float64
-}
-
-// Request asks for one release.
-type Request struct {
-	Key      string // natural key of the release: instance|streak start ms
-	Target   Target
-	Evidence Evidence
-	DryRun   bool
-}
-
-// Outcome is what a releaser did.
-type Outcome struct {
-	Released bool   // true only when something was released
-	Action   string // what was (or, dry-run, would have been) done, e.g. "deleted pod ns/p"
-}
 
 // Releaser releases the instance of a request. Errors wrapping ErrNoHandle or
 // ErrForbidden are permanent; the others may succeed when retried.
 type Releaser interface {
-	Release(ctx context.Context, r Request) (Outcome, error)
+	Release(ctx context.Context, r alert.ReleaseRequest) (alert.ReleaseOutcome, error)
 }
 
 var (

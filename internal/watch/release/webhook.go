@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cardhour/cardhour/internal/watch/alert"
 )
 
 // WebhookConfig configures a webhook releaser.
@@ -106,21 +108,21 @@ func Sign(secret, ts string, body []byte) string {
 
 // Release POSTs the request. Released is what a 2xx reply says
 // ({"released": true}); any other status is an error.
-func (w *Webhook) Release(ctx context.Context, r Request) (Outcome, error) {
+func (w *Webhook) Release(ctx context.Context, r alert.ReleaseRequest) (alert.ReleaseOutcome, error) {
 	if w.err != nil {
-		return Outcome{}, fmt.Errorf("webhook release: %w", w.err)
+		return alert.ReleaseOutcome{}, fmt.Errorf("webhook release: %w", w.err)
 	}
 	body, err := json.Marshal(WebhookRequest{Key: r.Key, DryRun: r.DryRun, Target: WebhookTarget(r.Target),
 		Evidence: WebhookEvidence{StreakStart: r.Evidence.StreakStart.UTC(), StreakEnd: r.Evidence.StreakEnd.UTC(),
 			IdleSamples: r.Evidence.IdleSamples, Threshold: r.Evidence.Threshold}})
 	if err != nil {
-		return Outcome{}, fmt.Errorf("webhook release: %w", err)
+		return alert.ReleaseOutcome{}, fmt.Errorf("webhook release: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.cfg.URL, bytes.NewReader(body))
 	if err != nil {
-		return Outcome{}, fmt.Errorf("webhook release: %w", err)
+		return alert.ReleaseOutcome{}, fmt.Errorf("webhook release: %w", err)
 	}
 	ts := strconv.FormatInt(w.cfg.Now().Unix(), 10)
 	req.Header.Set("Content-Type", "application/json")
@@ -132,21 +134,21 @@ func (w *Webhook) Release(ctx context.Context, r Request) (Outcome, error) {
 	req.Header.Set("Idempotency-Key", r.Key)
 	resp, err := w.cfg.Client.Do(req)
 	if err != nil {
-		return Outcome{}, fmt.Errorf("webhook release: POST %s: %w", redact(w.cfg.URL), err)
+		return alert.ReleaseOutcome{}, fmt.Errorf("webhook release: POST %s: %w", redact(w.cfg.URL), err)
 	}
 	defer resp.Body.Close() //nolint:errcheck // read-only body
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if err != nil {
-		return Outcome{}, fmt.Errorf("webhook release: reading the reply of %s: %w", redact(w.cfg.URL), err)
+		return alert.ReleaseOutcome{}, fmt.Errorf("webhook release: reading the reply of %s: %w", redact(w.cfg.URL), err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return Outcome{}, fmt.Errorf("webhook release: %s answered HTTP %d: %s", redact(w.cfg.URL), resp.StatusCode, snippet(raw))
+		return alert.ReleaseOutcome{}, fmt.Errorf("webhook release: %s answered HTTP %d: %s", redact(w.cfg.URL), resp.StatusCode, snippet(raw))
 	}
 	var reply WebhookReply
 	if len(bytes.TrimSpace(raw)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		if err := dec.Decode(&reply); err != nil {
-			return Outcome{}, fmt.Errorf("webhook release: %s answered HTTP %d with a reply that is not {\"released\": bool, \"detail\": string}: %v: %s",
+			return alert.ReleaseOutcome{}, fmt.Errorf("webhook release: %s answered HTTP %d with a reply that is not {\"released\": bool, \"detail\": string}: %v: %s",
 				redact(w.cfg.URL), resp.StatusCode, err, snippet(raw))
 		}
 	}
@@ -167,7 +169,7 @@ func (w *Webhook) Release(ctx context.Context, r Request) (Outcome, error) {
 	} else if !reply.Released {
 		action += fmt.Sprintf(" (HTTP %d, no detail)", resp.StatusCode)
 	}
-	return Outcome{Released: reply.Released, Action: action}, nil
+	return alert.ReleaseOutcome{Released: reply.Released, Action: action}, nil
 }
 
 // redact drops the user info and query of a URL (they may hold tokens).

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/cardhour/cardhour/internal/watch/release"
 )
 
@@ -50,7 +51,7 @@ func TestWebhookSignedRelease(t *testing.T) {
 	w := release.NewWebhook(release.WebhookConfig{URL: srv.URL + "/release?token=abc", Secret: "s3cret", Now: now})
 	out, err := w.Release(ctx, slurmRequest("slurm:812345", false))
 	require.NoError(t, err)
-	require.Equal(t, release.Outcome{Released: true, Action: "webhook " + srv.URL + "/release released: job 812345 cancelled"}, out,
+	require.Equal(t, alert.ReleaseOutcome{Released: true, Action: "webhook " + srv.URL + "/release released: job 812345 cancelled"}, out,
 		"the URL's query (a token) is not shown")
 	require.Len(t, got, 1)
 	require.Equal(t, map[string]any{
@@ -76,7 +77,7 @@ func TestWebhookSignedRelease(t *testing.T) {
 func TestWebhookReplies(t *testing.T) {
 	ctx := context.Background()
 	var got []map[string]any
-	f := func(status int, reply string, dry bool) (release.Outcome, error) {
+	f := func(status int, reply string, dry bool) (alert.ReleaseOutcome, error) {
 		srv := receiver(t, "k", status, reply, &got)
 		return release.NewWebhook(release.WebhookConfig{URL: srv.URL, Secret: "k"}).Release(ctx, slurmRequest("", dry))
 	}

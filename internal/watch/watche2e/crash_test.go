@@ -22,7 +22,7 @@ import (
 	"github.com/cardhour/cardhour/internal/ledger/ledgertest"
 	"github.com/cardhour/cardhour/internal/ledger/postgres"
 	"github.com/cardhour/cardhour/internal/testenv"
-	"github.com/cardhour/cardhour/internal/watch"
+	"github.com/cardhour/cardhour/internal/watch/alert"
 )
 
 // The helper process of TestKilledDuringRelease: a watcher leader that
@@ -38,7 +38,7 @@ func TestCrashHelperProcess(t *testing.T) {
 	l := openSQLite(t, path, func() time.Time { return now })
 	w := newWatcher(t, cat, harnessOpts{ledger: l, usage: memUsage(t, idleSamples("nlp", "s1", "MIG-crash", t0, now)),
 		notifier: notifierTo(t, os.Getenv("CARDHOUR_CRASH_ALERTS")), releaseURL: os.Getenv("CARDHOUR_CRASH_RELEASE"),
-		admins: []watch.Person{{Name: "ops", Email: "ops@example.edu"}}})
+		admins: []alert.Person{{Name: "ops", Email: "ops@example.edu"}}})
 	_, err := w.Cycle(context.Background(), now)
 	t.Fatalf("the cycle returned (%v): the release call should have been killed", err)
 }
@@ -98,7 +98,7 @@ func TestKilledDuringRelease(t *testing.T) {
 	cat := smallCat(t)
 	usage := memUsage(t, idleSamples("nlp", "s1", "MIG-crash", t0, t0.Add(65*time.Minute)))
 	w := newWatcher(t, cat, harnessOpts{ledger: l, usage: usage, notifier: notifierTo(t, alerts.srv.URL),
-		releaseURL: relSrv.URL, admins: []watch.Person{{Name: "ops", Email: "ops@example.edu"}}})
+		releaseURL: relSrv.URL, admins: []alert.Person{{Name: "ops", Email: "ops@example.edu"}}})
 	ctx := context.Background()
 	for _, at := range []time.Time{t0.Add(70 * time.Minute), t0.Add(76 * time.Minute), t0.Add(80 * time.Minute)} {
 		clock.Set(at)
@@ -155,7 +155,7 @@ func TestKilledAfterFinishHelperProcess(t *testing.T) {
 	require.NoError(t, err)
 	w := newWatcher(t, smallCat(t), harnessOpts{ledger: killAfterFinish{l}, usage: memUsage(t, idleSamples("nlp", "s1", "MIG-done", t0, now)),
 		notifier: notifierTo(t, os.Getenv("CARDHOUR_CRASH_ALERTS")), releaseURL: os.Getenv("CARDHOUR_CRASH_RELEASE"),
-		admins: []watch.Person{{Name: "ops", Email: "ops@example.edu"}}})
+		admins: []alert.Person{{Name: "ops", Email: "ops@example.edu"}}})
 	_, err = w.Cycle(context.Background(), now)
 	t.Fatalf("the cycle returned (%v): the process should have been killed after FinishRelease", err)
 }
@@ -223,7 +223,7 @@ func TestKilledAfterFinishRelease(t *testing.T) {
 	// release took effect, the instance is no longer held.
 	usage := memUsage(t, idleSamples("nlp", "s1", "MIG-done", t0, t0.Add(65*time.Minute)))
 	w := newWatcher(t, smallCat(t), harnessOpts{ledger: l, usage: usage, notifier: notifierTo(t, alerts.srv.URL),
-		releaseURL: relSrv.URL, admins: []watch.Person{{Name: "ops", Email: "ops@example.edu"}}})
+		releaseURL: relSrv.URL, admins: []alert.Person{{Name: "ops", Email: "ops@example.edu"}}})
 	for _, at := range []time.Time{t0.Add(80 * time.Minute), t0.Add(81 * time.Minute), t0.Add(100 * time.Minute)} {
 		clock.Set(at)
 		rep, err := w.Cycle(ctx, at)
@@ -233,7 +233,7 @@ func TestKilledAfterFinishRelease(t *testing.T) {
 	}
 	// A second restart tells nothing again.
 	w2 := newWatcher(t, smallCat(t), harnessOpts{ledger: open(), usage: usage, notifier: notifierTo(t, alerts.srv.URL),
-		releaseURL: relSrv.URL, admins: []watch.Person{{Name: "ops", Email: "ops@example.edu"}}})
+		releaseURL: relSrv.URL, admins: []alert.Person{{Name: "ops", Email: "ops@example.edu"}}})
 	clock.Set(t0.Add(2 * time.Hour))
 	_, err = w2.Cycle(ctx, t0.Add(2*time.Hour))
 	require.NoError(t, err)

@@ -19,7 +19,7 @@ import (
 	"github.com/cardhour/cardhour/internal/ledger/ledgertest"
 	"github.com/cardhour/cardhour/internal/ledger/sqlite"
 	"github.com/cardhour/cardhour/internal/watch"
-	"github.com/cardhour/cardhour/internal/watch/edges"
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/cardhour/cardhour/internal/watch/notify"
 	"github.com/cardhour/cardhour/internal/watch/release"
 	"github.com/cardhour/cardhour/schemas"
@@ -141,7 +141,7 @@ func notifierTo(t testing.TB, url string) watch.Notifier {
 	require.NoError(t, err)
 	n, err := notify.NewNotifier(cfg, nil)
 	require.NoError(t, err)
-	return edges.Notifier{N: n}
+	return n
 }
 
 type harnessOpts struct {
@@ -149,8 +149,8 @@ type harnessOpts struct {
 	usage      watch.Usage
 	notifier   watch.Notifier
 	releaseURL string
-	admins     []watch.Person
-	leads      map[string][]watch.Person
+	admins     []alert.Person
+	leads      map[string][]alert.Person
 	retryFor   time.Duration
 	reg        prometheus.Registerer
 }
@@ -162,7 +162,10 @@ func newWatcher(t testing.TB, cat *schemas.Catalog, o harnessOpts) *watch.Watche
 		ReleaseTimeout:   time.Minute,
 		DeliveryRetryFor: o.retryFor, Registerer: o.reg}
 	if o.releaseURL != "" {
-		cfg.Releaser = edges.Releaser{R: release.NewWebhook(release.WebhookConfig{URL: o.releaseURL, Secret: "rel", Timeout: time.Minute})}
+		hook := release.NewWebhook(release.WebhookConfig{URL: o.releaseURL, Secret: "rel", Timeout: time.Minute})
+		set, err := release.NewSet(map[string]release.Releaser{"hook": hook}, []string{"hook"}, nil)
+		require.NoError(t, err)
+		cfg.Releaser = set
 	}
 	w, err := watch.New(cfg)
 	require.NoError(t, err)

@@ -22,7 +22,7 @@ import (
 	"github.com/cardhour/cardhour/internal/ledger/sqlite"
 	"github.com/cardhour/cardhour/internal/testenv"
 	"github.com/cardhour/cardhour/internal/watch"
-	"github.com/cardhour/cardhour/internal/watch/edges"
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/cardhour/cardhour/internal/watch/notify"
 	"github.com/cardhour/cardhour/schemas"
 )
@@ -114,9 +114,9 @@ func BenchmarkAlertLatency(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = led.Close() })
-	w, err := watch.New(watch.Config{Ledger: led, Usage: store, Notifier: edges.Notifier{N: notifier},
+	w, err := watch.New(watch.Config{Ledger: led, Usage: store, Notifier: notifier,
 		Catalog: func(context.Context) (*schemas.Catalog, error) { return cat, nil },
-		Admins:  []watch.Person{{Name: "Ops", Email: "ops@example.edu"}}, Logger: quiet()})
+		Admins:  []alert.Person{{Name: "Ops", Email: "ops@example.edu"}}, Logger: quiet()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/ledger/ledgertest"
-	"github.com/cardhour/cardhour/internal/watch"
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -37,7 +37,7 @@ func TestReceiverOutageLosesNothing(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cat := smallCat(t)
 	w := newWatcher(t, cat, harnessOpts{ledger: l, usage: memUsage(t, samples), notifier: notifierTo(t, rec.srv.URL),
-		admins: []watch.Person{{Name: "ops", Email: "ops@example.edu"}}, reg: reg})
+		admins: []alert.Person{{Name: "ops", Email: "ops@example.edu"}}, reg: reg})
 	ctx := context.Background()
 	up := t0.Add(6 * time.Hour)
 	maxPending := 0.0

@@ -12,7 +12,7 @@ import (
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/ledger/ledgertest"
-	"github.com/cardhour/cardhour/internal/watch"
+	"github.com/cardhour/cardhour/internal/watch/alert"
 )
 
 // Two admins and two leads of the watch file without a user: each is a
@@ -24,8 +24,8 @@ func TestEveryPersonIsARecipient(t *testing.T) {
 	rec := newReceiver(t)
 	w := newWatcher(t, smallCat(t), harnessOpts{ledger: l, usage: memUsage(t, idleSamples("calm", "s1", "MIG-s1", t0, t0.Add(40*time.Minute))),
 		notifier: notifierTo(t, rec.srv.URL),
-		admins:   []watch.Person{{Name: "Ops A", Email: "ops-a@example.edu"}, {Name: "Ops B", IM: "dingtalk:0412"}},
-		leads:    map[string][]watch.Person{"calm": {{Name: "Prof. Li", Email: "li@example.edu"}, {Name: "Prof. Wang", Email: "wang@example.edu"}}}})
+		admins:   []alert.Person{{Name: "Ops A", Email: "ops-a@example.edu"}, {Name: "Ops B", IM: "dingtalk:0412"}},
+		leads:    map[string][]alert.Person{"calm": {{Name: "Prof. Li", Email: "li@example.edu"}, {Name: "Prof. Wang", Email: "wang@example.edu"}}}})
 	ctx := context.Background()
 	at := t0.Add(35 * time.Minute)
 	clock.Set(at)

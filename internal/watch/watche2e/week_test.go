@@ -32,7 +32,7 @@ import (
 	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/internal/testenv"
 	"github.com/cardhour/cardhour/internal/watch"
-	"github.com/cardhour/cardhour/internal/watch/edges"
+	"github.com/cardhour/cardhour/internal/watch/alert"
 	"github.com/cardhour/cardhour/internal/watch/notify"
 	"github.com/cardhour/cardhour/internal/watch/release"
 	"github.com/cardhour/cardhour/schemas"
@@ -236,7 +236,9 @@ channels:
 	require.NoError(t, err)
 	notifier, err := notify.NewNotifier(ncfg, nil)
 	require.NoError(t, err)
-	releaser := release.NewWebhook(release.WebhookConfig{URL: releaseSrv.URL + "/release", Secret: relKey})
+	hook := release.NewWebhook(release.WebhookConfig{URL: releaseSrv.URL + "/release", Secret: relKey})
+	releaser, err := release.NewSet(map[string]release.Releaser{"site-hook": hook}, []string{"site-hook"}, nil)
+	require.NoError(t, err)
 
 	// ------------------------------------------------------------ ledger
 	clock := ledgertest.NewClock(weekStart)
@@ -265,9 +267,9 @@ channels:
 	newReplica := func(name string) *replica {
 		w, err := watch.New(watch.Config{Ledger: open(), Usage: store,
 			Catalog:  func(context.Context) (*schemas.Catalog, error) { return cat, nil },
-			Notifier: edges.Notifier{N: notifier}, Releaser: edges.Releaser{R: releaser},
-			Admins: []watch.Person{{Name: "Ops", Email: "ops@example.edu", Lang: "en"}},
-			Leads: map[string][]watch.Person{"nlp": {{Name: "Prof. Li", Email: "li@example.edu", Lang: "zh-CN"}},
+			Notifier: notifier, Releaser: releaser,
+			Admins: []alert.Person{{Name: "Ops", Email: "ops@example.edu", Lang: "en"}},
+			Leads: map[string][]alert.Person{"nlp": {{Name: "Prof. Li", Email: "li@example.edu", Lang: "zh-CN"}},
 				"vision": {{Name: "Prof. Wang", Email: "wang@example.edu", Lang: "en"}}},
 			ExemptionHint: "ask your lead", BudgetEvery: 4 * time.Hour, Logger: quiet()})
 		require.NoError(t, err)
@@ -358,7 +360,7 @@ channels:
 	// The release notice (decided on a streak and a holding longer than the
 	// lookback) says idle since Friday 18:00, held since Monday 09:00, and
 	// the cost of the 131 h held at 1.80 an hour.
-	var facts watch.Facts
+	var facts alert.Facts
 	require.NoError(t, json.Unmarshal(as[0].Facts, &facts))
 	require.Equal(t, billing.AlertIdleRelease, as[0].Kind)
 	require.True(t, facts.IdleSince.Equal(idleFrom), "idle since %s", facts.IdleSince)

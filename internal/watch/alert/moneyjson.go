@@ -1,10 +1,9 @@
-package watch
+package alert
 
 import (
 	"encoding/json"
 
 	"github.com/cardhour/cardhour/billing"
-	"github.com/cardhour/cardhour/internal/ledger"
 )
 
 // Amounts in alert facts are written by billing.FormatMoney, as in the
@@ -25,7 +24,7 @@ func (f Facts) MarshalJSON() ([]byte, error) {
 func (b BudgetFacts) MarshalJSON() ([]byte, error) {
 	type plain BudgetFacts
 	limit, used := b.Limit.String(), b.Used.String()
-	if b.Unit == string(ledger.BudgetMoney) {
+	if b.Unit == "money" { // the state store's BudgetMoney
 		limit, used = billing.FormatMoney(b.Limit), billing.FormatMoney(b.Used)
 	}
 	return json.Marshal(struct {

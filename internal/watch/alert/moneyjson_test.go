@@ -1,4 +1,4 @@
-package watch
+package alert
 
 import (
 	"encoding/json"
