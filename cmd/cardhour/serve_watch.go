@@ -72,8 +72,8 @@ func loadWatch(path string, every time.Duration) (watchOptions, error) {
 // watchActor builds the watcher of this replica as an actor: it runs while
 // it holds the watch lease, until its context ends, and then gives the
 // lease up (the state store is still open: the stores close after every
-// actor returned); a failed release is its error. Its metrics go to reg
-// (served at /metrics).
+// actor returned); a failed release is its error, as watch.Run returns
+// it. Its metrics go to reg (served at /metrics).
 func watchActor(led *leaseLedger, st ingest.Backend, cats *catalogs, wo watchOptions, reg prometheus.Registerer, log *slog.Logger) (actor, error) {
 	cfg, every := wo.Config, wo.Every
 	cfg.Ledger, cfg.Usage, cfg.Catalog, cfg.Logger = led, st, cats.current, log
@@ -92,6 +92,6 @@ func watchActor(led *leaseLedger, st ingest.Backend, cats *catalogs, wo watchOpt
 		if err != nil && !errors.Is(err, context.Canceled) {
 			log.Error("watcher stopped", "err", err)
 		}
-		return errors.Join(stopped(ctx, err), led.releaseError(watch.LeaseName))
+		return stopped(ctx, err)
 	}}, nil
 }

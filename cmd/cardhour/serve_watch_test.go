@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,11 +13,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/internal/invoicing"
+	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/ledger/ledgerdsn"
 	"github.com/cardhour/cardhour/internal/watch"
+	"github.com/cardhour/cardhour/schemas"
 )
 
 func TestServeWatch(t *testing.T) {
@@ -116,4 +123,57 @@ func TestServeStopReleasesTheLeasesBeforeTheStoresClose(t *testing.T) {
 	logged := sv.stderr.String()
 	require.NotContains(t, logged, "database is closed")
 	require.NotContains(t, logged, "cannot give the lease up")
+}
+
+// failingLeases is a state store whose lease cannot be given up.
+type failingLeases struct{ ledger.Store }
+
+func (failingLeases) ReleaseLease(context.Context, string, string) error {
+	return errors.New("database is closed")
+}
+
+// The watcher's actor returns a lease it could not give up, once, so that
+// serve's run group reports it; a clean stop is no error.
+func TestWatchActorReturnsAFailedLeaseRelease(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		led, err := ledgerdsn.Open(context.Background(), "sqlite://"+filepath.Join(t.TempDir(), "state.db"), ledgerdsn.Options{Clock: time.Now})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = led.Close() })
+		var st ledger.Store = led
+		if fail {
+			st = failingLeases{led}
+		}
+		leases := &leaseLedger{Store: st, log: slog.New(slog.DiscardHandler)}
+		reg := prometheus.NewRegistry()
+		a, err := watchActor(leases, ingest.NewMemStore(), &catalogs{led: led, parsed: map[int64]*schemas.Catalog{}},
+			watchOptions{File: "watch.yaml", Every: time.Second}, reg, slog.New(slog.DiscardHandler))
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- a.run(ctx) }()
+		require.Eventually(t, func() bool {
+			return strings.Contains(gathered(t, reg), "cardhour_watch_leader 1")
+		}, 10*time.Second, 5*time.Millisecond, "the watcher takes the lease")
+		cancel()
+		err = <-done
+		if !fail {
+			require.NoError(t, err)
+			continue
+		}
+		require.ErrorContains(t, err, "cannot give the watch lease up: database is closed")
+		require.Equal(t, 1, strings.Count(err.Error(), "database is closed"), "reported once: %v", err)
+	}
+}
+
+// gathered is reg's metrics in the text format.
+func gathered(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	var b strings.Builder
+	for _, mf := range mfs {
+		_, err := expfmt.MetricFamilyToText(&b, mf)
+		require.NoError(t, err)
+	}
+	return b.String()
 }

@@ -424,8 +424,11 @@ func (w *Watcher) streakStarts(ctx context.Context, st *state, held []reads.Held
 // Run drives the watcher until ctx ends: every interval, while holder
 // holds the lease, a cycle, and deliveries of what is due (which run
 // apart: a slow channel never delays the next cycle). On return the lease
-// is given up.
-func (w *Watcher) Run(ctx context.Context, holder string, every time.Duration, clock func() time.Time) error {
+// is given up. Run returns ctx's error; when the lease cannot be given up
+// (another replica cannot lead until it expires), that error instead of
+// the context.Canceled of a stop that was asked for (which a run group
+// takes for a clean stop), joined with any other.
+func (w *Watcher) Run(ctx context.Context, holder string, every time.Duration, clock func() time.Time) (err error) {
 	if every <= 0 {
 		return fmt.Errorf("watch: interval %s: want a positive duration", every)
 	}
@@ -437,7 +440,14 @@ func (w *Watcher) Run(ctx context.Context, holder string, every time.Duration, c
 		w.wg.Wait()
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		_ = w.cfg.Ledger.ReleaseLease(rctx, LeaseName, holder)
+		if rerr := w.cfg.Ledger.ReleaseLease(rctx, LeaseName, holder); rerr != nil {
+			rerr = fmt.Errorf("watch: cannot give the %s lease up: %w", LeaseName, rerr)
+			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+				err = rerr
+			} else {
+				err = errors.Join(err, rerr)
+			}
+		}
 	}()
 	// Deliveries run on their own ticker while this replica leads: a
 	// long cycle (a slow releaser) does not hold messages back.

@@ -935,3 +935,41 @@ func TestDeliveryRoundsDoNotOverlap(t *testing.T) {
 		t.Fatalf("IM sent %v, want the warning once", got)
 	}
 }
+
+// closingLedger closes the state store as the watcher gives its lease up,
+// as a process that closed its stores too early would.
+type closingLedger struct{ ledger.Store }
+
+func (c closingLedger) ReleaseLease(ctx context.Context, name, holder string) error {
+	_ = c.Store.Close()
+	return c.Store.ReleaseLease(ctx, name, holder)
+}
+
+// A stop that cannot give the lease up is not a clean stop: Run returns
+// that error (not the context.Canceled a run group takes for success); a
+// stop that gives it up returns the cancellation.
+func TestRunReturnsTheFailedLeaseRelease(t *testing.T) {
+	f := newFixture(t)
+	run := func(l ledger.Store) error {
+		w := f.watcher(l)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx, "replica-1", 10*time.Millisecond, f.clock.Now) }()
+		for deadline := time.Now().Add(10 * time.Second); testutil.ToFloat64(w.m.leader) != 1; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the watcher never led")
+			}
+		}
+		cancel()
+		return <-done
+	}
+	f.reg = prometheus.NewRegistry()
+	if err := run(f.open()); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a clean stop: %v, want context.Canceled", err)
+	}
+	f.reg = prometheus.NewRegistry()
+	err := run(closingLedger{f.open()})
+	if err == nil || errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "cannot give the watch lease up") {
+		t.Fatalf("a stop that kept the lease: %v, want the release's error", err)
+	}
+}
