@@ -69,27 +69,24 @@ type BudgetFacts struct {
 
 // Facts are what a message says.
 type Facts struct {
-	Project    string          `json:"project,omitempty"`
-	User       string          `json:"user,omitempty"`
-	Node       string          `json:"node,omitempty"`
-	GPUUUID    string          `json:"gpu_uuid,omitempty"`
-	GPUModel   string          `json:"gpu_model,omitempty"`
-	Profile    string          `json:"profile,omitempty"`
-	InstanceID string          `json:"instance_id,omitempty"`
-	HeldSince  time.Time       `json:"held_since"`
-	IdleSince  time.Time       `json:"idle_since"`
-	At         time.Time       `json:"at"`
-	NextAction string          `json:"next_action,omitempty"` // "" | reminder | release
-	NextAt     time.Time       `json:"next_at"`
-	Cost       decimal.Decimal `json:"cost"` // cost so far, already rounded by the billing engine
-	Currency   string          `json:"currency,omitempty"`
-	TZ         *time.Location  `json:"-"` // the catalog's zone; nil: UTC
-	Budget     *BudgetFacts    `json:"budget,omitempty"`
-	// ExemptionHint is how to ask for an exemption; "" takes the notifier's.
-	ExemptionHint string `json:"exemption_hint,omitempty"`
-	// Outcome is the release's action ("deleted pod ns/p") or, for a
-	// failure, the error.
-	Outcome string `json:"outcome,omitempty"`
+	Project       string          `json:"project,omitempty"`
+	User          string          `json:"user,omitempty"`
+	Node          string          `json:"node,omitempty"`
+	GPUUUID       string          `json:"gpu_uuid,omitempty"`
+	GPUModel      string          `json:"gpu_model,omitempty"`
+	Profile       string          `json:"profile,omitempty"`
+	InstanceID    string          `json:"instance_id,omitempty"`
+	HeldSince     time.Time       `json:"held_since"`
+	IdleSince     time.Time       `json:"idle_since"`
+	At            time.Time       `json:"at"`
+	NextAction    string          `json:"next_action,omitempty"` // "" | reminder | release
+	NextAt        time.Time       `json:"next_at"`
+	Cost          decimal.Decimal `json:"cost"` // cost so far, already rounded by the billing engine
+	Currency      string          `json:"currency,omitempty"`
+	TZ            *time.Location  `json:"-"` // the catalog's zone; nil: UTC
+	Budget        *BudgetFacts    `json:"budget,omitempty"`
+	ExemptionHint string          `json:"exemption_hint,omitempty"` // how to ask for an exemption; "" takes the notifier's
+	Outcome       string          `json:"outcome,omitempty"`        // the release's action ("deleted pod ns/p") or, for a failure, the error
 }
 
 // Message is one alert, identified by its natural key.
