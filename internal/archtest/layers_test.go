@@ -90,6 +90,7 @@ func allowed(r rule, imp string) bool {
 
 type pkgInfo struct {
 	ImportPath   string
+	Deps         []string // every package linked, the standard library's too
 	Imports      []string
 	TestImports  []string
 	XTestImports []string

@@ -5,8 +5,8 @@
 // webhooks and SMTP email.
 //
 // The package does not decide what to send or when to retry: the watcher
-// records each Message under its natural key, calls Config.Plan to route and
-// render it, and sends each Envelope with one Sender.Send attempt at a time,
+// records each alert.Message under its natural key, calls Config.Plan to route
+// and render it, and sends each alert.Envelope with one Sender.Send attempt at a time,
 // waiting Backoff(attempt) between attempts and giving up on Permanent errors.
 package notify
 
@@ -22,6 +22,7 @@ import (
 	"github.com/cardhour/cardhour/internal/watch/alert"
 )
 
+// deliveryHash is a short digest of e's DeliveryKey (the email's Message-ID).
 func deliveryHash(e alert.Envelope) string {
 	h := sha256.Sum256([]byte(e.DeliveryKey()))
 	return hex.EncodeToString(h[:16])
