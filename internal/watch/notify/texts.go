@@ -15,7 +15,7 @@ type text map[string]string
 // texts are every sentence the renderer writes, read from texts.json: the
 // renderer decides which sentences a message has, the file says them, in
 // every language side by side. A new language is one more key in each
-// sentence (and in Langs).
+// sentence (and in Langs and NormalizeLang).
 type texts struct {
 	// The instance in a subject ({inst}, {node}), and its holder ({project},
 	// {user}; HolderUser when the facts name a user).
