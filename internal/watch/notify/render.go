@@ -109,19 +109,22 @@ func (v vars) fill(text string) string {
 	var b strings.Builder
 	for {
 		i := strings.IndexByte(text, '{')
-		j := strings.IndexByte(text[i+1:], '}')
-		if i < 0 || j < 0 {
+		if i < 0 {
 			break
 		}
-		val, ok := v[text[i+1:i+1+j]]
-		if !ok {
+		j := strings.IndexByte(text[i:], '}')
+		if j < 0 {
+			break
+		}
+		val, ok := v[text[i+1:i+j]]
+		if !ok { // not a placeholder: the brace is text
 			b.WriteString(text[:i+1])
 			text = text[i+1:]
 			continue
 		}
 		b.WriteString(text[:i])
 		b.WriteString(val)
-		text = text[i+2+j:]
+		text = text[i+j+1:]
 	}
 	b.WriteString(text)
 	return b.String()
