@@ -152,12 +152,8 @@ func (s *Store) Students(ctx context.Context, f ledger.StudentFilter) ([]ledger.
 	if err != nil {
 		return nil, "", err
 	}
-	if f.Project != "" {
-		pq.add("project = ?", f.Project)
-	}
-	if f.User != "" {
-		pq.add("user_name = ?", f.User)
-	}
+	pq.eq("project", f.Project)
+	pq.eq("user_name", f.User)
 	// A student's id is no field of ledger.Student: the page is read with it.
 	type row struct {
 		ledger.Student
@@ -241,9 +237,7 @@ func (s *Store) BillingRuns(ctx context.Context, f ledger.BillingRunFilter) ([]l
 	if err != nil {
 		return nil, "", err
 	}
-	if f.Period != "" {
-		pq.add("period = ?", f.Period)
-	}
+	pq.eq("period", f.Period)
 	return readPage(ctx, s, pq, `SELECT `+billingRunCols+` FROM ledger_billing_runs`, "billing runs",
 		func(r *sql.Rows) (ledger.BillingRun, error) { return scanBillingRun(r) }, func(v *ledger.BillingRun) int64 { return v.ID })
 }
@@ -322,14 +316,10 @@ func (s *Store) BeginExport(ctx context.Context, actor string, k ledger.ExportKe
 		}
 		before := cur
 		cur.Status, cur.Attempts, cur.UpdatedAt = ledger.ExportPending, cur.Attempts+1, fromMS(now.UnixMilli())
-		if _, err := s.exec(ctx, tx, `UPDATE ledger_export_runs SET status = 'pending', attempts = ?, updated_ms = ? WHERE id = ?`,
-			cur.Attempts, now.UnixMilli(), cur.ID); err != nil {
-			return fmt.Errorf("%s ledger: cannot record %s: %w", s.d.Name, what, err)
-		}
 		out, started = cur, true
-		_, err = s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "export.retry", Object: exportObject(cur.ID),
-			Before: exportView(before), After: exportView(cur)})
-		return err
+		return s.update(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "export.retry", Object: exportObject(cur.ID),
+			Before: exportView(before), After: exportView(cur)}, "record "+what,
+			`UPDATE ledger_export_runs SET status = 'pending', attempts = ?, updated_ms = ? WHERE id = ?`, cur.Attempts, now.UnixMilli(), cur.ID)
 	})
 	if err != nil {
 		return ledger.ExportRun{}, false, err
@@ -395,15 +385,9 @@ func (s *Store) ExportRuns(ctx context.Context, f ledger.ExportRunFilter) ([]led
 	if err != nil {
 		return nil, "", err
 	}
-	if f.Period != "" {
-		pq.add("period = ?", f.Period)
-	}
-	if f.Target != "" {
-		pq.add("target = ?", f.Target)
-	}
-	if f.Status != "" {
-		pq.add("status = ?", string(f.Status))
-	}
+	pq.eq("period", f.Period)
+	pq.eq("target", f.Target)
+	pq.eq("status", string(f.Status))
 	return readPage(ctx, s, pq, `SELECT `+exportRunCols+` FROM ledger_export_runs`, "export runs",
 		func(r *sql.Rows) (ledger.ExportRun, error) { return scanExportRun(r) }, func(v *ledger.ExportRun) int64 { return v.ID })
 }

@@ -628,16 +628,9 @@ func (s *Store) Invoices(ctx context.Context, f ledger.InvoiceFilter) ([]ledger.
 		return nil, "", err
 	}
 	pq := &pagedQuery{limit: limit, after: after}
-	add := pq.add
-	if f.Project != "" {
-		add("project = ?", f.Project)
-	}
-	if f.Period != "" {
-		add("period = ?", f.Period)
-	}
-	if f.Status != "" {
-		add("status = ?", string(f.Status))
-	}
+	pq.eq("project", f.Project)
+	pq.eq("period", f.Period)
+	pq.eq("status", string(f.Status))
 	return readPage(ctx, s, pq, `SELECT `+invoiceCols+` FROM ledger_invoices`, "invoices",
 		func(r *sql.Rows) (ledger.Invoice, error) { return scanInvoice(r, false) }, func(v *ledger.Invoice) int64 { return v.ID })
 }
@@ -864,21 +857,14 @@ func (s *Store) Audit(ctx context.Context, f ledger.AuditFilter) ([]ledger.Audit
 	if err != nil {
 		return nil, "", err
 	}
-	add := pq.add
-	if f.Actor != "" {
-		add("actor = ?", f.Actor)
-	}
-	if f.Action != "" {
-		add("action = ?", f.Action)
-	}
-	if f.Object != "" {
-		add("object = ?", f.Object)
-	}
+	pq.eq("actor", f.Actor)
+	pq.eq("action", f.Action)
+	pq.eq("object", f.Object)
 	if !f.Since.IsZero() {
-		add("at_ms >= ?", f.Since.UnixMilli())
+		pq.add("at_ms >= ?", f.Since.UnixMilli())
 	}
 	if !f.Until.IsZero() {
-		add("at_ms < ?", f.Until.UnixMilli())
+		pq.add("at_ms < ?", f.Until.UnixMilli())
 	}
 	return readPage(ctx, s, pq, `SELECT id, at_ms, actor, action, object, before_json, after_json FROM ledger_audit`, "audit entries",
 		scanAudit, func(e *ledger.AuditEntry) int64 { return e.ID })
@@ -946,6 +932,13 @@ func (q *pagedQuery) add(cond string, arg any) {
 	q.args = append(q.args, arg)
 }
 
+// eq adds col = v when v is set: an empty filter field matches every row.
+func (q *pagedQuery) eq(col, v string) {
+	if v != "" {
+		q.add(col+" = ?", v)
+	}
+}
+
 // listQuery starts a list's query from its requested limit and cursor.
 func listQuery(limit int, cursor string) (*pagedQuery, error) {
 	limit, err := ledger.PageLimit(limit)
@@ -988,6 +981,16 @@ func readPage[T any](ctx context.Context, s *Store, q *pagedQuery, selectFrom st
 		next = ledger.EncodeCursor(id(&out[limit-1]))
 	}
 	return out, next, nil
+}
+
+// update runs query (an UPDATE or DELETE of one row) in tx and audits it as
+// rec; failure says what could not be done in the error ("update release 7").
+func (s *Store) update(ctx context.Context, tx *sql.Tx, now time.Time, rec ledger.AuditRecord, failure, query string, args ...any) error {
+	if _, err := s.exec(ctx, tx, query, args...); err != nil {
+		return fmt.Errorf("%s ledger: cannot %s: %w", s.d.Name, failure, err)
+	}
+	_, err := s.audit(ctx, tx, now, rec)
+	return err
 }
 
 // rowScanner is a row to read: *sql.Row or *sql.Rows.

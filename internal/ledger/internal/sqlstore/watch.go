@@ -260,15 +260,12 @@ func (s *Store) FinishDelivery(ctx context.Context, actor string, id int64, fail
 		default:
 			cur.LastError, cur.NextAttemptAt, action = failure, fromMS(retryAt.UnixMilli()), "delivery.retry"
 		}
-		if _, err := s.exec(ctx, tx, `UPDATE ledger_deliveries SET status = ?, attempts = ?, next_attempt_ms = ?, last_error = ?,
-			updated_ms = ?, sent_ms = ? WHERE id = ?`, string(cur.Status), cur.Attempts, cur.NextAttemptAt.UnixMilli(), cur.LastError,
-			now.UnixMilli(), cur.SentAt.UnixMilli()*boolInt(!cur.SentAt.IsZero()), id); err != nil {
-			return fmt.Errorf("%s ledger: cannot update %s: %w", s.d.Name, what, err)
-		}
 		out = cur
-		_, err = s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: action, Object: "delivery/" + strconv.FormatInt(id, 10),
-			Before: deliveryView(before), After: deliveryView(cur)})
-		return err
+		return s.update(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: action, Object: "delivery/" + strconv.FormatInt(id, 10),
+			Before: deliveryView(before), After: deliveryView(cur)}, "update "+what,
+			`UPDATE ledger_deliveries SET status = ?, attempts = ?, next_attempt_ms = ?, last_error = ?,
+			updated_ms = ?, sent_ms = ? WHERE id = ?`, string(cur.Status), cur.Attempts, cur.NextAttemptAt.UnixMilli(), cur.LastError,
+			now.UnixMilli(), cur.SentAt.UnixMilli()*boolInt(!cur.SentAt.IsZero()), id)
 	})
 	if err != nil {
 		return ledger.Delivery{}, err
@@ -288,12 +285,8 @@ func (s *Store) Deliveries(ctx context.Context, f ledger.DeliveryFilter) ([]ledg
 	if f.AlertID != 0 {
 		pq.add("alert_id = ?", f.AlertID)
 	}
-	if f.Channel != "" {
-		pq.add("channel = ?", f.Channel)
-	}
-	if f.Status != "" {
-		pq.add("status = ?", string(f.Status))
-	}
+	pq.eq("channel", f.Channel)
+	pq.eq("status", string(f.Status))
 	return readPage(ctx, s, pq, `SELECT `+deliveryCols+` FROM ledger_deliveries`, "deliveries",
 		func(r *sql.Rows) (ledger.Delivery, error) { return scanDelivery(r) }, func(v *ledger.Delivery) int64 { return v.ID })
 }
@@ -324,14 +317,11 @@ func (s *Store) ResendDelivery(ctx context.Context, actor string, id int64) (led
 		before := cur
 		t := fromMS(now.UnixMilli())
 		cur.Status, cur.NextAttemptAt, cur.RetryFrom, cur.UpdatedAt = ledger.DeliveryPending, t, t, t
-		if _, err := s.exec(ctx, tx, `UPDATE ledger_deliveries SET status = 'pending', next_attempt_ms = ?, retry_from_ms = ?,
-			updated_ms = ? WHERE id = ?`, now.UnixMilli(), now.UnixMilli(), now.UnixMilli(), id); err != nil {
-			return fmt.Errorf("%s ledger: cannot update %s: %w", s.d.Name, what, err)
-		}
 		out = cur
-		_, err = s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "delivery.resend", Object: "delivery/" + strconv.FormatInt(id, 10),
-			Before: deliveryView(before), After: deliveryView(cur)})
-		return err
+		return s.update(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "delivery.resend", Object: "delivery/" + strconv.FormatInt(id, 10),
+			Before: deliveryView(before), After: deliveryView(cur)}, "update "+what,
+			`UPDATE ledger_deliveries SET status = 'pending', next_attempt_ms = ?, retry_from_ms = ?,
+			updated_ms = ? WHERE id = ?`, now.UnixMilli(), now.UnixMilli(), now.UnixMilli(), id)
 	})
 	if err != nil {
 		return ledger.Delivery{}, err
@@ -437,14 +427,10 @@ func (s *Store) BeginRelease(ctx context.Context, actor string, nr ledger.NewRel
 		}
 		before := cur
 		cur.Status, cur.Attempts, cur.UpdatedAt, cur.RetryAt = billing.ReleasePending, cur.Attempts+1, fromMS(now.UnixMilli()), time.Time{}
-		if _, err := s.exec(ctx, tx, `UPDATE ledger_releases SET status = 'pending', attempts = ?, retry_ms = 0, updated_ms = ? WHERE id = ?`,
-			cur.Attempts, now.UnixMilli(), cur.ID); err != nil {
-			return fmt.Errorf("%s ledger: cannot record %s: %w", s.d.Name, what, err)
-		}
 		out, started = cur, true
-		_, err = s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "release.retry", Object: releaseObject(cur.ID),
-			Before: releaseView(before), After: releaseView(cur)})
-		return err
+		return s.update(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "release.retry", Object: releaseObject(cur.ID),
+			Before: releaseView(before), After: releaseView(cur)}, "record "+what,
+			`UPDATE ledger_releases SET status = 'pending', attempts = ?, retry_ms = 0, updated_ms = ? WHERE id = ?`, cur.Attempts, now.UnixMilli(), cur.ID)
 	})
 	if err != nil {
 		return ledger.Release{}, false, err
@@ -477,15 +463,12 @@ func (s *Store) FinishRelease(ctx context.Context, actor string, id int64, res l
 		before := cur
 		cur.Status, cur.Action, cur.LastError = res.Status, res.Action, res.Failure
 		cur.RetryAt, cur.UpdatedAt = fromMS(res.RetryAt.UnixMilli()*boolInt(!res.RetryAt.IsZero())), fromMS(now.UnixMilli())
-		if _, err := s.exec(ctx, tx, `UPDATE ledger_releases SET status = ?, action = ?, last_error = ?, retry_ms = ?, updated_ms = ?
-			WHERE id = ?`, string(cur.Status), cur.Action, cur.LastError, cur.RetryAt.UnixMilli()*boolInt(!cur.RetryAt.IsZero()),
-			now.UnixMilli(), id); err != nil {
-			return fmt.Errorf("%s ledger: cannot update %s: %w", s.d.Name, what, err)
-		}
 		out = cur
-		_, err = s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "release." + string(res.Status), Object: releaseObject(id),
-			Before: releaseView(before), After: releaseView(cur)})
-		return err
+		return s.update(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "release." + string(res.Status), Object: releaseObject(id),
+			Before: releaseView(before), After: releaseView(cur)}, "update "+what,
+			`UPDATE ledger_releases SET status = ?, action = ?, last_error = ?, retry_ms = ?, updated_ms = ?
+			WHERE id = ?`, string(cur.Status), cur.Action, cur.LastError, cur.RetryAt.UnixMilli()*boolInt(!cur.RetryAt.IsZero()),
+			now.UnixMilli(), id)
 	})
 	if err != nil {
 		return ledger.Release{}, err
@@ -599,9 +582,7 @@ func (s *Store) Exemptions(ctx context.Context, f ledger.ExemptionFilter) ([]led
 	if err != nil {
 		return nil, "", err
 	}
-	if f.Project != "" {
-		pq.add("project = ?", f.Project)
-	}
+	pq.eq("project", f.Project)
 	if f.User != "" {
 		pq.add("(user_name = ? OR user_name = '')", f.User)
 	}
@@ -696,13 +677,10 @@ func (s *Store) PutBudget(ctx context.Context, actor string, b ledger.Budget) (l
 			return nil
 		}
 		out.Limit, out.Thresholds, out.Action, out.UpdatedAt = b.Limit, b.Thresholds, b.Action, fromMS(now.UnixMilli())
-		if _, err := s.exec(ctx, tx, `UPDATE ledger_budgets SET limit_value = ?, thresholds_json = ?, action = ?, updated_ms = ? WHERE id = ?`,
-			b.Limit, string(mustJSON(b.Thresholds)), string(b.Action), now.UnixMilli(), cur.ID); err != nil {
-			return fmt.Errorf("%s ledger: cannot update %s: %w", s.d.Name, what, err)
-		}
-		_, err = s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "budget.update", Object: budgetObject(cur.ID),
-			Before: budgetView(cur), After: budgetView(out)})
-		return err
+		return s.update(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "budget.update", Object: budgetObject(cur.ID),
+			Before: budgetView(cur), After: budgetView(out)}, "update "+what,
+			`UPDATE ledger_budgets SET limit_value = ?, thresholds_json = ?, action = ?, updated_ms = ? WHERE id = ?`,
+			b.Limit, string(mustJSON(b.Thresholds)), string(b.Action), now.UnixMilli(), cur.ID)
 	})
 	if err != nil {
 		return ledger.Budget{}, err
@@ -725,11 +703,8 @@ func (s *Store) DeleteBudget(ctx context.Context, actor string, id int64) error 
 		if err != nil {
 			return fmt.Errorf("%s ledger: cannot read %s: %w", s.d.Name, what, err)
 		}
-		if _, err := s.exec(ctx, tx, `DELETE FROM ledger_budgets WHERE id = ?`, id); err != nil {
-			return fmt.Errorf("%s ledger: cannot delete %s: %w", s.d.Name, what, err)
-		}
-		_, err = s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "budget.delete", Object: budgetObject(id), Before: budgetView(cur)})
-		return err
+		return s.update(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "budget.delete", Object: budgetObject(id), Before: budgetView(cur)},
+			"delete "+what, `DELETE FROM ledger_budgets WHERE id = ?`, id)
 	})
 }
 
