@@ -73,3 +73,53 @@ func TestOpenValidates(t *testing.T) {
 		t.Fatalf("Open with nothing: %v", err)
 	}
 }
+
+// The release lists made every cycle are served by their indexes. The table
+// is analyzed and sequential scans are priced out, as on a ledger grown too
+// large to scan: the plan then shows whether an index can serve the query.
+func TestReleaseListsUseIndexes(t *testing.T) {
+	dsn := testenv.PostgresDSN(t)
+	open := func(t *testing.T, clock func() time.Time) ledger.Store {
+		s, err := postgres.Open(context.Background(), postgres.Config{DSN: dsn, Clock: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	ledgertest.ReleaseListsUseIndexes(t, open, func(t *testing.T, query string, args ...any) string {
+		ctx := context.Background()
+		db, err := sql.Open("pgx", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close() //nolint:errcheck // test
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close() //nolint:errcheck // test
+		for _, q := range []string{"ANALYZE ledger_releases", "SET enable_seqscan = off"} {
+			if _, err := conn.ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rows, err := conn.QueryContext(ctx, "EXPLAIN "+postgres.Rebind(query), args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close() //nolint:errcheck // test
+		var plan []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, line)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(plan, "\n")
+	})
+}

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -958,10 +959,8 @@ func listQuery(limit int, cursor string) (*pagedQuery, error) {
 func readPage[T any](ctx context.Context, s *Store, q *pagedQuery, selectFrom string, what string,
 	scan func(*sql.Rows) (T, error), id func(*T) int64) (out []T, next string, err error) {
 	limit := q.limit
-	if q.after > 0 {
-		q.add("id < ?", q.after)
-	}
-	rows, err := s.db.QueryContext(ctx, s.d.Rebind(q.sql(selectFrom, limit)), q.args...)
+	query, args := q.statement(selectFrom)
+	rows, err := s.db.QueryContext(ctx, s.d.Rebind(query), args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s ledger: cannot list %s: %w", s.d.Name, what, err)
 	}
@@ -1055,9 +1054,15 @@ func revoke[T any](ctx context.Context, s *Store, k revocable[T], actor string, 
 	return out, nil
 }
 
-func (q *pagedQuery) sql(selectFrom string, limit int) string {
-	if len(q.where) > 0 {
-		selectFrom += " WHERE " + strings.Join(q.where, " AND ")
+// statement is q's SELECT (? placeholders) and its arguments: the
+// conditions, then the cursor's, newest first, limit+1 rows.
+func (q *pagedQuery) statement(selectFrom string) (string, []any) {
+	where, args := q.where, q.args
+	if q.after > 0 {
+		where, args = append(slices.Clip(where), "id < ?"), append(slices.Clip(args), q.after)
 	}
-	return selectFrom + " ORDER BY id DESC LIMIT " + strconv.Itoa(limit+1)
+	if len(where) > 0 {
+		selectFrom += " WHERE " + strings.Join(where, " AND ")
+	}
+	return selectFrom + " ORDER BY id DESC LIMIT " + strconv.Itoa(q.limit+1), args
 }

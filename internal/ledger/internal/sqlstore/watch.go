@@ -488,21 +488,44 @@ func (s *Store) ReleaseByKey(ctx context.Context, key string) (ledger.Release, e
 
 // Releases implements ledger.Store.
 func (s *Store) Releases(ctx context.Context, f ledger.ReleaseFilter) ([]ledger.Release, string, error) {
-	pq, err := listQuery(f.Limit, f.Cursor)
+	pq, err := releasesQuery(f)
 	if err != nil {
 		return nil, "", err
 	}
-	for _, c := range []struct{ cond, v string }{{"project = ?", f.Project}, {"user_name = ?", f.User},
-		{"instance_id = ?", f.InstanceID}, {"status = ?", string(f.Status)}} {
-		if c.v != "" {
-			pq.add(c.cond, c.v)
-		}
+	return readPage(ctx, s, pq, releasesFrom, "releases",
+		func(r *sql.Rows) (ledger.Release, error) { return scanRelease(r) }, func(v *ledger.Release) int64 { return v.ID })
+}
+
+const releasesFrom = `SELECT ` + releaseCols + ` FROM ledger_releases`
+
+// releasesQuery is the list of releases f asks for. The watcher asks every
+// cycle for the pending ones, and a billing run for the done or failed ones
+// changed since its period began: index ledger_releases_status (status,
+// updated_ms, migration 0006) serves both.
+func releasesQuery(f ledger.ReleaseFilter) (*pagedQuery, error) {
+	pq, err := listQuery(f.Limit, f.Cursor)
+	if err != nil {
+		return nil, err
 	}
+	pq.eq("project", f.Project)
+	pq.eq("user_name", f.User)
+	pq.eq("instance_id", f.InstanceID)
+	pq.eq("status", string(f.Status))
 	if !f.UpdatedSince.IsZero() {
 		pq.add("updated_ms >= ?", f.UpdatedSince.UnixMilli())
 	}
-	return readPage(ctx, s, pq, `SELECT `+releaseCols+` FROM ledger_releases`, "releases",
-		func(r *sql.Rows) (ledger.Release, error) { return scanRelease(r) }, func(v *ledger.Release) int64 { return v.ID })
+	return pq, nil
+}
+
+// ReleasesSQL is the statement Releases runs for f, with ? placeholders, and
+// its arguments: for the dialects' tests, which ask their database's plan.
+func ReleasesSQL(f ledger.ReleaseFilter) (string, []any, error) {
+	pq, err := releasesQuery(f)
+	if err != nil {
+		return "", nil, err
+	}
+	query, args := pq.statement(releasesFrom)
+	return query, args, nil
 }
 
 // ---------------------------------------------------------------- exemptions
