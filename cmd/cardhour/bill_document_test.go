@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -17,46 +18,37 @@ import (
 	"github.com/cardhour/cardhour/schemas"
 )
 
-// billJSON is the part of `bill --format json` an invoice document also says.
+// billJSON is bill's JSON as a reader gets it, decoded without its writer's
+// types: each invoice, line and unpriced entry is its fields by name, numbers
+// as written (json.Number).
 type billJSON struct {
-	Invoices []billInvoice `json:"invoices"`
+	Invoices []map[string]any `json:"invoices"`
 }
 
-type billInvoice struct {
-	Project   string         `json:"project"`
-	Name      string         `json:"name"`
-	Funding   string         `json:"funding"`
-	InCatalog bool           `json:"in_catalog"`
-	Total     string         `json:"total"`
-	Lines     []billLine     `json:"lines"`
-	Unpriced  []billUnpriced `json:"unpriced"`
+// fields are m's values of keys as text ("<absent>" where one is missing).
+func fields(m map[string]any, keys ...string) []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		v, ok := m[k]
+		if !ok {
+			v = "<absent>"
+		}
+		out[i] = fmt.Sprint(v)
+	}
+	return out
 }
 
-type billLine struct {
-	Kind           string      `json:"kind"`
-	User           string      `json:"user"`
-	SKU            string      `json:"sku"`
-	Sessions       int         `json:"sessions"`
-	UsedSeconds    json.Number `json:"used_seconds"`
-	CoveredSeconds json.Number `json:"covered_seconds"`
-	BilledSeconds  int64       `json:"billed_seconds"`
-	IdleSeconds    json.Number `json:"idle_seconds"`
-	UnitPrice      string      `json:"unit_price"`
-	Term           string      `json:"term"`
-	Quantity       int64       `json:"quantity"`
-	Billing        string      `json:"billing"`
-	Start          string      `json:"start"`
-	MonthlyPrice   string      `json:"monthly_price"`
-	Amount         string      `json:"amount"`
-}
-
-type billUnpriced struct {
-	User        string      `json:"user"`
-	GPUModel    string      `json:"gpu_model"`
-	Profile     string      `json:"profile"`
-	Sessions    int         `json:"sessions"`
-	UsedSeconds json.Number `json:"used_seconds"`
-	IdleSeconds json.Number `json:"idle_seconds"`
+// list is m's list of objects under key.
+func list(t *testing.T, m map[string]any, key string) []map[string]any {
+	t.Helper()
+	raw, _ := m[key].([]any)
+	out := make([]map[string]any, len(raw))
+	for i, v := range raw {
+		o, ok := v.(map[string]any)
+		require.True(t, ok, "%s[%d] is %T, not an object", key, i, v)
+		out[i] = o
+	}
+	return out
 }
 
 // exampleDocuments are the invoice documents a billing run would freeze for
@@ -100,10 +92,10 @@ func TestBillSaysWhatTheInvoiceDocumentSays(t *testing.T) {
 		// Every student's statement too.
 		users := map[string]bool{}
 		for _, inv := range bill.Invoices {
-			for _, l := range inv.Lines {
-				if l.User != "" && !users[l.User] {
-					users[l.User] = true
-					checkBillAgainstDocuments(t, period, l.User)
+			for _, l := range list(t, inv, "lines") {
+				if u, _ := l["user"].(string); u != "" && !users[u] {
+					users[u] = true
+					checkBillAgainstDocuments(t, period, u)
 					statements++
 				}
 			}
@@ -129,8 +121,9 @@ func checkBillAgainstDocuments(t *testing.T, period, user string) billJSON {
 	require.NoError(t, dec.Decode(&bill))
 	require.NotEmpty(t, bill.Invoices, "%s %s", period, user)
 	for _, inv := range bill.Invoices {
-		d := docs[inv.Project]
-		require.NotNil(t, d, "%s %s: bill invoices %s, which has no document", period, user, inv.Project)
+		p, _ := inv["project"].(string)
+		d := docs[p]
+		require.NotNil(t, d, "%s %s: bill invoices %q, which has no document", period, user, p)
 		checkBillJSONInvoice(t, d, inv)
 	}
 	code, out, errOut = runCLI(t, "", append(args, "--format", "csv")...)
@@ -139,31 +132,35 @@ func checkBillAgainstDocuments(t *testing.T, period, user string) billJSON {
 	return bill
 }
 
-func checkBillJSONInvoice(t *testing.T, d *export.Document, inv billInvoice) {
+func checkBillJSONInvoice(t *testing.T, d *export.Document, inv map[string]any) {
 	t.Helper()
-	p := inv.Project
-	require.Equal(t, []any{d.Name, d.Funding, d.InCatalog, billing.FormatMoney(d.Total)},
-		[]any{inv.Name, inv.Funding, inv.InCatalog, inv.Total}, "%s: name, funding, in catalog, total", p)
-	require.Len(t, inv.Lines, len(d.Lines), "%s: lines", p)
-	for i, l := range inv.Lines {
+	p := d.Project
+	require.Equal(t, []string{d.Name, d.Funding, strconv.FormatBool(d.InCatalog), billing.FormatMoney(d.Total)},
+		fields(inv, "name", "funding", "in_catalog", "total"), "%s: name, funding, in catalog, total", p)
+	lines := list(t, inv, "lines")
+	require.Len(t, lines, len(d.Lines), "%s: lines", p)
+	for i, l := range lines {
 		dl := d.Lines[i]
 		where := fmt.Sprintf("%s line %d (%s %s %s)", p, i, dl.Kind, dl.User, dl.SKU)
-		require.Equal(t, []string{dl.Kind, dl.User, dl.SKU, billing.FormatMoney(dl.Amount)},
-			[]string{l.Kind, l.User, l.SKU, l.Amount}, where)
 		if dl.Kind == billing.KindUsage {
-			require.Equal(t, []any{dl.Sessions, dl.BilledSeconds, billing.FormatSeconds(dl.UsedMS), billing.FormatSeconds(dl.CoveredMS),
+			require.Equal(t, []string{dl.Kind, dl.User, dl.SKU, billing.FormatMoney(dl.Amount), strconv.Itoa(dl.Sessions),
+				strconv.FormatInt(dl.BilledSeconds, 10), billing.FormatSeconds(dl.UsedMS), billing.FormatSeconds(dl.CoveredMS),
 				billing.FormatSeconds(dl.IdleMS), billing.FormatPrice(dl.UnitPrice)},
-				[]any{l.Sessions, l.BilledSeconds, l.UsedSeconds.String(), l.CoveredSeconds.String(), l.IdleSeconds.String(), l.UnitPrice}, where)
+				fields(l, "kind", "user", "sku", "amount", "sessions", "billed_seconds", "used_seconds", "covered_seconds",
+					"idle_seconds", "unit_price"), where)
 		} else {
-			require.Equal(t, []any{dl.Term, dl.Quantity, dl.Billing, dl.Start, billing.FormatPrice(dl.UnitPrice)},
-				[]any{l.Term, l.Quantity, l.Billing, l.Start, l.MonthlyPrice}, where)
+			require.Equal(t, []string{dl.Kind, dl.User, dl.SKU, billing.FormatMoney(dl.Amount), dl.Term,
+				strconv.FormatInt(dl.Quantity, 10), dl.Billing, dl.Start, billing.FormatPrice(dl.UnitPrice)},
+				fields(l, "kind", "user", "sku", "amount", "term", "quantity", "billing", "start", "monthly_price"), where)
 		}
 	}
-	require.Len(t, inv.Unpriced, len(d.Unpriced), "%s: unpriced", p)
-	for i, u := range inv.Unpriced {
+	unpriced := list(t, inv, "unpriced")
+	require.Len(t, unpriced, len(d.Unpriced), "%s: unpriced", p)
+	for i, u := range unpriced {
 		du := d.Unpriced[i]
-		require.Equal(t, []any{du.User, du.GPUModel, du.Profile, du.Sessions, billing.FormatSeconds(du.UsedMS), billing.FormatSeconds(du.IdleMS)},
-			[]any{u.User, u.GPUModel, u.Profile, u.Sessions, u.UsedSeconds.String(), u.IdleSeconds.String()}, "%s unpriced %d", p, i)
+		require.Equal(t, []string{du.User, du.GPUModel, du.Profile, strconv.Itoa(du.Sessions), billing.FormatSeconds(du.UsedMS),
+			billing.FormatSeconds(du.IdleMS)},
+			fields(u, "user", "gpu_model", "profile", "sessions", "used_seconds", "idle_seconds"), "%s unpriced %d", p, i)
 	}
 }
 

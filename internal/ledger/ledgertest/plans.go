@@ -1,6 +1,7 @@
 package ledgertest
 
 import (
+	"database/sql"
 	"fmt"
 	"strings"
 	"testing"
@@ -11,9 +12,35 @@ import (
 	"github.com/cardhour/cardhour/internal/ledger/internal/sqlstore"
 )
 
-// Explainer returns the database's plan for query (? placeholders) with args,
-// as text that names the indexes it uses.
-type Explainer func(t *testing.T, query string, args ...any) string
+// Explainer runs the database's EXPLAIN of query (? placeholders) with args:
+// its rows, and the column (from 0) of the text that names the indexes used.
+type Explainer func(t *testing.T, query string, args ...any) (rows *sql.Rows, detail int)
+
+// planText reads an EXPLAIN's rows: their detail column, one line each.
+func planText(t *testing.T, rows *sql.Rows, detail int) string {
+	t.Helper()
+	defer rows.Close() //nolint:errcheck // read-only
+	cols, err := rows.Columns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, fmt.Sprintf("%s", vals[detail]))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(plan, "\n")
+}
 
 // ReleaseListsUseIndexes checks that the release list the watcher makes every
 // cycle (the pending releases) and the one a billing run makes (a status
@@ -44,7 +71,8 @@ func ReleaseListsUseIndexes(t *testing.T, open Opener, explain Explainer) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if plan := explain(t, query, args...); !strings.Contains(plan, tc.index) {
+		rows, detail := explain(t, query, args...)
+		if plan := planText(t, rows, detail); !strings.Contains(plan, tc.index) {
 			t.Errorf("%s: the plan of %s uses no index %s:\n%s", tc.name, query, tc.index, plan)
 		}
 	}

@@ -16,7 +16,11 @@ import (
 )
 
 func backend(t *testing.T) ledgertest.Opener {
-	path := filepath.Join(t.TempDir(), "cardhour.db")
+	return openAt(filepath.Join(t.TempDir(), "cardhour.db"))
+}
+
+// openAt opens stores on the database file at path.
+func openAt(path string) ledgertest.Opener {
 	return func(t *testing.T, clock func() time.Time) ledger.Store {
 		s, err := sqlite.Open(context.Background(), sqlite.Config{Path: path, Clock: clock})
 		if err != nil {
@@ -123,37 +127,16 @@ func TestRefusesANewerSchema(t *testing.T) {
 // The release lists made every cycle are served by their indexes.
 func TestReleaseListsUseIndexes(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cardhour.db")
-	open := func(t *testing.T, clock func() time.Time) ledger.Store {
-		s, err := sqlite.Open(context.Background(), sqlite.Config{Path: path, Clock: clock})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
 	}
-	ledgertest.ReleaseListsUseIndexes(t, open, func(t *testing.T, query string, args ...any) string {
-		db, err := sql.Open("sqlite", path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close() //nolint:errcheck // read-only
+	defer db.Close() //nolint:errcheck // read-only
+	ledgertest.ReleaseListsUseIndexes(t, openAt(path), func(t *testing.T, query string, args ...any) (*sql.Rows, int) {
 		rows, err := db.Query("EXPLAIN QUERY PLAN "+query, args...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer rows.Close() //nolint:errcheck // read-only
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return strings.Join(plan, "\n")
+		return rows, 3 // id, parent, notused, detail
 	})
 }
