@@ -789,7 +789,7 @@ func (s *Store) LookupToken(ctx context.Context, secret string) (ledger.Token, e
 // RevokeToken implements ledger.Store.
 func (s *Store) RevokeToken(ctx context.Context, actor string, id int64) (ledger.Token, error) {
 	return revoke(ctx, s, revocable[ledger.Token]{noun: "token", table: "ledger_tokens", cols: tokenCols,
-		scan: func(r rowScanner) (ledger.Token, error) { return scanToken(r) }, view: tokenView,
+		scan: func(r rowScanner) (ledger.Token, error) { return scanToken(r) }, object: tokenObject, view: tokenView,
 		unrevoked: func(t ledger.Token) ledger.Token {
 			t.RevokedBy, t.RevokedAt = "", time.Time{}
 			return t
@@ -1014,11 +1014,12 @@ func readRow[T any](ctx context.Context, s *Store, q querier, what string, scan 
 // revocable is a kind of row that is revoked, never deleted (tokens,
 // exemptions): its table and columns, how it is read and audited.
 type revocable[T any] struct {
-	noun  string // "token": errors say "token 7", the audit "token.revoke" of "token/7"
-	table string
-	cols  string
-	scan  func(rowScanner) (T, error)
-	view  func(T) json.RawMessage
+	noun   string // "token": errors say "token 7", the audit action is "token.revoke"
+	table  string
+	cols   string
+	scan   func(rowScanner) (T, error)
+	object func(id int64) string // the audit's object: "token/7"
+	view   func(T) json.RawMessage
 	// unrevoked is the row as it was before: the audit's before.
 	unrevoked func(T) T
 }
@@ -1045,7 +1046,7 @@ func revoke[T any](ctx context.Context, s *Store, k revocable[T], actor string, 
 			return fmt.Errorf("%w: %s is already revoked", ledger.ErrInvalidTransition, what)
 		}
 		_, err = s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: k.noun + ".revoke",
-			Object: k.noun + "/" + strconv.FormatInt(id, 10), Before: k.view(k.unrevoked(out)), After: k.view(out)})
+			Object: k.object(id), Before: k.view(k.unrevoked(out)), After: k.view(out)})
 		return err
 	})
 	if err != nil {

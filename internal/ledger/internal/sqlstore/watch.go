@@ -592,7 +592,7 @@ func (s *Store) Exemption(ctx context.Context, id int64) (ledger.Exemption, erro
 // RevokeExemption implements ledger.Store.
 func (s *Store) RevokeExemption(ctx context.Context, actor string, id int64) (ledger.Exemption, error) {
 	return revoke(ctx, s, revocable[ledger.Exemption]{noun: "exemption", table: "ledger_exemptions", cols: exemptionCols,
-		scan: scanExemption, view: exemptionView,
+		scan: scanExemption, object: exemptionObject, view: exemptionView,
 		unrevoked: func(e ledger.Exemption) ledger.Exemption {
 			e.RevokedBy, e.RevokedAt = "", time.Time{}
 			return e
