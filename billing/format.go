@@ -11,8 +11,17 @@ import (
 	"time"
 )
 
-// The JSON document of billing-semantics §5. Field order is fixed, so the output
-// is byte-identical for identical inputs.
+// The JSON document of billing-semantics §5, what `cardhour bill` writes. It is
+// not the invoice document (billing/export), on purpose: it is one object for
+// the whole period, a contract of its own (docs/billing.md, "Output formats"),
+// checked by golden files and compared byte for byte across the stores; it
+// keeps fractional seconds where the document keeps milliseconds, a
+// reservation's monthly_price, the period's warnings and conflicts once each,
+// and no invoice number, names or time of making, so that the same input
+// always gives the same bytes. What both say about an invoice they take from
+// the same Result, and cmd/cardhour's TestBillSaysWhatTheInvoiceDocumentSays
+// holds them to agree. Field order is fixed, so the output is byte-identical
+// for identical inputs.
 type jsonResult struct {
 	Period      string          `json:"period"`
 	Currency    string          `json:"currency"`
@@ -143,11 +152,14 @@ var csvHeader = []string{
 	"unit_price 单价", "amount 金额", "currency 币种", "message 说明",
 }
 
-// CSV row kinds besides the line kinds.
+// CSV row kinds besides the line kinds; the total and warning kinds, and the
+// unpriced rows' note, are also those of the invoice document's CSV
+// (billing/export).
 const (
 	CSVKindUnpriced = "unpriced"
 	CSVKindTotal    = "total 合计"
 	CSVKindWarning  = "warning 警告"
+	CSVUnpricedNote = "matches no SKU: not priced (无对应规格，未计价)"
 )
 
 // WriteCSV writes one row per invoice line, UTF-8 with a byte-order mark so that
@@ -191,7 +203,7 @@ func WriteCSV(w io.Writer, r *Result) error {
 		for _, u := range inv.Unpriced {
 			row := []string{period, inv.Project, inv.Name, inv.Funding, CSVKindUnpriced, u.User, u.GPUModel + " " + u.Profile,
 				"", "", strconv.Itoa(u.Sessions), FormatSeconds(u.UsedMS), "", FormatSeconds(u.IdleMS), "", "", "", r.Currency,
-				"matches no SKU: not priced (无对应规格，未计价)"}
+				CSVUnpricedNote}
 			if err := write(row); err != nil {
 				return err
 			}

@@ -49,19 +49,7 @@ func (m *MemStore) UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn fu
 		if q.Models != nil && !slices.Contains(q.Models, [2]string{s.GPUModel, s.Profile}) {
 			return nil
 		}
-		k := schemas.UsageRow{GPUModel: s.GPUModel, Profile: s.Profile}
-		if q.ByProject {
-			k.Project = s.Project
-		}
-		if q.ByUser {
-			k.User = s.User
-		}
-		if q.ByInstance {
-			k.InstanceID = s.InstanceID
-		}
-		if q.ByNode {
-			k.Node = s.Node
-		}
+		k := q.GroupOf(schemas.KeyOf(s), s.Node)
 		if q.BucketMS > 0 {
 			k.BucketMS = s.StartMS - ((s.StartMS-q.BucketOffsetMS)%q.BucketMS+q.BucketMS)%q.BucketMS
 		}

@@ -41,16 +41,17 @@ func prepaidNote(l *Line) string {
 	return "prepaid on the " + l.PrepaidIn + " invoice / 已于 " + l.PrepaidIn + " 账单预付"
 }
 
-// Row kinds of the CSV besides the line kinds (usage, reservation).
+// Row kinds of the CSV besides the line kinds (usage, reservation); the total
+// and warning rows are named as in `cardhour bill`'s CSV.
 const (
 	RowUnpriced = "unpriced 未计价"
 	RowSubtotal = "subtotal 小计"
-	RowTotal    = "total 合计"
-	RowWarning  = "warning 警告"
+	RowTotal    = billing.CSVKindTotal
+	RowWarning  = billing.CSVKindWarning
 )
 
-// unpricedNote is the message of an unpriced row.
-const unpricedNote = "matches no SKU: not priced (无对应规格，未计价)"
+// unpricedNote is the message of an unpriced row, as in `cardhour bill`'s CSV.
+const unpricedNote = billing.CSVUnpricedNote
 
 // WriteCSV writes the documents as one CSV: UTF-8 with a byte-order mark, CRLF
 // line ends, the bilingual header once, then for each document its marks (a

@@ -115,6 +115,10 @@ func runBill(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "cardhour bill: warning:", w)
 	}
 
+	// bill writes the billing contract's formats (billing.WriteJSON and
+	// its CSV and table), not the invoice documents a billing run freezes
+	// (billing/export): one object for the period, reproducible byte for
+	// byte; docs/billing.md, "Output formats", says why the two differ.
 	out := bufio.NewWriterSize(stdout, 64<<10)
 	switch *format {
 	case "json":

@@ -184,7 +184,8 @@ const (
 
 // AutoFinalizeLoop runs AutoFinalize every interval while holder leads
 // (ledger lease LeaseAutoFinalize), until ctx ends; then it gives the
-// lease up and returns ctx's error.
+// lease up and returns ctx's error, joined with the release's if that
+// failed.
 func (s *Service) AutoFinalizeLoop(ctx context.Context, holder string, every time.Duration) error {
 	return s.leaderLoop(ctx, LeaseAutoFinalize, holder, every, func(ctx context.Context) error {
 		_, err := s.AutoFinalize(ctx)
@@ -193,15 +194,20 @@ func (s *Service) AutoFinalizeLoop(ctx context.Context, holder string, every tim
 }
 
 // leaderLoop calls step every interval (and once at the start) while
-// holder holds lease name.
-func (s *Service) leaderLoop(ctx context.Context, name, holder string, every time.Duration, step func(context.Context) error) error {
+// holder holds lease name. When ctx ends it gives the lease up and returns
+// ctx's error joined with the release's: a lease that could not be given
+// up holds the other replicas off until it expires, which the caller must
+// hear of.
+func (s *Service) leaderLoop(ctx context.Context, name, holder string, every time.Duration, step func(context.Context) error) (err error) {
 	if every <= 0 {
 		return fmt.Errorf("%w: %s loop: interval %s: want a positive duration", ledger.ErrInvalidArgument, name, every)
 	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		_ = s.cfg.Ledger.ReleaseLease(rctx, name, holder)
+		if rerr := s.cfg.Ledger.ReleaseLease(rctx, name, holder); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("%s loop: cannot give the lease up: %w", name, rerr))
+		}
 	}()
 	t := time.NewTicker(every)
 	defer t.Stop()

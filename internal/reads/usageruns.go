@@ -131,16 +131,7 @@ func (u runUsage) streamRuns(ctx context.Context, q schemas.UsageRowQuery) (<-ch
 func emitSpans(byKey keySpans, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) error {
 	sums := schemas.NewBucketSums(q)
 	for k, x := range byKey {
-		g := schemas.UsageRow{GPUModel: k.GPUModel, Profile: k.Profile}
-		if q.ByProject {
-			g.Project = k.Project
-		}
-		if q.ByUser {
-			g.User = k.User
-		}
-		if q.ByInstance {
-			g.InstanceID = k.InstanceID
-		}
+		g := q.GroupOf(k, "") // the runs have no node: a query by node reads samples
 		for _, r := range union(x.held) {
 			sums.Span(g, r.StartMS, r.EndMS, false)
 		}

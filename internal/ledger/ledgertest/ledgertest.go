@@ -105,6 +105,48 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
+// replicas opens two stores on one database, as two replicas of the service
+// would, on one clock at t0.
+func replicas(t *testing.T, open Opener) (s1, s2 ledger.Store, ctx context.Context) {
+	clock := NewClock(t0)
+	return open(t, clock.Now), open(t, clock.Now), ctxT(t)
+}
+
+// atOnce runs do(0) … do(n-1) at the same time and waits for them all.
+func atOnce(n int, do func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			do(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// race calls do n times at once, call i on stores[i%len(stores)] (replicas
+// contending for one thing), and returns how many calls got it (true); an
+// error fails the test.
+func race(t *testing.T, stores []ledger.Store, n int, do func(i int, s ledger.Store) (bool, error)) int {
+	t.Helper()
+	var mu sync.Mutex
+	won := 0
+	atOnce(n, func(i int) {
+		ok, err := do(i, stores[i%len(stores)])
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if ok {
+			mu.Lock()
+			won++
+			mu.Unlock()
+		}
+	})
+	return won
+}
+
 // get(f())(t) is f's value; an error fails the test.
 func get[T any](v T, err error) func(*testing.T) T {
 	return func(t *testing.T) T {
@@ -226,25 +268,16 @@ func testCatalogVersions(t *testing.T, open Opener) {
 // testConcurrentCatalogs uploads different catalogs at once from two
 // connections: each becomes its own version, numbered 1…n.
 func testConcurrentCatalogs(t *testing.T, open Opener) {
-	clock := NewClock(t0)
-	s1 := open(t, clock.Now)
-	s2 := open(t, clock.Now)
-	ctx := ctxT(t)
+	s1, s2, ctx := replicas(t, open)
 	const n = 12
-	var wg sync.WaitGroup
 	errs := make([]error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, created, err := []ledger.Store{s1, s2}[i%2].PutCatalog(ctx, "alice", []byte(fmt.Sprintf("catalog %d", i)))
-			if err == nil && !created {
-				err = errors.New("not created")
-			}
-			errs[i] = err
-		}()
-	}
-	wg.Wait()
+	atOnce(n, func(i int) {
+		_, created, err := []ledger.Store{s1, s2}[i%2].PutCatalog(ctx, "alice", []byte(fmt.Sprintf("catalog %d", i)))
+		if err == nil && !created {
+			err = errors.New("not created")
+		}
+		errs[i] = err
+	})
 	for i, err := range errs {
 		if err != nil {
 			t.Errorf("upload %d: %v", i, err)
@@ -600,10 +633,7 @@ func testNumberingPerYear(t *testing.T, open Opener) {
 // independent connections, a third of them with a stamp that fails: the
 // numbers given are exactly 1…successes, each once.
 func testConcurrentFinalize(t *testing.T, open Opener) {
-	clock := NewClock(t0)
-	s1 := open(t, clock.Now)
-	s2 := open(t, clock.Now)
-	ctx := ctxT(t)
+	s1, s2, ctx := replicas(t, open)
 	cat := catalog(t, s1)
 	const n = 30
 	ids := make([]int64, n)
@@ -615,24 +645,14 @@ func testConcurrentFinalize(t *testing.T, open Opener) {
 		err    error
 	}
 	results := make([]result, n)
-	var wg sync.WaitGroup
-	for i := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s := s1
-			if i%2 == 1 {
-				s = s2
-			}
-			opt := ledger.FinalizeOptions{Stamp: stampNumber}
-			if i%3 == 0 {
-				opt.Stamp = func(string, []byte) ([]byte, error) { return nil, errors.New("fails on purpose") }
-			}
-			inv, err := s.Finalize(ctx, "finance", ids[i], opt)
-			results[i] = result{inv.Number, err}
-		}()
-	}
-	wg.Wait()
+	atOnce(n, func(i int) {
+		opt := ledger.FinalizeOptions{Stamp: stampNumber}
+		if i%3 == 0 {
+			opt.Stamp = func(string, []byte) ([]byte, error) { return nil, errors.New("fails on purpose") }
+		}
+		inv, err := []ledger.Store{s1, s2}[i%2].Finalize(ctx, "finance", ids[i], opt)
+		results[i] = result{inv.Number, err}
+	})
 	var numbers []string
 	for i, r := range results {
 		switch {
@@ -658,23 +678,14 @@ func testConcurrentFinalize(t *testing.T, open Opener) {
 
 // testConcurrentFinalizeSame races two connections to finalize one draft.
 func testConcurrentFinalizeSame(t *testing.T, open Opener) {
-	clock := NewClock(t0)
-	s1 := open(t, clock.Now)
-	s2 := open(t, clock.Now)
-	ctx := ctxT(t)
+	s1, s2, ctx := replicas(t, open)
 	cat := catalog(t, s1)
 	for round := range 5 {
 		id := draft(t, s1, cat, fmt.Sprintf("p%d", round), "2026-11", 1, t0).ID
 		errs := make([]error, 2)
-		var wg sync.WaitGroup
-		for i, s := range []ledger.Store{s1, s2} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, errs[i] = s.Finalize(ctx, "finance", id, ledger.FinalizeOptions{})
-			}()
-		}
-		wg.Wait()
+		atOnce(2, func(i int) {
+			_, errs[i] = []ledger.Store{s1, s2}[i].Finalize(ctx, "finance", id, ledger.FinalizeOptions{})
+		})
 		ok := 0
 		for _, err := range errs {
 			switch {
@@ -697,25 +708,15 @@ func testConcurrentFinalizeSame(t *testing.T, open Opener) {
 // run) saving the first draft of the same project and period: there is one
 // invoice afterwards, never two.
 func testConcurrentDrafts(t *testing.T, open Opener) {
-	clock := NewClock(t0)
-	s1 := open(t, clock.Now)
-	s2 := open(t, clock.Now)
-	ctx := ctxT(t)
+	s1, s2, ctx := replicas(t, open)
 	cat := catalog(t, s1)
 	for round := range 5 {
 		project := fmt.Sprintf("p%d", round)
-		var wg sync.WaitGroup
 		errs := make([]error, 8)
-		for i := range errs {
-			s := []ledger.Store{s1, s2}[i%2]
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, errs[i] = s.SaveDraft(ctx, "run", ledger.Draft{Project: project, Period: "2026-11",
-					Document: doc(project, "2026-11", i), CatalogVersion: cat, DataCutoff: t0})
-			}()
-		}
-		wg.Wait()
+		atOnce(len(errs), func(i int) {
+			_, errs[i] = []ledger.Store{s1, s2}[i%2].SaveDraft(ctx, "run", ledger.Draft{Project: project, Period: "2026-11",
+				Document: doc(project, "2026-11", i), CatalogVersion: cat, DataCutoff: t0})
+		})
 		for i, err := range errs {
 			if err != nil {
 				t.Fatalf("round %d, writer %d: %v (concurrent writers of one draft queue, they do not fail)", round, i, err)
@@ -983,25 +984,9 @@ func testLeases(t *testing.T, open Opener) {
 
 	// Many contenders at once: exactly one wins.
 	clock.Advance(time.Hour)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	winners := 0
-	for i := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ok, err := []ledger.Store{s1, s2}[i%2].AcquireLease(ctx, "race", fmt.Sprintf("h%d", i), time.Minute)
-			if err != nil {
-				t.Error(err)
-			}
-			if ok {
-				mu.Lock()
-				winners++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	winners := race(t, []ledger.Store{s1, s2}, 8, func(i int, s ledger.Store) (bool, error) {
+		return s.AcquireLease(ctx, "race", fmt.Sprintf("h%d", i), time.Minute)
+	})
 	if winners != 1 {
 		t.Fatalf("%d contenders won one lease", winners)
 	}

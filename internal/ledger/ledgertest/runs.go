@@ -3,7 +3,6 @@ package ledgertest
 import (
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/cardhour/cardhour/internal/ledger"
@@ -179,21 +178,14 @@ func jsonNum(n int64) string { b, _ := json.Marshal(n); return string(b) }
 // Two replicas beginning the same export at once: the outbox row is made
 // once; after one finishes it, neither starts again.
 func testConcurrentExportBegin(t *testing.T, open Opener) {
-	clock := NewClock(t0)
-	stores := []ledger.Store{open(t, clock.Now), open(t, clock.Now)}
-	ctx := ctxT(t)
+	s1, s2, ctx := replicas(t, open)
+	stores := []ledger.Store{s1, s2}
 	k := ledger.ExportKey{Period: "2026-11", Target: "dir"}
-	var wg sync.WaitGroup
 	runs := make([]ledger.ExportRun, 8)
 	errs := make([]error, 8)
-	for i := range runs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runs[i], _, errs[i] = stores[i%2].BeginExport(ctx, "replica", k)
-		}()
-	}
-	wg.Wait()
+	atOnce(len(runs), func(i int) {
+		runs[i], _, errs[i] = stores[i%2].BeginExport(ctx, "replica", k)
+	})
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("begin %d: %v", i, err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -107,29 +106,12 @@ func testAlertsOnce(t *testing.T, open Opener) {
 // Two replicas recording the same alert at once: one alert, one set of
 // deliveries.
 func testConcurrentAlerts(t *testing.T, open Opener) {
-	clock := NewClock(t0)
-	stores := []ledger.Store{open(t, clock.Now), open(t, clock.Now)}
-	ctx := ctxT(t)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	createdN := 0
-	for i := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, created, err := stores[i%2].RecordAlert(ctx, "watch", idleAlert(billing.AlertIdleWarning, "gpu-1", t0), deliveries(2))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if created {
-				mu.Lock()
-				createdN++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	s1, s2, ctx := replicas(t, open)
+	stores := []ledger.Store{s1, s2}
+	createdN := race(t, stores, 8, func(_ int, s ledger.Store) (bool, error) {
+		_, created, err := s.RecordAlert(ctx, "watch", idleAlert(billing.AlertIdleWarning, "gpu-1", t0), deliveries(2))
+		return created, err
+	})
 	ds, _ := get2(stores[0].Deliveries(ctx, ledger.DeliveryFilter{}))(t)
 	if createdN != 1 || len(ds) != 2 {
 		t.Fatalf("created %d times, %d deliveries; want 1 and 2", createdN, len(ds))
@@ -305,29 +287,12 @@ func checkReleaseReads(t *testing.T, ctx context.Context, s ledger.Store, clock 
 
 // Two replicas beginning the same release at once: one starts it.
 func testConcurrentReleases(t *testing.T, open Opener) {
-	clock := NewClock(t0)
-	stores := []ledger.Store{open(t, clock.Now), open(t, clock.Now)}
-	ctx := ctxT(t)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	n := 0
-	for i := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, started, err := stores[i%2].BeginRelease(ctx, "watch", newRelease("gpu-1", t0, false))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if started {
-				mu.Lock()
-				n++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	s1, s2, ctx := replicas(t, open)
+	stores := []ledger.Store{s1, s2}
+	n := race(t, stores, 8, func(_ int, s ledger.Store) (bool, error) {
+		_, started, err := s.BeginRelease(ctx, "watch", newRelease("gpu-1", t0, false))
+		return started, err
+	})
 	r := get(stores[0].ReleaseByKey(ctx, ledger.ReleaseKey("gpu-1", t0)))(t)
 	if n != 1 || r.Status != billing.ReleasePending || r.Attempts != 1 {
 		t.Fatalf("release %+v after %d starts, want one", r, n)

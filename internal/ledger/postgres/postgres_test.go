@@ -14,8 +14,10 @@ import (
 	"github.com/cardhour/cardhour/internal/testenv"
 )
 
-func backend(t *testing.T) ledgertest.Opener {
-	dsn := testenv.PostgresDSN(t)
+func backend(t *testing.T) ledgertest.Opener { return openDSN(testenv.PostgresDSN(t)) }
+
+// openDSN opens stores on the database dsn names.
+func openDSN(dsn string) ledgertest.Opener {
 	return func(t *testing.T, clock func() time.Time) ledger.Store {
 		s, err := postgres.Open(context.Background(), postgres.Config{DSN: dsn, Clock: clock})
 		if err != nil {
@@ -72,4 +74,34 @@ func TestOpenValidates(t *testing.T) {
 		!strings.Contains(err.Error(), "max conns") {
 		t.Fatalf("Open with nothing: %v", err)
 	}
+}
+
+// The release lists made every cycle are served by their indexes. The table
+// is analyzed and sequential scans are priced out, as on a ledger grown too
+// large to scan: the plan then shows whether an index can serve the query.
+func TestReleaseListsUseIndexes(t *testing.T) {
+	dsn := testenv.PostgresDSN(t)
+	ctx := context.Background()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close() //nolint:errcheck // test
+	ledgertest.ReleaseListsUseIndexes(t, openDSN(dsn), func(t *testing.T, query string, args ...any) (*sql.Rows, int) {
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		for _, q := range []string{"ANALYZE ledger_releases", "SET enable_seqscan = off"} {
+			if _, err := conn.ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rows, err := conn.QueryContext(ctx, "EXPLAIN "+postgres.Rebind(query), args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows, 0
+	})
 }

@@ -16,7 +16,11 @@ import (
 )
 
 func backend(t *testing.T) ledgertest.Opener {
-	path := filepath.Join(t.TempDir(), "cardhour.db")
+	return openAt(filepath.Join(t.TempDir(), "cardhour.db"))
+}
+
+// openAt opens stores on the database file at path.
+func openAt(path string) ledgertest.Opener {
 	return func(t *testing.T, clock func() time.Time) ledger.Store {
 		s, err := sqlite.Open(context.Background(), sqlite.Config{Path: path, Clock: clock})
 		if err != nil {
@@ -118,4 +122,21 @@ func TestRefusesANewerSchema(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "newer than this program knows") {
 		t.Fatalf("Open of a newer schema: %v", err)
 	}
+}
+
+// The release lists made every cycle are served by their indexes.
+func TestReleaseListsUseIndexes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cardhour.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close() //nolint:errcheck // read-only
+	ledgertest.ReleaseListsUseIndexes(t, openAt(path), func(t *testing.T, query string, args ...any) (*sql.Rows, int) {
+		rows, err := db.Query("EXPLAIN QUERY PLAN "+query, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows, 3 // id, parent, notused, detail
+	})
 }

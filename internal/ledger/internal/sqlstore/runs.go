@@ -17,7 +17,7 @@ import (
 
 const studentCols = `id, project, user_name, name, email, im, updated_ms`
 
-func scanStudent(sc interface{ Scan(...any) error }) (ledger.Student, int64, error) {
+func scanStudent(sc rowScanner) (ledger.Student, int64, error) {
 	var st ledger.Student
 	var id, updated int64
 	err := sc.Scan(&id, &st.Project, &st.User, &st.Name, &st.Email, &st.IM, &updated)
@@ -148,41 +148,28 @@ func (s *Store) ImportRoster(ctx context.Context, actor string, r ledger.RosterI
 
 // Students implements ledger.Store.
 func (s *Store) Students(ctx context.Context, f ledger.StudentFilter) ([]ledger.Student, string, error) {
-	limit, after, err := page(f.Limit, f.Cursor)
+	pq, err := listQuery(f.Limit, f.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
-	var pq pagedQuery
-	if f.Project != "" {
-		pq.add("project = ?", f.Project)
+	pq.eq("project", f.Project)
+	pq.eq("user_name", f.User)
+	// A student's id is no field of ledger.Student: the page is read with it.
+	type row struct {
+		ledger.Student
+		id int64
 	}
-	if f.User != "" {
-		pq.add("user_name = ?", f.User)
-	}
-	if after > 0 {
-		pq.add("id < ?", after)
-	}
-	rows, err := s.db.QueryContext(ctx, s.d.Rebind(pq.sql(`SELECT `+studentCols+` FROM ledger_students`, limit)), pq.args...)
+	page, next, err := readPage(ctx, s, pq, `SELECT `+studentCols+` FROM ledger_students`, "students",
+		func(r *sql.Rows) (row, error) {
+			st, id, err := scanStudent(r)
+			return row{st, id}, err
+		}, func(v *row) int64 { return v.id })
 	if err != nil {
-		return nil, "", fmt.Errorf("%s ledger: cannot list students: %w", s.d.Name, err)
+		return nil, "", err
 	}
-	defer rows.Close() //nolint:errcheck // read-only; errors surface on Next/Err
 	var out []ledger.Student
-	var ids []int64
-	for rows.Next() {
-		st, id, err := scanStudent(rows)
-		if err != nil {
-			return nil, "", fmt.Errorf("%s ledger: cannot read student: %w", s.d.Name, err)
-		}
-		out, ids = append(out, st), append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("%s ledger: cannot list students: %w", s.d.Name, err)
-	}
-	next := ""
-	if len(out) > limit {
-		out = out[:limit]
-		next = ledger.EncodeCursor(ids[limit-1])
+	for _, r := range page {
+		out = append(out, r.Student)
 	}
 	return out, next, nil
 }
@@ -226,7 +213,7 @@ func (s *Store) SaveBillingRun(ctx context.Context, actor string, r ledger.Billi
 
 const billingRunCols = `id, period, actor, catalog_version, data_cutoff_ms, created_ms`
 
-func scanBillingRun(sc interface{ Scan(...any) error }, extra ...any) (ledger.BillingRun, error) {
+func scanBillingRun(sc rowScanner, extra ...any) (ledger.BillingRun, error) {
 	var r ledger.BillingRun
 	var cutoff, created int64
 	err := sc.Scan(append([]any{&r.ID, &r.Period, &r.Actor, &r.CatalogVersion, &cutoff, &created}, extra...)...)
@@ -236,32 +223,22 @@ func scanBillingRun(sc interface{ Scan(...any) error }, extra ...any) (ledger.Bi
 
 // BillingRun implements ledger.Store.
 func (s *Store) BillingRun(ctx context.Context, id int64) (ledger.BillingRun, error) {
-	var report string
-	r, err := scanBillingRun(s.db.QueryRowContext(ctx, s.d.Rebind(`SELECT `+billingRunCols+`, report FROM ledger_billing_runs WHERE id = ?`), id), &report)
-	if errors.Is(err, sql.ErrNoRows) {
-		return ledger.BillingRun{}, fmt.Errorf("%w: billing run %d", ledger.ErrNotFound, id)
-	}
-	if err != nil {
-		return ledger.BillingRun{}, fmt.Errorf("%s ledger: cannot read billing run %d: %w", s.d.Name, id, err)
-	}
-	r.Report = json.RawMessage(report)
-	return r, nil
+	return readRow(ctx, s, s.db, "billing run "+strconv.FormatInt(id, 10), func(sc rowScanner) (ledger.BillingRun, error) {
+		var report string
+		r, err := scanBillingRun(sc, &report)
+		r.Report = json.RawMessage(report)
+		return r, err
+	}, `SELECT `+billingRunCols+`, report FROM ledger_billing_runs WHERE id = ?`, id)
 }
 
 // BillingRuns implements ledger.Store.
 func (s *Store) BillingRuns(ctx context.Context, f ledger.BillingRunFilter) ([]ledger.BillingRun, string, error) {
-	limit, after, err := page(f.Limit, f.Cursor)
+	pq, err := listQuery(f.Limit, f.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
-	var pq pagedQuery
-	if f.Period != "" {
-		pq.add("period = ?", f.Period)
-	}
-	if after > 0 {
-		pq.add("id < ?", after)
-	}
-	return readPage(ctx, s, &pq, `SELECT `+billingRunCols+` FROM ledger_billing_runs`, limit, "billing runs",
+	pq.eq("period", f.Period)
+	return readPage(ctx, s, pq, `SELECT `+billingRunCols+` FROM ledger_billing_runs`, "billing runs",
 		func(r *sql.Rows) (ledger.BillingRun, error) { return scanBillingRun(r) }, func(v *ledger.BillingRun) int64 { return v.ID })
 }
 
@@ -269,7 +246,7 @@ func (s *Store) BillingRuns(ctx context.Context, f ledger.BillingRunFilter) ([]l
 
 const exportRunCols = `id, period, target, status, files_json, attempts, last_error, created_ms, updated_ms, done_ms`
 
-func scanExportRun(sc interface{ Scan(...any) error }) (ledger.ExportRun, error) {
+func scanExportRun(sc rowScanner) (ledger.ExportRun, error) {
 	var r ledger.ExportRun
 	var status, files string
 	var created, updated, done int64
@@ -339,14 +316,10 @@ func (s *Store) BeginExport(ctx context.Context, actor string, k ledger.ExportKe
 		}
 		before := cur
 		cur.Status, cur.Attempts, cur.UpdatedAt = ledger.ExportPending, cur.Attempts+1, fromMS(now.UnixMilli())
-		if _, err := s.exec(ctx, tx, `UPDATE ledger_export_runs SET status = 'pending', attempts = ?, updated_ms = ? WHERE id = ?`,
-			cur.Attempts, now.UnixMilli(), cur.ID); err != nil {
-			return fmt.Errorf("%s ledger: cannot record %s: %w", s.d.Name, what, err)
-		}
 		out, started = cur, true
-		_, err = s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "export.retry", Object: exportObject(cur.ID),
-			Before: exportView(before), After: exportView(cur)})
-		return err
+		return s.update(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "export.retry", Object: exportObject(cur.ID),
+			Before: exportView(before), After: exportView(cur)}, "record "+what,
+			`UPDATE ledger_export_runs SET status = 'pending', attempts = ?, updated_ms = ? WHERE id = ?`, cur.Attempts, now.UnixMilli(), cur.ID)
 	})
 	if err != nil {
 		return ledger.ExportRun{}, false, err
@@ -366,12 +339,9 @@ func (s *Store) FinishExport(ctx context.Context, actor string, id int64, files 
 	var out ledger.ExportRun
 	err := s.tx(ctx, "finish "+what, func(tx *sql.Tx) error {
 		now := s.now()
-		cur, err := scanExportRun(tx.QueryRowContext(ctx, s.d.Rebind(`SELECT `+exportRunCols+` FROM ledger_export_runs WHERE id = ?`+s.d.ForUpdate), id))
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: %s", ledger.ErrNotFound, what)
-		}
+		cur, err := readRow(ctx, s, tx, what, scanExportRun, `SELECT `+exportRunCols+` FROM ledger_export_runs WHERE id = ?`+s.d.ForUpdate, id)
 		if err != nil {
-			return fmt.Errorf("%s ledger: cannot read %s: %w", s.d.Name, what, err)
+			return err
 		}
 		if cur.Status == ledger.ExportDone {
 			return fmt.Errorf("%w: %s (%s to %s) is done; it is never changed", ledger.ErrInvalidTransition, what, cur.Period, cur.Target)
@@ -411,23 +381,13 @@ func boolInt(b bool) int64 {
 
 // ExportRuns implements ledger.Store.
 func (s *Store) ExportRuns(ctx context.Context, f ledger.ExportRunFilter) ([]ledger.ExportRun, string, error) {
-	limit, after, err := page(f.Limit, f.Cursor)
+	pq, err := listQuery(f.Limit, f.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
-	var pq pagedQuery
-	if f.Period != "" {
-		pq.add("period = ?", f.Period)
-	}
-	if f.Target != "" {
-		pq.add("target = ?", f.Target)
-	}
-	if f.Status != "" {
-		pq.add("status = ?", string(f.Status))
-	}
-	if after > 0 {
-		pq.add("id < ?", after)
-	}
-	return readPage(ctx, s, &pq, `SELECT `+exportRunCols+` FROM ledger_export_runs`, limit, "export runs",
+	pq.eq("period", f.Period)
+	pq.eq("target", f.Target)
+	pq.eq("status", string(f.Status))
+	return readPage(ctx, s, pq, `SELECT `+exportRunCols+` FROM ledger_export_runs`, "export runs",
 		func(r *sql.Rows) (ledger.ExportRun, error) { return scanExportRun(r) }, func(v *ledger.ExportRun) int64 { return v.ID })
 }

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -273,7 +274,7 @@ func (s *Store) CatalogVersions(ctx context.Context) ([]ledger.CatalogVersion, e
 const invoiceCols = `id, project, period, revision, status, number, sha256, catalog_version, data_cutoff_ms,
 	created_by, created_ms, updated_ms, finalized_by, finalized_ms, voided_by, voided_ms, void_reason`
 
-func scanInvoice(sc interface{ Scan(...any) error }, withDoc bool) (ledger.Invoice, error) {
+func scanInvoice(sc rowScanner, withDoc bool) (ledger.Invoice, error) {
 	var v ledger.Invoice
 	var number sql.NullString
 	var status string
@@ -294,14 +295,8 @@ func scanInvoice(sc interface{ Scan(...any) error }, withDoc bool) (ledger.Invoi
 }
 
 func (s *Store) invoice(ctx context.Context, q querier, what, where string, args ...any) (ledger.Invoice, error) {
-	v, err := scanInvoice(q.QueryRowContext(ctx, s.d.Rebind(`SELECT `+invoiceCols+`, document FROM ledger_invoices `+where), args...), true)
-	if errors.Is(err, sql.ErrNoRows) {
-		return v, fmt.Errorf("%w: %s", ledger.ErrNotFound, what)
-	}
-	if err != nil {
-		return v, fmt.Errorf("%s ledger: cannot read %s: %w", s.d.Name, what, err)
-	}
-	return v, nil
+	return readRow(ctx, s, q, what, func(r rowScanner) (ledger.Invoice, error) { return scanInvoice(r, true) },
+		`SELECT `+invoiceCols+`, document FROM ledger_invoices `+where, args...)
 }
 
 func invoiceWhat(id int64) string { return "invoice " + strconv.FormatInt(id, 10) }
@@ -633,21 +628,11 @@ func (s *Store) Invoices(ctx context.Context, f ledger.InvoiceFilter) ([]ledger.
 	if err != nil {
 		return nil, "", err
 	}
-	var pq pagedQuery
-	add := pq.add
-	if f.Project != "" {
-		add("project = ?", f.Project)
-	}
-	if f.Period != "" {
-		add("period = ?", f.Period)
-	}
-	if f.Status != "" {
-		add("status = ?", string(f.Status))
-	}
-	if after > 0 {
-		add("id < ?", after)
-	}
-	return readPage(ctx, s, &pq, `SELECT `+invoiceCols+` FROM ledger_invoices`, limit, "invoices",
+	pq := &pagedQuery{limit: limit, after: after}
+	pq.eq("project", f.Project)
+	pq.eq("period", f.Period)
+	pq.eq("status", string(f.Status))
+	return readPage(ctx, s, pq, `SELECT `+invoiceCols+` FROM ledger_invoices`, "invoices",
 		func(r *sql.Rows) (ledger.Invoice, error) { return scanInvoice(r, false) }, func(v *ledger.Invoice) int64 { return v.ID })
 }
 
@@ -655,7 +640,7 @@ func (s *Store) Invoices(ctx context.Context, f ledger.InvoiceFilter) ([]ledger.
 // as i for its number.
 const creditNoteCols = `c.id, c.invoice_id, i.number, c.number, c.reason, c.created_by, c.created_ms, c.document, c.sha256`
 
-func scanCreditNote(sc interface{ Scan(...any) error }) (ledger.CreditNote, error) {
+func scanCreditNote(sc rowScanner) (ledger.CreditNote, error) {
 	var c ledger.CreditNote
 	var created int64
 	if err := sc.Scan(&c.ID, &c.InvoiceID, &c.InvoiceNumber, &c.Number, &c.Reason, &c.CreatedBy, &created, &c.Document, &c.SHA256); err != nil {
@@ -697,22 +682,15 @@ func (s *Store) CreditNotes(ctx context.Context, invoiceID int64) ([]ledger.Cred
 
 // CreditNote implements ledger.Store.
 func (s *Store) CreditNote(ctx context.Context, id int64) (ledger.CreditNote, error) {
-	c, err := scanCreditNote(s.db.QueryRowContext(ctx, s.d.Rebind(`SELECT `+creditNoteCols+`
-		FROM ledger_credit_notes c JOIN ledger_invoices i ON i.id = c.invoice_id WHERE c.id = ?`), id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, fmt.Errorf("%w: credit note %d", ledger.ErrNotFound, id)
-	}
-	if err != nil {
-		return c, fmt.Errorf("%s ledger: cannot read credit note %d: %w", s.d.Name, id, err)
-	}
-	return c, nil
+	return readRow(ctx, s, s.db, "credit note "+strconv.FormatInt(id, 10), scanCreditNote, `SELECT `+creditNoteCols+`
+		FROM ledger_credit_notes c JOIN ledger_invoices i ON i.id = c.invoice_id WHERE c.id = ?`, id)
 }
 
 // ---------------------------------------------------------------- tokens
 
 const tokenCols = `id, role, project, user_name, name, created_by, created_ms, expires_ms, revoked_by, revoked_ms` //nolint:gosec // column names, not a credential
 
-func scanToken(sc interface{ Scan(...any) error }, extra ...any) (ledger.Token, error) {
+func scanToken(sc rowScanner, extra ...any) (ledger.Token, error) {
 	var t ledger.Token
 	var role string
 	var created, expires, revoked int64
@@ -810,37 +788,12 @@ func (s *Store) LookupToken(ctx context.Context, secret string) (ledger.Token, e
 
 // RevokeToken implements ledger.Store.
 func (s *Store) RevokeToken(ctx context.Context, actor string, id int64) (ledger.Token, error) {
-	if err := ledger.CheckActor(actor); err != nil {
-		return ledger.Token{}, err
-	}
-	var t ledger.Token
-	what := "token " + strconv.FormatInt(id, 10)
-	err := s.tx(ctx, "revoke "+what, func(tx *sql.Tx) error {
-		now := s.now()
-		n, err := s.exec(ctx, tx, `UPDATE ledger_tokens SET revoked_by = ?, revoked_ms = ? WHERE id = ? AND revoked_ms = 0`, actor, now.UnixMilli(), id)
-		if err != nil {
-			return fmt.Errorf("%s ledger: cannot revoke %s: %w", s.d.Name, what, err)
-		}
-		t, err = scanToken(tx.QueryRowContext(ctx, s.d.Rebind(`SELECT `+tokenCols+` FROM ledger_tokens WHERE id = ?`), id))
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: %s", ledger.ErrNotFound, what)
-		}
-		if err != nil {
-			return fmt.Errorf("%s ledger: cannot read %s: %w", s.d.Name, what, err)
-		}
-		if n == 0 {
-			return fmt.Errorf("%w: %s is already revoked", ledger.ErrInvalidTransition, what)
-		}
-		before := t
-		before.RevokedBy, before.RevokedAt = "", time.Time{}
-		_, err = s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "token.revoke", Object: tokenObject(id),
-			Before: tokenView(before), After: tokenView(t)})
-		return err
-	})
-	if err != nil {
-		return ledger.Token{}, err
-	}
-	return t, nil
+	return revoke(ctx, s, revocable[ledger.Token]{noun: "token", table: "ledger_tokens", cols: tokenCols,
+		scan: func(r rowScanner) (ledger.Token, error) { return scanToken(r) }, object: tokenObject, view: tokenView,
+		unrevoked: func(t ledger.Token) ledger.Token {
+			t.RevokedBy, t.RevokedAt = "", time.Time{}
+			return t
+		}}, actor, id)
 }
 
 // Tokens implements ledger.Store.
@@ -901,31 +854,20 @@ func (s *Store) RecordAudit(ctx context.Context, r ledger.AuditRecord) (ledger.A
 
 // Audit implements ledger.Store.
 func (s *Store) Audit(ctx context.Context, f ledger.AuditFilter) ([]ledger.AuditEntry, string, error) {
-	limit, after, err := page(f.Limit, f.Cursor)
+	pq, err := listQuery(f.Limit, f.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
-	var pq pagedQuery
-	add := pq.add
-	if f.Actor != "" {
-		add("actor = ?", f.Actor)
-	}
-	if f.Action != "" {
-		add("action = ?", f.Action)
-	}
-	if f.Object != "" {
-		add("object = ?", f.Object)
-	}
+	pq.eq("actor", f.Actor)
+	pq.eq("action", f.Action)
+	pq.eq("object", f.Object)
 	if !f.Since.IsZero() {
-		add("at_ms >= ?", f.Since.UnixMilli())
+		pq.add("at_ms >= ?", f.Since.UnixMilli())
 	}
 	if !f.Until.IsZero() {
-		add("at_ms < ?", f.Until.UnixMilli())
+		pq.add("at_ms < ?", f.Until.UnixMilli())
 	}
-	if after > 0 {
-		add("id < ?", after)
-	}
-	return readPage(ctx, s, &pq, `SELECT id, at_ms, actor, action, object, before_json, after_json FROM ledger_audit`, limit, "audit entries",
+	return readPage(ctx, s, pq, `SELECT id, at_ms, actor, action, object, before_json, after_json FROM ledger_audit`, "audit entries",
 		scanAudit, func(e *ledger.AuditEntry) int64 { return e.ID })
 }
 
@@ -977,9 +919,13 @@ func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
 // pagedQuery collects the conditions of a list query (ANDed) and their
 // arguments; sql appends them to a SELECT and pages newest first by id,
 // one row more than limit so the caller knows whether a next page exists.
+// limit and after are the page asked for (listQuery); readPage adds the
+// cursor's condition last.
 type pagedQuery struct {
 	where []string
 	args  []any
+	limit int
+	after int64
 }
 
 func (q *pagedQuery) add(cond string, arg any) {
@@ -987,22 +933,34 @@ func (q *pagedQuery) add(cond string, arg any) {
 	q.args = append(q.args, arg)
 }
 
-// page reads a list's requested limit and cursor.
-func page(limit int, cursor string) (int, int64, error) {
+// eq adds col = v when v is set: an empty filter field matches every row.
+func (q *pagedQuery) eq(col, v string) {
+	if v != "" {
+		q.add(col+" = ?", v)
+	}
+}
+
+// listQuery starts a list's query from its requested limit and cursor.
+func listQuery(limit int, cursor string) (*pagedQuery, error) {
 	limit, err := ledger.PageLimit(limit)
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	after, err := ledger.DecodeCursor(cursor)
-	return limit, after, err
+	if err != nil {
+		return nil, err
+	}
+	return &pagedQuery{limit: limit, after: after}, nil
 }
 
 // readPage runs q over selectFrom and reads one page, newest first, with scan;
 // next is the cursor after the last row when there are more. what names the
 // rows in errors ("invoices").
-func readPage[T any](ctx context.Context, s *Store, q *pagedQuery, selectFrom string, limit int, what string,
+func readPage[T any](ctx context.Context, s *Store, q *pagedQuery, selectFrom string, what string,
 	scan func(*sql.Rows) (T, error), id func(*T) int64) (out []T, next string, err error) {
-	rows, err := s.db.QueryContext(ctx, s.d.Rebind(q.sql(selectFrom, limit)), q.args...)
+	limit := q.limit
+	query, args := q.statement(selectFrom)
+	rows, err := s.db.QueryContext(ctx, s.d.Rebind(query), args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s ledger: cannot list %s: %w", s.d.Name, what, err)
 	}
@@ -1024,9 +982,88 @@ func readPage[T any](ctx context.Context, s *Store, q *pagedQuery, selectFrom st
 	return out, next, nil
 }
 
-func (q *pagedQuery) sql(selectFrom string, limit int) string {
-	if len(q.where) > 0 {
-		selectFrom += " WHERE " + strings.Join(q.where, " AND ")
+// update runs query (an UPDATE or DELETE of one row) in tx and audits it as
+// rec; failure says what could not be done in the error ("update release 7").
+func (s *Store) update(ctx context.Context, tx *sql.Tx, now time.Time, rec ledger.AuditRecord, failure, query string, args ...any) error {
+	if _, err := s.exec(ctx, tx, query, args...); err != nil {
+		return fmt.Errorf("%s ledger: cannot %s: %w", s.d.Name, failure, err)
 	}
-	return selectFrom + " ORDER BY id DESC LIMIT " + strconv.Itoa(limit+1)
+	_, err := s.audit(ctx, tx, now, rec)
+	return err
+}
+
+// rowScanner is a row to read: *sql.Row or *sql.Rows.
+type rowScanner interface{ Scan(...any) error }
+
+// readRow reads the one row query selects with scan; what names it in errors
+// ("exemption 7"): ledger.ErrNotFound when there is none.
+func readRow[T any](ctx context.Context, s *Store, q querier, what string, scan func(rowScanner) (T, error),
+	query string, args ...any) (T, error) {
+	v, err := scan(q.QueryRowContext(ctx, s.d.Rebind(query), args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		var zero T
+		return zero, fmt.Errorf("%w: %s", ledger.ErrNotFound, what)
+	}
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf("%s ledger: cannot read %s: %w", s.d.Name, what, err)
+	}
+	return v, nil
+}
+
+// revocable is a kind of row that is revoked, never deleted (tokens,
+// exemptions): its table and columns, how it is read and audited.
+type revocable[T any] struct {
+	noun   string // "token": errors say "token 7", the audit action is "token.revoke"
+	table  string
+	cols   string
+	scan   func(rowScanner) (T, error)
+	object func(id int64) string // the audit's object: "token/7"
+	view   func(T) json.RawMessage
+	// unrevoked is the row as it was before: the audit's before.
+	unrevoked func(T) T
+}
+
+// revoke marks row id of kind k revoked by actor now and audits it, in one
+// transaction; a row revoked before is ledger.ErrInvalidTransition.
+func revoke[T any](ctx context.Context, s *Store, k revocable[T], actor string, id int64) (T, error) {
+	var out, zero T
+	if err := ledger.CheckActor(actor); err != nil {
+		return zero, err
+	}
+	what := k.noun + " " + strconv.FormatInt(id, 10)
+	err := s.tx(ctx, "revoke "+what, func(tx *sql.Tx) error {
+		now := s.now()
+		n, err := s.exec(ctx, tx, `UPDATE `+k.table+` SET revoked_by = ?, revoked_ms = ? WHERE id = ? AND revoked_ms = 0`,
+			actor, now.UnixMilli(), id)
+		if err != nil {
+			return fmt.Errorf("%s ledger: cannot revoke %s: %w", s.d.Name, what, err)
+		}
+		if out, err = readRow(ctx, s, tx, what, k.scan, `SELECT `+k.cols+` FROM `+k.table+` WHERE id = ?`, id); err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: %s is already revoked", ledger.ErrInvalidTransition, what)
+		}
+		_, err = s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: k.noun + ".revoke",
+			Object: k.object(id), Before: k.view(k.unrevoked(out)), After: k.view(out)})
+		return err
+	})
+	if err != nil {
+		return zero, err
+	}
+	return out, nil
+}
+
+// statement is q's SELECT (? placeholders) and its arguments: the
+// conditions, then the cursor's, newest first, limit+1 rows.
+func (q *pagedQuery) statement(selectFrom string) (string, []any) {
+	where, args := q.where, q.args
+	if q.after > 0 {
+		where, args = append(slices.Clip(where), "id < ?"), append(slices.Clip(args), q.after)
+	}
+	if len(where) > 0 {
+		selectFrom += " WHERE " + strings.Join(where, " AND ")
+	}
+	return selectFrom + " ORDER BY id DESC LIMIT " + strconv.Itoa(q.limit+1), args
 }

@@ -18,7 +18,7 @@ import (
 const alertCols = `id, natural_key, kind, project, user_name, instance_id, streak_start_ms, budget_id, period, threshold,
 	facts_json, created_ms, acked_by, acked_ms`
 
-func scanAlert(sc interface{ Scan(...any) error }) (ledger.Alert, error) {
+func scanAlert(sc rowScanner) (ledger.Alert, error) {
 	var a ledger.Alert
 	var streak, created, acked int64
 	var facts string
@@ -46,14 +46,7 @@ func alertView(a ledger.Alert, deliveries int) json.RawMessage {
 }
 
 func (s *Store) alert(ctx context.Context, q querier, what, where string, args ...any) (ledger.Alert, error) {
-	a, err := scanAlert(q.QueryRowContext(ctx, s.d.Rebind(`SELECT `+alertCols+` FROM ledger_alerts `+where), args...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return a, fmt.Errorf("%w: %s", ledger.ErrNotFound, what)
-	}
-	if err != nil {
-		return a, fmt.Errorf("%s ledger: cannot read %s: %w", s.d.Name, what, err)
-	}
-	return a, nil
+	return readRow(ctx, s, q, what, scanAlert, `SELECT `+alertCols+` FROM ledger_alerts `+where, args...)
 }
 
 // RecordAlert implements ledger.Store.
@@ -122,11 +115,10 @@ func (s *Store) AlertByKey(ctx context.Context, key string) (ledger.Alert, error
 
 // Alerts implements ledger.Store.
 func (s *Store) Alerts(ctx context.Context, f ledger.AlertFilter) ([]ledger.Alert, string, error) {
-	limit, after, err := page(f.Limit, f.Cursor)
+	pq, err := listQuery(f.Limit, f.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
-	var pq pagedQuery
 	for _, c := range []struct{ cond, v string }{{"project = ?", f.Project}, {"user_name = ?", f.User},
 		{"instance_id = ?", f.InstanceID}, {"kind = ?", string(f.Kind)}} {
 		if c.v != "" {
@@ -142,10 +134,7 @@ func (s *Store) Alerts(ctx context.Context, f ledger.AlertFilter) ([]ledger.Aler
 	if f.Acked {
 		pq.add("acked_ms > ?", 0)
 	}
-	if after > 0 {
-		pq.add("id < ?", after)
-	}
-	return readPage(ctx, s, &pq, `SELECT `+alertCols+` FROM ledger_alerts`, limit, "alerts",
+	return readPage(ctx, s, pq, `SELECT `+alertCols+` FROM ledger_alerts`, "alerts",
 		func(r *sql.Rows) (ledger.Alert, error) { return scanAlert(r) }, func(v *ledger.Alert) int64 { return v.ID })
 }
 
@@ -183,7 +172,7 @@ func (s *Store) AckAlert(ctx context.Context, actor string, id int64) (ledger.Al
 const deliveryCols = `id, alert_id, channel, recipient, payload_json, status, attempts, next_attempt_ms, last_error,
 	created_ms, updated_ms, sent_ms, retry_from_ms`
 
-func scanDelivery(sc interface{ Scan(...any) error }) (ledger.Delivery, error) {
+func scanDelivery(sc rowScanner) (ledger.Delivery, error) {
 	var d ledger.Delivery
 	var payload, status string
 	var next, created, updated, sent, retryFrom int64
@@ -240,14 +229,7 @@ func (s *Store) DueDeliveries(ctx context.Context, now time.Time, limit int) ([]
 // lockDelivery reads delivery id (what names it in errors) for update
 // inside tx: ledger.ErrNotFound when there is none.
 func (s *Store) lockDelivery(ctx context.Context, tx *sql.Tx, id int64, what string) (ledger.Delivery, error) {
-	d, err := scanDelivery(tx.QueryRowContext(ctx, s.d.Rebind(`SELECT `+deliveryCols+` FROM ledger_deliveries WHERE id = ?`+s.d.ForUpdate), id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return d, fmt.Errorf("%w: %s", ledger.ErrNotFound, what)
-	}
-	if err != nil {
-		return d, fmt.Errorf("%s ledger: cannot read %s: %w", s.d.Name, what, err)
-	}
-	return d, nil
+	return readRow(ctx, s, tx, what, scanDelivery, `SELECT `+deliveryCols+` FROM ledger_deliveries WHERE id = ?`+s.d.ForUpdate, id)
 }
 
 // FinishDelivery implements ledger.Store.
@@ -278,15 +260,12 @@ func (s *Store) FinishDelivery(ctx context.Context, actor string, id int64, fail
 		default:
 			cur.LastError, cur.NextAttemptAt, action = failure, fromMS(retryAt.UnixMilli()), "delivery.retry"
 		}
-		if _, err := s.exec(ctx, tx, `UPDATE ledger_deliveries SET status = ?, attempts = ?, next_attempt_ms = ?, last_error = ?,
-			updated_ms = ?, sent_ms = ? WHERE id = ?`, string(cur.Status), cur.Attempts, cur.NextAttemptAt.UnixMilli(), cur.LastError,
-			now.UnixMilli(), cur.SentAt.UnixMilli()*boolInt(!cur.SentAt.IsZero()), id); err != nil {
-			return fmt.Errorf("%s ledger: cannot update %s: %w", s.d.Name, what, err)
-		}
 		out = cur
-		_, err = s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: action, Object: "delivery/" + strconv.FormatInt(id, 10),
-			Before: deliveryView(before), After: deliveryView(cur)})
-		return err
+		return s.update(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: action, Object: "delivery/" + strconv.FormatInt(id, 10),
+			Before: deliveryView(before), After: deliveryView(cur)}, "update "+what,
+			`UPDATE ledger_deliveries SET status = ?, attempts = ?, next_attempt_ms = ?, last_error = ?,
+			updated_ms = ?, sent_ms = ? WHERE id = ?`, string(cur.Status), cur.Attempts, cur.NextAttemptAt.UnixMilli(), cur.LastError,
+			now.UnixMilli(), cur.SentAt.UnixMilli()*boolInt(!cur.SentAt.IsZero()), id)
 	})
 	if err != nil {
 		return ledger.Delivery{}, err
@@ -299,38 +278,23 @@ func (s *Store) Deliveries(ctx context.Context, f ledger.DeliveryFilter) ([]ledg
 	if err := ledger.CheckDeliveryStatus(f.Status); err != nil {
 		return nil, "", err
 	}
-	limit, after, err := page(f.Limit, f.Cursor)
+	pq, err := listQuery(f.Limit, f.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
-	var pq pagedQuery
 	if f.AlertID != 0 {
 		pq.add("alert_id = ?", f.AlertID)
 	}
-	if f.Channel != "" {
-		pq.add("channel = ?", f.Channel)
-	}
-	if f.Status != "" {
-		pq.add("status = ?", string(f.Status))
-	}
-	if after > 0 {
-		pq.add("id < ?", after)
-	}
-	return readPage(ctx, s, &pq, `SELECT `+deliveryCols+` FROM ledger_deliveries`, limit, "deliveries",
+	pq.eq("channel", f.Channel)
+	pq.eq("status", string(f.Status))
+	return readPage(ctx, s, pq, `SELECT `+deliveryCols+` FROM ledger_deliveries`, "deliveries",
 		func(r *sql.Rows) (ledger.Delivery, error) { return scanDelivery(r) }, func(v *ledger.Delivery) int64 { return v.ID })
 }
 
 // Delivery implements ledger.Store.
 func (s *Store) Delivery(ctx context.Context, id int64) (ledger.Delivery, error) {
-	what := "delivery " + strconv.FormatInt(id, 10)
-	d, err := scanDelivery(s.db.QueryRowContext(ctx, s.d.Rebind(`SELECT `+deliveryCols+` FROM ledger_deliveries WHERE id = ?`), id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return d, fmt.Errorf("%w: %s", ledger.ErrNotFound, what)
-	}
-	if err != nil {
-		return d, fmt.Errorf("%s ledger: cannot read %s: %w", s.d.Name, what, err)
-	}
-	return d, nil
+	return readRow(ctx, s, s.db, "delivery "+strconv.FormatInt(id, 10), scanDelivery,
+		`SELECT `+deliveryCols+` FROM ledger_deliveries WHERE id = ?`, id)
 }
 
 // ResendDelivery implements ledger.Store.
@@ -353,14 +317,11 @@ func (s *Store) ResendDelivery(ctx context.Context, actor string, id int64) (led
 		before := cur
 		t := fromMS(now.UnixMilli())
 		cur.Status, cur.NextAttemptAt, cur.RetryFrom, cur.UpdatedAt = ledger.DeliveryPending, t, t, t
-		if _, err := s.exec(ctx, tx, `UPDATE ledger_deliveries SET status = 'pending', next_attempt_ms = ?, retry_from_ms = ?,
-			updated_ms = ? WHERE id = ?`, now.UnixMilli(), now.UnixMilli(), now.UnixMilli(), id); err != nil {
-			return fmt.Errorf("%s ledger: cannot update %s: %w", s.d.Name, what, err)
-		}
 		out = cur
-		_, err = s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "delivery.resend", Object: "delivery/" + strconv.FormatInt(id, 10),
-			Before: deliveryView(before), After: deliveryView(cur)})
-		return err
+		return s.update(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "delivery.resend", Object: "delivery/" + strconv.FormatInt(id, 10),
+			Before: deliveryView(before), After: deliveryView(cur)}, "update "+what,
+			`UPDATE ledger_deliveries SET status = 'pending', next_attempt_ms = ?, retry_from_ms = ?,
+			updated_ms = ? WHERE id = ?`, now.UnixMilli(), now.UnixMilli(), now.UnixMilli(), id)
 	})
 	if err != nil {
 		return ledger.Delivery{}, err
@@ -386,7 +347,7 @@ func (s *Store) DeliveryBacklog(ctx context.Context) (ledger.DeliveryCounts, err
 const releaseCols = `id, natural_key, instance_id, node, project, user_name, streak_start_ms, dry_run, status, action,
 	evidence_json, attempts, last_error, retry_ms, created_ms, updated_ms`
 
-func scanRelease(sc interface{ Scan(...any) error }) (ledger.Release, error) {
+func scanRelease(sc rowScanner) (ledger.Release, error) {
 	var r ledger.Release
 	var streak, dry, retry, created, updated int64
 	var status, evidence string
@@ -421,14 +382,7 @@ func releaseView(r ledger.Release) json.RawMessage {
 }
 
 func (s *Store) release(ctx context.Context, q querier, what, where string, args ...any) (ledger.Release, error) {
-	r, err := scanRelease(q.QueryRowContext(ctx, s.d.Rebind(`SELECT `+releaseCols+` FROM ledger_releases `+where), args...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, fmt.Errorf("%w: %s", ledger.ErrNotFound, what)
-	}
-	if err != nil {
-		return r, fmt.Errorf("%s ledger: cannot read %s: %w", s.d.Name, what, err)
-	}
-	return r, nil
+	return readRow(ctx, s, q, what, scanRelease, `SELECT `+releaseCols+` FROM ledger_releases `+where, args...)
 }
 
 // BeginRelease implements ledger.Store.
@@ -473,14 +427,10 @@ func (s *Store) BeginRelease(ctx context.Context, actor string, nr ledger.NewRel
 		}
 		before := cur
 		cur.Status, cur.Attempts, cur.UpdatedAt, cur.RetryAt = billing.ReleasePending, cur.Attempts+1, fromMS(now.UnixMilli()), time.Time{}
-		if _, err := s.exec(ctx, tx, `UPDATE ledger_releases SET status = 'pending', attempts = ?, retry_ms = 0, updated_ms = ? WHERE id = ?`,
-			cur.Attempts, now.UnixMilli(), cur.ID); err != nil {
-			return fmt.Errorf("%s ledger: cannot record %s: %w", s.d.Name, what, err)
-		}
 		out, started = cur, true
-		_, err = s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "release.retry", Object: releaseObject(cur.ID),
-			Before: releaseView(before), After: releaseView(cur)})
-		return err
+		return s.update(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "release.retry", Object: releaseObject(cur.ID),
+			Before: releaseView(before), After: releaseView(cur)}, "record "+what,
+			`UPDATE ledger_releases SET status = 'pending', attempts = ?, retry_ms = 0, updated_ms = ? WHERE id = ?`, cur.Attempts, now.UnixMilli(), cur.ID)
 	})
 	if err != nil {
 		return ledger.Release{}, false, err
@@ -513,15 +463,12 @@ func (s *Store) FinishRelease(ctx context.Context, actor string, id int64, res l
 		before := cur
 		cur.Status, cur.Action, cur.LastError = res.Status, res.Action, res.Failure
 		cur.RetryAt, cur.UpdatedAt = fromMS(res.RetryAt.UnixMilli()*boolInt(!res.RetryAt.IsZero())), fromMS(now.UnixMilli())
-		if _, err := s.exec(ctx, tx, `UPDATE ledger_releases SET status = ?, action = ?, last_error = ?, retry_ms = ?, updated_ms = ?
-			WHERE id = ?`, string(cur.Status), cur.Action, cur.LastError, cur.RetryAt.UnixMilli()*boolInt(!cur.RetryAt.IsZero()),
-			now.UnixMilli(), id); err != nil {
-			return fmt.Errorf("%s ledger: cannot update %s: %w", s.d.Name, what, err)
-		}
 		out = cur
-		_, err = s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "release." + string(res.Status), Object: releaseObject(id),
-			Before: releaseView(before), After: releaseView(cur)})
-		return err
+		return s.update(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "release." + string(res.Status), Object: releaseObject(id),
+			Before: releaseView(before), After: releaseView(cur)}, "update "+what,
+			`UPDATE ledger_releases SET status = ?, action = ?, last_error = ?, retry_ms = ?, updated_ms = ?
+			WHERE id = ?`, string(cur.Status), cur.Action, cur.LastError, cur.RetryAt.UnixMilli()*boolInt(!cur.RetryAt.IsZero()),
+			now.UnixMilli(), id)
 	})
 	if err != nil {
 		return ledger.Release{}, err
@@ -541,32 +488,51 @@ func (s *Store) ReleaseByKey(ctx context.Context, key string) (ledger.Release, e
 
 // Releases implements ledger.Store.
 func (s *Store) Releases(ctx context.Context, f ledger.ReleaseFilter) ([]ledger.Release, string, error) {
-	limit, after, err := page(f.Limit, f.Cursor)
+	pq, err := releasesQuery(f)
 	if err != nil {
 		return nil, "", err
 	}
-	var pq pagedQuery
-	for _, c := range []struct{ cond, v string }{{"project = ?", f.Project}, {"user_name = ?", f.User},
-		{"instance_id = ?", f.InstanceID}, {"status = ?", string(f.Status)}} {
-		if c.v != "" {
-			pq.add(c.cond, c.v)
-		}
+	return readPage(ctx, s, pq, releasesFrom, "releases",
+		func(r *sql.Rows) (ledger.Release, error) { return scanRelease(r) }, func(v *ledger.Release) int64 { return v.ID })
+}
+
+const releasesFrom = `SELECT ` + releaseCols + ` FROM ledger_releases`
+
+// releasesQuery is the list of releases f asks for. The watcher asks every
+// cycle for the pending ones, and a billing run for the done or failed ones
+// changed since its period began: index ledger_releases_status (status,
+// updated_ms, migration 0006) serves both.
+func releasesQuery(f ledger.ReleaseFilter) (*pagedQuery, error) {
+	pq, err := listQuery(f.Limit, f.Cursor)
+	if err != nil {
+		return nil, err
 	}
+	pq.eq("project", f.Project)
+	pq.eq("user_name", f.User)
+	pq.eq("instance_id", f.InstanceID)
+	pq.eq("status", string(f.Status))
 	if !f.UpdatedSince.IsZero() {
 		pq.add("updated_ms >= ?", f.UpdatedSince.UnixMilli())
 	}
-	if after > 0 {
-		pq.add("id < ?", after)
+	return pq, nil
+}
+
+// ReleasesSQL is the statement Releases runs for f, with ? placeholders, and
+// its arguments: for the dialects' tests, which ask their database's plan.
+func ReleasesSQL(f ledger.ReleaseFilter) (string, []any, error) {
+	pq, err := releasesQuery(f)
+	if err != nil {
+		return "", nil, err
 	}
-	return readPage(ctx, s, &pq, `SELECT `+releaseCols+` FROM ledger_releases`, limit, "releases",
-		func(r *sql.Rows) (ledger.Release, error) { return scanRelease(r) }, func(v *ledger.Release) int64 { return v.ID })
+	query, args := pq.statement(releasesFrom)
+	return query, args, nil
 }
 
 // ---------------------------------------------------------------- exemptions
 
 const exemptionCols = `id, project, user_name, instance_id, until_ms, reason, granted_by, created_ms, revoked_by, revoked_ms`
 
-func scanExemption(sc interface{ Scan(...any) error }) (ledger.Exemption, error) {
+func scanExemption(sc rowScanner) (ledger.Exemption, error) {
 	var e ledger.Exemption
 	var until, created, revoked int64
 	err := sc.Scan(&e.ID, &e.Project, &e.User, &e.InstanceID, &until, &e.Reason, &e.GrantedBy, &created, &e.RevokedBy, &revoked)
@@ -619,62 +585,27 @@ func (s *Store) GrantExemption(ctx context.Context, actor string, ne ledger.NewE
 
 // Exemption implements ledger.Store.
 func (s *Store) Exemption(ctx context.Context, id int64) (ledger.Exemption, error) {
-	what := "exemption " + strconv.FormatInt(id, 10)
-	e, err := scanExemption(s.db.QueryRowContext(ctx, s.d.Rebind(`SELECT `+exemptionCols+` FROM ledger_exemptions WHERE id = ?`), id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return ledger.Exemption{}, fmt.Errorf("%w: %s", ledger.ErrNotFound, what)
-	}
-	if err != nil {
-		return ledger.Exemption{}, fmt.Errorf("%s ledger: cannot read %s: %w", s.d.Name, what, err)
-	}
-	return e, nil
+	return readRow(ctx, s, s.db, "exemption "+strconv.FormatInt(id, 10), scanExemption,
+		`SELECT `+exemptionCols+` FROM ledger_exemptions WHERE id = ?`, id)
 }
 
 // RevokeExemption implements ledger.Store.
 func (s *Store) RevokeExemption(ctx context.Context, actor string, id int64) (ledger.Exemption, error) {
-	if err := ledger.CheckActor(actor); err != nil {
-		return ledger.Exemption{}, err
-	}
-	what := "exemption " + strconv.FormatInt(id, 10)
-	var out ledger.Exemption
-	err := s.tx(ctx, "revoke "+what, func(tx *sql.Tx) error {
-		now := s.now()
-		n, err := s.exec(ctx, tx, `UPDATE ledger_exemptions SET revoked_by = ?, revoked_ms = ? WHERE id = ? AND revoked_ms = 0`, actor, now.UnixMilli(), id)
-		if err != nil {
-			return fmt.Errorf("%s ledger: cannot revoke %s: %w", s.d.Name, what, err)
-		}
-		out, err = scanExemption(tx.QueryRowContext(ctx, s.d.Rebind(`SELECT `+exemptionCols+` FROM ledger_exemptions WHERE id = ?`), id))
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: %s", ledger.ErrNotFound, what)
-		}
-		if err != nil {
-			return fmt.Errorf("%s ledger: cannot read %s: %w", s.d.Name, what, err)
-		}
-		if n == 0 {
-			return fmt.Errorf("%w: %s is already revoked", ledger.ErrInvalidTransition, what)
-		}
-		before := out
-		before.RevokedBy, before.RevokedAt = "", time.Time{}
-		_, err = s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "exemption.revoke", Object: exemptionObject(id),
-			Before: exemptionView(before), After: exemptionView(out)})
-		return err
-	})
-	if err != nil {
-		return ledger.Exemption{}, err
-	}
-	return out, nil
+	return revoke(ctx, s, revocable[ledger.Exemption]{noun: "exemption", table: "ledger_exemptions", cols: exemptionCols,
+		scan: scanExemption, object: exemptionObject, view: exemptionView,
+		unrevoked: func(e ledger.Exemption) ledger.Exemption {
+			e.RevokedBy, e.RevokedAt = "", time.Time{}
+			return e
+		}}, actor, id)
 }
 
 // Exemptions implements ledger.Store.
 func (s *Store) Exemptions(ctx context.Context, f ledger.ExemptionFilter) ([]ledger.Exemption, string, error) {
-	limit, after, err := page(f.Limit, f.Cursor)
+	pq, err := listQuery(f.Limit, f.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
-	var pq pagedQuery
-	if f.Project != "" {
-		pq.add("project = ?", f.Project)
-	}
+	pq.eq("project", f.Project)
 	if f.User != "" {
 		pq.add("(user_name = ? OR user_name = '')", f.User)
 	}
@@ -692,10 +623,7 @@ func (s *Store) Exemptions(ctx context.Context, f ledger.ExemptionFilter) ([]led
 		pq.add("until_ms > ?", t)
 		pq.add("(revoked_ms = 0 OR revoked_ms > ?)", t)
 	}
-	if after > 0 {
-		pq.add("id < ?", after)
-	}
-	return readPage(ctx, s, &pq, `SELECT `+exemptionCols+` FROM ledger_exemptions`, limit, "exemptions",
+	return readPage(ctx, s, pq, `SELECT `+exemptionCols+` FROM ledger_exemptions`, "exemptions",
 		func(r *sql.Rows) (ledger.Exemption, error) { return scanExemption(r) }, func(v *ledger.Exemption) int64 { return v.ID })
 }
 
@@ -703,7 +631,7 @@ func (s *Store) Exemptions(ctx context.Context, f ledger.ExemptionFilter) ([]led
 
 const budgetCols = `id, scope, project, user_name, period_kind, unit, limit_value, thresholds_json, action, created_by, created_ms, updated_ms`
 
-func scanBudget(sc interface{ Scan(...any) error }) (ledger.Budget, error) {
+func scanBudget(sc rowScanner) (ledger.Budget, error) {
 	var b ledger.Budget
 	var scope, period, unit, thresholds, action string
 	var created, updated int64
@@ -772,13 +700,10 @@ func (s *Store) PutBudget(ctx context.Context, actor string, b ledger.Budget) (l
 			return nil
 		}
 		out.Limit, out.Thresholds, out.Action, out.UpdatedAt = b.Limit, b.Thresholds, b.Action, fromMS(now.UnixMilli())
-		if _, err := s.exec(ctx, tx, `UPDATE ledger_budgets SET limit_value = ?, thresholds_json = ?, action = ?, updated_ms = ? WHERE id = ?`,
-			b.Limit, string(mustJSON(b.Thresholds)), string(b.Action), now.UnixMilli(), cur.ID); err != nil {
-			return fmt.Errorf("%s ledger: cannot update %s: %w", s.d.Name, what, err)
-		}
-		_, err = s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "budget.update", Object: budgetObject(cur.ID),
-			Before: budgetView(cur), After: budgetView(out)})
-		return err
+		return s.update(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "budget.update", Object: budgetObject(cur.ID),
+			Before: budgetView(cur), After: budgetView(out)}, "update "+what,
+			`UPDATE ledger_budgets SET limit_value = ?, thresholds_json = ?, action = ?, updated_ms = ? WHERE id = ?`,
+			b.Limit, string(mustJSON(b.Thresholds)), string(b.Action), now.UnixMilli(), cur.ID)
 	})
 	if err != nil {
 		return ledger.Budget{}, err
@@ -801,11 +726,8 @@ func (s *Store) DeleteBudget(ctx context.Context, actor string, id int64) error 
 		if err != nil {
 			return fmt.Errorf("%s ledger: cannot read %s: %w", s.d.Name, what, err)
 		}
-		if _, err := s.exec(ctx, tx, `DELETE FROM ledger_budgets WHERE id = ?`, id); err != nil {
-			return fmt.Errorf("%s ledger: cannot delete %s: %w", s.d.Name, what, err)
-		}
-		_, err = s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "budget.delete", Object: budgetObject(id), Before: budgetView(cur)})
-		return err
+		return s.update(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "budget.delete", Object: budgetObject(id), Before: budgetView(cur)},
+			"delete "+what, `DELETE FROM ledger_budgets WHERE id = ?`, id)
 	})
 }
 
@@ -823,19 +745,15 @@ func (s *Store) Budget(ctx context.Context, id int64) (ledger.Budget, error) {
 
 // Budgets implements ledger.Store.
 func (s *Store) Budgets(ctx context.Context, f ledger.BudgetFilter) ([]ledger.Budget, string, error) {
-	limit, after, err := page(f.Limit, f.Cursor)
+	pq, err := listQuery(f.Limit, f.Cursor)
 	if err != nil {
 		return nil, "", err
 	}
-	var pq pagedQuery
 	for _, c := range []struct{ cond, v string }{{"scope = ?", string(f.Scope)}, {"project = ?", f.Project}, {"user_name = ?", f.User}} {
 		if c.v != "" {
 			pq.add(c.cond, c.v)
 		}
 	}
-	if after > 0 {
-		pq.add("id < ?", after)
-	}
-	return readPage(ctx, s, &pq, `SELECT `+budgetCols+` FROM ledger_budgets`, limit, "budgets",
+	return readPage(ctx, s, pq, `SELECT `+budgetCols+` FROM ledger_budgets`, "budgets",
 		func(r *sql.Rows) (ledger.Budget, error) { return scanBudget(r) }, func(v *ledger.Budget) int64 { return v.ID })
 }

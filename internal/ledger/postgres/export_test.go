@@ -1,0 +1,4 @@
+package postgres
+
+// Rebind is the dialect's placeholder rewriting, for the plan test.
+var Rebind = rebind
