@@ -41,6 +41,7 @@ var layers = []rule{
 	{"billing/...", "computed purely from the engine: the invoice document, its renderers, advice", []string{"billing/...", "schemas/..."}},
 	{"internal/gen", "synthetic samples", []string{"schemas/..."}},
 	{"internal/ledger/...", "the state store", []string{"internal/ledger/...", "internal/storefail", "schemas/...", "billing/..."}},
+	{"internal/catalogs", "the one cache of the parsed catalog versions", []string{"internal/ledger", "schemas/..."}},
 	{"internal/reads", "the engine over a usage store: billing, usage, held-now, data quality", []string{"billing", "schemas/..."}},
 	{"internal/storetest", "the conformance suite of the usage stores", []string{"billing", "internal/reads", "internal/gen", "ingest/...", "schemas/..."}},
 	{"internal/invoicing", "billing runs, finalize, void, exports: the engine against the stores, written to the ledger", []string{"billing/...", "schemas/...", "internal/ledger", "internal/reads", "internal/retry", "internal/storefail"}},
