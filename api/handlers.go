@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -153,33 +152,9 @@ type body[T any] struct {
 	Body T
 }
 
-// ---------------------------------------------------------------- catalog cache
-
-type catalogCache struct {
-	mu     sync.Mutex
-	parsed map[int64]*schemas.Catalog
-}
-
 // currentCatalog is the current catalog version, parsed (once per version).
 func (s *Server) currentCatalog(ctx context.Context) (ledger.CatalogVersion, *schemas.Catalog, error) {
-	v, err := s.cfg.Ledger.CurrentCatalog(ctx)
-	if err != nil {
-		return v, nil, err
-	}
-	s.cats.mu.Lock()
-	defer s.cats.mu.Unlock()
-	if c, ok := s.cats.parsed[v.Version]; ok {
-		return v, c, nil
-	}
-	c, err := schemas.ParseCatalog(v.Content, fmt.Sprintf("catalog version %d", v.Version))
-	if err != nil {
-		return v, nil, fmt.Errorf("stored catalog version %d does not parse: %w", v.Version, err)
-	}
-	if s.cats.parsed == nil {
-		s.cats.parsed = map[int64]*schemas.Catalog{}
-	}
-	s.cats.parsed[v.Version] = c
-	return v, c, nil
+	return s.cats.CurrentVersion(ctx)
 }
 
 // ---------------------------------------------------------------- routes

@@ -36,10 +36,10 @@ import (
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/billing/export"
 	"github.com/cardhour/cardhour/ingest/storedsn"
+	"github.com/cardhour/cardhour/internal/catalogs"
 	"github.com/cardhour/cardhour/internal/invoicing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/ledger/ledgerdsn"
-	"github.com/cardhour/cardhour/schemas"
 )
 
 // The dashboard in headless Chromium (Debian's chromium package), driven
@@ -116,7 +116,7 @@ func startDashboard(tb testing.TB, samples string, heldAt, invoiceNow time.Time,
 	require.NoError(tb, err)
 	cfg := api.Config{
 		Ledger:    led,
-		Usage:     &usageReads{cats: &catalogs{led: led, parsed: map[int64]*schemas.Catalog{}}, st: st, now: func() time.Time { return heldAt }},
+		Usage:     &usageReads{cats: catalogs.New(led), st: st, now: func() time.Time { return heldAt }},
 		Invoicing: &flow{svc: svc, led: led, docs: invoicing.ExportDocuments{}},
 		UsagePing: func(context.Context) error { return nil },
 		Logger:    log,

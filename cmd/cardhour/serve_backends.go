@@ -19,10 +19,10 @@ import (
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/billing/export"
 	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/internal/catalogs"
 	"github.com/cardhour/cardhour/internal/invoicing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/reads"
-	"github.com/cardhour/cardhour/schemas"
 )
 
 // jobOptions are serve's background jobs: automatic finalization after the
@@ -53,7 +53,7 @@ type jobOptions struct {
 // it returns the background jobs (auto-finalize, export, the watcher) as
 // actors for the caller's rungroup, started by nothing else.
 func serveBackends(led ledger.Store, st ingest.Backend, jo jobOptions, log *slog.Logger) (api.Config, []actor, error) {
-	cats := &catalogs{led: led, parsed: map[int64]*schemas.Catalog{}}
+	cats := catalogs.New(led)
 	// The jobs and the watcher give their leases up at their stop through
 	// leases: an error there is logged and returned by their actor.
 	leases := &leaseLedger{Store: led, log: log}
@@ -69,7 +69,7 @@ func serveBackends(led ledger.Store, st ingest.Backend, jo jobOptions, log *slog
 		}
 	}
 	svc, err := invoicing.New(invoicing.Config{Ledger: leases, Usage: st, Grace: jo.Grace, Documents: docs,
-		ExportDir: jo.ExportDir, Webhook: jo.Webhook, Logger: log, Clock: now})
+		ExportDir: jo.ExportDir, Webhook: jo.Webhook, Logger: log, Clock: now, Catalogs: cats})
 	if err != nil {
 		return api.Config{}, nil, err
 	}
@@ -108,6 +108,7 @@ func serveBackends(led ledger.Store, st ingest.Backend, jo jobOptions, log *slog
 	}
 	return api.Config{
 		Registry:  reg,
+		Catalogs:  cats,
 		Usage:     ur,
 		Invoicing: &flow{svc: svc, led: led, docs: docs},
 		Advice:    adviceReads{st: st},
@@ -176,35 +177,10 @@ func (l *leaseLedger) releaseError(name string) error {
 	return nil
 }
 
-// catalogs parses the state store's current catalog once per version.
-type catalogs struct {
-	led    ledger.Store
-	mu     sync.Mutex
-	parsed map[int64]*schemas.Catalog
-}
-
-func (c *catalogs) current(ctx context.Context) (*schemas.Catalog, error) {
-	v, err := c.led.CurrentCatalog(ctx)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cat, ok := c.parsed[v.Version]; ok {
-		return cat, nil
-	}
-	cat, err := schemas.ParseCatalog(v.Content, fmt.Sprintf("catalog version %d", v.Version))
-	if err != nil {
-		return nil, err
-	}
-	c.parsed[v.Version] = cat
-	return cat, nil
-}
-
 // usageReads answers the usage routes with the one read algorithm
 // (reads.Usage, reads.HeldNow) over the store's grouped rows.
 type usageReads struct {
-	cats  *catalogs
+	cats  *catalogs.Cache
 	st    ingest.Backend
 	now   func() time.Time
 	cache *reads.UsageCache // nil: every read computes
@@ -234,7 +210,7 @@ func (u *usageReads) Usage(ctx context.Context, q api.UsageQuery) (*api.UsageRep
 	if !ok {
 		return nil, fmt.Errorf("%w: this usage store cannot group usage", api.ErrUnavailable)
 	}
-	cat, err := u.cats.current(ctx)
+	cat, err := u.cats.Current(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +248,7 @@ func (u *usageReads) HeldNow(ctx context.Context) ([]api.Held, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: this usage store cannot say what is held", api.ErrUnavailable)
 	}
-	cat, err := u.cats.current(ctx)
+	cat, err := u.cats.Current(ctx)
 	if err != nil {
 		return nil, err
 	}

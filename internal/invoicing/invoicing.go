@@ -17,12 +17,12 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/shopspring/decimal"
 
 	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/internal/catalogs"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
@@ -69,6 +69,9 @@ type Config struct {
 	// Webhook, when its URL is set, receives every exported period once.
 	Webhook Webhook
 	Logger  *slog.Logger // nil: discard
+	// Catalogs parses the ledger's catalog versions (nil: a cache of this
+	// Service's own over Ledger); serve shares one with the API.
+	Catalogs *catalogs.Cache
 }
 
 // Service is the invoice flow. It is safe for concurrent use, also by
@@ -77,8 +80,7 @@ type Service struct {
 	cfg  Config
 	now  func() time.Time
 	log  *slog.Logger
-	mu   sync.Mutex
-	cats map[int64]*schemas.Catalog // parsed catalog versions
+	cats *catalogs.Cache
 }
 
 // New checks cfg and returns the Service.
@@ -116,33 +118,16 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{cfg: cfg, now: cfg.Clock, log: cfg.Logger, cats: map[int64]*schemas.Catalog{}}, nil
+	if cfg.Catalogs == nil {
+		cfg.Catalogs = catalogs.New(cfg.Ledger)
+	}
+	return &Service{cfg: cfg, now: cfg.Clock, log: cfg.Logger, cats: cfg.Catalogs}, nil
 }
 
-// catalog parses (once) a stored catalog version.
+// catalog is a stored catalog version, parsed (once per process when the
+// catalog cache is shared).
 func (s *Service) catalog(ctx context.Context, version int64) (*schemas.Catalog, error) {
-	s.mu.Lock()
-	c := s.cats[version]
-	s.mu.Unlock()
-	if c != nil {
-		return c, nil
-	}
-	v, err := s.cfg.Ledger.Catalog(ctx, version)
-	if err != nil {
-		return nil, err
-	}
-	return s.parse(v)
-}
-
-func (s *Service) parse(v ledger.CatalogVersion) (*schemas.Catalog, error) {
-	c, err := schemas.ParseCatalog(v.Content, fmt.Sprintf("catalog version %d", v.Version))
-	if err != nil {
-		return nil, fmt.Errorf("stored catalog version %d does not parse: %w", v.Version, err)
-	}
-	s.mu.Lock()
-	s.cats[v.Version] = c
-	s.mu.Unlock()
-	return c, nil
+	return s.cats.Version(ctx, version)
 }
 
 // currentCatalog is the current catalog version, parsed.
@@ -151,13 +136,9 @@ func (s *Service) currentCatalog(ctx context.Context) (int64, *schemas.Catalog, 
 	if err != nil {
 		return 0, nil, fmt.Errorf("cannot bill without a catalog: %w", err)
 	}
-	s.mu.Lock()
-	c := s.cats[v.Version]
-	s.mu.Unlock()
-	if c == nil {
-		if c, err = s.parse(v); err != nil {
-			return 0, nil, err
-		}
+	c, err := s.cats.Parse(v)
+	if err != nil {
+		return 0, nil, err
 	}
 	return v.Version, c, nil
 }
