@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"regexp"
 	"strconv"
 	"sync/atomic"
@@ -35,6 +36,7 @@ import (
 	"github.com/cardhour/cardhour/api/web"
 	"github.com/cardhour/cardhour/internal/catalogs"
 	"github.com/cardhour/cardhour/internal/ledger"
+	"github.com/cardhour/cardhour/internal/reads"
 )
 
 // Defaults of Config.
@@ -153,6 +155,9 @@ func New(cfg Config) (*Server, error) {
 	hc.DocsPath = ""
 	hc.SchemasPath = ""
 	hc.CreateHooks = nil // no $schema links in bodies
+	// The data-quality report of a billing run is documented as an open
+	// object: its fields are the usage store's checks (docs/api.md).
+	hc.Components.Schemas.RegisterTypeAlias(reflect.TypeFor[reads.DataQuality](), reflect.TypeFor[map[string]any]())
 	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", Description: "a token from `cardhour token create` or POST /api/v1/tokens"},
 	}

@@ -125,7 +125,7 @@ func (c *countingFlow) RenderVoid(ctx context.Context, w io.Writer, format strin
 func TestExportCacheServesOneRenderingOfTheStoredDocument(t *testing.T) {
 	var cf *countingFlow
 	s := startStack(t, exampleSamples, afterNovember, func(f *flow) api.Invoicing { cf = &countingFlow{flow: f}; return cf })
-	var run api.RunReport
+	var run invoicing.RunReport
 	s.must(t, http.MethodPost, "/api/v1/billing-runs", `{"period":"2026-11"}`, &run)
 	require.NotEmpty(t, run.Drafts)
 	d := run.Drafts[0]

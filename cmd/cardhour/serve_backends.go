@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cardhour/cardhour/api"
-	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/billing/export"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/internal/catalogs"
@@ -205,7 +203,7 @@ func registerUsageCacheMetrics(reg *prometheus.Registry, c *reads.UsageCache) {
 	}, func() float64 { return float64(c.Stats().Rows) }))
 }
 
-func (u *usageReads) Usage(ctx context.Context, q api.UsageQuery) (*api.UsageReport, error) {
+func (u *usageReads) Usage(ctx context.Context, q reads.UsageQuery) (*reads.UsageReport, error) {
 	rows, ok := u.st.(reads.UsageRows)
 	if !ok {
 		return nil, fmt.Errorf("%w: this usage store cannot group usage", api.ErrUnavailable)
@@ -219,31 +217,13 @@ func (u *usageReads) Usage(ctx context.Context, q api.UsageQuery) (*api.UsageRep
 			return nil, fmt.Errorf("%w: sku %q is not in the catalog", ledger.ErrInvalidArgument, id)
 		}
 	}
-	bq := reads.UsageQuery{From: q.From, To: q.To, GroupBy: q.GroupBy,
-		Projects: q.Projects, Users: q.Users, SKUs: q.SKUs, Nodes: q.Nodes}
-	var rep *reads.UsageReport
 	if u.cache != nil {
-		rep, err = u.cache.Usage(ctx, cat, bq)
-	} else {
-		rep, err = reads.Usage(ctx, rows, cat, bq)
+		return u.cache.Usage(ctx, cat, q)
 	}
-	if err != nil {
-		return nil, err
-	}
-	out := &api.UsageReport{From: rep.From, To: rep.To, Timezone: rep.Timezone, Currency: rep.Currency, GroupBy: rep.GroupBy,
-		Rows: make([]api.UsageGroup, 0, len(rep.Rows)), Total: usageGroup(rep.Total), UnpricedSeconds: rep.UnpricedSeconds}
-	for _, g := range rep.Rows {
-		out.Rows = append(out.Rows, usageGroup(g))
-	}
-	return out, nil
+	return reads.Usage(ctx, rows, cat, q)
 }
 
-func usageGroup(g reads.UsageGroup) api.UsageGroup {
-	return api.UsageGroup{Project: g.Project, User: g.User, SKU: g.SKU, Instance: g.InstanceID, Node: g.Node, Day: g.Day, Hour: g.Hour,
-		HeldSeconds: g.HeldSeconds, IdleSeconds: g.IdleSeconds, Cost: billing.FormatMoney(g.Cost)}
-}
-
-func (u *usageReads) HeldNow(ctx context.Context) ([]api.Held, error) {
+func (u *usageReads) HeldNow(ctx context.Context) ([]reads.Held, error) {
 	rows, ok := u.st.(reads.HeldRows)
 	if !ok {
 		return nil, fmt.Errorf("%w: this usage store cannot say what is held", api.ErrUnavailable)
@@ -252,16 +232,7 @@ func (u *usageReads) HeldNow(ctx context.Context) ([]api.Held, error) {
 	if err != nil {
 		return nil, err
 	}
-	held, err := reads.HeldNow(ctx, rows, cat, u.now())
-	if err != nil {
-		return nil, err
-	}
-	out := make([]api.Held, 0, len(held))
-	for _, h := range held {
-		out = append(out, api.Held{Instance: h.InstanceID, Node: h.Node, Project: h.Project, User: h.User, SKU: h.SKU,
-			GPUModel: h.GPUModel, Profile: h.Profile, Since: h.Since, LastSample: h.LastSample, Idle: h.Idle, IdleSince: h.IdleSince})
-	}
-	return out, nil
+	return reads.HeldNow(ctx, rows, cat, u.now())
 }
 
 // flow is the invoice flow as the API sees it.
@@ -271,20 +242,8 @@ type flow struct {
 	docs invoicing.ExportDocuments
 }
 
-func (f *flow) Run(ctx context.Context, actor, period string) (*api.RunReport, error) {
-	r, err := f.svc.Run(ctx, actor, period)
-	if err != nil {
-		return nil, err
-	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
-	}
-	var out api.RunReport
-	if err := json.Unmarshal(b, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+func (f *flow) Run(ctx context.Context, actor, period string) (*invoicing.RunReport, error) {
+	return f.svc.Run(ctx, actor, period)
 }
 
 func (f *flow) Finalize(ctx context.Context, actor string, id int64, ifSHA256 string) (ledger.Invoice, error) {

@@ -49,7 +49,7 @@ var layers = []rule{
 	{"internal/watch/release", "releasers: no billing", []string{"internal/yamlwalk"}},
 	{"internal/watch/notify", "notifiers: messages from facts", []string{"billing", "schemas/...", "internal/yamlwalk"}},
 	{"internal/watch/...", "the watcher and its tests", []string{"billing/...", "schemas/...", "internal/ledger", "internal/reads", "internal/yamlwalk"}},
-	{"api/...", "the HTTP API: ports, no store", []string{"api/...", "billing/...", "schemas/...", "internal/catalogs", "internal/ledger", "internal/storefail"}},
+	{"api/...", "the HTTP API: ports, no store; serves the invoice flow's and the reads' own types", []string{"api/...", "billing/...", "schemas/...", "internal/catalogs", "internal/invoicing", "internal/ledger", "internal/reads", "internal/storefail"}},
 	{"cmd/...", "the binary wires everything", []string{"..."}},
 	{"scripts/...", "benchmarks and tools", []string{"!cmd/...", "..."}},
 	{"deployments/...", "deployment tests", []string{"!cmd/...", "..."}},
