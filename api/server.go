@@ -35,7 +35,6 @@ import (
 
 	"github.com/cardhour/cardhour/api/web"
 	"github.com/cardhour/cardhour/internal/catalogs"
-	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/reads"
 )
 
@@ -51,10 +50,10 @@ const (
 
 // Config configures a Server.
 type Config struct {
-	Ledger    ledger.Store // required: catalog, invoices, tokens, audit
-	Usage     Usage        // nil: usage routes answer 503 unavailable
-	Invoicing Invoicing    // nil: billing-run, finalize, export routes answer 503
-	Advice    Advisor      // nil: the advice route answers 503
+	Ledger    Ledger    // required: catalog, invoices, tokens, audit, what the watcher recorded
+	Usage     Usage     // nil: usage routes answer 503 unavailable
+	Invoicing Invoicing // nil: billing-run, finalize, export routes answer 503
+	Advice    Advisor   // nil: the advice route answers 503
 	// Catalogs parses the ledger's catalog versions; nil: a cache of the
 	// server's own over Ledger (serve shares one with the invoice flow and
 	// the usage reads).
