@@ -207,14 +207,14 @@ func (f *fakeFlow) Statement(ctx context.Context, id int64, user string) ([]byte
 	return json.Marshal(st)
 }
 
-func (f *fakeFlow) ImportRoster(_ context.Context, _ string, r io.Reader, project string) (api.RosterResult, error) {
+func (f *fakeFlow) ImportRoster(_ context.Context, _ string, r io.Reader, project string) (invoicing.RosterResult, error) {
 	rows, err := csv.NewReader(r).ReadAll()
 	if err != nil {
-		return api.RosterResult{}, fmt.Errorf("%w: roster: %v", ledger.ErrInvalidArgument, err)
+		return invoicing.RosterResult{}, fmt.Errorf("%w: roster: %v", ledger.ErrInvalidArgument, err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	res := api.RosterResult{Projects: []string{project}}
+	res := invoicing.RosterResult{Projects: []string{project}}
 	for i, row := range rows {
 		if i == 0 || len(row) < 2 {
 			continue

@@ -15,6 +15,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/internal/invoicing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
@@ -316,7 +317,7 @@ type rosterUpload struct {
 	RawBody []byte `contentType:"text/csv" required:"true"`
 }
 
-func (s *Server) importRoster(ctx context.Context, in *rosterUpload) (*body[RosterResult], error) {
+func (s *Server) importRoster(ctx context.Context, in *rosterUpload) (*body[invoicing.RosterResult], error) {
 	if _, err := projectScope(ctx, in.Project); err != nil {
 		return nil, err
 	}
@@ -328,7 +329,7 @@ func (s *Server) importRoster(ctx context.Context, in *rosterUpload) (*body[Rost
 	if err != nil {
 		return nil, err
 	}
-	return &body[RosterResult]{res}, nil
+	return &body[invoicing.RosterResult]{res}, nil
 }
 
 func (s *Server) invoicing() (Invoicing, error) {

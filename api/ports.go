@@ -32,16 +32,6 @@ type Usage interface {
 	HeldNow(ctx context.Context) ([]reads.Held, error)
 }
 
-// RosterResult counts what a roster import changed.
-type RosterResult struct {
-	Rows      int      `json:"rows"`
-	Projects  []string `json:"projects"`
-	Added     int      `json:"added"`
-	Updated   int      `json:"updated"`
-	Removed   int      `json:"removed"`
-	Unchanged int      `json:"unchanged"`
-}
-
 // Student is one roster row.
 type Student struct {
 	Project string `json:"project"`
@@ -71,7 +61,7 @@ type Invoicing interface {
 	Statement(ctx context.Context, InvoiceRef int64, user string) ([]byte, error)
 	// ImportRoster imports a roster CSV for project; errors name line and
 	// field (see RosterProblems).
-	ImportRoster(ctx context.Context, actor string, r io.Reader, project string) (RosterResult, error)
+	ImportRoster(ctx context.Context, actor string, r io.Reader, project string) (invoicing.RosterResult, error)
 	Students(ctx context.Context, project, user, cursor string, limit int) ([]Student, string, error)
 	// Render writes documents (stored bytes) in format (FormatCSV, …; PDF:
 	// exactly one document).

@@ -286,16 +286,16 @@ func (r rosterProblems) LineProblems() []api.LineProblem {
 	return out
 }
 
-func (f *flow) ImportRoster(ctx context.Context, actor string, r io.Reader, project string) (api.RosterResult, error) {
+func (f *flow) ImportRoster(ctx context.Context, actor string, r io.Reader, project string) (invoicing.RosterResult, error) {
 	res, err := f.svc.ImportRoster(ctx, actor, r, project)
 	if err != nil {
 		var re *invoicing.RosterError
 		if errors.As(err, &re) {
-			return api.RosterResult{}, rosterProblems{re}
+			return invoicing.RosterResult{}, rosterProblems{re}
 		}
-		return api.RosterResult{}, err
+		return invoicing.RosterResult{}, err
 	}
-	return api.RosterResult{Rows: res.Rows, Projects: res.Projects, Added: res.Added, Updated: res.Updated, Removed: res.Removed, Unchanged: res.Unchanged}, nil
+	return res, nil
 }
 
 func (f *flow) Students(ctx context.Context, project, user, cursor string, limit int) ([]api.Student, string, error) {
