@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/internal/invoicing"
+	"github.com/cardhour/cardhour/internal/reads"
 )
 
 // The document's alert kinds are billing's one list, in its order.
@@ -41,5 +43,32 @@ func TestReleaseStatusEnumsAreBillingsList(t *testing.T) {
 		if got := f.Tag.Get("enum"); got != want {
 			t.Errorf("%s.Status enum %q, want billing.ReleaseStatuses %q", typ, got, want)
 		}
+	}
+}
+
+// A billing run's draft outcomes in the document are invoicing's one list.
+func TestRunOutcomeEnumIsInvoicingsList(t *testing.T) {
+	names := make([]string, len(invoicing.Outcomes))
+	for i, o := range invoicing.Outcomes {
+		names[i] = string(o)
+	}
+	f, ok := reflect.TypeFor[invoicing.RunDraft]().FieldByName("Outcome")
+	if !ok {
+		t.Fatal("invoicing.RunDraft has no Outcome")
+	}
+	if got, want := f.Tag.Get("enum"), strings.Join(names, ","); got != want {
+		t.Errorf("RunDraft.Outcome enum %q, want invoicing.Outcomes %q", got, want)
+	}
+}
+
+// The usage report's group_by values in the document are the dimensions
+// the usage reads group by.
+func TestUsageGroupByEnumIsTheReadsDimensions(t *testing.T) {
+	f, ok := reflect.TypeFor[usageInput]().FieldByName("GroupBy")
+	if !ok {
+		t.Fatal("usageInput has no GroupBy")
+	}
+	if got, want := f.Tag.Get("enum"), strings.Join(reads.UsageDimensions, ","); got != want {
+		t.Errorf("usage group_by enum %q, want reads.UsageDimensions %q", got, want)
 	}
 }

@@ -11,14 +11,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/cardhour/cardhour/api"
+	"github.com/cardhour/cardhour/internal/invoicing"
 	"github.com/cardhour/cardhour/internal/ledger"
+	"github.com/cardhour/cardhour/internal/reads"
 )
 
 // fakeUsage answers from fixed rows, filtering and grouping like the store.
 type fakeUsage struct {
-	rows []api.UsageGroup // one row per project, user, sku, node, day
-	held []api.Held
+	rows []reads.UsageGroup // one row per project, user, sku, node, day
+	held []reads.Held
 	down bool
 	// block, when set, holds HeldNow until it is closed (in-flight requests).
 	block chan struct{}
@@ -34,15 +38,15 @@ func (f *fakeUsage) ping(context.Context) error {
 
 func match(vals []string, v string) bool { return len(vals) == 0 || slices.Contains(vals, v) }
 
-func (f *fakeUsage) Usage(_ context.Context, q api.UsageQuery) (*api.UsageReport, error) {
-	rep := &api.UsageReport{From: q.From, To: q.To, Timezone: "Asia/Shanghai", Currency: "CNY", GroupBy: q.GroupBy}
-	groups := map[string]*api.UsageGroup{}
+func (f *fakeUsage) Usage(_ context.Context, q reads.UsageQuery) (*reads.UsageReport, error) {
+	rep := &reads.UsageReport{From: q.From, To: q.To, Timezone: "Asia/Shanghai", Currency: "CNY", GroupBy: q.GroupBy}
+	groups := map[string]*reads.UsageGroup{}
 	var keys []string
 	for _, r := range f.rows {
 		if !match(q.Projects, r.Project) || !match(q.Users, r.User) || !match(q.SKUs, r.SKU) || !match(q.Nodes, r.Node) {
 			continue
 		}
-		var g api.UsageGroup
+		var g reads.UsageGroup
 		for _, d := range q.GroupBy {
 			switch d {
 			case "project":
@@ -68,17 +72,17 @@ func (f *fakeUsage) Usage(_ context.Context, q api.UsageQuery) (*api.UsageReport
 	slices.Sort(keys)
 	for _, k := range keys {
 		g := groups[k]
-		g.Cost = fmt.Sprintf("%d.00", g.HeldSeconds/3600)
+		g.Cost = decimal.NewFromInt(g.HeldSeconds / 3600)
 		rep.Rows = append(rep.Rows, *g)
 	}
-	rep.Total.Cost = fmt.Sprintf("%d.00", rep.Total.HeldSeconds/3600)
+	rep.Total.Cost = decimal.NewFromInt(rep.Total.HeldSeconds / 3600)
 	if rep.Rows == nil {
-		rep.Rows = []api.UsageGroup{}
+		rep.Rows = []reads.UsageGroup{}
 	}
 	return rep, nil
 }
 
-func (f *fakeUsage) HeldNow(context.Context) ([]api.Held, error) {
+func (f *fakeUsage) HeldNow(context.Context) ([]reads.Held, error) {
 	if f.block != nil {
 		close(f.began)
 		<-f.block
@@ -117,13 +121,13 @@ type fakeFlow struct {
 	stud  []api.Student
 }
 
-func (f *fakeFlow) Run(ctx context.Context, actor, period string) (*api.RunReport, error) {
+func (f *fakeFlow) Run(ctx context.Context, actor, period string) (*invoicing.RunReport, error) {
 	cv, err := f.led.CurrentCatalog(ctx)
 	if err != nil {
 		return nil, err
 	}
-	r := &api.RunReport{Period: period, CatalogVersion: cv.Version, DataCutoff: f.now(), GeneratedAt: f.now(),
-		Drafts: []api.RunDraft{}, Kept: []api.RunKept{}, Unpriced: []api.RunUnpriced{}, Warnings: []string{}, Diffs: []api.RunDiff{}}
+	r := &invoicing.RunReport{Period: period, CatalogVersion: cv.Version, DataCutoff: f.now(), GeneratedAt: f.now(),
+		Drafts: []invoicing.RunDraft{}, Kept: []invoicing.RunKept{}, Unpriced: []invoicing.RunUnpriced{}, Warnings: []string{}, Diffs: []invoicing.RunDiff{}}
 	for _, p := range []string{"ai101", "nlp-lab"} {
 		var d fakeDoc
 		_ = json.Unmarshal(f.docs[p], &d)
@@ -133,11 +137,11 @@ func (f *fakeFlow) Run(ctx context.Context, actor, period string) (*api.RunRepor
 		if err != nil {
 			return nil, err
 		}
-		outcome := "updated"
+		outcome := invoicing.OutcomeUpdated
 		if inv.CreatedAt.Equal(inv.UpdatedAt) {
-			outcome = "created"
+			outcome = invoicing.OutcomeCreated
 		}
-		r.Drafts = append(r.Drafts, api.RunDraft{Project: p, InvoiceID: inv.ID, Revision: inv.Revision, SHA256: inv.SHA256, Total: "1.00", Outcome: outcome})
+		r.Drafts = append(r.Drafts, invoicing.RunDraft{Project: p, InvoiceID: inv.ID, Revision: inv.Revision, SHA256: inv.SHA256, Total: invoicing.Money{Decimal: decimal.NewFromInt(1)}, Outcome: outcome})
 	}
 	return r, nil
 }
@@ -203,14 +207,14 @@ func (f *fakeFlow) Statement(ctx context.Context, id int64, user string) ([]byte
 	return json.Marshal(st)
 }
 
-func (f *fakeFlow) ImportRoster(_ context.Context, _ string, r io.Reader, project string) (api.RosterResult, error) {
+func (f *fakeFlow) ImportRoster(_ context.Context, _ string, r io.Reader, project string) (invoicing.RosterResult, error) {
 	rows, err := csv.NewReader(r).ReadAll()
 	if err != nil {
-		return api.RosterResult{}, fmt.Errorf("%w: roster: %v", ledger.ErrInvalidArgument, err)
+		return invoicing.RosterResult{}, fmt.Errorf("%w: roster: %v", ledger.ErrInvalidArgument, err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	res := api.RosterResult{Projects: []string{project}}
+	res := invoicing.RosterResult{Projects: []string{project}}
 	for i, row := range rows {
 		if i == 0 || len(row) < 2 {
 			continue

@@ -19,6 +19,7 @@ import (
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/ledger/sqlite"
+	"github.com/cardhour/cardhour/internal/reads"
 )
 
 // now is the fixture's clock: after November's grace period.
@@ -66,15 +67,15 @@ func newFixture(t *testing.T) *fixture {
 	_, _, err = led.PutCatalog(ctx, "cli:test", catalogYAML(t))
 	require.NoError(t, err)
 	f.usage = &fakeUsage{
-		rows: []api.UsageGroup{
+		rows: []reads.UsageGroup{
 			{Project: "ai101", User: "s-alice", SKU: "a100-1g.10gb", Node: "gpu-node-01", Day: "2026-11-03", HeldSeconds: 7200},
 			{Project: "ai101", User: "s-bob", SKU: "a100-1g.10gb", Node: "gpu-node-02", Day: "2026-11-03", HeldSeconds: 3600},
 			{Project: "nlp-lab", User: "s-carol", SKU: "a100-7g.80gb", Node: "gpu-node-01", Day: "2026-11-04", HeldSeconds: 36000},
 		},
-		held: []api.Held{
-			{Instance: "MIG-1", Node: "gpu-node-01", Project: "ai101", User: "s-alice", GPUModel: "A100", Since: now.Add(-time.Hour), LastSample: now},
-			{Instance: "MIG-2", Node: "gpu-node-02", Project: "ai101", User: "s-bob", GPUModel: "A100", Since: now.Add(-time.Hour), LastSample: now, Idle: true, IdleSince: now.Add(-time.Minute)},
-			{Instance: "GPU-3", Node: "gpu-node-01", Project: "nlp-lab", User: "s-carol", GPUModel: "A100", Since: now.Add(-time.Hour), LastSample: now},
+		held: []reads.Held{
+			{InstanceID: "MIG-1", Node: "gpu-node-01", Project: "ai101", User: "s-alice", GPUModel: "A100", Since: now.Add(-time.Hour), LastSample: now},
+			{InstanceID: "MIG-2", Node: "gpu-node-02", Project: "ai101", User: "s-bob", GPUModel: "A100", Since: now.Add(-time.Hour), LastSample: now, Idle: true, IdleSince: now.Add(-time.Minute)},
+			{InstanceID: "GPU-3", Node: "gpu-node-01", Project: "nlp-lab", User: "s-carol", GPUModel: "A100", Since: now.Add(-time.Hour), LastSample: now},
 		},
 	}
 	f.flow = &fakeFlow{led: led, now: func() time.Time { return now }, grace: 72 * time.Hour,

@@ -10,13 +10,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/internal/invoicing"
 	"github.com/cardhour/cardhour/internal/ledger"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -153,33 +154,9 @@ type body[T any] struct {
 	Body T
 }
 
-// ---------------------------------------------------------------- catalog cache
-
-type catalogCache struct {
-	mu     sync.Mutex
-	parsed map[int64]*schemas.Catalog
-}
-
 // currentCatalog is the current catalog version, parsed (once per version).
 func (s *Server) currentCatalog(ctx context.Context) (ledger.CatalogVersion, *schemas.Catalog, error) {
-	v, err := s.cfg.Ledger.CurrentCatalog(ctx)
-	if err != nil {
-		return v, nil, err
-	}
-	s.cats.mu.Lock()
-	defer s.cats.mu.Unlock()
-	if c, ok := s.cats.parsed[v.Version]; ok {
-		return v, c, nil
-	}
-	c, err := schemas.ParseCatalog(v.Content, fmt.Sprintf("catalog version %d", v.Version))
-	if err != nil {
-		return v, nil, fmt.Errorf("stored catalog version %d does not parse: %w", v.Version, err)
-	}
-	if s.cats.parsed == nil {
-		s.cats.parsed = map[int64]*schemas.Catalog{}
-	}
-	s.cats.parsed[v.Version] = c
-	return v, c, nil
+	return s.cats.CurrentVersion(ctx)
 }
 
 // ---------------------------------------------------------------- routes
@@ -340,7 +317,7 @@ type rosterUpload struct {
 	RawBody []byte `contentType:"text/csv" required:"true"`
 }
 
-func (s *Server) importRoster(ctx context.Context, in *rosterUpload) (*body[RosterResult], error) {
+func (s *Server) importRoster(ctx context.Context, in *rosterUpload) (*body[invoicing.RosterResult], error) {
 	if _, err := projectScope(ctx, in.Project); err != nil {
 		return nil, err
 	}
@@ -352,7 +329,7 @@ func (s *Server) importRoster(ctx context.Context, in *rosterUpload) (*body[Rost
 	if err != nil {
 		return nil, err
 	}
-	return &body[RosterResult]{res}, nil
+	return &body[invoicing.RosterResult]{res}, nil
 }
 
 func (s *Server) invoicing() (Invoicing, error) {
@@ -418,7 +395,7 @@ type usageInput struct {
 
 // UsagePage is a page of a usage report's rows.
 type UsagePage struct {
-	UsageReport
+	reads.UsageReport
 	NextCursor string `json:"next_cursor"`
 }
 
@@ -484,30 +461,30 @@ func (s *Server) getUsage(ctx context.Context, in *usageInput) (*body[UsagePage]
 
 // usageQuery checks the grouping, the window and the token's scope of a
 // usage request, in that order.
-func (s *Server) usageQuery(ctx context.Context, in *usageInput) (UsageQuery, error) {
+func (s *Server) usageQuery(ctx context.Context, in *usageInput) (reads.UsageQuery, error) {
 	for i, d := range in.GroupBy {
 		if slices.Contains(in.GroupBy[:i], d) {
-			return UsageQuery{}, invalid(ctx, "query.group_by", "group_by names %s twice", d)
+			return reads.UsageQuery{}, invalid(ctx, "query.group_by", "group_by names %s twice", d)
 		}
 	}
 	from, to, err := s.window(ctx, in.RangeParams)
 	if err != nil {
-		return UsageQuery{}, err
+		return reads.UsageQuery{}, err
 	}
 	projects, err := projectsScope(ctx, in.Project)
 	if err != nil {
-		return UsageQuery{}, err
+		return reads.UsageQuery{}, err
 	}
 	users, err := usersScope(ctx, in.User)
 	if err != nil {
-		return UsageQuery{}, err
+		return reads.UsageQuery{}, err
 	}
-	return UsageQuery{From: from, To: to, GroupBy: in.GroupBy, Projects: projects, Users: users, SKUs: in.SKU, Nodes: in.Node}, nil
+	return reads.UsageQuery{From: from, To: to, GroupBy: in.GroupBy, Projects: projects, Users: users, SKUs: in.SKU, Nodes: in.Node}, nil
 }
 
 // usagePage is the page of rep's rows from off, at most limit of them; the
 // store computes the whole report, the API pages it by offset.
-func usagePage(rep *UsageReport, off, limit int) UsagePage {
+func usagePage(rep *reads.UsageReport, off, limit int) UsagePage {
 	out := UsagePage{UsageReport: *rep}
 	if out.GroupBy == nil {
 		out.GroupBy = []string{}
@@ -521,7 +498,7 @@ func usagePage(rep *UsageReport, off, limit int) UsagePage {
 		rows = rows[:limit]
 		out.NextCursor = offsetCursor(off + limit)
 	}
-	out.Rows = append([]UsageGroup{}, rows...)
+	out.Rows = append([]reads.UsageGroup{}, rows...)
 	return out
 }
 
@@ -531,7 +508,7 @@ type heldInput struct {
 	Node    string `query:"node"`
 }
 
-func (s *Server) getHeldNow(ctx context.Context, in *heldInput) (*body[Page[Held]], error) {
+func (s *Server) getHeldNow(ctx context.Context, in *heldInput) (*body[Page[reads.Held]], error) {
 	u, err := s.usage()
 	if err != nil {
 		return nil, err
@@ -552,12 +529,12 @@ func (s *Server) getHeldNow(ctx context.Context, in *heldInput) (*body[Page[Held
 	if err != nil {
 		return nil, err
 	}
-	out := Page[Held]{Items: []Held{}}
+	out := Page[reads.Held]{Items: []reads.Held{}}
 	for _, h := range held {
 		if (project != "" && h.Project != project) || (len(users) > 0 && h.User != users[0]) || (in.Node != "" && h.Node != in.Node) {
 			continue
 		}
 		out.Items = append(out.Items, h)
 	}
-	return &body[Page[Held]]{out}, nil
+	return &body[Page[reads.Held]]{out}, nil
 }

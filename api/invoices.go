@@ -11,6 +11,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/cardhour/cardhour/internal/invoicing"
 	"github.com/cardhour/cardhour/internal/ledger"
 )
 
@@ -189,7 +190,7 @@ func (s *Server) routesStatements() {
 		rolesAll, s.exportStatement)
 }
 
-func (s *Server) createBillingRun(ctx context.Context, in *runInput) (*body[RunReport], error) {
+func (s *Server) createBillingRun(ctx context.Context, in *runInput) (*body[invoicing.RunReport], error) {
 	fl, err := s.invoicing()
 	if err != nil {
 		return nil, err
@@ -198,7 +199,7 @@ func (s *Server) createBillingRun(ctx context.Context, in *runInput) (*body[RunR
 	if err != nil {
 		return nil, err
 	}
-	return &body[RunReport]{*r}, nil
+	return &body[invoicing.RunReport]{*r}, nil
 }
 
 type invoiceListInput struct {

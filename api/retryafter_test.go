@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cardhour/cardhour/api"
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/internal/storefail"
 )
 
@@ -24,7 +25,7 @@ type failingUsage struct {
 	err error
 }
 
-func (u failingUsage) Usage(context.Context, api.UsageQuery) (*api.UsageReport, error) {
+func (u failingUsage) Usage(context.Context, reads.UsageQuery) (*reads.UsageReport, error) {
 	return nil, u.err
 }
 

@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"regexp"
 	"strconv"
 	"sync/atomic"
@@ -33,7 +34,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cardhour/cardhour/api/web"
-	"github.com/cardhour/cardhour/internal/ledger"
+	"github.com/cardhour/cardhour/internal/catalogs"
+	"github.com/cardhour/cardhour/internal/reads"
 )
 
 // Defaults of Config.
@@ -48,10 +50,14 @@ const (
 
 // Config configures a Server.
 type Config struct {
-	Ledger    ledger.Store // required: catalog, invoices, tokens, audit
-	Usage     Usage        // nil: usage routes answer 503 unavailable
-	Invoicing Invoicing    // nil: billing-run, finalize, export routes answer 503
-	Advice    Advisor      // nil: the advice route answers 503
+	Ledger    Ledger    // required: catalog, invoices, tokens, audit, what the watcher recorded
+	Usage     Usage     // nil: usage routes answer 503 unavailable
+	Invoicing Invoicing // nil: billing-run, finalize, export routes answer 503
+	Advice    Advisor   // nil: the advice route answers 503
+	// Catalogs parses the ledger's catalog versions; nil: a cache of the
+	// server's own over Ledger (serve shares one with the invoice flow and
+	// the usage reads).
+	Catalogs *catalogs.Cache
 	// UsagePing reports whether the usage store answers (/readyz); nil:
 	// not configured, and /readyz answers 503.
 	UsagePing func(ctx context.Context) error
@@ -77,7 +83,7 @@ type Server struct {
 	log     *slog.Logger
 	now     func() time.Time
 	serving atomic.Bool
-	cats    catalogCache
+	cats    *catalogs.Cache
 	exports *exportCache
 
 	requests *prometheus.CounterVec
@@ -92,6 +98,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Catalogs == nil {
+		cfg.Catalogs = catalogs.New(cfg.Ledger)
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
@@ -101,7 +110,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Registry = prometheus.NewRegistry()
 		cfg.Registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, now: cfg.Clock, exports: newExportCache(cmp.Or(cfg.ExportCacheBytes, DefaultExportCacheBytes))}
+	s := &Server{cfg: cfg, cats: cfg.Catalogs, log: cfg.Logger, now: cfg.Clock, exports: newExportCache(cmp.Or(cfg.ExportCacheBytes, DefaultExportCacheBytes))}
 	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "cardhour_http_requests_total",
 		Help: "HTTP requests by method, route template and status code.",
@@ -145,6 +154,9 @@ func New(cfg Config) (*Server, error) {
 	hc.DocsPath = ""
 	hc.SchemasPath = ""
 	hc.CreateHooks = nil // no $schema links in bodies
+	// The data-quality report of a billing run is documented as an open
+	// object: its fields are the usage store's checks (docs/api.md).
+	hc.Components.Schemas.RegisterTypeAlias(reflect.TypeFor[reads.DataQuality](), reflect.TypeFor[map[string]any]())
 	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", Description: "a token from `cardhour token create` or POST /api/v1/tokens"},
 	}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/cardhour/cardhour/collector"
 	"github.com/cardhour/cardhour/collector/fleet"
+	"github.com/cardhour/cardhour/internal/catalogs"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/watch"
 	"github.com/cardhour/cardhour/internal/watch/alert"
@@ -365,8 +366,8 @@ releasers:
 	if err != nil {
 		return nil, fmt.Errorf("demo release: %w", err)
 	}
-	cats := &catalogs{led: b.led, parsed: map[int64]*schemas.Catalog{}}
-	return watch.New(watch.Config{Ledger: b.led, Usage: b.usage.(watch.Usage), Catalog: cats.current, Notifier: n, Releaser: r,
+	cats := catalogs.New(b.led)
+	return watch.New(watch.Config{Ledger: b.led, Usage: b.usage.(watch.Usage), Catalog: cats.Current, Notifier: n, Releaser: r,
 		Admins: demoAdmins, Leads: demoLeads,
 		BudgetEvery: time.Hour, Logger: log})
 }

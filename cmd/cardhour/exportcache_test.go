@@ -22,10 +22,10 @@ import (
 
 	"github.com/cardhour/cardhour/api"
 	"github.com/cardhour/cardhour/ingest/storedsn"
+	"github.com/cardhour/cardhour/internal/catalogs"
 	"github.com/cardhour/cardhour/internal/invoicing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/ledger/ledgerdsn"
-	"github.com/cardhour/cardhour/schemas"
 )
 
 // stack is the API in process on SQLite with the real invoice flow and
@@ -65,7 +65,7 @@ func startStack(tb testing.TB, samples string, now time.Time, wrap func(*flow) a
 		inv = wrap(fl)
 	}
 	srv, err := api.New(api.Config{Ledger: led, Invoicing: inv, Logger: log, Clock: clock,
-		Usage: &usageReads{cats: &catalogs{led: led, parsed: map[int64]*schemas.Catalog{}}, st: st, now: clock}})
+		Usage: &usageReads{cats: catalogs.New(led), st: st, now: clock}})
 	require.NoError(tb, err)
 	srv.MarkServing(true)
 	hs := httptest.NewServer(srv.Handler())
@@ -125,7 +125,7 @@ func (c *countingFlow) RenderVoid(ctx context.Context, w io.Writer, format strin
 func TestExportCacheServesOneRenderingOfTheStoredDocument(t *testing.T) {
 	var cf *countingFlow
 	s := startStack(t, exampleSamples, afterNovember, func(f *flow) api.Invoicing { cf = &countingFlow{flow: f}; return cf })
-	var run api.RunReport
+	var run invoicing.RunReport
 	s.must(t, http.MethodPost, "/api/v1/billing-runs", `{"period":"2026-11"}`, &run)
 	require.NotEmpty(t, run.Drafts)
 	d := run.Drafts[0]

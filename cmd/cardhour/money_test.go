@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cardhour/cardhour/api"
+	"github.com/cardhour/cardhour/internal/invoicing"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -87,7 +87,7 @@ func TestEveryAmountHasTheCurrencysMinorDigits(t *testing.T) {
 	require.True(t, ok)
 
 	responses := map[string][]byte{}
-	var run api.RunReport
+	var run invoicing.RunReport
 	responses["POST billing-runs"] = s.must(t, http.MethodPost, "/api/v1/billing-runs", `{"period":"2026-11"}`, &run)
 	require.NotEmpty(t, run.Drafts)
 	for _, d := range run.Drafts {
@@ -101,7 +101,7 @@ func TestEveryAmountHasTheCurrencysMinorDigits(t *testing.T) {
 	require.NotEqual(t, b, changed)
 	_, _, err = s.led.PutCatalog(ctx, "cli:test", changed)
 	require.NoError(t, err)
-	var rerun api.RunReport
+	var rerun invoicing.RunReport
 	responses["POST billing-runs (diff)"] = s.must(t, http.MethodPost, "/api/v1/billing-runs", `{"period":"2026-11"}`, &rerun)
 	require.NotEmpty(t, rerun.Diffs, "the new price makes a difference")
 

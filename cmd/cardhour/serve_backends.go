@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,13 +15,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cardhour/cardhour/api"
-	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/billing/export"
 	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/internal/catalogs"
 	"github.com/cardhour/cardhour/internal/invoicing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/reads"
-	"github.com/cardhour/cardhour/schemas"
 )
 
 // jobOptions are serve's background jobs: automatic finalization after the
@@ -53,7 +51,7 @@ type jobOptions struct {
 // it returns the background jobs (auto-finalize, export, the watcher) as
 // actors for the caller's rungroup, started by nothing else.
 func serveBackends(led ledger.Store, st ingest.Backend, jo jobOptions, log *slog.Logger) (api.Config, []actor, error) {
-	cats := &catalogs{led: led, parsed: map[int64]*schemas.Catalog{}}
+	cats := catalogs.New(led)
 	// The jobs and the watcher give their leases up at their stop through
 	// leases: an error there is logged and returned by their actor.
 	leases := &leaseLedger{Store: led, log: log}
@@ -69,7 +67,7 @@ func serveBackends(led ledger.Store, st ingest.Backend, jo jobOptions, log *slog
 		}
 	}
 	svc, err := invoicing.New(invoicing.Config{Ledger: leases, Usage: st, Grace: jo.Grace, Documents: docs,
-		ExportDir: jo.ExportDir, Webhook: jo.Webhook, Logger: log, Clock: now})
+		ExportDir: jo.ExportDir, Webhook: jo.Webhook, Logger: log, Clock: now, Catalogs: cats})
 	if err != nil {
 		return api.Config{}, nil, err
 	}
@@ -108,6 +106,7 @@ func serveBackends(led ledger.Store, st ingest.Backend, jo jobOptions, log *slog
 	}
 	return api.Config{
 		Registry:  reg,
+		Catalogs:  cats,
 		Usage:     ur,
 		Invoicing: &flow{svc: svc, led: led, docs: docs},
 		Advice:    adviceReads{st: st},
@@ -176,35 +175,10 @@ func (l *leaseLedger) releaseError(name string) error {
 	return nil
 }
 
-// catalogs parses the state store's current catalog once per version.
-type catalogs struct {
-	led    ledger.Store
-	mu     sync.Mutex
-	parsed map[int64]*schemas.Catalog
-}
-
-func (c *catalogs) current(ctx context.Context) (*schemas.Catalog, error) {
-	v, err := c.led.CurrentCatalog(ctx)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cat, ok := c.parsed[v.Version]; ok {
-		return cat, nil
-	}
-	cat, err := schemas.ParseCatalog(v.Content, fmt.Sprintf("catalog version %d", v.Version))
-	if err != nil {
-		return nil, err
-	}
-	c.parsed[v.Version] = cat
-	return cat, nil
-}
-
 // usageReads answers the usage routes with the one read algorithm
 // (reads.Usage, reads.HeldNow) over the store's grouped rows.
 type usageReads struct {
-	cats  *catalogs
+	cats  *catalogs.Cache
 	st    ingest.Backend
 	now   func() time.Time
 	cache *reads.UsageCache // nil: every read computes
@@ -229,12 +203,12 @@ func registerUsageCacheMetrics(reg *prometheus.Registry, c *reads.UsageCache) {
 	}, func() float64 { return float64(c.Stats().Rows) }))
 }
 
-func (u *usageReads) Usage(ctx context.Context, q api.UsageQuery) (*api.UsageReport, error) {
+func (u *usageReads) Usage(ctx context.Context, q reads.UsageQuery) (*reads.UsageReport, error) {
 	rows, ok := u.st.(reads.UsageRows)
 	if !ok {
 		return nil, fmt.Errorf("%w: this usage store cannot group usage", api.ErrUnavailable)
 	}
-	cat, err := u.cats.current(ctx)
+	cat, err := u.cats.Current(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -243,49 +217,22 @@ func (u *usageReads) Usage(ctx context.Context, q api.UsageQuery) (*api.UsageRep
 			return nil, fmt.Errorf("%w: sku %q is not in the catalog", ledger.ErrInvalidArgument, id)
 		}
 	}
-	bq := reads.UsageQuery{From: q.From, To: q.To, GroupBy: q.GroupBy,
-		Projects: q.Projects, Users: q.Users, SKUs: q.SKUs, Nodes: q.Nodes}
-	var rep *reads.UsageReport
 	if u.cache != nil {
-		rep, err = u.cache.Usage(ctx, cat, bq)
-	} else {
-		rep, err = reads.Usage(ctx, rows, cat, bq)
+		return u.cache.Usage(ctx, cat, q)
 	}
-	if err != nil {
-		return nil, err
-	}
-	out := &api.UsageReport{From: rep.From, To: rep.To, Timezone: rep.Timezone, Currency: rep.Currency, GroupBy: rep.GroupBy,
-		Rows: make([]api.UsageGroup, 0, len(rep.Rows)), Total: usageGroup(rep.Total), UnpricedSeconds: rep.UnpricedSeconds}
-	for _, g := range rep.Rows {
-		out.Rows = append(out.Rows, usageGroup(g))
-	}
-	return out, nil
+	return reads.Usage(ctx, rows, cat, q)
 }
 
-func usageGroup(g reads.UsageGroup) api.UsageGroup {
-	return api.UsageGroup{Project: g.Project, User: g.User, SKU: g.SKU, Instance: g.InstanceID, Node: g.Node, Day: g.Day, Hour: g.Hour,
-		HeldSeconds: g.HeldSeconds, IdleSeconds: g.IdleSeconds, Cost: billing.FormatMoney(g.Cost)}
-}
-
-func (u *usageReads) HeldNow(ctx context.Context) ([]api.Held, error) {
+func (u *usageReads) HeldNow(ctx context.Context) ([]reads.Held, error) {
 	rows, ok := u.st.(reads.HeldRows)
 	if !ok {
 		return nil, fmt.Errorf("%w: this usage store cannot say what is held", api.ErrUnavailable)
 	}
-	cat, err := u.cats.current(ctx)
+	cat, err := u.cats.Current(ctx)
 	if err != nil {
 		return nil, err
 	}
-	held, err := reads.HeldNow(ctx, rows, cat, u.now())
-	if err != nil {
-		return nil, err
-	}
-	out := make([]api.Held, 0, len(held))
-	for _, h := range held {
-		out = append(out, api.Held{Instance: h.InstanceID, Node: h.Node, Project: h.Project, User: h.User, SKU: h.SKU,
-			GPUModel: h.GPUModel, Profile: h.Profile, Since: h.Since, LastSample: h.LastSample, Idle: h.Idle, IdleSince: h.IdleSince})
-	}
-	return out, nil
+	return reads.HeldNow(ctx, rows, cat, u.now())
 }
 
 // flow is the invoice flow as the API sees it.
@@ -295,20 +242,8 @@ type flow struct {
 	docs invoicing.ExportDocuments
 }
 
-func (f *flow) Run(ctx context.Context, actor, period string) (*api.RunReport, error) {
-	r, err := f.svc.Run(ctx, actor, period)
-	if err != nil {
-		return nil, err
-	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
-	}
-	var out api.RunReport
-	if err := json.Unmarshal(b, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+func (f *flow) Run(ctx context.Context, actor, period string) (*invoicing.RunReport, error) {
+	return f.svc.Run(ctx, actor, period)
 }
 
 func (f *flow) Finalize(ctx context.Context, actor string, id int64, ifSHA256 string) (ledger.Invoice, error) {
@@ -351,16 +286,16 @@ func (r rosterProblems) LineProblems() []api.LineProblem {
 	return out
 }
 
-func (f *flow) ImportRoster(ctx context.Context, actor string, r io.Reader, project string) (api.RosterResult, error) {
+func (f *flow) ImportRoster(ctx context.Context, actor string, r io.Reader, project string) (invoicing.RosterResult, error) {
 	res, err := f.svc.ImportRoster(ctx, actor, r, project)
 	if err != nil {
 		var re *invoicing.RosterError
 		if errors.As(err, &re) {
-			return api.RosterResult{}, rosterProblems{re}
+			return invoicing.RosterResult{}, rosterProblems{re}
 		}
-		return api.RosterResult{}, err
+		return invoicing.RosterResult{}, err
 	}
-	return api.RosterResult{Rows: res.Rows, Projects: res.Projects, Added: res.Added, Updated: res.Updated, Removed: res.Removed, Unchanged: res.Unchanged}, nil
+	return res, nil
 }
 
 func (f *flow) Students(ctx context.Context, project, user, cursor string, limit int) ([]api.Student, string, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/internal/catalogs"
 	"github.com/cardhour/cardhour/internal/watch"
 )
 
@@ -74,9 +75,9 @@ func loadWatch(path string, every time.Duration) (watchOptions, error) {
 // lease up (the state store is still open: the stores close after every
 // actor returned); a failed release is its error, as watch.Run returns
 // it. Its metrics go to reg (served at /metrics).
-func watchActor(led *leaseLedger, st ingest.Backend, cats *catalogs, wo watchOptions, reg prometheus.Registerer, log *slog.Logger) (actor, error) {
+func watchActor(led *leaseLedger, st ingest.Backend, cats *catalogs.Cache, wo watchOptions, reg prometheus.Registerer, log *slog.Logger) (actor, error) {
 	cfg, every := wo.Config, wo.Every
-	cfg.Ledger, cfg.Usage, cfg.Catalog, cfg.Logger = led, st, cats.current, log
+	cfg.Ledger, cfg.Usage, cfg.Catalog, cfg.Logger = led, st, cats.Current, log
 	cfg.Registerer = reg
 	if c, ok := cfg.Notifier.(interface{ Collectors() []prometheus.Collector }); ok && reg != nil {
 		reg.MustRegister(c.Collectors()...)

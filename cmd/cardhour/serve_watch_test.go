@@ -18,11 +18,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/internal/catalogs"
 	"github.com/cardhour/cardhour/internal/invoicing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/ledger/ledgerdsn"
 	"github.com/cardhour/cardhour/internal/watch"
-	"github.com/cardhour/cardhour/schemas"
 )
 
 func TestServeWatch(t *testing.T) {
@@ -145,7 +145,7 @@ func TestWatchActorReturnsAFailedLeaseRelease(t *testing.T) {
 		}
 		leases := &leaseLedger{Store: st, log: slog.New(slog.DiscardHandler)}
 		reg := prometheus.NewRegistry()
-		a, err := watchActor(leases, ingest.NewMemStore(), &catalogs{led: led, parsed: map[int64]*schemas.Catalog{}},
+		a, err := watchActor(leases, ingest.NewMemStore(), catalogs.New(led),
 			watchOptions{File: "watch.yaml", Every: time.Second}, reg, slog.New(slog.DiscardHandler))
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())

@@ -149,7 +149,7 @@ func must[T any](t *testing.T) func(v T, err error) T {
 	}
 }
 
-func draftOf(t *testing.T, run *invoicing.Run, project string) invoicing.RunDraft {
+func draftOf(t *testing.T, run *invoicing.RunReport, project string) invoicing.RunDraft {
 	t.Helper()
 	for _, d := range run.Drafts {
 		if d.Project == project {
@@ -194,7 +194,7 @@ func flow(t *testing.T, open openLedger) {
 	if !errors.Is(err, invoicing.ErrFuturePeriod) || !errors.Is(err, ledger.ErrInvalidArgument) || !strings.Contains(err.Error(), "2026-12-01T00:00:00+08:00") {
 		t.Fatalf("run of a future month: %v", err)
 	}
-	run := must[*invoicing.Run](t)(f.svc.Run(ctx, "finance", "2026-11"))
+	run := must[*invoicing.RunReport](t)(f.svc.Run(ctx, "finance", "2026-11"))
 	if !run.MonthToDate || run.ID == 0 || len(run.Kept) != 0 || len(run.Diffs) != 0 {
 		t.Fatalf("month-to-date run: %+v", run)
 	}
@@ -206,7 +206,7 @@ func flow(t *testing.T, open openLedger) {
 	// After the month: the draft is recomputed, but finalizing waits for
 	// the grace period (3 days after the month's end in Asia/Shanghai).
 	f.clock.Set(at("2026-12-02 10:00"))
-	run = must[*invoicing.Run](t)(f.svc.Run(ctx, "finance", "2026-11"))
+	run = must[*invoicing.RunReport](t)(f.svc.Run(ctx, "finance", "2026-11"))
 	if run.MonthToDate {
 		t.Fatal("a run after the month is not month to date")
 	}
@@ -254,7 +254,7 @@ func flow(t *testing.T, open openLedger) {
 		t.Fatalf("new catalog: %v %v", created, err)
 	}
 	f.clock.Set(at("2026-12-06 09:00"))
-	run = must[*invoicing.Run](t)(f.svc.Run(ctx, "finance", "2026-11"))
+	run = must[*invoicing.RunReport](t)(f.svc.Run(ctx, "finance", "2026-11"))
 	if len(run.Drafts) != 0 || len(run.Kept) != 2 || run.CatalogVersion != 2 {
 		t.Fatalf("run after finalizing: drafts %+v kept %+v version %d", run.Drafts, run.Kept, run.CatalogVersion)
 	}
@@ -269,7 +269,7 @@ func flow(t *testing.T, open openLedger) {
 	}
 	d := run.Diffs[0]
 	if d.Project != "nlp-lab" || d.Number != inv.Number || d.Action != invoicing.ActionVoidAndReissue || len(d.Lines) != 1 ||
-		!d.Delta.Equal(decimal.RequireFromString("90")) || !d.NewTotal.Sub(d.OldTotal).Equal(d.Delta) {
+		!d.Delta.Equal(decimal.RequireFromString("90")) || !d.NewTotal.Sub(d.OldTotal.Decimal).Equal(d.Delta.Decimal) {
 		t.Fatalf("diff: %+v", d)
 	}
 	l := d.Lines[0]
@@ -279,8 +279,8 @@ func flow(t *testing.T, open openLedger) {
 	}
 	// The run is stored with its report.
 	rec := must[ledger.BillingRun](t)(f.led.BillingRun(ctx, run.ID))
-	var stored invoicing.Run
-	if err := json.Unmarshal(rec.Report, &stored); err != nil || len(stored.Diffs) != 1 || !stored.Diffs[0].Delta.Equal(d.Delta) {
+	var stored invoicing.RunReport
+	if err := json.Unmarshal(rec.Report, &stored); err != nil || len(stored.Diffs) != 1 || !stored.Diffs[0].Delta.Equal(d.Delta.Decimal) {
 		t.Fatalf("stored report: %v %s", err, rec.Report)
 	}
 
@@ -305,7 +305,7 @@ func flow(t *testing.T, open openLedger) {
 	if v.CreditNote.Number != inv.Number+"-CN1" || v.Draft.Revision != 2 {
 		t.Fatalf("void: %+v", v)
 	}
-	run = must[*invoicing.Run](t)(f.svc.Run(ctx, "finance", "2026-11"))
+	run = must[*invoicing.RunReport](t)(f.svc.Run(ctx, "finance", "2026-11"))
 	rev2 := draftOf(t, run, "nlp-lab")
 	if rev2.InvoiceID != v.Draft.ID || len(run.Diffs) != 0 {
 		t.Fatalf("run after the void: %+v", run)
@@ -343,7 +343,7 @@ func TestGraceIsConfigurable(t *testing.T) {
 	must[ledger.CatalogVersion](t)(firstOf(f.led.PutCatalog(ctx, "admin", exampleCatalog(t))))
 	write(t, f.usage, occupancy("nlp-lab", alice, "h100-a", h100, "full", at("2026-11-03 09:00"), at("2026-11-03 10:00")))
 	f.clock.Set(at("2026-12-01 11:59"))
-	run := must[*invoicing.Run](t)(f.svc.Run(ctx, "finance", "2026-11"))
+	run := must[*invoicing.RunReport](t)(f.svc.Run(ctx, "finance", "2026-11"))
 	id := draftOf(t, run, "nlp-lab").InvoiceID
 	if _, err := f.svc.Finalize(ctx, "finance", id, ""); !errors.Is(err, invoicing.ErrGracePeriod) || !strings.Contains(err.Error(), "2026-12-01T12:00:00+08:00") {
 		t.Fatalf("finalize 1 minute early: %v", err)

@@ -17,12 +17,12 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/shopspring/decimal"
 
 	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/internal/catalogs"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
@@ -48,7 +48,7 @@ var (
 // QualityFunc checks the data quality of period p under cat as of now
 // (rejected samples, silent nodes, busy usage with no holder); its value is
 // reported as JSON in the run.
-type QualityFunc func(ctx context.Context, cat *schemas.Catalog, p billing.Period, now time.Time) (any, error)
+type QualityFunc func(ctx context.Context, cat *schemas.Catalog, p billing.Period, now time.Time) (*reads.DataQuality, error)
 
 // Config configures a Service.
 type Config struct {
@@ -69,6 +69,9 @@ type Config struct {
 	// Webhook, when its URL is set, receives every exported period once.
 	Webhook Webhook
 	Logger  *slog.Logger // nil: discard
+	// Catalogs parses the ledger's catalog versions (nil: a cache of this
+	// Service's own over Ledger); serve shares one with the API.
+	Catalogs *catalogs.Cache
 }
 
 // Service is the invoice flow. It is safe for concurrent use, also by
@@ -77,8 +80,7 @@ type Service struct {
 	cfg  Config
 	now  func() time.Time
 	log  *slog.Logger
-	mu   sync.Mutex
-	cats map[int64]*schemas.Catalog // parsed catalog versions
+	cats *catalogs.Cache
 }
 
 // New checks cfg and returns the Service.
@@ -94,7 +96,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.Documents = ExportDocuments{}
 	}
 	if q, ok := cfg.Usage.(reads.QualityRows); ok && cfg.Quality == nil {
-		cfg.Quality = func(ctx context.Context, cat *schemas.Catalog, p billing.Period, now time.Time) (any, error) {
+		cfg.Quality = func(ctx context.Context, cat *schemas.Catalog, p billing.Period, now time.Time) (*reads.DataQuality, error) {
 			return reads.CheckDataQuality(ctx, q, cat, p, now)
 		}
 	}
@@ -116,33 +118,16 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{cfg: cfg, now: cfg.Clock, log: cfg.Logger, cats: map[int64]*schemas.Catalog{}}, nil
+	if cfg.Catalogs == nil {
+		cfg.Catalogs = catalogs.New(cfg.Ledger)
+	}
+	return &Service{cfg: cfg, now: cfg.Clock, log: cfg.Logger, cats: cfg.Catalogs}, nil
 }
 
-// catalog parses (once) a stored catalog version.
+// catalog is a stored catalog version, parsed (once per process when the
+// catalog cache is shared).
 func (s *Service) catalog(ctx context.Context, version int64) (*schemas.Catalog, error) {
-	s.mu.Lock()
-	c := s.cats[version]
-	s.mu.Unlock()
-	if c != nil {
-		return c, nil
-	}
-	v, err := s.cfg.Ledger.Catalog(ctx, version)
-	if err != nil {
-		return nil, err
-	}
-	return s.parse(v)
-}
-
-func (s *Service) parse(v ledger.CatalogVersion) (*schemas.Catalog, error) {
-	c, err := schemas.ParseCatalog(v.Content, fmt.Sprintf("catalog version %d", v.Version))
-	if err != nil {
-		return nil, fmt.Errorf("stored catalog version %d does not parse: %w", v.Version, err)
-	}
-	s.mu.Lock()
-	s.cats[v.Version] = c
-	s.mu.Unlock()
-	return c, nil
+	return s.cats.Version(ctx, version)
 }
 
 // currentCatalog is the current catalog version, parsed.
@@ -151,13 +136,9 @@ func (s *Service) currentCatalog(ctx context.Context) (int64, *schemas.Catalog, 
 	if err != nil {
 		return 0, nil, fmt.Errorf("cannot bill without a catalog: %w", err)
 	}
-	s.mu.Lock()
-	c := s.cats[v.Version]
-	s.mu.Unlock()
-	if c == nil {
-		if c, err = s.parse(v); err != nil {
-			return 0, nil, err
-		}
+	c, err := s.cats.Parse(v)
+	if err != nil {
+		return 0, nil, err
 	}
 	return v.Version, c, nil
 }
@@ -165,8 +146,9 @@ func (s *Service) currentCatalog(ctx context.Context) (int64, *schemas.Catalog, 
 // GraceEnds is when period p's invoices may be finalized.
 func (s *Service) GraceEnds(p billing.Period) time.Time { return p.End.Add(s.cfg.Grace) }
 
-// Run is what a billing run did.
-type Run struct {
+// RunReport is what a billing run did. The API serves it as it is (its
+// schema is this type's), and the ledger stores it with the run.
+type RunReport struct {
 	ID             int64     `json:"id"` // the billing run's record in the ledger
 	Period         string    `json:"period"`
 	MonthToDate    bool      `json:"month_to_date"` // the period had not ended
@@ -185,33 +167,40 @@ type Run struct {
 	Warnings []string `json:"warnings"`
 	// DataQuality is the usage store's data-quality report (absent
 	// without Config.Quality).
-	DataQuality json.RawMessage `json:"data_quality,omitempty"`
+	DataQuality *reads.DataQuality `json:"data_quality,omitempty"`
 	// Diffs compare each finalized revision of the period with what this
 	// run recomputed; only projects with a difference are listed.
-	Diffs []Diff `json:"diffs"`
+	Diffs []RunDiff `json:"diffs"`
 }
 
 // RunDraft is one draft a run saved.
 type RunDraft struct {
-	Project   string          `json:"project"`
-	InvoiceID int64           `json:"invoice_id"`
-	Revision  int             `json:"revision"`
-	SHA256    string          `json:"sha256"`
-	Total     decimal.Decimal `json:"total"`
-	// Outcome is what the run did with the project's draft: OutcomeCreated,
-	// OutcomeUpdated or OutcomeUnchanged.
-	Outcome string `json:"outcome"`
+	Project   string `json:"project"`
+	InvoiceID int64  `json:"invoice_id"`
+	Revision  int    `json:"revision"`
+	SHA256    string `json:"sha256"`
+	Total     Money  `json:"total"`
+	// Outcome is what the run did with the project's draft.
+	Outcome Outcome `json:"outcome" enum:"created,updated,unchanged" doc:"created (no open draft), updated (the open draft replaced) or unchanged (the open draft kept with its SHA-256: its content is what the run computed, apart from generated_at and data_cutoff)"`
 }
 
-// A draft's outcome in a run. A recomputed document whose content is the
-// stored draft's (it differs at most in generated_at and data_cutoff, see
-// export.SameContent) leaves the stored draft, its SHA-256 and its data
-// cut-off as they are: unchanged, so that a reviewed if_sha256 stays valid.
+// Outcome is what a run did with a project's draft. A recomputed document
+// whose content is the stored draft's (it differs at most in generated_at
+// and data_cutoff, see export.SameContent) leaves the stored draft, its
+// SHA-256 and its data cut-off as they are: unchanged, so that a reviewed
+// if_sha256 stays valid.
+type Outcome string
+
+// The outcomes, listed once in Outcomes (the API's enum is tested against
+// it).
 const (
-	OutcomeCreated   = "created"   // the project had no open draft
-	OutcomeUpdated   = "updated"   // the open draft was replaced
-	OutcomeUnchanged = "unchanged" // the open draft was kept
+	OutcomeCreated   Outcome = "created"   // the project had no open draft
+	OutcomeUpdated   Outcome = "updated"   // the open draft was replaced
+	OutcomeUnchanged Outcome = "unchanged" // the open draft was kept
 )
+
+// Outcomes is every Outcome, in the order the API documents them.
+var Outcomes = []Outcome{OutcomeCreated, OutcomeUpdated, OutcomeUnchanged}
 
 // RunKept is a finalized invoice a run left as it is.
 type RunKept struct {
@@ -231,34 +220,40 @@ type RunUnpriced struct {
 	UsedSeconds int64  `json:"used_seconds"`
 }
 
-// The actions a difference calls for (see docs/billing.md, late usage).
+// Action is what a difference calls for (see docs/billing.md, late usage).
+type Action string
+
+// The actions, listed once in Actions.
 const (
-	ActionVoidAndReissue = "void_and_reissue"
+	ActionVoidAndReissue Action = "void_and_reissue"
 )
 
-// Diff is the difference between a finalized invoice and the recomputed
+// Actions is every Action.
+var Actions = []Action{ActionVoidAndReissue}
+
+// RunDiff is the difference between a finalized invoice and the recomputed
 // document of its project and period. The finalized invoice is never
 // changed by it: Action says what finance should do.
-type Diff struct {
-	Project   string          `json:"project"`
-	InvoiceID int64           `json:"invoice_id"`
-	Number    string          `json:"number"`
-	Revision  int             `json:"revision"`
-	OldTotal  decimal.Decimal `json:"old_total"`
-	NewTotal  decimal.Decimal `json:"new_total"`
-	Delta     decimal.Decimal `json:"delta"`
-	Lines     []DiffLine      `json:"lines"`
-	Action    string          `json:"action"`
+type RunDiff struct {
+	Project   string        `json:"project"`
+	InvoiceID int64         `json:"invoice_id"`
+	Number    string        `json:"number"`
+	Revision  int           `json:"revision"`
+	OldTotal  Money         `json:"old_total"`
+	NewTotal  Money         `json:"new_total"`
+	Delta     Money         `json:"delta"`
+	Lines     []RunDiffLine `json:"lines"`
+	Action    Action        `json:"action"`
 }
 
-// DiffLine is one line (kind, user, SKU) whose amount differs.
-type DiffLine struct {
-	Kind  string          `json:"kind"`
-	User  string          `json:"user"`
-	SKU   string          `json:"sku"`
-	Old   decimal.Decimal `json:"old"`
-	New   decimal.Decimal `json:"new"`
-	Delta decimal.Decimal `json:"delta"`
+// RunDiffLine is one line (kind, user, SKU) whose amount differs.
+type RunDiffLine struct {
+	Kind  string `json:"kind"`
+	User  string `json:"user"`
+	SKU   string `json:"sku"`
+	Old   Money  `json:"old"`
+	New   Money  `json:"new"`
+	Delta Money  `json:"delta"`
 }
 
 // period parses a "YYYY-MM" in the catalog's time zone.
@@ -274,7 +269,7 @@ func period(s string, cat *schemas.Catalog) (billing.Period, error) {
 // the current catalog from the usage store, saves a draft per project (a
 // finalized revision is kept and reported with its difference instead),
 // records the run in the ledger and returns it.
-func (s *Service) Run(ctx context.Context, actor, periodStr string) (*Run, error) {
+func (s *Service) Run(ctx context.Context, actor, periodStr string) (*RunReport, error) {
 	if err := ledger.CheckActor(actor); err != nil {
 		return nil, err
 	}
@@ -300,11 +295,7 @@ func (s *Service) Run(ctx context.Context, actor, periodStr string) (*Run, error
 	}
 	run := newRun(res, p, version, now)
 	if s.cfg.Quality != nil {
-		q, err := s.cfg.Quality(ctx, cat, p, now)
-		if err != nil {
-			return nil, fmt.Errorf("data quality of %s: %w", p, err)
-		}
-		if run.DataQuality, err = json.Marshal(q); err != nil {
+		if run.DataQuality, err = s.cfg.Quality(ctx, cat, p, now); err != nil {
 			return nil, fmt.Errorf("data quality of %s: %w", p, err)
 		}
 	}
@@ -331,7 +322,7 @@ func (s *Service) Run(ctx context.Context, actor, periodStr string) (*Run, error
 // newRun is the report of billing p at now, before any draft is saved: its
 // data cut-off (the period's end, now, or the newest session, whichever is
 // first) and the unpriced usage.
-func newRun(res *billing.Result, p billing.Period, version int64, now time.Time) *Run {
+func newRun(res *billing.Result, p billing.Period, version int64, now time.Time) *RunReport {
 	cutoff := now
 	if cutoff.After(p.End) {
 		cutoff = p.End
@@ -339,9 +330,9 @@ func newRun(res *billing.Result, p billing.Period, version int64, now time.Time)
 	if newest := newestSession(res); !newest.IsZero() && newest.Before(cutoff) {
 		cutoff = newest
 	}
-	run := &Run{Period: p.String(), MonthToDate: now.Before(p.End), CatalogVersion: version,
+	run := &RunReport{Period: p.String(), MonthToDate: now.Before(p.End), CatalogVersion: version,
 		DataCutoff: cutoff.UTC(), GeneratedAt: now.UTC(), Warnings: res.Warnings,
-		Drafts: []RunDraft{}, Kept: []RunKept{}, Unpriced: []RunUnpriced{}, Diffs: []Diff{}}
+		Drafts: []RunDraft{}, Kept: []RunKept{}, Unpriced: []RunUnpriced{}, Diffs: []RunDiff{}}
 	for _, inv := range res.Invoices {
 		for _, u := range inv.Unpriced {
 			run.Unpriced = append(run.Unpriced, RunUnpriced{Project: inv.Project, User: u.User, GPUModel: u.GPUModel,
@@ -355,7 +346,7 @@ func newRun(res *billing.Result, p billing.Period, version int64, now time.Time)
 // draft, adding it to run.Drafts. It returns every built document by
 // project, and the projects whose draft the ledger refused as a conflict
 // (a finalized revision, which keepFinalized checks).
-func (s *Service) saveDrafts(ctx context.Context, actor string, run *Run, res *billing.Result) (built map[string][]byte, conflicted map[string]error, _ error) {
+func (s *Service) saveDrafts(ctx context.Context, actor string, run *RunReport, res *billing.Result) (built map[string][]byte, conflicted map[string]error, _ error) {
 	names, err := s.rosterNames(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -384,7 +375,7 @@ func (s *Service) saveDrafts(ctx context.Context, actor string, run *Run, res *b
 				return nil, nil, fmt.Errorf("reading back the draft of %s/%s: %w", d.Project, run.Period, err)
 			}
 			run.Drafts = append(run.Drafts, RunDraft{Project: d.Project, InvoiceID: inv.ID, Revision: inv.Revision, SHA256: inv.SHA256,
-				Total: sum.Total, Outcome: outcome})
+				Total: Money{sum.Total}, Outcome: outcome})
 		case errors.Is(err, ledger.ErrConflict):
 			// A finalized revision: kept, and compared below.
 			conflicted[d.Project] = err
@@ -397,7 +388,7 @@ func (s *Service) saveDrafts(ctx context.Context, actor string, run *Run, res *b
 
 // saveDraft saves d as its project's draft, or keeps the open draft when its
 // content is d's and it was built from the same catalog version.
-func (s *Service) saveDraft(ctx context.Context, actor string, run *Run, d ProjectDocument, openDraft map[string]int64) (ledger.Invoice, string, error) {
+func (s *Service) saveDraft(ctx context.Context, actor string, run *RunReport, d ProjectDocument, openDraft map[string]int64) (ledger.Invoice, Outcome, error) {
 	outcome := OutcomeCreated
 	if id, ok := openDraft[d.Project]; ok {
 		outcome = OutcomeUpdated
@@ -421,7 +412,7 @@ func (s *Service) saveDraft(ctx context.Context, actor string, run *Run, d Proje
 // keepFinalized adds every finalized revision of the period (also of
 // projects the run found no usage for) to run.Kept, comparing it with the
 // recomputation. A conflict that is not a finalized revision is an error.
-func (s *Service) keepFinalized(ctx context.Context, run *Run, built map[string][]byte, conflicted map[string]error) error {
+func (s *Service) keepFinalized(ctx context.Context, run *RunReport, built map[string][]byte, conflicted map[string]error) error {
 	finalized, err := s.invoices(ctx, ledger.InvoiceFilter{Period: run.Period, Status: ledger.StatusFinalized})
 	if err != nil {
 		return err
@@ -510,7 +501,7 @@ type lineKey struct{ kind, user, sku string }
 
 // diff compares a finalized invoice with the recomputed document of its
 // project (nil: no usage now); nil when they agree line by line.
-func (s *Service) diff(inv ledger.Invoice, recomputed []byte) (*Diff, error) {
+func (s *Service) diff(inv ledger.Invoice, recomputed []byte) (*RunDiff, error) {
 	old, err := s.cfg.Documents.Summary(inv.Document)
 	if err != nil {
 		return nil, fmt.Errorf("reading finalized invoice %s: %w", inv.Number, err)
@@ -534,17 +525,17 @@ func (s *Service) diff(inv ledger.Invoice, recomputed []byte) (*Diff, error) {
 		a[1] = a[1].Add(l.Amount)
 		amounts[k] = a
 	}
-	d := &Diff{Project: inv.Project, InvoiceID: inv.ID, Number: inv.Number, Revision: inv.Revision,
-		OldTotal: old.Total, NewTotal: cur.Total, Delta: cur.Total.Sub(old.Total), Lines: []DiffLine{}}
+	d := &RunDiff{Project: inv.Project, InvoiceID: inv.ID, Number: inv.Number, Revision: inv.Revision,
+		OldTotal: Money{old.Total}, NewTotal: Money{cur.Total}, Delta: Money{cur.Total.Sub(old.Total)}, Lines: []RunDiffLine{}}
 	for k, a := range amounts {
 		if !a[0].Equal(a[1]) {
-			d.Lines = append(d.Lines, DiffLine{Kind: k.kind, User: k.user, SKU: k.sku, Old: a[0], New: a[1], Delta: a[1].Sub(a[0])})
+			d.Lines = append(d.Lines, RunDiffLine{Kind: k.kind, User: k.user, SKU: k.sku, Old: Money{a[0]}, New: Money{a[1]}, Delta: Money{a[1].Sub(a[0])}})
 		}
 	}
 	if len(d.Lines) == 0 && d.Delta.IsZero() {
 		return nil, nil
 	}
-	slices.SortFunc(d.Lines, func(x, y DiffLine) int {
+	slices.SortFunc(d.Lines, func(x, y RunDiffLine) int {
 		if c := compare(x.Kind, y.Kind); c != 0 {
 			return c
 		}

@@ -73,7 +73,7 @@ func finalizedOnce(t *testing.T, led ledger.Store, period string, want int) []le
 func TestAutoFinalizeRaceWithoutLease(t *testing.T) {
 	ctx := ctxT(t)
 	clock, led, _, svcs := twoReplicas(t, sqliteLedger(t), nil)
-	must[*invoicing.Run](t)(svcs[0].Run(ctx, "finance", "2026-11"))
+	must[*invoicing.RunReport](t)(svcs[0].Run(ctx, "finance", "2026-11"))
 	// During the grace period nothing is finalized.
 	clock.Set(at("2026-12-03 23:59"))
 	if got := must[[]ledger.Invoice](t)(svcs[0].AutoFinalize(ctx)); len(got) != 0 {
@@ -110,7 +110,7 @@ func TestAutoFinalizeRaceWithoutLease(t *testing.T) {
 // finalized once, on PostgreSQL.
 func TestAutoFinalizeLoopsRacePostgres(t *testing.T) {
 	clock, led, _, svcs := twoReplicas(t, postgresLedger(t), nil)
-	must[*invoicing.Run](t)(svcs[0].Run(ctxT(t), "finance", "2026-11"))
+	must[*invoicing.RunReport](t)(svcs[0].Run(ctxT(t), "finance", "2026-11"))
 	clock.Set(at("2026-12-04 00:00"))
 	ctx, cancel := context.WithCancel(ctxT(t))
 	var wg sync.WaitGroup
@@ -181,7 +181,7 @@ func TestExportJobOnceWithSignedWebhook(t *testing.T) {
 		c.Webhook = invoicing.Webhook{URL: srv.URL, Secret: secret, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}
 	})
 	ctx := ctxT(t)
-	run := must[*invoicing.Run](t)(svcs[0].Run(ctx, "finance", "2026-11"))
+	run := must[*invoicing.RunReport](t)(svcs[0].Run(ctx, "finance", "2026-11"))
 	clock.Set(at("2026-12-05 00:00"))
 	// Not all finalized yet: nothing is exported.
 	must[ledger.Invoice](t)(svcs[0].Finalize(ctx, "finance", run.Drafts[0].InvoiceID, ""))
@@ -237,7 +237,7 @@ func TestExportJobOnceWithSignedWebhook(t *testing.T) {
 	if got := must[[]string](t)(svcs[0].ExportJob(ctx)); len(got) != 0 {
 		t.Fatalf("exported with a draft open: %v", got)
 	}
-	rerun := must[*invoicing.Run](t)(svcs[0].Run(ctx, "finance", "2026-11"))
+	rerun := must[*invoicing.RunReport](t)(svcs[0].Run(ctx, "finance", "2026-11"))
 	must[ledger.Invoice](t)(svcs[0].Finalize(ctx, "finance", draftOf(t, rerun, v.Draft.Project).InvoiceID, ""))
 	for range 2 {
 		must[[]string](t)(svcs[1].ExportJob(ctx))
@@ -265,7 +265,7 @@ func TestWebhookRefusalIsRecorded(t *testing.T) {
 		c.Webhook = invoicing.Webhook{URL: srv.URL, Secret: []byte("0123456789abcdef"), MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond}
 	})
 	ctx := ctxT(t)
-	run := must[*invoicing.Run](t)(svcs[0].Run(ctx, "finance", "2026-11"))
+	run := must[*invoicing.RunReport](t)(svcs[0].Run(ctx, "finance", "2026-11"))
 	clock.Set(at("2026-12-05 00:00"))
 	for _, d := range run.Drafts {
 		must[ledger.Invoice](t)(svcs[0].Finalize(ctx, "finance", d.InvoiceID, ""))

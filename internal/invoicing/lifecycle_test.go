@@ -23,7 +23,7 @@ func finalizedNLP(t *testing.T, f *fixture) ledger.Invoice {
 	must[ledger.CatalogVersion](t)(firstOf(f.led.PutCatalog(ctx, "admin", exampleCatalog(t))))
 	write(t, f.usage, occupancy("nlp-lab", alice, "h100-a", h100, "full", at("2026-11-03 09:00"), at("2026-11-03 19:00")))
 	f.clock.Set(at("2026-12-04 09:00"))
-	run := must[*invoicing.Run](t)(f.svc.Run(ctx, "finance", "2026-11"))
+	run := must[*invoicing.RunReport](t)(f.svc.Run(ctx, "finance", "2026-11"))
 	d := draftOf(t, run, "nlp-lab")
 	return must[ledger.Invoice](t)(f.svc.Finalize(ctx, "finance", d.InvoiceID, d.SHA256))
 }
@@ -169,12 +169,12 @@ func TestRunKeepsUnchangedDrafts(t *testing.T) {
 	must[ledger.CatalogVersion](t)(firstOf(f.led.PutCatalog(ctx, "admin", exampleCatalog(t))))
 	write(t, f.usage, occupancy("nlp-lab", alice, "h100-a", h100, "full", at("2026-11-03 09:00"), at("2026-11-03 19:00")))
 	f.clock.Set(at("2026-12-02 10:00"))
-	first := draftOf(t, must[*invoicing.Run](t)(f.svc.Run(ctx, "finance", "2026-11")), "nlp-lab")
+	first := draftOf(t, must[*invoicing.RunReport](t)(f.svc.Run(ctx, "finance", "2026-11")), "nlp-lab")
 	require.Equal(t, invoicing.OutcomeCreated, first.Outcome)
 	stored := must[ledger.Invoice](t)(f.led.Invoice(ctx, first.InvoiceID))
 
 	f.clock.Set(at("2026-12-02 11:00")) // generated_at moves on
-	second := draftOf(t, must[*invoicing.Run](t)(f.svc.Run(ctx, "finance", "2026-11")), "nlp-lab")
+	second := draftOf(t, must[*invoicing.RunReport](t)(f.svc.Run(ctx, "finance", "2026-11")), "nlp-lab")
 	require.Equal(t, invoicing.OutcomeUnchanged, second.Outcome)
 	require.Equal(t, first.SHA256, second.SHA256)
 	require.Equal(t, first.InvoiceID, second.InvoiceID)
@@ -188,15 +188,15 @@ func TestRunKeepsUnchangedDrafts(t *testing.T) {
 	// New usage: a new document and hash, and the reviewed one is stale.
 	write(t, f.usage, occupancy("nlp-lab", alice, "h100-a", h100, "full", at("2026-11-20 09:00"), at("2026-11-20 10:00")))
 	f.clock.Set(at("2026-12-02 12:00"))
-	third := draftOf(t, must[*invoicing.Run](t)(f.svc.Run(ctx, "finance", "2026-11")), "nlp-lab")
+	third := draftOf(t, must[*invoicing.RunReport](t)(f.svc.Run(ctx, "finance", "2026-11")), "nlp-lab")
 	require.Equal(t, invoicing.OutcomeUpdated, third.Outcome)
 	require.NotEqual(t, first.SHA256, third.SHA256)
 	require.Equal(t, first.InvoiceID, third.InvoiceID)
-	require.True(t, third.Total.GreaterThan(first.Total))
+	require.True(t, third.Total.GreaterThan(first.Total.Decimal))
 
 	// A new roster name is content too.
 	must[invoicing.RosterResult](t)(f.svc.ImportRoster(ctx, "lead", strings.NewReader("student_id,name,project\n"+alice+",张三,nlp-lab\n"), "nlp-lab"))
-	fourth := draftOf(t, must[*invoicing.Run](t)(f.svc.Run(ctx, "finance", "2026-11")), "nlp-lab")
+	fourth := draftOf(t, must[*invoicing.RunReport](t)(f.svc.Run(ctx, "finance", "2026-11")), "nlp-lab")
 	require.Equal(t, invoicing.OutcomeUpdated, fourth.Outcome)
 	require.NotEqual(t, third.SHA256, fourth.SHA256)
 }

@@ -31,7 +31,7 @@ func TestFailedReleaseIsBilledWithAWarning(t *testing.T) {
 		Failure: "namespace ml is not allowed"}); err != nil {
 		t.Fatal(err)
 	}
-	run := must[*invoicing.Run](t)(f.svc.Run(ctx, "finance", "2026-11"))
+	run := must[*invoicing.RunReport](t)(f.svc.Run(ctx, "finance", "2026-11"))
 	want := "instance h100-a on gpu-node-7 held by nlp-lab/" + alice + " was idle from 2026-11-03 10:00 +08:00 and due for release, " +
 		"but the release failed (namespace ml is not allowed): it stayed held, and its idle time is billed"
 	found := false
@@ -90,7 +90,7 @@ func TestReleasesOnTheInvoiceAndStatement(t *testing.T) {
 	release("h100-a", "nlp-lab", alice, "2026-11-03 12:00", false, ledger.ReleaseResult{Status: billing.ReleaseFailed, Failure: "namespace ml is not allowed"})
 	release("h100-b", "nlp-lab", alice, "2026-11-03 13:00", true, ledger.ReleaseResult{Status: billing.ReleaseDryRun, Action: "would delete pod ml/nb-1"})
 	release("t4-b", "cv-lab", bob, "2026-10-03 13:00", false, ledger.ReleaseResult{Status: billing.ReleaseDone, Action: "scancel 42"})
-	run := must[*invoicing.Run](t)(f.svc.Run(ctx, "finance", "2026-11"))
+	run := must[*invoicing.RunReport](t)(f.svc.Run(ctx, "finance", "2026-11"))
 	type rel struct {
 		InstanceID, User, Status, Action, Failure string
 		IdleSince                                 string `json:"idle_since"`

@@ -16,27 +16,32 @@ import (
 // reported as the lookback's start with SinceClipped set.
 const HeldLookback = 24 * time.Hour
 
-// Held is an instance held right now.
+// Held is an instance held right now. The API serves it as it is; the
+// fields marked "-" are the watcher's, not served.
 type Held struct {
-	InstanceID    string
-	Node          string
-	GPUUUID       string // of the latest sample
-	Project, User string
-	SKU           string // empty when no catalog SKU prices it
-	GPUModel      string
-	Profile       string
-	Since         time.Time // start of the current occupancy, gaps up to the tolerance bridged
-	SinceClipped  bool      // the occupancy began before the lookback (HeldLookback for HeldNow): Since is the lookback's start
-	LastSample    time.Time // start of the latest sample
-	Idle          bool      // the latest sample is idle under the project's threshold
-	IdleSince     time.Time // start of the current idle streak (zero when busy)
+	InstanceID string `json:"instance"`
+	Node       string `json:"node"`
+	GPUUUID    string `json:"-"` // of the latest sample
+	Project    string `json:"project"`
+	User       string `json:"user"`
+	SKU        string `json:"sku,omitempty"` // empty when no catalog SKU prices it
+	GPUModel   string `json:"gpu_model"`
+	Profile    string `json:"profile,omitempty"`
+	// Since is the start of the current occupancy, gaps up to the tolerance
+	// bridged; SinceClipped: the occupancy began before the lookback
+	// (HeldLookback for HeldNow), Since is the lookback's start.
+	Since        time.Time `json:"since"`
+	SinceClipped bool      `json:"-"`
+	LastSample   time.Time `json:"last_sample"`         // start of the latest sample
+	Idle         bool      `json:"idle"`                // the latest sample is idle under the project's threshold
+	IdleSince    time.Time `json:"idle_since,omitzero"` // start of the current idle streak (zero when busy)
 	// IdleSinceClipped: the idle streak began before the lookback (every
 	// sample read is idle): IdleSince is the lookback's start, not the
 	// streak's, and moves with now.
-	IdleSinceClipped bool
+	IdleSinceClipped bool `json:"-"`
 	// HolderRef is how to reach the holding workload, from the latest sample
 	// (schemas.Sample.HolderRef; empty when the collector knew none).
-	HolderRef string
+	HolderRef string `json:"-"`
 }
 
 // HeldRows is a store that returns the held samples (project not empty)

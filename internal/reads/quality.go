@@ -3,7 +3,6 @@ package reads
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -60,7 +59,7 @@ func (n SilentNode) MarshalJSON() ([]byte, error) {
 	if !n.Until.IsZero() {
 		until = &n.Until
 	}
-	return json.Marshal(struct {
+	return MarshalNoEscape(struct {
 		Node  string     `json:"node"`
 		From  time.Time  `json:"from"`
 		Until *time.Time `json:"until"`

@@ -35,35 +35,43 @@ type UsageQuery struct {
 	Projects, Users, SKUs, Nodes []string
 }
 
-// UsageReport is the answer of Usage.
+// UsageReport is the answer of Usage; the API serves it as it is.
 //
 // Cost is the list price of the usage (held hours × the SKU's hourly price),
 // before per-session rounding, minimum billed seconds and reservations: it
 // says what usage is worth, not what an invoice charges. Invoices (BillFrom)
 // are exact.
 type UsageReport struct {
-	From, To time.Time
-	Timezone string
-	Currency string
-	GroupBy  []string
-	Rows     []UsageGroup // sorted by project, user, sku, instance, node, day, hour
-	Total    UsageGroup   // the sum of every row (group fields empty)
+	From     time.Time    `json:"from"`
+	To       time.Time    `json:"to"`
+	Timezone string       `json:"timezone"`
+	Currency string       `json:"currency"`
+	GroupBy  []string     `json:"group_by"`
+	Rows     []UsageGroup `json:"rows"`  // sorted by project, user, sku, instance, node, day, hour
+	Total    UsageGroup   `json:"total"` // the sum of every row (group fields empty)
 	// UnpricedSeconds is held time of instances no catalog SKU prices (they
 	// count in HeldSeconds with SKU empty and no cost).
-	UnpricedSeconds int64
+	UnpricedSeconds int64 `json:"unpriced_seconds"`
 }
 
 // UsageGroup is one group of a UsageReport. Fields not grouped by are empty.
 type UsageGroup struct {
-	Project, User, SKU, InstanceID, Node string
+	Project    string `json:"project,omitempty"`
+	User       string `json:"user,omitempty"`
+	SKU        string `json:"sku,omitempty"`
+	InstanceID string `json:"instance,omitempty"`
+	Node       string `json:"node,omitempty"`
 	// Day is the group's local calendar day (YYYY-MM-DD) and Hour its local
 	// start hour (RFC 3339 with offset) in the catalog time zone.
-	Day, Hour string
+	Day  string `json:"day,omitempty" doc:"local calendar day YYYY-MM-DD in the catalog time zone"`
+	Hour string `json:"hour,omitempty" doc:"local start hour, RFC 3339 with offset"`
 	// HeldSeconds are card-seconds held (the union of held sample intervals);
 	// IdleSeconds the part of them idle under the project's idle threshold.
-	HeldSeconds, IdleSeconds int64
-	// Cost is list price, rounded once to the cent (see UsageReport).
-	Cost decimal.Decimal
+	HeldSeconds int64 `json:"held_seconds" doc:"card-seconds held (card-hours × 3600)"`
+	IdleSeconds int64 `json:"idle_seconds"`
+	// Cost is list price, rounded once to the cent (see UsageReport); JSON
+	// writes it with the currency's minor digits (MarshalJSON).
+	Cost decimal.Decimal `json:"cost" doc:"list price of the usage, decimal string"`
 }
 
 // UsageRows is a store that sums held samples in the database (a GROUP BY).
