@@ -42,6 +42,7 @@ var layers = []rule{
 	{"internal/gen", "synthetic samples", []string{"schemas/..."}},
 	{"internal/ledger/...", "the state store", []string{"internal/ledger/...", "internal/storefail", "schemas/...", "billing/..."}},
 	{"internal/reads", "the engine over a usage store: billing, usage, held-now, data quality", []string{"billing", "schemas/..."}},
+	{"internal/advicerun", "runs the pure advice: months billed at once, pairs priced on workers, progress", []string{"billing/...", "schemas/..."}},
 	{"internal/storetest", "the conformance suite of the usage stores", []string{"billing", "internal/reads", "internal/gen", "ingest/...", "schemas/..."}},
 	{"internal/invoicing", "billing runs, finalize, void, exports: the engine against the stores, written to the ledger", []string{"billing/...", "schemas/...", "internal/ledger", "internal/reads", "internal/retry", "internal/storefail"}},
 	{"internal/watch/edges", "joins the watcher to its notifiers and releasers", []string{"internal/watch/..."}},

@@ -1,10 +1,12 @@
-package advice
+package advicerun
 
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/billing/advice"
 	"github.com/cardhour/cardhour/internal/gen"
 	"github.com/cardhour/cardhour/schemas"
 )
@@ -14,13 +16,16 @@ import (
 // accumulators directly): the part of `cardhour advise` after the months are
 // billed, without a store.
 //
-//	go test -run '^$' -bench AdviseFleet -benchtime 3x ./billing/advice
+// (It was billing/advice's until the concurrency moved here.)
+//
+//	go test -run '^$' -bench AdviseFleet -benchtime 3x ./internal/advicerun
 func BenchmarkAdviseFleet(b *testing.B) {
 	cat, err := schemas.LoadCatalog("../../schemas/examples/catalog.yaml")
 	if err != nil {
 		b.Fatal(err)
 	}
-	periods := Window(cat, now, 3)
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, cat.Location)
+	periods := advice.Window(cat, now, 3)
 	from, to := periods[0].StartMS(), periods[2].EndMS()
 	const instances, samples = 7000, 16_000_000
 	interval := (to - from) / (samples / instances) / 1000 * 1000
@@ -44,7 +49,7 @@ func BenchmarkAdviseFleet(b *testing.B) {
 	var bills int64
 	b.ResetTimer()
 	for b.Loop() {
-		rep, err := Advise(context.Background(), cat, FromResults(results), Options{Now: now, MinCoverage: DefaultMinCoverage})
+		rep, err := Advise(context.Background(), cat, FromResults(results), advice.Options{Now: now, MinCoverage: advice.DefaultMinCoverage}, Config{})
 		if err != nil {
 			b.Fatal(err)
 		}
