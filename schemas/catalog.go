@@ -737,14 +737,22 @@ func (v *catalogValidator) build(_ *yaml.Node, raw *rawCatalog) *Catalog {
 		v.discounts(&raw.Discounts, "discounts", c.Discounts)
 	}
 	// A catalog without SKUs is valid: all usage is then reported as unpriced.
-	for i := range raw.SKUs {
-		v.sku(&raw.SKUs[i], fmt.Sprintf("skus[%d]", i), c)
-	}
-	for i := range raw.Projects {
-		v.project(&raw.Projects[i], fmt.Sprintf("projects[%d]", i), c)
-	}
+	eachStrict(v, raw.SKUs, "skus", func(n *yaml.Node, r *rawSKU, path string) { v.sku(n, r, path, c) })
+	eachStrict(v, raw.Projects, "projects", func(n *yaml.Node, r *rawProject, path string) { v.project(n, r, path, c) })
 	v.terms(raw.Terms, c)
 	return c
+}
+
+// eachStrict decodes every node of a list (at name) strictly into an R and
+// hands those that are mappings of known fields to fn, with their paths.
+func eachStrict[R any](v *catalogValidator, nodes []yaml.Node, name string, fn func(n *yaml.Node, r *R, path string)) {
+	for i := range nodes {
+		n, path := &nodes[i], fmt.Sprintf("%s[%d]", name, i)
+		var r R
+		if v.strict(n, path, &r) {
+			fn(n, &r, path)
+		}
+	}
 }
 
 // defaults reads the catalog's defaults: rounding, gap tolerance, minimum
@@ -770,12 +778,8 @@ func (v *catalogValidator) defaults(raw *rawCatalog, c *Catalog) {
 	}
 }
 
-// sku reads the SKU n (at path) into c.
-func (v *catalogValidator) sku(n *yaml.Node, path string, c *Catalog) {
-	var r rawSKU
-	if !v.strict(n, path, &r) {
-		return
-	}
+// sku adds the SKU r (node n, at path) to c.
+func (v *catalogValidator) sku(n *yaml.Node, r *rawSKU, path string, c *Catalog) {
 	s := SKU{
 		ID:       v.str(r.ID, path+".id", true),
 		GPUModel: v.str(r.GPUModel, path+".gpu_model", true),
@@ -802,12 +806,8 @@ func (v *catalogValidator) sku(n *yaml.Node, path string, c *Catalog) {
 	c.SKUs = append(c.SKUs, s)
 }
 
-// project reads the project n (at path), with its reservations, into c.
-func (v *catalogValidator) project(n *yaml.Node, path string, c *Catalog) {
-	var r rawProject
-	if !v.strict(n, path, &r) {
-		return
-	}
+// project adds the project r (node n, at path), with its reservations, to c.
+func (v *catalogValidator) project(n *yaml.Node, r *rawProject, path string, c *Catalog) {
 	p := Project{
 		ID:       v.str(r.ID, path+".id", true),
 		Name:     v.str(r.Name, path+".name", false),
@@ -820,23 +820,16 @@ func (v *catalogValidator) project(n *yaml.Node, path string, c *Catalog) {
 	if _, dup := c.projByID[p.ID]; dup && p.ID != "" {
 		v.errf(n.Line, path+".id", "duplicate project id %q", p.ID)
 	}
-	for j := range r.Reservations {
-		if res, ok := v.reservation(&r.Reservations[j], fmt.Sprintf("%s.reservations[%d]", path, j), c); ok {
-			p.Reservations = append(p.Reservations, res)
-		}
-	}
+	eachStrict(v, r.Reservations, path+".reservations", func(rn *yaml.Node, rr *rawReservation, rpath string) {
+		p.Reservations = append(p.Reservations, v.reservation(rn, rr, rpath, c))
+	})
 	c.projByID[p.ID] = len(c.Projects)
 	c.Projects = append(c.Projects, p)
 }
 
-// reservation reads the reservation rn (at rpath) of a project; ok is false
-// when it is not a mapping of known fields (reported).
-func (v *catalogValidator) reservation(rn *yaml.Node, rpath string, c *Catalog) (res Reservation, ok bool) {
-	var rr rawReservation
-	if !v.strict(rn, rpath, &rr) {
-		return res, false
-	}
-	res = Reservation{SKU: v.str(rr.SKU, rpath+".sku", true), Billing: BillingUpfront}
+// reservation reads the reservation rr (node rn, at rpath) of a project.
+func (v *catalogValidator) reservation(rn *yaml.Node, rr *rawReservation, rpath string, c *Catalog) Reservation {
+	res := Reservation{SKU: v.str(rr.SKU, rpath+".sku", true), Billing: BillingUpfront}
 	if res.SKU != "" {
 		if sku, ok := c.SKUByID(res.SKU); !ok {
 			v.errf(rr.SKU.Line, rpath+".sku", "unknown SKU %q", res.SKU)
@@ -879,7 +872,7 @@ func (v *catalogValidator) reservation(rn *yaml.Node, rpath string, c *Catalog) 
 			v.errf(rr.Billing.Line, rpath+".billing", "%q is not a payment schedule (upfront | monthly)", rr.Billing.Value)
 		}
 	}
-	return res, true
+	return res
 }
 
 // terms reads the academic terms: id, start and end as calendar days

@@ -20,11 +20,14 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fleet bills a small generated fleet over the three months before now.
-func fleet(t *testing.T) (*schemas.Catalog, time.Time, []*billing.Result) {
-	t.Helper()
+// fleet bills a generated fleet of instances over the three months before
+// 2026-12-01, samples spread evenly over them, as the advice takes it.
+func fleet(tb testing.TB, instances, samples int64, seed uint64) (*schemas.Catalog, time.Time, []*billing.Result) {
+	tb.Helper()
 	cat, err := schemas.LoadCatalog("../../schemas/examples/catalog.yaml")
-	require.NoError(t, err)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, cat.Location)
 	periods := advice.Window(cat, now, 3)
 	accs := make([]*billing.Accumulator, len(periods))
@@ -32,15 +35,16 @@ func fleet(t *testing.T) (*schemas.Catalog, time.Time, []*billing.Result) {
 		accs[i] = billing.NewAccumulator(cat, p)
 	}
 	from, to := periods[0].StartMS(), periods[2].EndMS()
-	const instances, samples = 60, 60_000
 	_, err = gen.Each(gen.Config{Samples: samples, StartMS: from, IntervalMS: (to - from) / (samples / instances) / 1000 * 1000,
-		Instances: instances, Seed: 3}, func(s *schemas.Sample) error {
+		Instances: int(instances), Seed: seed}, func(s *schemas.Sample) error {
 		for _, a := range accs {
 			a.Add(s)
 		}
 		return nil
 	})
-	require.NoError(t, err)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	results := make([]*billing.Result, len(accs))
 	for i, a := range accs {
 		results[i] = a.Invoices()
@@ -59,7 +63,7 @@ func jsonOf(t *testing.T, rep *advice.Report) string {
 // billing/advice gives one pair after the other, byte for byte; the progress
 // lines say what was done.
 func TestAdviseOnWorkersIsThePureAdvice(t *testing.T) {
-	cat, now, results := fleet(t)
+	cat, now, results := fleet(t, 60, 60_000, 3)
 	opt := advice.Options{Now: now, MinCoverage: advice.DefaultMinCoverage}
 	pure, err := advice.Advise(cat, opt, results)
 	require.NoError(t, err)
@@ -84,7 +88,7 @@ func TestAdviseOnWorkersIsThePureAdvice(t *testing.T) {
 // A month that cannot be billed fails the advice, naming the month; so does
 // a cancelled context; zero Now is the current time.
 func TestAdviseErrors(t *testing.T) {
-	cat, now, results := fleet(t)
+	cat, now, results := fleet(t, 60, 60_000, 3)
 	opt := advice.Options{Now: now, MinCoverage: advice.DefaultMinCoverage}
 	boom := errors.New("store gone")
 	failing := func(ctx context.Context, p billing.Period) (*billing.Result, error) {

@@ -3,10 +3,7 @@ package archtest
 import (
 	"fmt"
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,27 +24,12 @@ var clockReads = map[string]bool{"Now": true, "Since": true, "Until": true, "Sle
 // dirs. A mutex guarding a cache is allowed: it starts nothing.
 func impure(root string, dirs []string) ([]string, error) {
 	var out []string
-	fset := token.NewFileSet()
-	for _, d := range dirs {
-		err := filepath.WalkDir(filepath.Join(root, d), func(p string, e fs.DirEntry, err error) error {
-			if err != nil || e.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-				return err
-			}
-			f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(root, p)
-			for _, w := range impureIn(f) {
-				out = append(out, fmt.Sprintf("%s:%d %s", rel, fset.Position(w.pos).Line, w.what))
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
+	err := eachGoFile(root, dirs, func(rel string, fset *token.FileSet, f *ast.File) {
+		for _, w := range impureIn(f) {
+			out = append(out, fmt.Sprintf("%s:%d %s", rel, fset.Position(w.pos).Line, w.what))
 		}
-	}
-	return out, nil
+	})
+	return out, err
 }
 
 type finding struct {
@@ -96,21 +78,10 @@ func impureIn(f *ast.File) []finding {
 	return out
 }
 
-func TestBillingIsPure(t *testing.T) {
-	found, err := impure("../..", pureDirs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range found {
-		t.Errorf("%s: billing/ is computed purely from the engine; move it to the caller (e.g. internal/advicerun)", f)
-	}
-}
-
 // The check finds a planted go statement, clock reads (under another import
 // name too) and a wait group, and passes a mutex, time.Date and test files.
 func TestImpureFindsGoroutinesAndClocks(t *testing.T) {
-	dir := t.TempDir()
-	src := `package x
+	got := planted(t, `package x
 
 import (
 	"sync"
@@ -126,17 +97,7 @@ func f() tm.Time {
 	wg.Wait()
 	return tm.Now()
 }
-`
-	if err := writeFile(filepath.Join(dir, "p", "x.go"), src); err != nil {
-		t.Fatal(err)
-	}
-	if err := writeFile(filepath.Join(dir, "p", "x_test.go"), src); err != nil {
-		t.Fatal(err)
-	}
-	got, err := impure(dir, []string{"p"})
-	if err != nil {
-		t.Fatal(err)
-	}
+`, impure)
 	want := []string{
 		"p/x.go:11 waits on goroutines (sync.WaitGroup)",
 		"p/x.go:12 go statement",

