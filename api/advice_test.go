@@ -40,7 +40,7 @@ func (fakeAdvisor) Advise(ctx context.Context, cat *schemas.Catalog, opt advice.
 		}
 		results = append(results, acc.Invoices())
 	}
-	return advice.Advise(ctx, cat, advice.FromResults(results), opt)
+	return advice.Advise(cat, opt, results)
 }
 
 func TestAdviceScope(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/internal/storetest"
+	"github.com/cardhour/cardhour/schemas"
 )
 
 func TestIsPermanent(t *testing.T) {
@@ -107,9 +108,9 @@ func TestBackfillRecordsRejects(t *testing.T) {
 		bySource[r.Source] = r
 	}
 	require.Equal(t, time.Date(2026, 11, 4, 16, 0, 0, 0, time.UTC).UnixMilli(), bySource["file:/data/x.jsonl:11"].TimeMS)
-	require.Equal(t, "invalid_field", bySource["file:/data/x.jsonl:11"].Reason)
+	require.Equal(t, schemas.RejectInvalidField, bySource["file:/data/x.jsonl:11"].Reason)
 	require.Equal(t, cutTS, bySource["file:/data/x.jsonl:21"].TimeMS, "dated by its ts, not by now")
-	require.Equal(t, "malformed_json", bySource["file:/data/x.jsonl:31"].Reason)
+	require.Equal(t, schemas.RejectMalformedJSON, bySource["file:/data/x.jsonl:31"].Reason)
 	require.GreaterOrEqual(t, bySource["file:/data/x.jsonl:31"].TimeMS, before.UnixMilli(), "no ts: dated when rejected")
 
 	sum, err = store.RejectSummary(context.Background(), p.StartMS(), p.EndMS(), 3)

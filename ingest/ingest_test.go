@@ -111,25 +111,34 @@ func TestBackfillReportsInvalidLines(t *testing.T) {
 	require.EqualValues(t, stats.Valid, raw)
 }
 
+// Every decoding error is classified as one of schemas.RejectReasons, and
+// every reason of the list is what some input gets.
 func TestReason(t *testing.T) {
-	f := func(line, want string) {
+	seen := map[schemas.RejectReason]bool{}
+	f := func(line string, want schemas.RejectReason) {
 		t.Helper()
 		_, err := schemas.DecodeSample([]byte(line))
 		require.Error(t, err)
 		require.Equal(t, want, ingest.Reason(err), line)
+		seen[want] = true
 	}
 	good := string(storetest.Trace(t, 1, 1))
 	good = good[:strings.IndexByte(good, '\n')]
-	f(good[:len(good)/2], "malformed_json")
-	f(strings.Replace(good, `"interval_s":10`, `"interval_s":-10`, 1), "invalid_field")
-	f(strings.Replace(good, `"interval_s":10`, `"interval_s":"10"`, 1), "invalid_field")
-	f(strings.Replace(good, `"cardhour.sample.v1"`, `"cardhour.sample.v9"`, 1), "unknown_schema")
-	f(strings.Replace(good, `"interval_s":10`, `"interval_s":2592000`, 1), "interval_too_long")
+	f(good[:len(good)/2], schemas.RejectMalformedJSON)
+	f(strings.Replace(good, `"interval_s":10`, `"interval_s":-10`, 1), schemas.RejectInvalidField)
+	f(strings.Replace(good, `"interval_s":10`, `"interval_s":"10"`, 1), schemas.RejectInvalidField)
+	f(strings.Replace(good, `"cardhour.sample.v1"`, `"cardhour.sample.v9"`, 1), schemas.RejectUnknownSchema)
+	f(strings.Replace(good, `"interval_s":10`, `"interval_s":2592000`, 1), schemas.RejectIntervalTooLong)
 	future := schemas.NewDecoderWith(schemas.DecoderOptions{MaxClockSkew: time.Minute})
 	future.SetNow(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) // before the trace
 	var s schemas.Sample
 	err := future.Decode([]byte(good), &s)
-	require.Equal(t, "future_ts", ingest.Reason(err), err)
+	require.Equal(t, schemas.RejectFutureTS, ingest.Reason(err), err)
+	seen[schemas.RejectFutureTS] = true
+	for _, r := range schemas.RejectReasons {
+		require.True(t, seen[r], "no input is rejected as %s", r)
+	}
+	require.Len(t, seen, len(schemas.RejectReasons))
 }
 
 // ingest --from-file: a line over the interval bound or ending beyond the clock

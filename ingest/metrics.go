@@ -2,6 +2,8 @@ package ingest
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cardhour/cardhour/schemas"
 )
 
 // Metrics are the ingest pipeline's Prometheus metrics. One value per process,
@@ -15,7 +17,7 @@ type Metrics struct {
 	BatchSamples   prometheus.Histogram   // samples per batch
 	WriteSeconds   prometheus.Histogram   // store write latency (successful writes)
 	WriteErrors    prometheus.Counter     // failed store writes (each retry counts)
-	DLQ            *prometheus.CounterVec // reason
+	DLQ            *prometheus.CounterVec // reason: each of schemas.RejectReasons, from 0
 	DLQErrors      prometheus.Counter     // failed dead-letter writes
 	Commits        prometheus.Counter     // successful offset commits
 	CommitErrors   prometheus.Counter     // failed offset commits
@@ -75,6 +77,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Workers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "cardhour_ingest_workers", Help: "Running consumer workers.",
 		}),
+	}
+	// Every reason is exported from the start, so that a rate or an alert on
+	// one has a series before its first dead letter.
+	for _, r := range schemas.RejectReasons {
+		m.DLQ.WithLabelValues(string(r))
 	}
 	if reg != nil {
 		reg.MustRegister(m.Messages, m.SamplesWritten, m.SamplesEarly, m.RowsWritten, m.Batches, m.BatchSamples,

@@ -74,7 +74,7 @@ func RejectWarning(p fmt.Stringer, sum RejectSummary) string {
 		reasons = append(reasons, fmt.Sprintf("%s at %s: %s", r.Reason, r.Source, r.Error))
 	}
 	// A reject is a line, or a whole message a Kafka worker could not read
-	// line by line (unknown schema header, over the size limit).
+	// line by line (unknown schema header, no sample at all).
 	noun := "samples or messages were"
 	if sum.Count == 1 {
 		noun = "sample or message was"

@@ -73,8 +73,8 @@ type Reject struct {
 	// kafka:TOPIC/PARTITION/OFFSET (#LINE for a line of a message) or
 	// file:PATH:LINE.
 	Source string
-	Reason string // as Reason: malformed_json, invalid_field, unknown_schema, too_large
-	Error  string // the decoder's message
+	Reason schemas.RejectReason // as Reason classifies the error
+	Error  string               // the decoder's message
 }
 
 // RejectSummary is what a store holds about the rejects of a time range.

@@ -37,7 +37,7 @@ const dlqBatchOverhead = 256
 // Dead-letter headers.
 const (
 	HeaderSchema          = "schema"
-	HeaderReason          = "reason" // malformed_json | invalid_field | interval_too_long | future_ts | unknown_schema
+	HeaderReason          = "reason" // one of schemas.RejectReasons, as Reason classifies the error
 	HeaderError           = "error"  // the decoder's message
 	HeaderSourceTopic     = "source_topic"
 	HeaderSourcePartition = "source_partition"
@@ -920,7 +920,7 @@ func appendDeadLetters(dead []kafka.Message, msg *kafka.Message, value []byte, l
 		errText = errText[:1024]
 	}
 	headers = append(headers,
-		kafka.Header{Key: HeaderReason, Value: []byte(Reason(err))},
+		kafka.Header{Key: HeaderReason, Value: []byte(string(Reason(err)))},
 		kafka.Header{Key: HeaderError, Value: []byte(errText)},
 		kafka.Header{Key: HeaderSourceTopic, Value: []byte(msg.Topic)},
 		kafka.Header{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(msg.Partition))},
@@ -983,7 +983,7 @@ func deadRejects(dead []kafka.Message, now time.Time) []Reject {
 		if line := headerValue(d, HeaderSourceLine); line != "" {
 			src += "#" + line
 		}
-		rs = append(rs, Reject{TimeMS: rejectTime(d.Value, now), Source: src, Reason: headerValue(d, HeaderReason), Error: clipError(headerValue(d, HeaderError))})
+		rs = append(rs, Reject{TimeMS: rejectTime(d.Value, now), Source: src, Reason: schemas.RejectReason(headerValue(d, HeaderReason)), Error: clipError(headerValue(d, HeaderError))})
 	}
 	return rs
 }

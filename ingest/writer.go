@@ -292,23 +292,23 @@ func Retry(ctx context.Context, log *slog.Logger, lo, hi time.Duration, m *Metri
 	return err
 }
 
-// Reason classifies a decoding error for the dead-letter header and the metric
-// label: malformed_json, unknown_schema or invalid_field.
-func Reason(err error) string {
+// Reason classifies a decoding error for the dead-letter header, the stored
+// reject and the metric label: one of schemas.RejectReasons.
+func Reason(err error) schemas.RejectReason {
 	var fe *schemas.FieldError
 	switch {
 	case errors.Is(err, errUnknownSchema):
-		return "unknown_schema"
+		return schemas.RejectUnknownSchema
 	case errors.Is(err, schemas.ErrSyntax):
-		return "malformed_json"
+		return schemas.RejectMalformedJSON
 	case errors.As(err, &fe) && fe.Field == "schema":
-		return "unknown_schema"
+		return schemas.RejectUnknownSchema
 	case errors.Is(err, schemas.ErrIntervalTooLong):
-		return "interval_too_long"
+		return schemas.RejectIntervalTooLong
 	case errors.Is(err, schemas.ErrFutureSample):
-		return "future_ts"
+		return schemas.RejectFutureTS
 	}
-	return "invalid_field"
+	return schemas.RejectInvalidField
 }
 
 var (

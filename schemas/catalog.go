@@ -16,6 +16,8 @@ import (
 
 	"github.com/shopspring/decimal"
 	"gopkg.in/yaml.v3"
+
+	"github.com/cardhour/cardhour/internal/yamlwalk"
 )
 
 // Rounding is how a session's uncovered time becomes billed seconds.
@@ -274,7 +276,7 @@ func ParseCatalog(data []byte, name string) (*Catalog, error) {
 		}
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if len(root.Content) == 0 || isNull(root.Content[0]) {
+	if len(root.Content) == 0 || yamlwalk.IsNull(root.Content[0]) {
 		return nil, fmt.Errorf("catalog %s is empty (its YAML document holds nothing; a catalog starts with currency: and timezone:)", name)
 	}
 	var next yaml.Node
@@ -399,11 +401,6 @@ func (v *catalogValidator) errf(line int, path, format string, args ...any) {
 	v.errs = append(v.errs, fmt.Errorf("%s:%d: %s", v.name, line, msg))
 }
 
-// isNull reports whether n is an empty YAML value (nothing, ~ or null).
-func isNull(n *yaml.Node) bool {
-	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
-}
-
 // notACatalog reports (and records) a document that is a mapping without a
 // single catalog field: another kind of file (a fleet, a Kubernetes manifest)
 // given as the catalog, described once rather than field by field.
@@ -413,12 +410,12 @@ func (v *catalogValidator) notACatalog(doc *yaml.Node) bool {
 	}
 	allowed := yamlFields(reflect.TypeOf(rawCatalog{}))
 	var keys []string
-	for i := 0; i+1 < len(doc.Content); i += 2 {
-		k := doc.Content[i].Value
-		if slices.Contains(allowed, k) {
-			return false
-		}
-		keys = append(keys, k)
+	key := func(k *yaml.Node) { keys = append(keys, k.Value) }
+	// A key given twice is reported to the second callback: listed as written.
+	yamlwalk.Mapping(doc, "", nil, func(k *yaml.Node, _, _ string, _ ...any) { key(k) },
+		func(k, _ *yaml.Node, _ string) { key(k) })
+	if slices.ContainsFunc(keys, func(k string) bool { return slices.Contains(allowed, k) }) {
+		return false
 	}
 	v.errf(doc.Content[0].Line, "", "this is not a price catalog: its fields (%s) are none of a catalog's (%s)",
 		strings.Join(keys, ", "), strings.Join(allowed, ", "))
@@ -445,34 +442,18 @@ func (v *catalogValidator) strict(n *yaml.Node, path string, dst any) bool {
 		return false
 	}
 	t := reflect.TypeOf(dst).Elem()
-	allowed := yamlFields(t)
 	ok := true
-	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := n.Content[i], n.Content[i+1]
-		fpath := join(path, k.Value)
-		f, found := fieldByTag(t, k.Value)
-		switch {
-		case !found:
-			v.errf(k.Line, fpath, "unknown field (allowed: %s)", strings.Join(allowed, ", "))
-			ok = false
-			continue
-		case seen[k.Value] != 0:
-			v.errf(k.Line, fpath, "appears more than once (first at line %d)", seen[k.Value])
-			ok = false
-			continue
-		}
-		seen[k.Value] = k.Line
-		for val.Kind == yaml.AliasNode && val.Alias != nil {
-			val = val.Alias
-		}
+	report := func(at *yaml.Node, path, format string, args ...any) {
+		v.errf(at.Line, path, format, args...)
+		ok = false
+	}
+	yamlwalk.Mapping(n, path, yamlFields(t), report, func(k, val *yaml.Node, fpath string) {
 		// A list field must hold a list: checked here, in catalog terms,
 		// rather than left to the YAML decoder (whose message names Go types).
-		if f.Type.Kind() == reflect.Slice && val.Kind != yaml.SequenceNode && !isNull(val) {
-			v.errf(val.Line, fpath, "must be a list (lines starting with '- '), not %s", yamlKind(val))
-			ok = false
+		if f, _ := fieldByTag(t, k.Value); f.Type.Kind() == reflect.Slice && val.Kind != yaml.SequenceNode && !yamlwalk.IsNull(val) {
+			report(val, fpath, "must be a list (lines starting with '- '), not %s", yamlKind(val))
 		}
-	}
+	})
 	if !ok {
 		return false
 	}
@@ -512,13 +493,6 @@ func yamlDecodeError(err error) string {
 	msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n")
 	msg = goTypeInError.ReplaceAllString(msg, "")
 	return strings.Join(strings.Fields(msg), " ")
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
 }
 
 func (v *catalogValidator) str(s scalar, path string, required bool) string {
@@ -737,7 +711,7 @@ var (
 	monthPattern = regexp.MustCompile(`^(\d{4})-(\d{2})$`)
 )
 
-func (v *catalogValidator) build(doc *yaml.Node, raw *rawCatalog) *Catalog {
+func (v *catalogValidator) build(_ *yaml.Node, raw *rawCatalog) *Catalog {
 	c := &Catalog{
 		Discounts:  map[Term]decimal.Decimal{TermMonth: decimal.Zero, TermQuarter: decimal.RequireFromString("0.05"), TermYear: decimal.RequireFromString("0.20")},
 		skuByID:    map[string]int{},
@@ -758,137 +732,147 @@ func (v *catalogValidator) build(doc *yaml.Node, raw *rawCatalog) *Catalog {
 		}
 		c.Location = loc
 	}
-
-	c.Defaults = Defaults{Rounding: RoundSecond, GapToleranceMS: 30_000, Idle: DefaultIdlePolicy}
-	if raw.Defaults.Kind != 0 {
-		var d rawDefaults
-		if v.strict(&raw.Defaults, "defaults", &d) {
-			if r := v.rounding(d.Rounding, "defaults.rounding"); r != "" {
-				c.Defaults.Rounding = r
-			}
-			c.Defaults.GapToleranceMS = v.seconds(d.GapToleranceS, "defaults.gap_tolerance_s", 30_000)
-			c.Defaults.MinBilledS = v.wholeSeconds(d.MinBilledS, "defaults.min_billed_s")
-			if d.Idle.Kind != 0 {
-				if p := v.idle(&d.Idle, "defaults.idle", DefaultIdlePolicy); p != nil {
-					c.Defaults.Idle = *p
-				}
-			}
-		}
-	}
+	v.defaults(raw, c)
 	if raw.Discounts.Kind != 0 {
 		v.discounts(&raw.Discounts, "discounts", c.Discounts)
 	}
-
 	// A catalog without SKUs is valid: all usage is then reported as unpriced.
-	for i := range raw.SKUs {
-		n := &raw.SKUs[i]
-		path := fmt.Sprintf("skus[%d]", i)
-		var r rawSKU
-		if !v.strict(n, path, &r) {
-			continue
-		}
-		s := SKU{
-			ID:       v.str(r.ID, path+".id", true),
-			GPUModel: v.str(r.GPUModel, path+".gpu_model", true),
-			Profile:  v.str(r.Profile, path+".profile", true),
-		}
-		if r.ID.Set && s.ID != "" && !idPattern.MatchString(s.ID) {
-			v.errf(r.ID.Line, path+".id", "%q: use letters, digits and . _ - : / @ +", s.ID)
-		}
-		s.HourlyPrice, _ = v.money(r.HourlyPrice, path+".hourly_price", n.Line, true)
-		s.MonthlyPrice, s.HasMonthly = v.money(r.MonthlyPrice, path+".monthly_price", n.Line, false)
-		if r.Discounts.Kind != 0 {
-			s.Discounts = map[Term]decimal.Decimal{}
-			v.discounts(&r.Discounts, path+".discounts", s.Discounts)
-		}
-		if _, dup := c.skuByID[s.ID]; dup && s.ID != "" {
-			v.errf(n.Line, path+".id", "duplicate SKU id %q", s.ID)
-		}
-		key := [2]string{s.GPUModel, s.Profile}
-		if j, dup := c.skuByModel[key]; dup {
-			v.errf(n.Line, path, "gpu_model %q with profile %q is already priced by SKU %q", s.GPUModel, s.Profile, c.SKUs[j].ID)
-		}
-		c.skuByID[s.ID] = len(c.SKUs)
-		c.skuByModel[key] = len(c.SKUs)
-		c.SKUs = append(c.SKUs, s)
-	}
-
-	for i := range raw.Projects {
-		n := &raw.Projects[i]
-		path := fmt.Sprintf("projects[%d]", i)
-		var r rawProject
-		if !v.strict(n, path, &r) {
-			continue
-		}
-		p := Project{
-			ID:       v.str(r.ID, path+".id", true),
-			Name:     v.str(r.Name, path+".name", false),
-			Funding:  v.str(r.Funding, path+".funding", false),
-			Rounding: v.rounding(r.Rounding, path+".rounding"),
-		}
-		if r.Idle.Kind != 0 {
-			p.Idle = v.idle(&r.Idle, path+".idle", c.Defaults.Idle)
-		}
-		if _, dup := c.projByID[p.ID]; dup && p.ID != "" {
-			v.errf(n.Line, path+".id", "duplicate project id %q", p.ID)
-		}
-		for j := range r.Reservations {
-			rn := &r.Reservations[j]
-			rpath := fmt.Sprintf("%s.reservations[%d]", path, j)
-			var rr rawReservation
-			if !v.strict(rn, rpath, &rr) {
-				continue
-			}
-			res := Reservation{SKU: v.str(rr.SKU, rpath+".sku", true), Billing: BillingUpfront}
-			if res.SKU != "" {
-				if sku, ok := c.SKUByID(res.SKU); !ok {
-					v.errf(rr.SKU.Line, rpath+".sku", "unknown SKU %q", res.SKU)
-				} else if !sku.HasMonthly {
-					v.errf(rr.SKU.Line, rpath+".sku", "SKU %q has no monthly_price, so it cannot be reserved", res.SKU)
-				}
-			}
-			if !rr.Quantity.Set {
-				v.missing(rn.Line, rpath+".quantity")
-			} else if q, err := strconv.ParseInt(rr.Quantity.Value, 10, 64); err != nil || q <= 0 || q > 1_000_000 {
-				v.errf(rr.Quantity.Line, rpath+".quantity", "%q must be a whole number >= 1", rr.Quantity.Value)
-			} else {
-				res.Quantity = q
-			}
-			switch t := Term(rr.Term.Value); {
-			case !rr.Term.Set:
-				v.missing(rn.Line, rpath+".term")
-			case t == TermMonth || t == TermQuarter || t == TermYear:
-				res.Term = t
-			default:
-				v.errf(rr.Term.Line, rpath+".term", "%q is not a term (month | quarter | year)", rr.Term.Value)
-			}
-			if !rr.Start.Set {
-				v.missing(rn.Line, rpath+".start")
-			} else if m := monthPattern.FindStringSubmatch(rr.Start.Value); m == nil {
-				v.errf(rr.Start.Line, rpath+".start", "%q is not a month (YYYY-MM)", rr.Start.Value)
-			} else {
-				y, _ := strconv.Atoi(m[1])
-				mo, _ := strconv.Atoi(m[2])
-				if mo < 1 || mo > 12 || y < 1970 {
-					v.errf(rr.Start.Line, rpath+".start", "%q is not a month (YYYY-MM)", rr.Start.Value)
-				}
-				res.StartYear, res.StartMonth = y, time.Month(mo)
-			}
-			if rr.Billing.Set {
-				switch rr.Billing.Value {
-				case BillingUpfront, BillingMonthly:
-					res.Billing = rr.Billing.Value
-				default:
-					v.errf(rr.Billing.Line, rpath+".billing", "%q is not a payment schedule (upfront | monthly)", rr.Billing.Value)
-				}
-			}
-			p.Reservations = append(p.Reservations, res)
-		}
-		c.projByID[p.ID] = len(c.Projects)
-		c.Projects = append(c.Projects, p)
-	}
+	eachStrict(v, raw.SKUs, "skus", func(n *yaml.Node, r *rawSKU, path string) { v.sku(n, r, path, c) })
+	eachStrict(v, raw.Projects, "projects", func(n *yaml.Node, r *rawProject, path string) { v.project(n, r, path, c) })
 	v.terms(raw.Terms, c)
 	return c
+}
+
+// eachStrict decodes every node of a list (at name) strictly into an R and
+// hands those that are mappings of known fields to fn, with their paths.
+func eachStrict[R any](v *catalogValidator, nodes []yaml.Node, name string, fn func(n *yaml.Node, r *R, path string)) {
+	for i := range nodes {
+		n, path := &nodes[i], fmt.Sprintf("%s[%d]", name, i)
+		var r R
+		if v.strict(n, path, &r) {
+			fn(n, &r, path)
+		}
+	}
+}
+
+// defaults reads the catalog's defaults: rounding, gap tolerance, minimum
+// billed time, the idle policy.
+func (v *catalogValidator) defaults(raw *rawCatalog, c *Catalog) {
+	c.Defaults = Defaults{Rounding: RoundSecond, GapToleranceMS: 30_000, Idle: DefaultIdlePolicy}
+	if raw.Defaults.Kind == 0 {
+		return
+	}
+	var d rawDefaults
+	if !v.strict(&raw.Defaults, "defaults", &d) {
+		return
+	}
+	if r := v.rounding(d.Rounding, "defaults.rounding"); r != "" {
+		c.Defaults.Rounding = r
+	}
+	c.Defaults.GapToleranceMS = v.seconds(d.GapToleranceS, "defaults.gap_tolerance_s", 30_000)
+	c.Defaults.MinBilledS = v.wholeSeconds(d.MinBilledS, "defaults.min_billed_s")
+	if d.Idle.Kind != 0 {
+		if p := v.idle(&d.Idle, "defaults.idle", DefaultIdlePolicy); p != nil {
+			c.Defaults.Idle = *p
+		}
+	}
+}
+
+// sku adds the SKU r (node n, at path) to c.
+func (v *catalogValidator) sku(n *yaml.Node, r *rawSKU, path string, c *Catalog) {
+	s := SKU{
+		ID:       v.str(r.ID, path+".id", true),
+		GPUModel: v.str(r.GPUModel, path+".gpu_model", true),
+		Profile:  v.str(r.Profile, path+".profile", true),
+	}
+	if r.ID.Set && s.ID != "" && !idPattern.MatchString(s.ID) {
+		v.errf(r.ID.Line, path+".id", "%q: use letters, digits and . _ - : / @ +", s.ID)
+	}
+	s.HourlyPrice, _ = v.money(r.HourlyPrice, path+".hourly_price", n.Line, true)
+	s.MonthlyPrice, s.HasMonthly = v.money(r.MonthlyPrice, path+".monthly_price", n.Line, false)
+	if r.Discounts.Kind != 0 {
+		s.Discounts = map[Term]decimal.Decimal{}
+		v.discounts(&r.Discounts, path+".discounts", s.Discounts)
+	}
+	if _, dup := c.skuByID[s.ID]; dup && s.ID != "" {
+		v.errf(n.Line, path+".id", "duplicate SKU id %q", s.ID)
+	}
+	key := [2]string{s.GPUModel, s.Profile}
+	if j, dup := c.skuByModel[key]; dup {
+		v.errf(n.Line, path, "gpu_model %q with profile %q is already priced by SKU %q", s.GPUModel, s.Profile, c.SKUs[j].ID)
+	}
+	c.skuByID[s.ID] = len(c.SKUs)
+	c.skuByModel[key] = len(c.SKUs)
+	c.SKUs = append(c.SKUs, s)
+}
+
+// project adds the project r (node n, at path), with its reservations, to c.
+func (v *catalogValidator) project(n *yaml.Node, r *rawProject, path string, c *Catalog) {
+	p := Project{
+		ID:       v.str(r.ID, path+".id", true),
+		Name:     v.str(r.Name, path+".name", false),
+		Funding:  v.str(r.Funding, path+".funding", false),
+		Rounding: v.rounding(r.Rounding, path+".rounding"),
+	}
+	if r.Idle.Kind != 0 {
+		p.Idle = v.idle(&r.Idle, path+".idle", c.Defaults.Idle)
+	}
+	if _, dup := c.projByID[p.ID]; dup && p.ID != "" {
+		v.errf(n.Line, path+".id", "duplicate project id %q", p.ID)
+	}
+	eachStrict(v, r.Reservations, path+".reservations", func(rn *yaml.Node, rr *rawReservation, rpath string) {
+		p.Reservations = append(p.Reservations, v.reservation(rn, rr, rpath, c))
+	})
+	c.projByID[p.ID] = len(c.Projects)
+	c.Projects = append(c.Projects, p)
+}
+
+// reservation reads the reservation rr (node rn, at rpath) of a project.
+func (v *catalogValidator) reservation(rn *yaml.Node, rr *rawReservation, rpath string, c *Catalog) Reservation {
+	res := Reservation{SKU: v.str(rr.SKU, rpath+".sku", true), Billing: BillingUpfront}
+	if res.SKU != "" {
+		if sku, ok := c.SKUByID(res.SKU); !ok {
+			v.errf(rr.SKU.Line, rpath+".sku", "unknown SKU %q", res.SKU)
+		} else if !sku.HasMonthly {
+			v.errf(rr.SKU.Line, rpath+".sku", "SKU %q has no monthly_price, so it cannot be reserved", res.SKU)
+		}
+	}
+	if !rr.Quantity.Set {
+		v.missing(rn.Line, rpath+".quantity")
+	} else if q, err := strconv.ParseInt(rr.Quantity.Value, 10, 64); err != nil || q <= 0 || q > 1_000_000 {
+		v.errf(rr.Quantity.Line, rpath+".quantity", "%q must be a whole number >= 1", rr.Quantity.Value)
+	} else {
+		res.Quantity = q
+	}
+	switch t := Term(rr.Term.Value); {
+	case !rr.Term.Set:
+		v.missing(rn.Line, rpath+".term")
+	case t == TermMonth || t == TermQuarter || t == TermYear:
+		res.Term = t
+	default:
+		v.errf(rr.Term.Line, rpath+".term", "%q is not a term (month | quarter | year)", rr.Term.Value)
+	}
+	if !rr.Start.Set {
+		v.missing(rn.Line, rpath+".start")
+	} else if m := monthPattern.FindStringSubmatch(rr.Start.Value); m == nil {
+		v.errf(rr.Start.Line, rpath+".start", "%q is not a month (YYYY-MM)", rr.Start.Value)
+	} else {
+		y, _ := strconv.Atoi(m[1])
+		mo, _ := strconv.Atoi(m[2])
+		if mo < 1 || mo > 12 || y < 1970 {
+			v.errf(rr.Start.Line, rpath+".start", "%q is not a month (YYYY-MM)", rr.Start.Value)
+		}
+		res.StartYear, res.StartMonth = y, time.Month(mo)
+	}
+	if rr.Billing.Set {
+		switch rr.Billing.Value {
+		case BillingUpfront, BillingMonthly:
+			res.Billing = rr.Billing.Value
+		default:
+			v.errf(rr.Billing.Line, rpath+".billing", "%q is not a payment schedule (upfront | monthly)", rr.Billing.Value)
+		}
+	}
+	return res
 }
 
 // terms reads the academic terms: id, start and end as calendar days

@@ -40,10 +40,10 @@ type UsageRow struct {
 
 // RejectRow is one rejected input as a store keeps it.
 type RejectRow struct {
-	TimeMS int64  `json:"time_ms"`
-	Source string `json:"source"`
-	Reason string `json:"reason"`
-	Error  string `json:"error"`
+	TimeMS int64        `json:"time_ms"`
+	Source string       `json:"source"`
+	Reason RejectReason `json:"reason"`
+	Error  string       `json:"error"`
 }
 
 // UnattributedUsage is busy time without a holder on one instance.

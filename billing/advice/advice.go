@@ -11,17 +11,16 @@
 // The assumption behind every recommendation is that the past months repeat;
 // each recommendation also states what its reservations would cost if use
 // halved.
+//
+// It is pure: the caller bills the months and says when "now" is; it reads no
+// clock and starts no goroutine (internal/advicerun runs it concurrently, and
+// internal/archtest checks).
 package advice
 
 import (
 	"cmp"
-	"context"
-	"errors"
 	"fmt"
-	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -46,7 +45,8 @@ type Options struct {
 	// Months is how many whole calendar months (in the catalog's zone) before
 	// Now's month are looked at; 0: DefaultMonths.
 	Months int
-	// Now fixes "the last whole months" (zero: the current time).
+	// Now fixes "the last whole months"; required (this package reads no
+	// clock: internal/advicerun takes the current time when it is zero).
 	Now time.Time
 	// Project limits the advice to one project ("": every project).
 	Project string
@@ -60,15 +60,7 @@ type Options struct {
 	// rises with the quantity, as with per-second rounding).
 	// 0: DefaultExhaustiveUpTo.
 	ExhaustiveUpTo int
-	// Workers prices that many (project, SKU) pairs at once; 0: one per CPU.
-	Workers int
-	// Progress, when set, receives a line about each step of a long run.
-	Progress func(msg string)
 }
-
-// Biller bills one month: the engine's invoices, with every session of
-// usage (billing.Result.Invoices[].Sessions).
-type Biller func(ctx context.Context, p billing.Period) (*billing.Result, error)
 
 // Window returns the n whole months before now's month in the catalog's zone.
 func Window(cat *schemas.Catalog, now time.Time, n int) []billing.Period {
@@ -92,74 +84,88 @@ type group struct {
 	// billed per month: the amounts the actual invoices have for this SKU.
 	billedUsage, billedReserved []decimal.Decimal
 	accs                        map[accKey]*billing.Accumulator // see accumulate
+	bills                       int                             // engine bills made pricing it
 }
 
-// Advise bills the window's months with bill and advises every project (or
-// opt.Project) of the catalog and of the usage.
-func Advise(ctx context.Context, cat *schemas.Catalog, bill Biller, opt Options) (*Report, error) {
+// Plan is one advice: the months to bill (Periods), then, from their bills,
+// the project and SKU pairs to price (Pairs). The caller bills the months and
+// may price the pairs at once (internal/advicerun does both); Advise does it
+// all in turn. Nothing here reads a clock or starts a goroutine.
+type Plan struct {
+	a *adviser
+}
+
+// NewPlan checks opt and plans the advice of its window.
+func NewPlan(cat *schemas.Catalog, opt Options) (*Plan, error) {
 	if err := opt.normalize(); err != nil {
 		return nil, err
 	}
-	periods := Window(cat, opt.Now, opt.Months)
-	a := &adviser{cat: cat, opt: opt, periods: periods}
-	// The months are billed at once (a store answers each on its own).
-	results := make([]*billing.Result, len(periods))
-	berrs := make([]error, len(periods))
-	var bw sync.WaitGroup
-	sem := make(chan struct{}, opt.Workers)
-	for i, p := range periods {
-		bw.Add(1)
-		go func() {
-			defer bw.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			t0 := time.Now()
-			res, err := bill(ctx, p)
-			if err != nil {
-				berrs[i] = fmt.Errorf("cannot bill %s: %w", p, err)
-				return
-			}
-			results[i] = res
-			opt.progress("billed %s (%d invoices) in %v", p, len(res.Invoices), time.Since(t0).Round(time.Millisecond))
-		}()
+	return &Plan{a: &adviser{cat: cat, opt: opt, periods: Window(cat, opt.Now, opt.Months)}}, nil
+}
+
+// Periods are the window's months, oldest first: the bills Pairs takes.
+func (p *Plan) Periods() []billing.Period { return p.a.periods }
+
+// Pairs is the usage of every project and SKU to price, from the months' bills.
+type Pairs struct {
+	a        *adviser
+	groups   []*group
+	warnings []string
+}
+
+// Pairs groups the bills of the window: results[i] is the engine's bill of
+// Periods()[i], with every session of usage (billing.Result.Invoices[].Sessions).
+func (p *Plan) Pairs(results []*billing.Result) (*Pairs, error) {
+	if len(results) != len(p.a.periods) {
+		return nil, fmt.Errorf("advice: %d bills for a window of %d months", len(results), len(p.a.periods))
 	}
-	bw.Wait()
-	if err := errors.Join(berrs...); err != nil {
+	for i, r := range results {
+		if per := p.a.periods[i]; r == nil || r.Period.Year != per.Year || r.Period.Month != per.Month {
+			return nil, fmt.Errorf("advice: no bill of %s", per)
+		}
+	}
+	return &Pairs{a: p.a, groups: p.a.groups(results), warnings: p.a.warnings(results)}, nil
+}
+
+// Len is the number of pairs.
+func (ps *Pairs) Len() int { return len(ps.groups) }
+
+// Price advises on pair i by billing its usage with the engine under candidate
+// reservations; bills is how many one-month bills that took. Each pair is
+// priced once; distinct pairs may be priced at once.
+func (ps *Pairs) Price(i int) (adv SKUAdvice, bills int, err error) {
+	g := ps.groups[i]
+	adv, err = ps.a.advise(g)
+	return adv, g.bills, err
+}
+
+// Report puts the priced pairs (priced[i] of pair i) together with the bills'
+// warnings.
+func (ps *Pairs) Report(priced []SKUAdvice) *Report {
+	rep := ps.a.report(priced)
+	rep.Warnings = ps.warnings
+	return rep
+}
+
+// Advise advises every project (or opt.Project) of the catalog and of the
+// window's bills (results, as Plan.Pairs takes them), one pair after the
+// other.
+func Advise(cat *schemas.Catalog, opt Options, results []*billing.Result) (*Report, error) {
+	plan, err := NewPlan(cat, opt)
+	if err != nil {
 		return nil, err
 	}
-	warnings := a.warnings(results)
-	groups := a.groups(results)
-	opt.progress("pricing %d project and SKU pairs with the billing engine", len(groups))
-	t0 := time.Now()
-	out := make([]SKUAdvice, len(groups))
-	errs := make([]error, len(groups))
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range opt.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if ctx.Err() != nil {
-					errs[i] = ctx.Err()
-					continue
-				}
-				out[i], errs[i] = a.advise(groups[i])
-			}
-		}()
-	}
-	for i := range groups {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	pairs, err := plan.Pairs(results)
+	if err != nil {
 		return nil, err
 	}
-	opt.progress("priced %d pairs in %v (%d bills of one month by the engine)", len(groups), time.Since(t0).Round(time.Millisecond), a.bills.Load())
-	rep := a.report(out)
-	rep.Warnings = warnings
-	return rep, nil
+	out := make([]SKUAdvice, pairs.Len())
+	for i := range out {
+		if out[i], _, err = pairs.Price(i); err != nil {
+			return nil, err
+		}
+	}
+	return pairs.Report(out), nil
 }
 
 // warnings are the bills' warnings (unpriced usage, projects not in the
@@ -192,7 +198,7 @@ func (o *Options) normalize() error {
 		return fmt.Errorf("months: %d is out of range: want 1 to %d whole months", o.Months, MaxMonths)
 	}
 	if o.Now.IsZero() {
-		o.Now = time.Now()
+		return fmt.Errorf("now: the moment of the advice is required")
 	}
 	if o.MinCoverage.Sign() < 0 || o.MinCoverage.GreaterThan(decimal.NewFromInt(1)) {
 		return fmt.Errorf("min coverage: %s is out of range: want a share in [0, 1], e.g. 0.5", o.MinCoverage)
@@ -200,23 +206,13 @@ func (o *Options) normalize() error {
 	if o.ExhaustiveUpTo <= 0 {
 		o.ExhaustiveUpTo = DefaultExhaustiveUpTo
 	}
-	if o.Workers <= 0 {
-		o.Workers = max(1, runtime.GOMAXPROCS(0))
-	}
 	return nil
-}
-
-func (o *Options) progress(format string, args ...any) {
-	if o.Progress != nil {
-		o.Progress(fmt.Sprintf(format, args...))
-	}
 }
 
 type adviser struct {
 	cat     *schemas.Catalog
 	opt     Options
 	periods []billing.Period
-	bills   atomic.Int64 // engine bills made, for the progress line
 }
 
 // groups collects the sessions and billed amounts of every (project, SKU)

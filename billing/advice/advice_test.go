@@ -1,7 +1,6 @@
 package advice
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -69,7 +68,7 @@ func advise(t *testing.T, cat *schemas.Catalog, usage []occ, opt Options) *Repor
 	if opt.Months != 0 {
 		periods = Window(cat, opt.Now, opt.Months)
 	}
-	rep, err := Advise(context.Background(), cat, FromResults(billAll(cat, periods, usage)), opt)
+	rep, err := Advise(cat, opt, billAll(cat, periods, usage))
 	require.NoError(t, err)
 	return rep
 }
@@ -346,10 +345,18 @@ func TestCoverageStacksMatchEngine(t *testing.T) {
 
 func TestOptionsErrors(t *testing.T) {
 	cat := exampleCatalog(t)
-	_, err := Advise(context.Background(), cat, FromResults(nil), Options{Months: 25})
+	_, err := Advise(cat, Options{Months: 25}, nil)
 	require.ErrorContains(t, err, "months: 25 is out of range")
-	_, err = Advise(context.Background(), cat, FromResults(nil), Options{Months: 1, MinCoverage: decimal.NewFromInt(2)})
+	_, err = Advise(cat, Options{Months: 1, Now: now, MinCoverage: decimal.NewFromInt(2)}, nil)
 	require.ErrorContains(t, err, "min coverage")
+	_, err = Advise(cat, Options{Months: 1}, nil)
+	require.ErrorContains(t, err, "now: the moment of the advice is required", "no clock here: the caller says when")
+	// The bills are those of the window's months, in order.
+	periods := Window(cat, now, 2)
+	_, err = Advise(cat, Options{Months: 2, Now: now}, billAll(cat, periods[:1], nil))
+	require.ErrorContains(t, err, "advice: 1 bills for a window of 2 months")
+	_, err = Advise(cat, Options{Months: 2, Now: now}, billAll(cat, []billing.Period{periods[1], periods[0]}, nil))
+	require.ErrorContains(t, err, "advice: no bill of "+periods[0].String())
 }
 
 func TestOutputs(t *testing.T) {

@@ -1,8 +1,6 @@
 package advice
 
 import (
-	"context"
-	"fmt"
 	"io"
 	"runtime"
 
@@ -43,16 +41,4 @@ func BillSamples(r io.Reader, cat *schemas.Catalog, periods []billing.Period, op
 		out[i] = accs[0][i].Invoices()
 	}
 	return out, stats, nil
-}
-
-// FromResults is a Biller over months already billed (BillSamples).
-func FromResults(rs []*billing.Result) Biller {
-	return func(_ context.Context, p billing.Period) (*billing.Result, error) {
-		for _, r := range rs {
-			if r.Period.Year == p.Year && r.Period.Month == p.Month {
-				return r, nil
-			}
-		}
-		return nil, fmt.Errorf("no bill of %s", p)
-	}
 }

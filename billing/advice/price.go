@@ -25,7 +25,7 @@ func (a *adviser) price(g *group, i int, sessions []billing.Session, rs []schema
 	if err != nil {
 		panic("BUG: advice: " + err.Error()) // the candidate catalog has the catalog's gap tolerance
 	}
-	a.bills.Add(1)
+	g.bills++
 	out := priced{Usage: decimal.Zero, Reserved: decimal.Zero}
 	for _, inv := range res.Invoices {
 		if inv.Project != g.project {

@@ -18,6 +18,7 @@ import (
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/billing/advice"
 	"github.com/cardhour/cardhour/ingest/storedsn"
+	"github.com/cardhour/cardhour/internal/advicerun"
 	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
 )
@@ -88,13 +89,13 @@ func runAdvise(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx := context.Background()
 	start := time.Now()
-	opt := advice.Options{Months: *months, Now: now, Project: *project, MinCoverage: cov, Workers: *workers,
-		Progress: func(msg string) {
-			fmt.Fprintf(stderr, "cardhour advise: %s (%.1f s)\n", msg, time.Since(start).Seconds())
-		}}
+	opt := advice.Options{Months: *months, Now: now, Project: *project, MinCoverage: cov}
+	cfg := advicerun.Config{Workers: *workers, Progress: func(msg string) {
+		fmt.Fprintf(stderr, "cardhour advise: %s (%.1f s)\n", msg, time.Since(start).Seconds())
+	}}
 	periods := advice.Window(cat, now, *months)
 	fmt.Fprintf(stderr, "cardhour advise: %s to %s\n", periods[0], periods[len(periods)-1])
-	var bill advice.Biller
+	var bill advicerun.Biller
 	if *store != "" {
 		st, err := storedsn.Open(ctx, *store, storedsn.Options{Logger: slog.New(slog.DiscardHandler), Mode: storedsn.Read})
 		if err != nil {
@@ -126,9 +127,9 @@ func runAdvise(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		fmt.Fprintf(stderr, "cardhour advise: read %d sample line(s) (%.1f s)\n", stats.Lines, time.Since(start).Seconds())
-		bill = advice.FromResults(results)
+		bill = advicerun.FromResults(results)
 	}
-	rep, err := advice.Advise(ctx, cat, bill, opt)
+	rep, err := advicerun.Advise(ctx, cat, bill, opt, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "cardhour advise: %v\n", err)
 		return 1

@@ -20,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/cardhour/cardhour/collector/nvmlmock"
+	"github.com/cardhour/cardhour/internal/yamlwalk"
 )
 
 // Spec is a fleet file.
@@ -151,22 +152,23 @@ func Parse(data []byte) (*Spec, error) {
 	return &spec, nil
 }
 
+// recordLines remembers the line of each node and holder, for Validate's
+// messages. The strict decode has reported every unknown or repeated key.
 func recordLines(root *yaml.Node, spec *Spec) {
 	if root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
 		return
 	}
-	m := root.Content[0]
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		key, val := m.Content[i].Value, m.Content[i+1]
+	reported := func(*yaml.Node, string, string, ...any) {}
+	yamlwalk.Mapping(root.Content[0], "", nil, reported, func(k, val *yaml.Node, _ string) {
 		for j, item := range val.Content {
 			switch {
-			case key == "nodes" && j < len(spec.Nodes):
+			case k.Value == "nodes" && j < len(spec.Nodes):
 				spec.Nodes[j].line = item.Line
-			case key == "holders" && j < len(spec.Holders):
+			case k.Value == "holders" && j < len(spec.Holders):
 				spec.Holders[j].line = item.Line
 			}
 		}
-	}
+	})
 }
 
 // Validate checks the whole spec and reports every problem at once.
@@ -202,61 +204,71 @@ func (s *Spec) Validate() error {
 	}
 	for i := range s.Holders {
 		h := &s.Holders[i]
-		if h.Project == "" {
-			add(h.line, "holder %q: project is required", h.Name)
-		}
-		switch h.Behaviour {
-		case Training, Notebook, Jobs, Abandoned:
-		default:
-			add(h.line, "holder %q: behaviour %q: want training, notebook, jobs or abandoned", h.Name, h.Behaviour)
-		}
-		if h.Every != 0 && (h.Duration == 0 || h.Duration > h.Every) {
-			add(h.line, "holder %q: with every, duration must be set and at most every", h.Name)
-		}
-		h.activeFor = time.Duration(h.ActiveFor)
-		if h.activeFor == 0 {
-			h.activeFor = 45 * time.Minute
-		}
-		h.jobEvery, h.jobLn = time.Duration(h.JobEvery), time.Duration(h.JobLength)
-		if h.jobEvery == 0 {
-			h.jobEvery = time.Hour
-		}
-		if h.jobLn == 0 {
-			h.jobLn = 10 * time.Minute
-		}
-		if h.jobLn > h.jobEvery {
-			add(h.line, "holder %q: job_length must be at most job_every", h.Name)
-		}
-		parts := strings.Split(h.Instance, "/")
-		if len(parts) < 2 || len(parts) > 3 {
-			add(h.line, "holder %q: instance %q: want node/gpu or node/gpu/slot", h.Name, h.Instance)
-			continue
-		}
-		h.node = parts[0]
-		n := nodes[h.node]
-		if n == nil {
-			add(h.line, "holder %q: instance %q: no node %q", h.Name, h.Instance, h.node)
-			continue
-		}
-		g, err := strconv.Atoi(parts[1])
-		if err != nil || g < 0 || g >= len(n.GPUs) {
-			add(h.line, "holder %q: instance %q: node %q has GPUs 0..%d", h.Name, h.Instance, h.node, len(n.GPUs)-1)
-			continue
-		}
-		h.gpu = g
-		mig := n.GPUs[g].MIG
-		if len(parts) == 3 {
-			sl, err := strconv.Atoi(parts[2])
-			if err != nil || sl < 0 || sl >= len(mig) {
-				add(h.line, "holder %q: instance %q: GPU %d has %d MIG slots", h.Name, h.Instance, g, len(mig))
-				continue
-			}
-			h.slot, h.hasSlot = sl, true
-		} else if len(mig) > 0 {
-			add(h.line, "holder %q: instance %q: GPU %d is split by MIG: name the slot (node/gpu/slot)", h.Name, h.Instance, g)
-		}
+		h.validate(func(format string, a ...any) { add(h.line, format, a...) })
+		h.place(nodes, func(format string, a ...any) { add(h.line, format, a...) })
 	}
 	return errors.Join(errs...)
+}
+
+// validate checks the holder's script and sets its defaults.
+func (h *HolderSpec) validate(add func(format string, a ...any)) {
+	if h.Project == "" {
+		add("holder %q: project is required", h.Name)
+	}
+	switch h.Behaviour {
+	case Training, Notebook, Jobs, Abandoned:
+	default:
+		add("holder %q: behaviour %q: want training, notebook, jobs or abandoned", h.Name, h.Behaviour)
+	}
+	if h.Every != 0 && (h.Duration == 0 || h.Duration > h.Every) {
+		add("holder %q: with every, duration must be set and at most every", h.Name)
+	}
+	h.activeFor = time.Duration(h.ActiveFor)
+	if h.activeFor == 0 {
+		h.activeFor = 45 * time.Minute
+	}
+	h.jobEvery, h.jobLn = time.Duration(h.JobEvery), time.Duration(h.JobLength)
+	if h.jobEvery == 0 {
+		h.jobEvery = time.Hour
+	}
+	if h.jobLn == 0 {
+		h.jobLn = 10 * time.Minute
+	}
+	if h.jobLn > h.jobEvery {
+		add("holder %q: job_length must be at most job_every", h.Name)
+	}
+}
+
+// place resolves the holder's instance (node/gpu[/slot]) among nodes.
+func (h *HolderSpec) place(nodes map[string]*NodeSpec, add func(format string, a ...any)) {
+	parts := strings.Split(h.Instance, "/")
+	if len(parts) < 2 || len(parts) > 3 {
+		add("holder %q: instance %q: want node/gpu or node/gpu/slot", h.Name, h.Instance)
+		return
+	}
+	h.node = parts[0]
+	n := nodes[h.node]
+	if n == nil {
+		add("holder %q: instance %q: no node %q", h.Name, h.Instance, h.node)
+		return
+	}
+	g, err := strconv.Atoi(parts[1])
+	if err != nil || g < 0 || g >= len(n.GPUs) {
+		add("holder %q: instance %q: node %q has GPUs 0..%d", h.Name, h.Instance, h.node, len(n.GPUs)-1)
+		return
+	}
+	h.gpu = g
+	mig := n.GPUs[g].MIG
+	if len(parts) == 3 {
+		sl, err := strconv.Atoi(parts[2])
+		if err != nil || sl < 0 || sl >= len(mig) {
+			add("holder %q: instance %q: GPU %d has %d MIG slots", h.Name, h.Instance, g, len(mig))
+			return
+		}
+		h.slot, h.hasSlot = sl, true
+	} else if len(mig) > 0 {
+		add("holder %q: instance %q: GPU %d is split by MIG: name the slot (node/gpu/slot)", h.Name, h.Instance, g)
+	}
 }
 
 func validModel(m string) bool {

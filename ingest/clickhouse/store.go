@@ -581,7 +581,7 @@ func (s *Store) WriteRejects(ctx context.Context, rs []ingest.Reject) error {
 		if r.TimeMS < 0 || sec > 4294967295 {
 			sec = 0 // outside DateTime's range; ts_ms stays exact
 		}
-		ts[i], tsMS[i], source[i], reason[i], msg[i], ingested[i] = time.Unix(sec, 0).UTC(), r.TimeMS, r.Source, r.Reason, r.Error, now
+		ts[i], tsMS[i], source[i], reason[i], msg[i], ingested[i] = time.Unix(sec, 0).UTC(), r.TimeMS, r.Source, string(r.Reason), r.Error, now
 	}
 	return s.insert(ctx, "rejects", "ts, ts_ms, source, reason, error, ingested_at", n, ts, tsMS, source, reason, msg, ingested)
 }
@@ -607,9 +607,11 @@ func (s *Store) RejectSummary(ctx context.Context, fromMS, toMS int64, first int
 	defer func() { _ = rows.Close() }()
 	for rows.Next() {
 		var r ingest.Reject
-		if err := rows.Scan(&r.Source, &r.TimeMS, &r.Reason, &r.Error); err != nil {
+		var reason string
+		if err := rows.Scan(&r.Source, &r.TimeMS, &reason, &r.Error); err != nil {
 			return sum, fmt.Errorf("cannot read reject: %w", err)
 		}
+		r.Reason = schemas.RejectReason(reason)
 		sum.First = append(sum.First, r)
 	}
 	return sum, rows.Err()

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/internal/storetest"
+	"github.com/cardhour/cardhour/schemas"
 )
 
 // Samples → Kafka (3 partitions, with replays) → two workers in one group →
@@ -229,6 +230,10 @@ func TestDeadLetters(t *testing.T) {
 	for reason, n := range got {
 		require.EqualValues(t, n, value(m.DLQ.WithLabelValues(reason)), reason)
 	}
+	for _, r := range schemas.RejectReasons {
+		require.Positive(t, got[string(r)], "a dead letter with reason %s", r)
+	}
+	require.Len(t, got, len(schemas.RejectReasons), "every reason is one of schemas.RejectReasons: %v", got)
 
 	// Each dead letter is recorded in the store, once per source position,
 	// dated by its sample's ts where it has one.
@@ -237,7 +242,7 @@ func TestDeadLetters(t *testing.T) {
 	require.EqualValues(t, len(bad), sum.Count)
 	for _, r := range sum.First {
 		require.True(t, strings.HasPrefix(r.Source, "kafka:"+e.topic+"/0/"), r.Source)
-		require.NotEmpty(t, r.Reason)
+		require.True(t, r.Reason.Valid(), "%s: reason %q", r.Source, r.Reason)
 		require.NotEmpty(t, r.Error)
 	}
 	ts := storetest.Samples(t, good[0])[0].StartMS

@@ -512,7 +512,7 @@ func writeRejects(ctx context.Context, tx *sql.Tx, rs []ingest.Reject) error {
 	defer ins.Close() //nolint:errcheck // statement/rows close after use; errors surface on Exec/Next
 	now := time.Now().UnixMilli()
 	for _, r := range rs {
-		if _, err = ins.ExecContext(ctx, r.Source, r.TimeMS, r.Reason, r.Error, now); err != nil {
+		if _, err = ins.ExecContext(ctx, r.Source, r.TimeMS, string(r.Reason), r.Error, now); err != nil {
 			return fmt.Errorf("cannot insert reject: %w", err)
 		}
 	}
@@ -536,9 +536,11 @@ func (s *Store) RejectSummary(ctx context.Context, fromMS, toMS int64, first int
 	defer rows.Close() //nolint:errcheck // statement/rows close after use; errors surface on Exec/Next
 	for rows.Next() {
 		var r ingest.Reject
-		if err := rows.Scan(&r.Source, &r.TimeMS, &r.Reason, &r.Error); err != nil {
+		var reason string
+		if err := rows.Scan(&r.Source, &r.TimeMS, &reason, &r.Error); err != nil {
 			return sum, fmt.Errorf("cannot read reject: %w", err)
 		}
+		r.Reason = schemas.RejectReason(reason)
 		sum.First = append(sum.First, r)
 	}
 	return sum, rows.Err()

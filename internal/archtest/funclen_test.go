@@ -3,9 +3,7 @@ package archtest
 import (
 	"fmt"
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,43 +21,28 @@ var shortFuncDirs = []string{"billing", "ingest", "api", "internal/ledger", "int
 // whose body is longer than max lines, as "file:line name (n lines)".
 func longFuncs(root string, dirs []string, max int) ([]string, error) {
 	var out []string
-	fset := token.NewFileSet()
-	for _, d := range dirs {
-		err := filepath.WalkDir(filepath.Join(root, d), func(p string, e fs.DirEntry, err error) error {
-			if err != nil || e.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-				return err
-			}
-			f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
-			if err != nil {
-				return err
-			}
-			ast.Inspect(f, func(n ast.Node) bool {
-				var name string
-				var body *ast.BlockStmt
-				switch fn := n.(type) {
-				case *ast.FuncDecl:
-					name, body = fn.Name.Name, fn.Body
-				case *ast.FuncLit:
-					name, body = "func literal", fn.Body
-				default:
-					return true
-				}
-				if body == nil {
-					return true
-				}
-				if l := fset.Position(body.Rbrace).Line - fset.Position(body.Lbrace).Line - 1; l > max {
-					rel, _ := filepath.Rel(root, p)
-					out = append(out, fmt.Sprintf("%s:%d %s (%d lines)", rel, fset.Position(n.Pos()).Line, name, l))
-				}
+	err := eachGoFile(root, dirs, func(rel string, fset *token.FileSet, f *ast.File) {
+		ast.Inspect(f, func(n ast.Node) bool {
+			var name string
+			var body *ast.BlockStmt
+			switch fn := n.(type) {
+			case *ast.FuncDecl:
+				name, body = fn.Name.Name, fn.Body
+			case *ast.FuncLit:
+				name, body = "func literal", fn.Body
+			default:
 				return true
-			})
-			return nil
+			}
+			if body == nil {
+				return true
+			}
+			if l := fset.Position(body.Rbrace).Line - fset.Position(body.Lbrace).Line - 1; l > max {
+				out = append(out, fmt.Sprintf("%s:%d %s (%d lines)", rel, fset.Position(n.Pos()).Line, name, l))
+			}
+			return true
 		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	})
+	return out, err
 }
 
 func TestNoLongFunctions(t *testing.T) {

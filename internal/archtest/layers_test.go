@@ -28,14 +28,14 @@ type rule struct {
 // with ingest and the collector beside it; the state store, the reads, then
 // invoicing and the watcher; api; cmd at the top. Nothing imports cmd.
 var layers = []rule{
-	{"schemas/...", "the wire, catalog and row formats: the bottom", []string{"schemas/..."}},
+	{"schemas/...", "the wire, catalog and row formats: the bottom (with the YAML walker, a leaf)", []string{"schemas/...", "internal/yamlwalk"}},
 	{"internal/storefail", "classifies store errors; imported by every store", nil},
 	{"internal/retry", "the one backoff", nil},
 	{"internal/yamlwalk", "the one way the configuration parsers walk YAML", nil},
 	{"internal/rungroup", "a command's actors, stopped in order", nil},
 	{"internal/testenv", "test services; imported by tests", nil},
 	{"internal/archtest", "this test", nil},
-	{"collector/...", "the node agent links no billing, store or service code", []string{"schemas/...", "collector/..."}},
+	{"collector/...", "the node agent links no billing, store or service code", []string{"schemas/...", "collector/...", "internal/yamlwalk"}},
 	{"ingest/...", "ingest writes the stored rows and knows nothing of how they are read", []string{"schemas/...", "ingest/...", "internal/storefail", "internal/retry"}},
 	{"billing", "the engine: pure, over schemas alone", []string{"schemas/..."}},
 	{"billing/...", "computed purely from the engine: the invoice document, its renderers, advice", []string{"billing/...", "schemas/..."}},
@@ -43,6 +43,7 @@ var layers = []rule{
 	{"internal/ledger/...", "the state store", []string{"internal/ledger/...", "internal/storefail", "schemas/...", "billing/..."}},
 	{"internal/catalogs", "the one cache of the parsed catalog versions", []string{"internal/ledger", "schemas/..."}},
 	{"internal/reads", "the engine over a usage store: billing, usage, held-now, data quality", []string{"billing", "schemas/..."}},
+	{"internal/advicerun", "runs the pure advice: months billed at once, pairs priced on workers, progress", []string{"billing/...", "schemas/..."}},
 	{"internal/storetest", "the conformance suite of the usage stores", []string{"billing", "internal/reads", "internal/gen", "ingest/...", "schemas/..."}},
 	{"internal/invoicing", "billing runs, finalize, void, exports: the engine against the stores, written to the ledger", []string{"billing/...", "schemas/...", "internal/catalogs", "internal/ledger", "internal/reads", "internal/retry", "internal/storefail"}},
 	{"internal/watch/alert", "what the watcher and its edges exchange: messages, envelopes, release requests", []string{"billing"}},

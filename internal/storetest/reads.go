@@ -109,9 +109,9 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 	// A replay of a middle part: runs with other starts overlapping the first.
 	require.NoError(t, st.Write(ctx, ingest.NewCompactor(0).Build(alice[20:50])))
 	require.NoError(t, st.WriteRejects(ctx, []ingest.Reject{
-		{TimeMS: utc("2026-11-02T05:00:00Z").UnixMilli(), Source: "file:a:1", Reason: "invalid_field", Error: "bad util"},
-		{TimeMS: utc("2026-11-02T05:01:00Z").UnixMilli(), Source: "file:a:2", Reason: "malformed_json", Error: "bad json"},
-		{TimeMS: utc("2026-10-02T05:00:00Z").UnixMilli(), Source: "file:a:0", Reason: "malformed_json", Error: "october"},
+		{TimeMS: utc("2026-11-02T05:00:00Z").UnixMilli(), Source: "file:a:1", Reason: schemas.RejectInvalidField, Error: "bad util"},
+		{TimeMS: utc("2026-11-02T05:01:00Z").UnixMilli(), Source: "file:a:2", Reason: schemas.RejectMalformedJSON, Error: "bad json"},
+		{TimeMS: utc("2026-10-02T05:00:00Z").UnixMilli(), Source: "file:a:0", Reason: schemas.RejectMalformedJSON, Error: "october"},
 	}))
 
 	usage := func(q reads.UsageQuery) *reads.UsageReport {

@@ -1,5 +1,5 @@
 // Command bench-advise fills a store with a generated fleet over three months
-// and times the advice over them (billing/advice over reads.BillFrom).
+// and times the advice over them (internal/advicerun over reads.BillFrom).
 //
 //	go run ./scripts/bench-advise -store clickhouse://127.0.0.1:19000/bench_advise -load 16000000 -instances 7000
 //	go run ./scripts/bench-advise -store clickhouse://127.0.0.1:19000/bench_advise   # advice only, store already filled
@@ -25,6 +25,7 @@ import (
 	"github.com/cardhour/cardhour/billing/advice"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/storedsn"
+	"github.com/cardhour/cardhour/internal/advicerun"
 	"github.com/cardhour/cardhour/internal/gen"
 	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
@@ -109,8 +110,9 @@ func run() error {
 		t0, cpu0 := time.Now(), cpuTime()
 		var bill time.Duration
 		opt := advice.Options{Now: now, MinCoverage: advice.DefaultMinCoverage}
+		var cfg advicerun.Config
 		if *verbose {
-			opt.Progress = func(msg string) { fmt.Fprintf(os.Stderr, "  %.2f s %s\n", time.Since(t0).Seconds(), msg) }
+			cfg.Progress = func(msg string) { fmt.Fprintf(os.Stderr, "  %.2f s %s\n", time.Since(t0).Seconds(), msg) }
 		}
 		src := reads.Biller(st, cat)
 		var mu sync.Mutex
@@ -119,7 +121,7 @@ func run() error {
 			defer func() { mu.Lock(); bill += time.Since(t); mu.Unlock() }()
 			return src(ctx, p)
 		}
-		rep, err = advice.Advise(ctx, cat, timed, opt)
+		rep, err = advicerun.Advise(ctx, cat, timed, opt, cfg)
 		if err != nil {
 			return err
 		}
