@@ -42,21 +42,55 @@ func BillFrom(ctx context.Context, src UsageSource, cat *schemas.Catalog, p bill
 	lo, hi := billing.ScanWindow(cat, p)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	feed := billing.NewIdleFeeder(acc, cat, p)
+	// Class 0 (util null, no process: always idle) or a class whose smallest
+	// util is below the largest threshold of the catalog: a loose pre-filter,
+	// decided exactly here with the project's own threshold.
+	err := readRuns(ctx, src, runRange{occFrom: lo, occTo: hi, idleFrom: p.StartMS(), idleTo: p.EndMS(), maxUtil: billing.MaxIdleThreshold(cat) + 1e-9},
+		func(rows []schemas.Run) {
+			for i := range rows {
+				acc.AddOccupancy(rows[i].Key, rows[i].StartMS, rows[i].EndMS, false)
+			}
+		},
+		func(runs []schemas.IdleRun) {
+			for i := range runs {
+				feed.Add(&runs[i])
+			}
+		})
+	if err != nil {
+		return nil, err
+	}
+	if err := ResolveIdle(ctx, feed, src); err != nil {
+		return nil, err
+	}
+	return acc.Invoices(), nil
+}
+
+// runRange is what readRuns reads: the occupancy runs of [occFrom, occTo)
+// and the idle runs of [idleFrom, idleTo) whose smallest util is below
+// maxUtil.
+type runRange struct {
+	occFrom, occTo, idleFrom, idleTo int64
+	maxUtil                          float64
+}
+
+// readRuns reads the occupancy runs and the idle runs of r from src at
+// once, each in a goroutine of its own, and hands their chunks to onOcc
+// and onIdle in this goroutine, so that neither needs a lock. It returns
+// when both reads ended, with their errors. The caller cancels ctx when it
+// returns, which stops a read still sending.
+func readRuns(ctx context.Context, src UsageSource, r runRange, onOcc func([]schemas.Run), onIdle func([]schemas.IdleRun)) error {
 	occ := make(chan []schemas.Run, 4)
 	idle := make(chan []schemas.IdleRun, 4)
 	errc := make(chan error, 2)
 	go func() {
 		defer close(occ)
-		errc <- src.Occupancy(ctx, lo, hi, func(rs []schemas.Run) error { return send(ctx, occ, rs) })
+		errc <- src.Occupancy(ctx, r.occFrom, r.occTo, func(rs []schemas.Run) error { return send(ctx, occ, rs) })
 	}()
 	go func() {
 		defer close(idle)
-		// Class 0 (util null, no process: always idle) or a class whose
-		// smallest util is below the largest threshold of the catalog: a loose
-		// pre-filter, decided exactly here with the project's own threshold.
-		errc <- src.IdleRuns(ctx, p.StartMS(), p.EndMS(), billing.MaxIdleThreshold(cat)+1e-9, func(rs []schemas.IdleRun) error { return send(ctx, idle, rs) })
+		errc <- src.IdleRuns(ctx, r.idleFrom, r.idleTo, r.maxUtil, func(rs []schemas.IdleRun) error { return send(ctx, idle, rs) })
 	}()
-	feed := billing.NewIdleFeeder(acc, cat, p)
 	for occ != nil || idle != nil {
 		select {
 		case rows, ok := <-occ:
@@ -64,26 +98,16 @@ func BillFrom(ctx context.Context, src UsageSource, cat *schemas.Catalog, p bill
 				occ = nil
 				continue
 			}
-			for i := range rows {
-				acc.AddOccupancy(rows[i].Key, rows[i].StartMS, rows[i].EndMS, false)
-			}
+			onOcc(rows)
 		case runs, ok := <-idle:
 			if !ok {
 				idle = nil
 				continue
 			}
-			for i := range runs {
-				feed.Add(&runs[i])
-			}
+			onIdle(runs)
 		}
 	}
-	if err := errors.Join(<-errc, <-errc); err != nil {
-		return nil, err
-	}
-	if err := ResolveIdle(ctx, feed, src); err != nil {
-		return nil, err
-	}
-	return acc.Invoices(), nil
+	return errors.Join(<-errc, <-errc)
 }
 
 // send hands a store's chunk to BillFrom's loop unless ctx ends first.

@@ -3,7 +3,6 @@ package reads
 import (
 	"cmp"
 	"context"
-	"errors"
 	"slices"
 
 	"github.com/cardhour/cardhour/billing"
@@ -69,61 +68,33 @@ func (u runUsage) readSpans(ctx context.Context, q schemas.UsageRowQuery) (keySp
 	byKey := keySpans{}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	occ, idle, errc := u.streamRuns(ctx, q)
 	feed := billing.NewIdleSink(u.cat, q.FromMS, q.ToMS, func(k schemas.Key, s, e int64) {
 		x := byKey.of(k)
 		x.idle = append(x.idle, schemas.Run{Key: k, StartMS: s, EndMS: e})
 	})
-	for occ != nil || idle != nil {
-		select {
-		case rows, ok := <-occ:
-			if !ok {
-				occ = nil
-				continue
-			}
+	err := readRuns(ctx, u.src, runRange{occFrom: q.FromMS, occTo: q.ToMS, idleFrom: q.FromMS, idleTo: q.ToMS, maxUtil: billing.MaxIdleThreshold(u.cat) + 1e-9},
+		func(rows []schemas.Run) {
 			for i := range rows {
 				if keep(rows[i].Key) && rows[i].EndMS > q.FromMS && rows[i].StartMS < q.ToMS {
 					x := byKey.of(rows[i].Key)
 					x.held = append(x.held, rows[i])
 				}
 			}
-		case runs, ok := <-idle:
-			if !ok {
-				idle = nil
-				continue
-			}
+		},
+		func(runs []schemas.IdleRun) {
 			for i := range runs {
 				if keep(runs[i].Key) {
 					feed.Add(&runs[i])
 				}
 			}
-		}
-	}
-	if err := errors.Join(<-errc, <-errc); err != nil {
+		})
+	if err != nil {
 		return nil, err
 	}
 	if err := ResolveIdle(ctx, feed, u.src); err != nil {
 		return nil, err
 	}
 	return byKey, nil
-}
-
-// streamRuns reads the occupancy runs and the idle runs of [q.FromMS,
-// q.ToMS) in two goroutines, each closing its channel when done and then
-// sending its error (nil or not) on errc.
-func (u runUsage) streamRuns(ctx context.Context, q schemas.UsageRowQuery) (<-chan []schemas.Run, <-chan []schemas.IdleRun, <-chan error) {
-	occ := make(chan []schemas.Run, 4)
-	idle := make(chan []schemas.IdleRun, 4)
-	errc := make(chan error, 2)
-	go func() {
-		defer close(occ)
-		errc <- u.src.Occupancy(ctx, q.FromMS, q.ToMS, func(rs []schemas.Run) error { return send(ctx, occ, rs) })
-	}()
-	go func() {
-		defer close(idle)
-		errc <- u.src.IdleRuns(ctx, q.FromMS, q.ToMS, billing.MaxIdleThreshold(u.cat)+1e-9, func(rs []schemas.IdleRun) error { return send(ctx, idle, rs) })
-	}()
-	return occ, idle, errc
 }
 
 // emitSpans sums each key's union of runs (held) and of idle time into q's
