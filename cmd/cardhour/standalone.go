@@ -25,6 +25,7 @@ import (
 	"github.com/cardhour/cardhour/collector"
 	"github.com/cardhour/cardhour/collector/attrib"
 	"github.com/cardhour/cardhour/collector/nvmlsource"
+	"github.com/cardhour/cardhour/internal/yamlwalk"
 )
 
 // Test hooks: the NVML library the collector reads (go-nvml's mock in
@@ -84,21 +85,25 @@ func parseStandalone(data []byte, name string) (*standaloneConfig, error) {
 		}
 		return p
 	}
+	// A field is its dotted path, wherever it is written: a key given twice
+	// is reported at its second place, with the line of its first.
 	seen := map[string]*yaml.Node{}
+	twice := func(k *yaml.Node, field string) { bad(k, field, "given twice (also on line %d)", seen[field].Line) }
 	pairs := func(m *yaml.Node, prefix string, fn func(key string, k, v *yaml.Node)) {
-		if m.Kind != yaml.MappingNode {
+		if m = yamlwalk.Deref(m); m.Kind != yaml.MappingNode {
 			bad(m, strings.TrimSuffix(prefix, "."), "want a mapping")
 			return
 		}
-		for i := 0; i+1 < len(m.Content); i += 2 {
-			k, v := m.Content[i], m.Content[i+1]
-			if seen[prefix+k.Value] != nil {
-				bad(k, prefix+k.Value, "given twice (also on line %d)", seen[prefix+k.Value].Line)
-				continue
+		// Any key is taken (fn names the unknown ones), so the one report is a repeat.
+		repeated := func(k *yaml.Node, field, _ string, _ ...any) { twice(k, field) }
+		yamlwalk.Mapping(m, strings.TrimSuffix(prefix, "."), nil, repeated, func(k, v *yaml.Node, field string) {
+			if seen[field] != nil {
+				twice(k, field)
+				return
 			}
-			seen[prefix+k.Value] = k
+			seen[field] = k
 			fn(k.Value, k, v)
-		}
+		})
 	}
 	pairs(root, "", func(key string, k, v *yaml.Node) {
 		switch key {

@@ -196,3 +196,12 @@ func TestStandaloneConfigErrorsWordForWord(t *testing.T) {
 		require.EqualError(t, err, c.want, "parseStandalone(%q)", c.in)
 	}
 }
+
+// An alias stands for the value it names, as in the watch, notify, release
+// and catalog files (internal/yamlwalk); before the walk was shared, it was
+// refused here as "want a string".
+func TestStandaloneConfigFollowsAliases(t *testing.T) {
+	c, err := parseStandalone([]byte("store: /x.db\ncatalog: c.yaml\ncollector:\n  node: &n gpu-07\n  attribution:\n    namespace_projects: {ml: *n}\n"), "/etc/s.yaml")
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"ml": "gpu-07"}, c.NamespaceProjects)
+}
