@@ -331,16 +331,37 @@ func (d *Decoder) field(p *parser, bit int, name string, s *Sample) error {
 		return utilField(p, name, s)
 	case fMemUsed, fMemTotal, fProcesses:
 		return intField(p, bit, name, s)
+	default:
+		raw, err := d.strField(p, name)
+		if err != nil {
+			return err
+		}
+		if bit == fInstance {
+			d.instance(raw, s)
+			return nil
+		}
+		v := d.text(bit, raw)
+		switch bit {
+		case fNode:
+			s.Node = v
+		case fGPUUUID:
+			s.GPUUUID = v
+		case fGPUModel:
+			s.GPUModel = v
+		case fProfile:
+			s.Profile = v
+		case fProject:
+			s.Project = v
+		case fUser:
+			s.User = v
+		case fSchema:
+			s.SchemaField = v
+		case fUtilSource:
+			s.UtilSource = v
+		case fHolderRef:
+			s.HolderRef = v
+		}
 	}
-	raw, err := d.strField(p, name)
-	if err != nil {
-		return err
-	}
-	if bit == fInstance {
-		d.instance(raw, s)
-		return nil
-	}
-	setText(s, bit, d.text(bit, raw))
 	return nil
 }
 
@@ -458,30 +479,6 @@ func (d *Decoder) text(bit int, raw []byte) string {
 		*memo = v
 	}
 	return v
-}
-
-// setText stores text field bit's value v in s.
-func setText(s *Sample, bit int, v string) {
-	switch bit {
-	case fNode:
-		s.Node = v
-	case fGPUUUID:
-		s.GPUUUID = v
-	case fGPUModel:
-		s.GPUModel = v
-	case fProfile:
-		s.Profile = v
-	case fProject:
-		s.Project = v
-	case fUser:
-		s.User = v
-	case fSchema:
-		s.SchemaField = v
-	case fUtilSource:
-		s.UtilSource = v
-	case fHolderRef:
-		s.HolderRef = v
-	}
 }
 
 func (d *Decoder) strField(p *parser, name string) ([]byte, error) {

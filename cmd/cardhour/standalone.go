@@ -143,15 +143,11 @@ func (p *standaloneParser) pairs(m *yaml.Node, prefix string, fn func(key string
 
 func (p *standaloneParser) top(key string, k, v *yaml.Node) {
 	c := p.c
+	if dst := map[string]*string{"store": &c.Store, "state": &c.State, "catalog": &c.Catalog, "watch": &c.Watch}[key]; dst != nil {
+		*dst = p.path(v, key)
+		return
+	}
 	switch key {
-	case "store":
-		c.Store = p.path(v, key)
-	case "state":
-		c.State = p.path(v, key)
-	case "catalog":
-		c.Catalog = p.path(v, key)
-	case "watch":
-		c.Watch = p.path(v, key)
 	case "addr":
 		c.Addr = p.str(v, key)
 	case "collector":
@@ -182,6 +178,14 @@ func (p *standaloneParser) collector(key string, k, v *yaml.Node) {
 func (p *standaloneParser) attribution(key string, k, v *yaml.Node) {
 	c := p.c
 	field := "collector.attribution." + key
+	if dst := map[string]*string{"static_map": &c.StaticMap, "roster": &c.Roster}[key]; dst != nil {
+		*dst = p.path(v, field)
+		return
+	}
+	if dst := map[string]*string{"kubelet_socket": &c.KubeletSocket, "kube_user_label": &c.KubeUserLabel}[key]; dst != nil {
+		*dst = p.str(v, field)
+		return
+	}
 	switch key {
 	case "resolvers":
 		if v.Kind != yaml.SequenceNode {
@@ -196,14 +200,6 @@ func (p *standaloneParser) attribution(key string, k, v *yaml.Node) {
 				p.bad(r, field, "%q is not a resolver (want kube, unix or static)", s)
 			}
 		}
-	case "static_map":
-		c.StaticMap = p.path(v, field)
-	case "roster":
-		c.Roster = p.path(v, field)
-	case "kubelet_socket":
-		c.KubeletSocket = p.str(v, field)
-	case "kube_user_label":
-		c.KubeUserLabel = p.str(v, field)
 	case "namespace_projects":
 		c.NamespaceProjects = map[string]string{}
 		p.pairs(v, field+".", func(ns string, _, v *yaml.Node) {
