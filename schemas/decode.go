@@ -319,108 +319,28 @@ func (d *Decoder) futureErr(s *Sample) error {
 			end.Format(time.RFC3339Nano), ahead, time.UnixMilli(d.clockMS).UTC().Format(time.RFC3339Nano), d.opt.MaxClockSkew)}
 }
 
+// field decodes the value of field bit (named name) into s: one step per
+// kind of value.
 func (d *Decoder) field(p *parser, bit int, name string, s *Sample) error {
 	switch bit {
 	case fTS:
-		raw, err := d.strField(p, name)
-		if err != nil {
-			return err
-		}
-		ms, err := ParseTimestampMS(raw)
-		if err != nil {
-			return &FieldError{Field: name, Value: quote(raw), Reason: err.Error()}
-		}
-		s.StartMS = ms
+		return d.tsField(p, name, s)
 	case fInterval:
-		num, err := p.number()
-		if err != nil {
-			return typeErr(p, err, name, "a number of seconds")
-		}
-		ms, err := secondsToMS(num)
-		if err != nil {
-			return &FieldError{Field: name, Value: string(num), Reason: err.Error()}
-		}
-		if ms > d.maxIntervalMS {
-			return &FieldError{Field: name, Value: string(num), Err: ErrIntervalTooLong, Reason: fmt.Sprintf(
-				"longer than the longest interval accepted, %s s (%v; set with --max-interval)",
-				strconv.FormatFloat(float64(d.maxIntervalMS)/1000, 'f', -1, 64), d.opt.MaxInterval)}
-		}
-		s.IntervalMS = ms
+		return d.intervalField(p, name, s)
 	case fUtil:
-		if p.eatLiteral("null") {
-			return nil
-		}
-		num, err := p.number()
-		if err != nil {
-			return typeErr(p, err, name, "a number in [0,1] or null")
-		}
-		// The string does not outlive this call, so it may alias the input.
-		f, perr := strconv.ParseFloat(unsafe.String(&num[0], len(num)), 64) //nolint:gosec // G103: see above
-
-		if perr != nil || !(f >= 0 && f <= 1) {
-			return &FieldError{Field: name, Value: string(num), Reason: "must be a number in [0,1] or null"}
-		}
-		s.Util, s.UtilKnown = f, true
+		return utilField(p, name, s)
 	case fMemUsed, fMemTotal, fProcesses:
-		num, err := p.number()
-		if err != nil {
-			return typeErr(p, err, name, "an integer")
-		}
-		v, ok := parseInt(num)
-		if !ok {
-			return &FieldError{Field: name, Value: string(num), Reason: "must be a non-negative integer"}
-		}
-		switch bit {
-		case fMemUsed:
-			s.MemUsed = v
-		case fMemTotal:
-			s.MemTotal = v
-		default:
-			s.Processes = v
-		}
+		return intField(p, bit, name, s)
 	default:
 		raw, err := d.strField(p, name)
 		if err != nil {
 			return err
 		}
 		if bit == fInstance {
-			m := d.insts[string(raw)]
-			if m == nil {
-				if len(d.insts) >= maxInterned {
-					clear(d.insts)
-				}
-				m = &instMemo{id: string(raw)}
-				d.insts[m.id] = m
-			}
-			d.cur = m
-			s.InstanceID = m.id
+			d.instance(raw, s)
 			return nil
 		}
-		var memo *string
-		if m := d.cur; m != nil {
-			switch bit {
-			case fProfile:
-				memo = &m.profile
-			case fProject:
-				memo = &m.project
-			case fUser:
-				memo = &m.user
-			}
-		}
-		var v string
-		if memo != nil && *memo == string(raw) {
-			v = *memo
-		} else {
-			slot := &d.last[bits.TrailingZeros(uint(bit))]
-			v = *slot
-			if v != string(raw) {
-				v = d.internBytes(raw)
-				*slot = v
-			}
-			if memo != nil {
-				*memo = v
-			}
-		}
+		v := d.text(bit, raw)
 		switch bit {
 		case fNode:
 			s.Node = v
@@ -443,6 +363,122 @@ func (d *Decoder) field(p *parser, bit int, name string, s *Sample) error {
 		}
 	}
 	return nil
+}
+
+func (d *Decoder) tsField(p *parser, name string, s *Sample) error {
+	raw, err := d.strField(p, name)
+	if err != nil {
+		return err
+	}
+	ms, err := ParseTimestampMS(raw)
+	if err != nil {
+		return &FieldError{Field: name, Value: quote(raw), Reason: err.Error()}
+	}
+	s.StartMS = ms
+	return nil
+}
+
+func (d *Decoder) intervalField(p *parser, name string, s *Sample) error {
+	num, err := p.number()
+	if err != nil {
+		return typeErr(p, err, name, "a number of seconds")
+	}
+	ms, err := secondsToMS(num)
+	if err != nil {
+		return &FieldError{Field: name, Value: string(num), Reason: err.Error()}
+	}
+	if ms > d.maxIntervalMS {
+		return &FieldError{Field: name, Value: string(num), Err: ErrIntervalTooLong, Reason: fmt.Sprintf(
+			"longer than the longest interval accepted, %s s (%v; set with --max-interval)",
+			strconv.FormatFloat(float64(d.maxIntervalMS)/1000, 'f', -1, 64), d.opt.MaxInterval)}
+	}
+	s.IntervalMS = ms
+	return nil
+}
+
+func utilField(p *parser, name string, s *Sample) error {
+	if p.eatLiteral("null") {
+		return nil
+	}
+	num, err := p.number()
+	if err != nil {
+		return typeErr(p, err, name, "a number in [0,1] or null")
+	}
+	// The string does not outlive this call, so it may alias the input.
+	f, perr := strconv.ParseFloat(unsafe.String(&num[0], len(num)), 64) //nolint:gosec // G103: see above
+
+	if perr != nil || !(f >= 0 && f <= 1) {
+		return &FieldError{Field: name, Value: string(num), Reason: "must be a number in [0,1] or null"}
+	}
+	s.Util, s.UtilKnown = f, true
+	return nil
+}
+
+// intField decodes the non-negative integer fields (memory, processes).
+func intField(p *parser, bit int, name string, s *Sample) error {
+	num, err := p.number()
+	if err != nil {
+		return typeErr(p, err, name, "an integer")
+	}
+	v, ok := parseInt(num)
+	if !ok {
+		return &FieldError{Field: name, Value: string(num), Reason: "must be a non-negative integer"}
+	}
+	switch bit {
+	case fMemUsed:
+		s.MemUsed = v
+	case fMemTotal:
+		s.MemTotal = v
+	default:
+		s.Processes = v
+	}
+	return nil
+}
+
+// instance sets s's instance and makes its memo the current one: the
+// instance's profile, project and user are most often those of its last
+// sample.
+func (d *Decoder) instance(raw []byte, s *Sample) {
+	m := d.insts[string(raw)]
+	if m == nil {
+		if len(d.insts) >= maxInterned {
+			clear(d.insts)
+		}
+		m = &instMemo{id: string(raw)}
+		d.insts[m.id] = m
+	}
+	d.cur = m
+	s.InstanceID = m.id
+}
+
+// text returns the string of text field bit without allocating when it
+// repeats: the current instance's memo, then the field's last value, then
+// the intern table.
+func (d *Decoder) text(bit int, raw []byte) string {
+	var memo *string
+	if m := d.cur; m != nil {
+		switch bit {
+		case fProfile:
+			memo = &m.profile
+		case fProject:
+			memo = &m.project
+		case fUser:
+			memo = &m.user
+		}
+	}
+	if memo != nil && *memo == string(raw) {
+		return *memo
+	}
+	slot := &d.last[bits.TrailingZeros(uint(bit))]
+	v := *slot
+	if v != string(raw) {
+		v = d.internBytes(raw)
+		*slot = v
+	}
+	if memo != nil {
+		*memo = v
+	}
+	return v
 }
 
 func (d *Decoder) strField(p *parser, name string) ([]byte, error) {

@@ -105,83 +105,110 @@ func ReadSamples(r io.Reader, opt ReadOptions, sink Sink) (ReadStats, error) {
 	if opt.MaxClockSkew > 0 && opt.Now == nil {
 		return ReadStats{}, errors.New("read options: MaxClockSkew needs a clock (Now)")
 	}
-	const chunkSize = 1 << 20
-
-	chunks := make(chan chunk, workers*2)
+	rd := &sampleReader{opt: opt, sink: sink, stop: make(chan struct{})}
 	// Chunk buffers are recycled: decoded samples hold no reference into them
 	// (strings are copied or interned by the decoder).
-	pool := sync.Pool{New: func() any { b := make([]byte, 0, chunkSize+64<<10); return &b }}
-	var (
-		mu       sync.Mutex
-		stats    ReadStats
-		firstErr *LineError
-		sinkErr  error
-		stop     = make(chan struct{})
-		stopOnce sync.Once
-	)
-	halt := func() { stopOnce.Do(func() { close(stop) }) }
+	rd.pool.New = func() any { b := make([]byte, 0, readChunkSize+64<<10); return &b }
 
+	chunks := make(chan chunk, workers*2)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			dec := NewDecoderWith(opt.DecoderOptions)
-			batch := make([]Sample, 0, 4096)
-			for c := range chunks {
-				if opt.Now != nil {
-					dec.SetNow(opt.Now())
-				}
-				res := decodeChunk(dec, c, &batch, opt)
-				if c.buf != nil {
-					pool.Put(c.buf)
-				}
-				mu.Lock()
-				stats.Lines += res.lines
-				stats.Valid += res.valid
-				stats.InvalidCount += res.count
-				stats.Invalid = append(stats.Invalid, res.invalid...)
-				if len(stats.Invalid) > 4*opt.MaxReported {
-					sortLineErrors(stats.Invalid)
-					stats.Invalid = stats.Invalid[:opt.MaxReported]
-				}
-				if !opt.SkipInvalid && res.count > 0 {
-					if firstErr == nil || res.invalid[0].Line < firstErr.Line {
-						firstErr = res.invalid[0]
-					}
-				}
-				mu.Unlock()
-				if !opt.SkipInvalid && res.count > 0 {
-					halt()
-					continue
-				}
-				if len(batch) > 0 {
-					if err := sink(w, batch); err != nil {
-						mu.Lock()
-						if sinkErr == nil {
-							sinkErr = err
-						}
-						mu.Unlock()
-						halt()
-					}
-				}
-			}
+			rd.work(w, chunks)
 		}(w)
 	}
-
-	readErr := splitChunks(r, chunkSize, chunks, stop, &pool)
+	readErr := splitChunks(r, readChunkSize, chunks, rd.stop, &rd.pool)
 	close(chunks)
 	wg.Wait()
+	return rd.result(readErr)
+}
 
+// readChunkSize is about how many bytes of input a worker decodes at a time.
+const readChunkSize = 1 << 20
+
+// sampleReader is what ReadSamples' workers share: the totals, the first
+// invalid line and sink error, and the stop they close.
+type sampleReader struct {
+	opt  ReadOptions
+	sink Sink
+	pool sync.Pool
+
+	mu       sync.Mutex
+	stats    ReadStats
+	firstErr *LineError
+	sinkErr  error
+	stop     chan struct{}
+	stopOnce sync.Once
+}
+
+func (rd *sampleReader) halt() { rd.stopOnce.Do(func() { close(rd.stop) }) }
+
+// work decodes chunks as worker w, handing each chunk's samples to the sink.
+func (rd *sampleReader) work(w int, chunks <-chan chunk) {
+	dec := NewDecoderWith(rd.opt.DecoderOptions)
+	batch := make([]Sample, 0, 4096)
+	for c := range chunks {
+		if rd.opt.Now != nil {
+			dec.SetNow(rd.opt.Now())
+		}
+		res := decodeChunk(dec, c, &batch, rd.opt)
+		if c.buf != nil {
+			rd.pool.Put(c.buf)
+		}
+		rd.count(res)
+		if !rd.opt.SkipInvalid && res.count > 0 {
+			rd.halt()
+			continue
+		}
+		if len(batch) > 0 {
+			if err := rd.sink(w, batch); err != nil {
+				rd.mu.Lock()
+				if rd.sinkErr == nil {
+					rd.sinkErr = err
+				}
+				rd.mu.Unlock()
+				rd.halt()
+			}
+		}
+	}
+}
+
+// count adds a chunk's result to the totals, keeping at most a few times
+// MaxReported invalid lines (the lowest) and the first one.
+func (rd *sampleReader) count(res chunkResult) {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	st := &rd.stats
+	st.Lines += res.lines
+	st.Valid += res.valid
+	st.InvalidCount += res.count
+	st.Invalid = append(st.Invalid, res.invalid...)
+	if len(st.Invalid) > 4*rd.opt.MaxReported {
+		sortLineErrors(st.Invalid)
+		st.Invalid = st.Invalid[:rd.opt.MaxReported]
+	}
+	if !rd.opt.SkipInvalid && res.count > 0 {
+		if rd.firstErr == nil || res.invalid[0].Line < rd.firstErr.Line {
+			rd.firstErr = res.invalid[0]
+		}
+	}
+}
+
+// result is the read's totals and its error: the first invalid line, else
+// the sink's, else the input's.
+func (rd *sampleReader) result(readErr error) (ReadStats, error) {
+	stats := rd.stats
 	sortLineErrors(stats.Invalid)
-	if len(stats.Invalid) > opt.MaxReported {
-		stats.Invalid = stats.Invalid[:opt.MaxReported]
+	if len(stats.Invalid) > rd.opt.MaxReported {
+		stats.Invalid = stats.Invalid[:rd.opt.MaxReported]
 	}
 	switch {
-	case firstErr != nil:
-		return stats, firstErr
-	case sinkErr != nil:
-		return stats, sinkErr
+	case rd.firstErr != nil:
+		return stats, rd.firstErr
+	case rd.sinkErr != nil:
+		return stats, rd.sinkErr
 	case readErr != nil:
 		return stats, readErr
 	}

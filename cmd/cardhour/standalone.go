@@ -25,6 +25,7 @@ import (
 	"github.com/cardhour/cardhour/collector"
 	"github.com/cardhour/cardhour/collector/attrib"
 	"github.com/cardhour/cardhour/collector/nvmlsource"
+	"github.com/cardhour/cardhour/internal/yamlwalk"
 )
 
 // Test hooks: the NVML library the collector reads (go-nvml's mock in
@@ -54,10 +55,6 @@ type standaloneConfig struct {
 func parseStandalone(data []byte, name string) (*standaloneConfig, error) {
 	host, _ := os.Hostname()
 	c := &standaloneConfig{Addr: "127.0.0.1:8080", Node: host, Interval: 10 * time.Second, KubeletSocket: attrib.DefaultKubeletSocket}
-	var errs []string
-	bad := func(n *yaml.Node, field, format string, args ...any) {
-		errs = append(errs, fmt.Sprintf("%s:%d: %s: %s", name, n.Line, field, fmt.Sprintf(format, args...)))
-	}
 	var doc yaml.Node
 	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -69,121 +66,150 @@ func parseStandalone(data []byte, name string) (*standaloneConfig, error) {
 	if root.Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("%s:%d: want a mapping of store, state, catalog, addr, watch, collector", name, root.Line)
 	}
-	str := func(v *yaml.Node, field string) string {
-		if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
-			bad(v, field, "want a string")
-			return ""
-		}
-		return v.Value
+	p := &standaloneParser{c: c, name: name, dir: filepath.Dir(name), seen: map[string]*yaml.Node{}}
+	p.pairs(root, "", p.top)
+	if c.Store == "" && p.seen["store"] == nil {
+		p.errs = append(p.errs, fmt.Sprintf("%s: store: required (the SQLite usage store, e.g. /var/lib/cardhour/usage.db)", name))
 	}
-	dir := filepath.Dir(name)
-	path := func(v *yaml.Node, field string) string {
-		p := str(v, field)
-		if p != "" && !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
-		}
-		return p
+	if c.Catalog == "" && p.seen["catalog"] == nil {
+		p.errs = append(p.errs, fmt.Sprintf("%s: catalog: required (the price catalog, YAML)", name))
 	}
-	seen := map[string]*yaml.Node{}
-	pairs := func(m *yaml.Node, prefix string, fn func(key string, k, v *yaml.Node)) {
-		if m.Kind != yaml.MappingNode {
-			bad(m, strings.TrimSuffix(prefix, "."), "want a mapping")
-			return
-		}
-		for i := 0; i+1 < len(m.Content); i += 2 {
-			k, v := m.Content[i], m.Content[i+1]
-			if seen[prefix+k.Value] != nil {
-				bad(k, prefix+k.Value, "given twice (also on line %d)", seen[prefix+k.Value].Line)
-				continue
-			}
-			seen[prefix+k.Value] = k
-			fn(k.Value, k, v)
-		}
-	}
-	pairs(root, "", func(key string, k, v *yaml.Node) {
-		switch key {
-		case "store":
-			c.Store = path(v, key)
-		case "state":
-			c.State = path(v, key)
-		case "catalog":
-			c.Catalog = path(v, key)
-		case "watch":
-			c.Watch = path(v, key)
-		case "addr":
-			c.Addr = str(v, key)
-		case "collector":
-			pairs(v, "collector.", func(key string, k, v *yaml.Node) {
-				field := "collector." + key
-				switch key {
-				case "node":
-					c.Node = str(v, field)
-				case "interval":
-					d, err := time.ParseDuration(str(v, field))
-					if err != nil || d < time.Second || d > time.Hour || d%time.Millisecond != 0 {
-						bad(v, field, "%q: want a duration of 1s..1h, e.g. 10s", v.Value)
-					}
-					c.Interval = d
-				case "attribution":
-					pairs(v, "collector.attribution.", func(key string, k, v *yaml.Node) {
-						field := "collector.attribution." + key
-						switch key {
-						case "resolvers":
-							if v.Kind != yaml.SequenceNode {
-								bad(v, field, "want a list of kube, unix, static")
-								return
-							}
-							for _, r := range v.Content {
-								switch s := str(r, field); s {
-								case "kube", "unix", "static":
-									c.Resolvers = append(c.Resolvers, s)
-								default:
-									bad(r, field, "%q is not a resolver (want kube, unix or static)", s)
-								}
-							}
-						case "static_map":
-							c.StaticMap = path(v, field)
-						case "roster":
-							c.Roster = path(v, field)
-						case "kubelet_socket":
-							c.KubeletSocket = str(v, field)
-						case "kube_user_label":
-							c.KubeUserLabel = str(v, field)
-						case "namespace_projects":
-							c.NamespaceProjects = map[string]string{}
-							pairs(v, field+".", func(ns string, k, v *yaml.Node) {
-								if p := str(v, field+"."+ns); p != "" && ns != "" {
-									c.NamespaceProjects[ns] = p
-								}
-							})
-						default:
-							bad(k, field, "unknown field (want resolvers, static_map, roster, kubelet_socket, kube_user_label, namespace_projects)")
-						}
-					})
-				default:
-					bad(k, field, "unknown field (want node, interval, attribution)")
-				}
-			})
-		default:
-			bad(k, key, "unknown field (want store, state, catalog, addr, watch, collector)")
-		}
-	})
-	if c.Store == "" && seen["store"] == nil {
-		errs = append(errs, fmt.Sprintf("%s: store: required (the SQLite usage store, e.g. /var/lib/cardhour/usage.db)", name))
-	}
-	if c.Catalog == "" && seen["catalog"] == nil {
-		errs = append(errs, fmt.Sprintf("%s: catalog: required (the price catalog, YAML)", name))
-	}
-	if c.Node == "" && seen["collector.node"] == nil {
-		errs = append(errs, fmt.Sprintf("%s: collector.node: required (the host name is unknown)", name))
+	if c.Node == "" && p.seen["collector.node"] == nil {
+		p.errs = append(p.errs, fmt.Sprintf("%s: collector.node: required (the host name is unknown)", name))
 	}
 	if c.State == "" && c.Store != "" {
 		c.State = filepath.Join(filepath.Dir(c.Store), "state.db")
 	}
-	if len(errs) > 0 {
-		return nil, errors.New(strings.Join(errs, "\n"))
+	if len(p.errs) > 0 {
+		return nil, errors.New(strings.Join(p.errs, "\n"))
 	}
 	return c, nil
+}
+
+// standaloneParser fills c from the file name, one section at a time.
+type standaloneParser struct {
+	c         *standaloneConfig
+	name, dir string
+	errs      []string
+	// seen holds each field's key by its dotted path, wherever it is
+	// written: a key given twice is reported at its second place, with the
+	// line of its first.
+	seen map[string]*yaml.Node
+}
+
+func (p *standaloneParser) bad(n *yaml.Node, field, format string, args ...any) {
+	p.errs = append(p.errs, fmt.Sprintf("%s:%d: %s: %s", p.name, n.Line, field, fmt.Sprintf(format, args...)))
+}
+
+func (p *standaloneParser) str(v *yaml.Node, field string) string {
+	if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
+		p.bad(v, field, "want a string")
+		return ""
+	}
+	return v.Value
+}
+
+// path is a file's path, taken from the file's directory when relative.
+func (p *standaloneParser) path(v *yaml.Node, field string) string {
+	s := p.str(v, field)
+	if s != "" && !filepath.IsAbs(s) {
+		s = filepath.Join(p.dir, s)
+	}
+	return s
+}
+
+func (p *standaloneParser) twice(k *yaml.Node, field string) {
+	p.bad(k, field, "given twice (also on line %d)", p.seen[field].Line)
+}
+
+// pairs walks the mapping m of the fields under prefix (internal/yamlwalk);
+// fn names the unknown ones.
+func (p *standaloneParser) pairs(m *yaml.Node, prefix string, fn func(key string, k, v *yaml.Node)) {
+	if m = yamlwalk.Deref(m); m.Kind != yaml.MappingNode {
+		p.bad(m, strings.TrimSuffix(prefix, "."), "want a mapping")
+		return
+	}
+	// Any key is taken (fn names the unknown ones), so the one report is a repeat.
+	repeated := func(k *yaml.Node, field, _ string, _ ...any) { p.twice(k, field) }
+	yamlwalk.Mapping(m, strings.TrimSuffix(prefix, "."), nil, repeated, func(k, v *yaml.Node, field string) {
+		if p.seen[field] != nil {
+			p.twice(k, field)
+			return
+		}
+		p.seen[field] = k
+		fn(k.Value, k, v)
+	})
+}
+
+func (p *standaloneParser) top(key string, k, v *yaml.Node) {
+	c := p.c
+	if dst := map[string]*string{"store": &c.Store, "state": &c.State, "catalog": &c.Catalog, "watch": &c.Watch}[key]; dst != nil {
+		*dst = p.path(v, key)
+		return
+	}
+	switch key {
+	case "addr":
+		c.Addr = p.str(v, key)
+	case "collector":
+		p.pairs(v, "collector.", p.collector)
+	default:
+		p.bad(k, key, "unknown field (want store, state, catalog, addr, watch, collector)")
+	}
+}
+
+func (p *standaloneParser) collector(key string, k, v *yaml.Node) {
+	field := "collector." + key
+	switch key {
+	case "node":
+		p.c.Node = p.str(v, field)
+	case "interval":
+		d, err := time.ParseDuration(p.str(v, field))
+		if err != nil || d < time.Second || d > time.Hour || d%time.Millisecond != 0 {
+			p.bad(v, field, "%q: want a duration of 1s..1h, e.g. 10s", v.Value)
+		}
+		p.c.Interval = d
+	case "attribution":
+		p.pairs(v, "collector.attribution.", p.attribution)
+	default:
+		p.bad(k, field, "unknown field (want node, interval, attribution)")
+	}
+}
+
+func (p *standaloneParser) attribution(key string, k, v *yaml.Node) {
+	c := p.c
+	field := "collector.attribution." + key
+	if dst := map[string]*string{"static_map": &c.StaticMap, "roster": &c.Roster}[key]; dst != nil {
+		*dst = p.path(v, field)
+		return
+	}
+	if dst := map[string]*string{"kubelet_socket": &c.KubeletSocket, "kube_user_label": &c.KubeUserLabel}[key]; dst != nil {
+		*dst = p.str(v, field)
+		return
+	}
+	switch key {
+	case "resolvers":
+		if v.Kind != yaml.SequenceNode {
+			p.bad(v, field, "want a list of kube, unix, static")
+			return
+		}
+		for _, r := range v.Content {
+			switch s := p.str(r, field); s {
+			case "kube", "unix", "static":
+				c.Resolvers = append(c.Resolvers, s)
+			default:
+				p.bad(r, field, "%q is not a resolver (want kube, unix or static)", s)
+			}
+		}
+	case "namespace_projects":
+		c.NamespaceProjects = map[string]string{}
+		p.pairs(v, field+".", func(ns string, _, v *yaml.Node) {
+			if s := p.str(v, field+"."+ns); s != "" && ns != "" {
+				c.NamespaceProjects[ns] = s
+			}
+		})
+	default:
+		p.bad(k, field, "unknown field (want resolvers, static_map, roster, kubelet_socket, kube_user_label, namespace_projects)")
+	}
 }
 
 func runStandalone(args []string, stdout, stderr io.Writer) int {

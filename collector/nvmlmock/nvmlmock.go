@@ -360,10 +360,17 @@ func (l *lib) GpmMetricsGet(m *nvml.GpmMetricsGetType) nvml.Return {
 	return l.GpmMetricsGetFunc(m)
 }
 
-// install sets the function fields go-nvml's mock device lacks.
+// install sets the function fields go-nvml's mock device lacks: what the
+// card is, then what it reads.
 func (g *GPU) install() {
+	g.installTopology()
+	g.installReadings()
+}
+
+// installTopology answers the card's identity and its MIG instances.
+func (g *GPU) installTopology() {
 	d := g.Device
-	origUUID, origMem, origName := d.GetUUIDFunc, d.GetMemoryInfoFunc, d.GetNameFunc
+	origUUID, origName := d.GetUUIDFunc, d.GetNameFunc
 	d.GetUUIDFunc = func() (string, nvml.Return) {
 		if r := g.failing(); r != nvml.SUCCESS {
 			return "", r
@@ -402,6 +409,13 @@ func (g *GPU) install() {
 		}
 		return nil, nvml.ERROR_NOT_FOUND
 	}
+}
+
+// installReadings answers the card's memory, processes, utilisation and GPM
+// support, failing as the card is told to.
+func (g *GPU) installReadings() {
+	d := g.Device
+	origMem := d.GetMemoryInfoFunc
 	d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
 		if r := g.failing(); r != nvml.SUCCESS {
 			return nvml.Memory{}, r

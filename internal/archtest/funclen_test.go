@@ -15,7 +15,7 @@ import (
 // sequence of steps that each deserve a name.
 const maxFuncLines = 80
 
-var shortFuncDirs = []string{"billing", "ingest", "api", "internal/ledger", "internal/watch", "internal/invoicing", "internal/reads"}
+var shortFuncDirs = []string{"schemas", "billing", "ingest", "collector", "api", "internal/ledger", "internal/watch", "internal/invoicing", "internal/reads"}
 
 // longFuncs lists every non-test function (or function literal) under dirs
 // whose body is longer than max lines, as "file:line name (n lines)".

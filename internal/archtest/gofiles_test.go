@@ -53,8 +53,8 @@ func planted(t *testing.T, src string, check func(root string, dirs []string) ([
 }
 
 // The tree passes the source checks: billing/ starts no goroutine and reads
-// no clock (impure); schemas and the collector walk YAML mappings with
-// internal/yamlwalk alone (handWalks).
+// no clock (impure); the module walks YAML mappings with internal/yamlwalk
+// alone (handWalks).
 func TestSourceChecks(t *testing.T) {
 	for _, c := range []struct {
 		name  string

@@ -65,29 +65,29 @@ func LoadFile(data []byte, name string) (*File, error) {
 		return nil, errors.Join(p.errs...)
 	}
 	lines := strings.SplitAfter(string(data), "\n")
-	seen := map[string]int{}
-	for i := 0; i+1 < len(doc.Content); i += 2 {
-		k, v := doc.Content[i], doc.Content[i+1]
-		if first, dup := seen[k.Value]; dup {
-			p.errf(k.Line, k.Value, "appears more than once (first at line %d)", first)
-			continue
+	// A section is text: its value as written (an alias is not followed),
+	// up to the line before the next top-level key (0: the end).
+	raw, next := map[*yaml.Node]*yaml.Node{}, map[*yaml.Node]int{}
+	var prev *yaml.Node
+	for k, v := range yamlwalk.Pairs(doc) {
+		raw[k] = v
+		if prev != nil {
+			next[prev] = k.Line
 		}
-		seen[k.Value] = k.Line
-		var next int // line of the next top-level key, 0 at the end
-		if i+2 < len(doc.Content) {
-			next = doc.Content[i+2].Line
-		}
+		prev = k
+	}
+	yamlwalk.Mapping(doc, "", nil, p.report, func(k, v *yaml.Node, _ string) {
 		switch k.Value {
 		case "watch":
 			p.watch(v, f)
 		case "notify":
-			f.Notify = section(lines, k, v, next)
+			f.Notify = section(lines, k, raw[k], next[k])
 		case "release":
-			f.Release = section(lines, k, v, next)
+			f.Release = section(lines, k, raw[k], next[k])
 		default:
 			p.errf(k.Line, k.Value, "unknown section (allowed: watch, notify, release)")
 		}
-	}
+	})
 	if len(p.errs) > 0 {
 		return nil, errors.Join(p.errs...)
 	}
@@ -148,6 +148,11 @@ func (p *fileParser) errf(line int, path, format string, args ...any) {
 	p.errs = append(p.errs, fmt.Errorf("%s:%d: %s", p.name, line, msg))
 }
 
+// report is errf as a yamlwalk.Report.
+func (p *fileParser) report(n *yaml.Node, path, format string, args ...any) {
+	p.errf(n.Line, path, format, args...)
+}
+
 func isNullNode(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
 
 // pairs walks a mapping (internal/yamlwalk), reporting unknown and
@@ -158,8 +163,7 @@ func (p *fileParser) pairs(n *yaml.Node, path string, allowed []string, fn func(
 		p.errf(n.Line, path, "expected a mapping (key: value lines)")
 		return
 	}
-	report := func(n *yaml.Node, path, format string, args ...any) { p.errf(n.Line, path, format, args...) }
-	yamlwalk.Mapping(n, path, allowed, report, func(k, v *yaml.Node, _ string) { fn(k.Value, k, v) })
+	yamlwalk.Mapping(n, path, allowed, p.report, func(k, v *yaml.Node, _ string) { fn(k.Value, k, v) })
 }
 
 func (p *fileParser) scalar(v *yaml.Node, path string) (string, bool) {

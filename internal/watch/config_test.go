@@ -118,3 +118,36 @@ func TestLoadFileFollowsAliases(t *testing.T) {
 		}
 	}
 }
+
+// The top level is walked as every mapping is (internal/yamlwalk): each
+// problem word for word, all at once, in the file's order.
+func TestLoadFileTopLevelErrorsWordForWord(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"- a\n", "w.yaml:1: expected a mapping with the sections watch:, notify: and release:"},
+		{"word\n", "w.yaml:1: expected a mapping with the sections watch:, notify: and release:"},
+		{"watch: {interval: 1s}\nwatch: {interval: 2s}\nnotify: {}\n", "w.yaml:2: watch: appears more than once (first at line 1)"},
+		{"notify: {a: 1}\nnotfy: x\nrelease:\n  b: 2\nnotify: 3\n",
+			"w.yaml:2: notfy: unknown section (allowed: watch, notify, release)\nw.yaml:5: notify: appears more than once (first at line 1)"},
+		{"watch: ~\n", "w.yaml:1: watch: expected a mapping (key: value lines)"},
+		{"watch: [a]\nwatch: 1\n", "w.yaml:1: watch: expected a mapping (key: value lines)\nw.yaml:2: watch: appears more than once (first at line 1)"},
+		{"x: &a 1\n*a : 2\n", "w.yaml:1: x: unknown section (allowed: watch, notify, release)\nw.yaml:2: a: unknown section (allowed: watch, notify, release)"},
+	} {
+		_, err := LoadFile([]byte(c.in), "w.yaml")
+		if err == nil || err.Error() != c.want {
+			t.Errorf("LoadFile(%q):\n%v\nwant:\n%s", c.in, err, c.want)
+		}
+	}
+}
+
+// A section is text handed to its parser: given as an alias it is handed
+// over as written (that parser refuses the unknown anchor), not as the
+// aliased node, whose lines lie elsewhere and would leave it silently empty.
+func TestLoadFileSectionAliasIsHandedOverAsWritten(t *testing.T) {
+	f, err := LoadFile([]byte("notify: &n\n  a: 1\nrelease: *n\n"), "w.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(f.Notify) != "&n\na: 1\n" || string(f.Release) != "\n\n*n\n" {
+		t.Fatalf("notify %q, release %q", f.Notify, f.Release)
+	}
+}

@@ -6,6 +6,7 @@ package yamlwalk
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 
@@ -30,8 +31,8 @@ func Mapping(n *yaml.Node, path string, allowed []string, report Report, fn func
 		return
 	}
 	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], Deref(n.Content[i+1])
+	for k, v := range Pairs(n) {
+		v = Deref(v)
 		kp := Join(path, k.Value)
 		if allowed != nil && !slices.Contains(allowed, k.Value) {
 			report(k, kp, "unknown field (allowed: %s)", strings.Join(allowed, ", "))
@@ -43,6 +44,24 @@ func Mapping(n *yaml.Node, path string, allowed []string, report Report, fn func
 		}
 		seen[k.Value] = k.Line
 		fn(k, v, kp)
+	}
+}
+
+// Pairs yields each key of the mapping n with its value as written (an
+// alias not followed), repeated keys included, in order: the one loop over a
+// mapping's nodes. Walk with Mapping; Pairs is for what is read around the
+// walk, such as a key that decides which others are allowed, or a value that
+// is text rather than a node. A node other than a mapping has no pairs.
+func Pairs(n *yaml.Node) iter.Seq2[*yaml.Node, *yaml.Node] {
+	return func(yield func(k, v *yaml.Node) bool) {
+		if n.Kind != yaml.MappingNode {
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if !yield(n.Content[i], n.Content[i+1]) {
+				return
+			}
+		}
 	}
 }
 

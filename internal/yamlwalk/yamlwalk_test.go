@@ -67,3 +67,27 @@ func TestJoin(t *testing.T) {
 	require.Equal(t, "a", yamlwalk.Join("", "a"))
 	require.Equal(t, "a.b", yamlwalk.Join("a", "b"))
 }
+
+func TestPairsYieldsEveryPairAsWritten(t *testing.T) {
+	var root yaml.Node
+	require.NoError(t, yaml.Unmarshal([]byte("a: &x 1\nb: *x\na: 2\n"), &root))
+	var got []string
+	for k, v := range yamlwalk.Pairs(root.Content[0]) {
+		got = append(got, fmt.Sprintf("%s=%s/%d", k.Value, v.Value, v.Kind))
+		if k.Value == "b" {
+			require.Equal(t, yaml.AliasNode, v.Kind, "an alias is yielded as written")
+		}
+	}
+	require.Equal(t, []string{
+		fmt.Sprintf("a=1/%d", yaml.ScalarNode), fmt.Sprintf("b=x/%d", yaml.AliasNode), fmt.Sprintf("a=2/%d", yaml.ScalarNode),
+	}, got)
+	for range yamlwalk.Pairs(root.Content[0].Content[1]) {
+		t.Fatal("a scalar has no pairs")
+	}
+	n := 0
+	for range yamlwalk.Pairs(root.Content[0]) {
+		n++
+		break
+	}
+	require.Equal(t, 1, n, "the loop stops when asked")
+}

@@ -231,9 +231,9 @@ func (p *parser) releaserKind(n *yaml.Node, path string) (string, bool) {
 		return "", false
 	}
 	kind := ""
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == "kind" {
-			v := yamlwalk.Deref(n.Content[i+1])
+	for k, v := range yamlwalk.Pairs(n) { // every kind given: the walk reports a repeated one
+		if k.Value == "kind" {
+			v = yamlwalk.Deref(v)
 			kind = p.str(v, yamlwalk.Join(path, "kind"))
 			if _, ok := kindKeys[kind]; !ok && kind != "" {
 				p.errf(v, yamlwalk.Join(path, "kind"), "unknown kind %q (want %s, %s or %s)", kind, KindKubernetes, KindCommand, KindWebhook)

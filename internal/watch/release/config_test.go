@@ -190,3 +190,23 @@ releasers:
 	require.Equal(t, release.KindKubernetes, c.Releasers["k8s-copy"].Kind)
 	require.Equal(t, []string{"vision"}, c.Releasers["k8s-copy"].Kubernetes.AllowedNamespaces)
 }
+
+// A releaser's kind is read before its options are walked (it decides which
+// are allowed): each problem word for word, a repeated kind included.
+func TestParseConfigKindWordForWord(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"releasers:\n  x:\n    kind: command\n    kind: shell\n    argv: [a]\n",
+			`release config: line 4: releasers.x.kind: unknown kind "shell" (want kubernetes, command or webhook)`},
+		{"releasers:\n  x:\n    kind: command\n    kind: webhook\n    argv: [a]\n",
+			"release config: line 4: releasers.x.kind: appears more than once (first at line 3); line 5: releasers.x.argv: unknown field (allowed: kind, url, secret, secret_file, timeout); " +
+				"line 3: releasers.x.url: is required; line 3: releasers.x.secret_file: a secret (secret_file, or secret) is required: receivers check the signature"},
+		{"releasers:\n  x:\n    kind: ''\n    argv: [a]\n", "release config: line 3: releasers.x: kind is required (kubernetes, command or webhook)"},
+		{"releasers:\n  x:\n    kind: [a]\n", "release config: line 3: releasers.x.kind: must be a string; line 3: releasers.x: kind is required (kubernetes, command or webhook)"},
+		{"releasers:\n  x: [a]\n", "release config: line 2: releasers.x: expected a mapping with a kind (kubernetes, command or webhook)"},
+		{"releasers:\n  x: &k {kind: command, argv: [a]}\n  y:\n    kind: *k\n",
+			"release config: line 2: releasers.y.kind: must be a string; line 4: releasers.y: kind is required (kubernetes, command or webhook)"},
+	} {
+		_, err := release.ParseConfig([]byte(c.in))
+		require.EqualError(t, err, c.want, "ParseConfig(%q)", c.in)
+	}
+}
