@@ -118,7 +118,7 @@ type fakeFlow struct {
 	grace time.Duration
 	docs  map[string][]byte // project → the document a run makes
 	mu    sync.Mutex
-	stud  []api.Student
+	stud  []ledger.Student
 }
 
 func (f *fakeFlow) Run(ctx context.Context, actor, period string) (*invoicing.RunReport, error) {
@@ -219,17 +219,17 @@ func (f *fakeFlow) ImportRoster(_ context.Context, _ string, r io.Reader, projec
 		if i == 0 || len(row) < 2 {
 			continue
 		}
-		f.stud = append(f.stud, api.Student{Project: project, User: row[0], Name: row[1]})
+		f.stud = append(f.stud, ledger.Student{Project: project, User: row[0], Name: row[1]})
 		res.Rows++
 		res.Added++
 	}
 	return res, nil
 }
 
-func (f *fakeFlow) Students(_ context.Context, project, user, _ string, _ int) ([]api.Student, string, error) {
+func (f *fakeFlow) Students(_ context.Context, project, user, _ string, _ int) ([]ledger.Student, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []api.Student
+	var out []ledger.Student
 	for _, s := range f.stud {
 		if s.Project == project && (user == "" || s.User == user) {
 			out = append(out, s)

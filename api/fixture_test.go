@@ -80,7 +80,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	f.flow = &fakeFlow{led: led, now: func() time.Time { return now }, grace: 72 * time.Hour,
 		docs: map[string][]byte{"ai101": docFor("ai101"), "nlp-lab": docFor("nlp-lab")},
-		stud: []api.Student{{Project: "ai101", User: "s-alice", Name: "Alice Zhang"}, {Project: "ai101", User: "s-bob", Name: "Bob Li"}}}
+		stud: []ledger.Student{{Project: "ai101", User: "s-alice", Name: "Alice Zhang"}, {Project: "ai101", User: "s-bob", Name: "Bob Li"}}}
 	oct, err := f.flow.Run(ctx, "cli:test", "2026-10")
 	require.NoError(t, err)
 	f.ids["inv-oct-ai101"] = oct.Drafts[0].InvoiceID

@@ -32,15 +32,6 @@ type Usage interface {
 	HeldNow(ctx context.Context) ([]reads.Held, error)
 }
 
-// Student is one roster row.
-type Student struct {
-	Project string `json:"project"`
-	User    string `json:"user"`
-	Name    string `json:"name"`
-	Email   string `json:"email,omitempty"`
-	IM      string `json:"im,omitempty"`
-}
-
 // Export formats.
 const (
 	FormatCSV  = "csv"
@@ -62,7 +53,7 @@ type Invoicing interface {
 	// ImportRoster imports a roster CSV for project; errors name line and
 	// field (see RosterProblems).
 	ImportRoster(ctx context.Context, actor string, r io.Reader, project string) (invoicing.RosterResult, error)
-	Students(ctx context.Context, project, user, cursor string, limit int) ([]Student, string, error)
+	Students(ctx context.Context, project, user, cursor string, limit int) ([]ledger.Student, string, error)
 	// Render writes documents (stored bytes) in format (FormatCSV, …; PDF:
 	// exactly one document).
 	Render(ctx context.Context, w io.Writer, format string, docs ...[]byte) error

@@ -298,16 +298,8 @@ func (f *flow) ImportRoster(ctx context.Context, actor string, r io.Reader, proj
 	return res, nil
 }
 
-func (f *flow) Students(ctx context.Context, project, user, cursor string, limit int) ([]api.Student, string, error) {
-	page, next, err := f.led.Students(ctx, ledger.StudentFilter{Project: project, User: user, Cursor: cursor, Limit: limit})
-	if err != nil {
-		return nil, "", err
-	}
-	out := make([]api.Student, 0, len(page))
-	for _, s := range page {
-		out = append(out, api.Student{Project: s.Project, User: s.User, Name: s.Name, Email: s.Email, IM: s.IM})
-	}
-	return out, next, nil
+func (f *flow) Students(ctx context.Context, project, user, cursor string, limit int) ([]ledger.Student, string, error) {
+	return f.led.Students(ctx, ledger.StudentFilter{Project: project, User: user, Cursor: cursor, Limit: limit})
 }
 
 func (f *flow) Render(_ context.Context, w io.Writer, format string, docs ...[]byte) error {
