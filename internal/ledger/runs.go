@@ -17,11 +17,11 @@ import (
 // several projects (courses); the natural key is (Project, User). The API
 // serves it as it is (its JSON is the students list's).
 type Student struct {
-	Project   string `json:"project"`
-	User      string `json:"user"` // the student ID, as usage records name the holder
-	Name      string `json:"name"`
-	Email     string `json:"email,omitempty"`
-	IM        string `json:"im,omitempty"` // an instant-messaging handle for alerts
+	Project string `json:"project"`
+	User    string `json:"user"` // the student ID, as usage records name the holder
+	Name    string `json:"name"`
+	Email   string `json:"email,omitempty"`
+	IM      string `json:"im,omitempty"` // an instant-messaging handle for alerts
 	// UpdatedAt is the store's; the API serves a student without it.
 	UpdatedAt time.Time `json:"-"`
 }
