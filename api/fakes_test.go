@@ -14,6 +14,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/cardhour/cardhour/api"
+	"github.com/cardhour/cardhour/billing/export"
 	"github.com/cardhour/cardhour/internal/invoicing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/reads"
@@ -173,7 +174,7 @@ func (f *fakeFlow) Void(ctx context.Context, actor string, id int64, reason stri
 		}})
 }
 
-func (f *fakeFlow) RenderVoid(ctx context.Context, w io.Writer, format string, m api.VoidMark, doc []byte) error {
+func (f *fakeFlow) RenderVoid(ctx context.Context, w io.Writer, format string, m export.VoidMark, doc []byte) error {
 	if format != api.FormatJSON && m.CreditNote != "" {
 		fmt.Fprintf(w, "%s,VOID,%s\n", format, m.CreditNote)
 	}
@@ -215,6 +216,15 @@ func (f *fakeFlow) ImportRoster(_ context.Context, _ string, r io.Reader, projec
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	res := invoicing.RosterResult{Projects: []string{project}}
+	var bad []invoicing.RosterProblem
+	for i, row := range rows {
+		if i > 0 && len(row) > 0 && row[0] == "" {
+			bad = append(bad, invoicing.RosterProblem{Line: i + 1, Field: "student_id", Message: "student_id is required"})
+		}
+	}
+	if len(bad) > 0 {
+		return invoicing.RosterResult{}, fmt.Errorf("import: %w", &invoicing.RosterError{Problems: bad})
+	}
 	for i, row := range rows {
 		if i == 0 || len(row) < 2 {
 			continue
