@@ -14,6 +14,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/cardhour/cardhour/api"
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/billing/export"
 	"github.com/cardhour/cardhour/internal/invoicing"
 	"github.com/cardhour/cardhour/internal/ledger"
@@ -142,7 +143,7 @@ func (f *fakeFlow) Run(ctx context.Context, actor, period string) (*invoicing.Ru
 		if inv.CreatedAt.Equal(inv.UpdatedAt) {
 			outcome = invoicing.OutcomeCreated
 		}
-		r.Drafts = append(r.Drafts, invoicing.RunDraft{Project: p, InvoiceID: inv.ID, Revision: inv.Revision, SHA256: inv.SHA256, Total: invoicing.Money{Decimal: decimal.NewFromInt(1)}, Outcome: outcome})
+		r.Drafts = append(r.Drafts, invoicing.RunDraft{Project: p, InvoiceID: inv.ID, Revision: inv.Revision, SHA256: inv.SHA256, Total: billing.Money{Decimal: decimal.NewFromInt(1)}, Outcome: outcome})
 	}
 	return r, nil
 }

@@ -109,9 +109,9 @@ func IdleAlertKey(kind billing.AlertKind, instance string, streakStart time.Time
 // BudgetAlertKey is the natural key of a budget alert: scope, subject
 // (project, or project/user), unit, period ("2026-12" or a term id) and
 // threshold in percent.
-func BudgetAlertKey(scope BudgetScope, project, user string, unit BudgetUnit, period string, threshold int) string {
+func BudgetAlertKey(scope billing.BudgetScope, project, user string, unit billing.BudgetUnit, period string, threshold int) string {
 	subject := project
-	if scope == BudgetStudent {
+	if scope == billing.BudgetStudent {
 		subject += "/" + user
 	}
 	return string(billing.AlertBudgetThreshold) + "|" + string(scope) + "|" + subject + "|" + string(unit) + "|" + period + "|" + strconv.Itoa(threshold)
@@ -438,15 +438,6 @@ func CheckNewExemption(e *NewExemption, now time.Time) error {
 
 // ---------------------------------------------------------------- budgets
 
-// BudgetScope is what a budget limits.
-type BudgetScope string
-
-// Budget scopes.
-const (
-	BudgetProject BudgetScope = "project"
-	BudgetStudent BudgetScope = "student"
-)
-
 // BudgetPeriodKind is the stretch a budget counts over.
 type BudgetPeriodKind string
 
@@ -457,15 +448,13 @@ const (
 	BudgetTerm  BudgetPeriodKind = "term"
 )
 
-// BudgetUnit is what a budget counts.
-type BudgetUnit string
+// BudgetPeriodKinds lists every period kind, in a fixed order (the API's
+// enum is tested against it). A budget's scope and unit are billing's
+// (billing.BudgetScopes, billing.BudgetUnits): its alerts carry them.
+var BudgetPeriodKinds = []BudgetPeriodKind{BudgetMonth, BudgetTerm}
 
-// Budget units: money (what the invoice charges, in the catalog's
-// currency) or card-hours (held hours).
-const (
-	BudgetMoney     BudgetUnit = "money"
-	BudgetCardHours BudgetUnit = "card_hours"
-)
+// Valid reports whether k is one of BudgetPeriodKinds.
+func (k BudgetPeriodKind) Valid() bool { return slices.Contains(BudgetPeriodKinds, k) }
 
 // BudgetAction is what happens at 100 %.
 type BudgetAction string
@@ -477,6 +466,12 @@ const (
 	BudgetRelease BudgetAction = "release"
 )
 
+// BudgetActions lists every action, in a fixed order.
+var BudgetActions = []BudgetAction{BudgetWarn, BudgetRelease}
+
+// Valid reports whether a is one of BudgetActions.
+func (a BudgetAction) Valid() bool { return slices.Contains(BudgetActions, a) }
+
 // DefaultThresholds are a budget's alert thresholds when none are given.
 var DefaultThresholds = []int{50, 80, 100}
 
@@ -484,11 +479,11 @@ var DefaultThresholds = []int{50, 80, 100}
 // project.
 type Budget struct {
 	ID         int64
-	Scope      BudgetScope
+	Scope      billing.BudgetScope
 	Project    string
 	User       string // student scope only
 	Period     BudgetPeriodKind
-	Unit       BudgetUnit
+	Unit       billing.BudgetUnit
 	Limit      string // decimal, > 0
 	Thresholds []int  // percent, ascending; default 50, 80, 100
 	Action     BudgetAction
@@ -503,9 +498,19 @@ func (b Budget) LimitDecimal() decimal.Decimal {
 	return d
 }
 
+// LimitText is the limit as the API and a budget release's evidence write
+// it: a money limit with the currency's minor digits (billing.FormatMoney,
+// "880.00"), card-hours as set.
+func (b Budget) LimitText() string {
+	if b.Unit == billing.BudgetMoney {
+		return billing.FormatMoney(b.LimitDecimal())
+	}
+	return b.Limit
+}
+
 // BudgetFilter selects budgets; zero fields match everything.
 type BudgetFilter struct {
-	Scope   BudgetScope
+	Scope   billing.BudgetScope
 	Project string
 	User    string
 	Cursor  string
@@ -517,11 +522,11 @@ type BudgetFilter struct {
 func CheckBudget(b *Budget) error {
 	var errs []error
 	switch b.Scope {
-	case BudgetProject:
+	case billing.BudgetProject:
 		if b.User != "" {
 			errs = append(errs, errors.New("scope project takes no user"))
 		}
-	case BudgetStudent:
+	case billing.BudgetStudent:
 		if strings.TrimSpace(b.User) == "" {
 			errs = append(errs, errors.New("scope student needs a user"))
 		}
@@ -531,10 +536,10 @@ func CheckBudget(b *Budget) error {
 	if strings.TrimSpace(b.Project) == "" {
 		errs = append(errs, errors.New("project is required"))
 	}
-	if b.Period != BudgetMonth && b.Period != BudgetTerm {
+	if !b.Period.Valid() {
 		errs = append(errs, fmt.Errorf("period %q: want month or term", b.Period))
 	}
-	if b.Unit != BudgetMoney && b.Unit != BudgetCardHours {
+	if !b.Unit.Valid() {
 		errs = append(errs, fmt.Errorf("unit %q: want money or card_hours", b.Unit))
 	}
 	if d, err := decimal.NewFromString(strings.TrimSpace(b.Limit)); err != nil || strings.ContainsAny(b.Limit, "eE") {
@@ -547,7 +552,7 @@ func CheckBudget(b *Budget) error {
 	if b.Action == "" {
 		b.Action = BudgetWarn
 	}
-	if b.Action != BudgetWarn && b.Action != BudgetRelease {
+	if !b.Action.Valid() {
 		errs = append(errs, fmt.Errorf("action %q: want warn or release", b.Action))
 	}
 	if len(b.Thresholds) == 0 {

@@ -182,7 +182,7 @@ var msPerHour = decimal.NewFromInt(3_600_000)
 // crossed reports whether used reaches pct % of the budget's limit, exactly.
 func crossed(b ledger.Budget, used spent, pct int) bool {
 	lim := b.LimitDecimal().Mul(decimal.NewFromInt(int64(pct)))
-	if b.Unit == ledger.BudgetCardHours {
+	if b.Unit == billing.BudgetCardHours {
 		return decimal.NewFromInt(used.ms).Mul(decimal.NewFromInt(100)).GreaterThanOrEqual(lim.Mul(msPerHour))
 	}
 	return used.money.Mul(decimal.NewFromInt(100)).GreaterThanOrEqual(lim)
@@ -201,7 +201,7 @@ func (w *Watcher) budget(ctx context.Context, cat *schemas.Catalog, st *state, b
 	if over && b.Action == ledger.BudgetRelease {
 		for i := range held {
 			h := &held[i]
-			if h.Project != b.Project || b.Scope == ledger.BudgetStudent && h.User != b.User {
+			if h.Project != b.Project || b.Scope == billing.BudgetStudent && h.User != b.User {
 				continue
 			}
 			since, err := w.holdingStart(ctx, h)
@@ -211,7 +211,7 @@ func (w *Watcher) budget(ctx context.Context, cat *schemas.Catalog, st *state, b
 			nr := ledger.NewRelease{Key: ledger.ReleaseKey(h.InstanceID, since), InstanceID: h.InstanceID, Node: h.Node,
 				Project: h.Project, User: h.User, StreakStart: since,
 				Evidence: mustJSON(map[string]any{"budget_id": b.ID, "scope": b.Scope, "period": period, "unit": b.Unit,
-					"limit": budgetLimit(b), "used_money": billing.FormatMoney(used.money), "used_card_ms": used.ms, "held_since": since})}
+					"limit": b.LimitText(), "used_money": billing.FormatMoney(used.money), "used_card_ms": used.ms, "held_since": since})}
 			rel, err := w.release(ctx, h, nr, alert.ReleaseEvidence{StreakStart: since, StreakEnd: now}, now, rep)
 			if err != nil {
 				return err
@@ -230,18 +230,18 @@ func (w *Watcher) budget(ctx context.Context, cat *schemas.Catalog, st *state, b
 		}
 	}
 	usedOut := used.money
-	if b.Unit == ledger.BudgetCardHours {
+	if b.Unit == billing.BudgetCardHours {
 		usedOut = decimal.NewFromInt(used.ms).DivRound(msPerHour, 6) // hours, for the message; thresholds compare exactly
 	}
 	people := w.people(ctx, b.Project, b.User)
-	if b.Scope == ledger.BudgetProject {
+	if b.Scope == billing.BudgetProject {
 		people = w.people(ctx, b.Project, "")
 	}
 	for i, t := range due {
 		top := i == len(due)-1
-		f := alert.Facts{Project: b.Project, User: b.User, At: now, Currency: cat.Currency, TZ: cat.Location, Cost: used.money,
+		f := alert.Facts{Project: b.Project, User: b.User, At: now, Currency: cat.Currency, TZ: cat.Location, Cost: billing.Money{Decimal: used.money},
 			ExemptionHint: w.cfg.ExemptionHint,
-			Budget:        &alert.BudgetFacts{Scope: string(b.Scope), Period: period, Unit: string(b.Unit), Limit: b.LimitDecimal(), Used: usedOut, Percent: t}}
+			Budget:        &alert.BudgetFacts{Scope: b.Scope, Period: period, Unit: b.Unit, Limit: b.LimitDecimal(), Used: usedOut, Percent: t}}
 		if top && t >= 100 && len(outcome) > 0 {
 			f.Outcome = strings.Join(outcome, "; ")
 		}
@@ -273,7 +273,7 @@ func (w *Watcher) budgetOutcome(ctx context.Context, b ledger.Budget, period str
 		}
 	}
 	f := ledger.ReleaseFilter{Project: b.Project, UpdatedSince: now.Add(-holdingLookback), Limit: ledger.MaxLimit}
-	if b.Scope == ledger.BudgetStudent {
+	if b.Scope == billing.BudgetStudent {
 		f.User = b.User
 	}
 	for {
@@ -328,13 +328,4 @@ func (w *Watcher) holdingStart(ctx context.Context, h *reads.Held) (time.Time, e
 		}
 	}
 	return h.Since, nil
-}
-
-// budgetLimit is a budget's limit as written in evidence: a money limit with
-// the currency's minor digits (billing.FormatMoney), card-hours as set.
-func budgetLimit(b ledger.Budget) string {
-	if b.Unit == ledger.BudgetMoney {
-		return billing.FormatMoney(b.LimitDecimal())
-	}
-	return b.Limit
 }
