@@ -7,7 +7,6 @@ import (
 
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/invoicing"
-	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/reads"
 )
 
@@ -84,16 +83,16 @@ func enumOf[T ~string](values []T) string {
 	return strings.Join(names, ",")
 }
 
-// A budget's scope and unit in the document are billing's one lists (the
-// alerts carry them), its period kind and action the ledger's, in their
-// order, for a budget served, set and filtered.
+// A budget's scope, period kind, unit and action in the document are
+// billing's one lists, in their order, for a budget served, set and
+// filtered.
 func TestBudgetEnumsAreTheLists(t *testing.T) {
 	body, ok := reflect.TypeFor[budgetInput]().FieldByName("Body")
 	if !ok {
 		t.Fatal("budgetInput has no Body")
 	}
 	want := map[string]string{"Scope": enumOf(billing.BudgetScopes), "Unit": enumOf(billing.BudgetUnits),
-		"Period": enumOf(ledger.BudgetPeriodKinds), "Action": enumOf(ledger.BudgetActions)}
+		"Period": enumOf(billing.BudgetPeriodKinds), "Action": enumOf(billing.BudgetActions)}
 	for _, c := range []struct {
 		name   string
 		typ    reflect.Type

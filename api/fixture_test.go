@@ -154,10 +154,10 @@ func (f *fixture) seedWatch(ctx context.Context) {
 	ex, err = led.GrantExemption(ctx, "cli:test", ledger.NewExemption{Project: "nlp-lab", Until: now.Add(48 * time.Hour), Reason: "course demo"})
 	require.NoError(t, err)
 	f.ids["exemption-nlp"] = ex.ID
-	b, err := led.PutBudget(ctx, "cli:test", ledger.Budget{Scope: billing.BudgetProject, Project: "ai101", Period: ledger.BudgetMonth, Unit: billing.BudgetMoney, Limit: "500"})
+	b, err := led.PutBudget(ctx, "cli:test", ledger.Budget{Scope: billing.BudgetProject, Project: "ai101", Period: billing.BudgetMonth, Unit: billing.BudgetMoney, Limit: "500"})
 	require.NoError(t, err)
 	f.ids["budget-ai101"] = b.ID
-	b, err = led.PutBudget(ctx, "cli:test", ledger.Budget{Scope: billing.BudgetStudent, Project: "ai101", User: "s-bob", Period: ledger.BudgetMonth, Unit: billing.BudgetCardHours, Limit: "40"})
+	b, err = led.PutBudget(ctx, "cli:test", ledger.Budget{Scope: billing.BudgetStudent, Project: "ai101", User: "s-bob", Period: billing.BudgetMonth, Unit: billing.BudgetCardHours, Limit: "40"})
 	require.NoError(t, err)
 	f.ids["budget-bob"] = b.ID
 }

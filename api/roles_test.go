@@ -260,7 +260,7 @@ func TestStudentOfProjectASeesNothingOfB(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	b, err := f.led.PutBudget(ctx, "cli:test", ledger.Budget{Scope: billing.BudgetStudent, Project: "nlp-lab", User: "s-carol",
-		Period: ledger.BudgetMonth, Unit: billing.BudgetMoney, Limit: "80"})
+		Period: billing.BudgetMonth, Unit: billing.BudgetMoney, Limit: "80"})
 	require.NoError(t, err)
 	f.ids["budget-carol"] = b.ID
 	for _, name := range []string{"student-a", "student-legacy"} {

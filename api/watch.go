@@ -554,8 +554,8 @@ func (s *Server) putBudget(ctx context.Context, in *budgetInput) (*body[BudgetBo
 		return nil, err
 	}
 	b, err := s.cfg.Ledger.PutBudget(ctx, actor(ctx), ledger.Budget{Scope: scope, Project: project, User: in.Body.User,
-		Period: ledger.BudgetPeriodKind(in.Body.Period), Unit: billing.BudgetUnit(in.Body.Unit), Limit: in.Body.Limit,
-		Thresholds: slices.Clone(in.Body.Thresholds), Action: ledger.BudgetAction(in.Body.Action)})
+		Period: billing.BudgetPeriodKind(in.Body.Period), Unit: billing.BudgetUnit(in.Body.Unit), Limit: in.Body.Limit,
+		Thresholds: slices.Clone(in.Body.Thresholds), Action: billing.BudgetAction(in.Body.Action)})
 	if err != nil {
 		return nil, err
 	}

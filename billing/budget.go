@@ -6,23 +6,61 @@ import (
 	"github.com/shopspring/decimal"
 )
 
-// BudgetUnit is what a budget counts: the one list the state store keeps,
-// the watcher compares, its alerts carry, the notifier renders and the API
-// takes.
-type BudgetUnit string
-
-// Budget units: money (what the invoice charges, in the catalog's
-// currency) or card-hours (held hours).
-const (
-	BudgetMoney     BudgetUnit = "money"
-	BudgetCardHours BudgetUnit = "card_hours"
+// A budget's (配额's) enums, each with its one list: the state store keeps
+// them, the watcher compares them, its alerts carry the scope and the unit,
+// the notifier renders them and the API's document is tested against the
+// lists.
+type (
+	// BudgetScope is what a budget limits: a project, or one student in
+	// a project.
+	BudgetScope string
+	// BudgetPeriodKind is the stretch a budget counts over.
+	BudgetPeriodKind string
+	// BudgetUnit is what a budget counts.
+	BudgetUnit string
+	// BudgetAction is what happens at 100 %.
+	BudgetAction string
 )
 
-// BudgetUnits lists every unit, in a fixed order.
-var BudgetUnits = []BudgetUnit{BudgetMoney, BudgetCardHours}
+const (
+	BudgetProject BudgetScope = "project"
+	BudgetStudent BudgetScope = "student"
+
+	// The calendar month, or the academic term of the catalog, in the
+	// catalog's time zone.
+	BudgetMonth BudgetPeriodKind = "month"
+	BudgetTerm  BudgetPeriodKind = "term"
+
+	// Money (what the invoice charges, in the catalog's currency) or
+	// card-hours (held hours).
+	BudgetMoney     BudgetUnit = "money"
+	BudgetCardHours BudgetUnit = "card_hours"
+
+	// Warn only, or warn and release the held instances of the budget's
+	// student (a project budget releases those of the project).
+	BudgetWarn    BudgetAction = "warn"
+	BudgetRelease BudgetAction = "release"
+)
+
+// The lists, each in a fixed order.
+var (
+	BudgetScopes      = []BudgetScope{BudgetProject, BudgetStudent}
+	BudgetPeriodKinds = []BudgetPeriodKind{BudgetMonth, BudgetTerm}
+	BudgetUnits       = []BudgetUnit{BudgetMoney, BudgetCardHours}
+	BudgetActions     = []BudgetAction{BudgetWarn, BudgetRelease}
+)
+
+// Valid reports whether s is one of BudgetScopes.
+func (s BudgetScope) Valid() bool { return slices.Contains(BudgetScopes, s) }
+
+// Valid reports whether k is one of BudgetPeriodKinds.
+func (k BudgetPeriodKind) Valid() bool { return slices.Contains(BudgetPeriodKinds, k) }
 
 // Valid reports whether u is one of BudgetUnits.
 func (u BudgetUnit) Valid() bool { return slices.Contains(BudgetUnits, u) }
+
+// Valid reports whether a is one of BudgetActions.
+func (a BudgetAction) Valid() bool { return slices.Contains(BudgetActions, a) }
 
 // Format writes an amount of the unit as the API, the alerts and the
 // evidence do: money with the currency's minor digits (FormatMoney,
@@ -33,19 +71,3 @@ func (u BudgetUnit) Format(d decimal.Decimal) string {
 	}
 	return d.String()
 }
-
-// BudgetScope is what a budget limits: a project, or one student in a
-// project (the one list, as BudgetUnits).
-type BudgetScope string
-
-// Budget scopes.
-const (
-	BudgetProject BudgetScope = "project"
-	BudgetStudent BudgetScope = "student"
-)
-
-// BudgetScopes lists every scope, in a fixed order.
-var BudgetScopes = []BudgetScope{BudgetProject, BudgetStudent}
-
-// Valid reports whether s is one of BudgetScopes.
-func (s BudgetScope) Valid() bool { return slices.Contains(BudgetScopes, s) }

@@ -398,8 +398,8 @@ func putDemoBudgets(ctx context.Context, led ledger.Store, data []byte) error {
 	var errs []error
 	for i, x := range f.Budgets {
 		_, err := led.PutBudget(ctx, "demo", ledger.Budget{Scope: billing.BudgetScope(x.Scope), Project: x.Project, User: x.User,
-			Period: ledger.BudgetPeriodKind(x.Period), Unit: billing.BudgetUnit(x.Unit), Limit: x.Limit, Thresholds: x.Thresholds,
-			Action: ledger.BudgetAction(x.Action)})
+			Period: billing.BudgetPeriodKind(x.Period), Unit: billing.BudgetUnit(x.Unit), Limit: x.Limit, Thresholds: x.Thresholds,
+			Action: billing.BudgetAction(x.Action)})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("demo budgets: budgets[%d]: %w", i, err))
 		}

@@ -438,40 +438,6 @@ func CheckNewExemption(e *NewExemption, now time.Time) error {
 
 // ---------------------------------------------------------------- budgets
 
-// BudgetPeriodKind is the stretch a budget counts over.
-type BudgetPeriodKind string
-
-// Budget periods: the calendar month, or the academic term of the catalog,
-// in the catalog's time zone.
-const (
-	BudgetMonth BudgetPeriodKind = "month"
-	BudgetTerm  BudgetPeriodKind = "term"
-)
-
-// BudgetPeriodKinds lists every period kind, in a fixed order (the API's
-// enum is tested against it). A budget's scope and unit are billing's
-// (billing.BudgetScopes, billing.BudgetUnits): its alerts carry them.
-var BudgetPeriodKinds = []BudgetPeriodKind{BudgetMonth, BudgetTerm}
-
-// Valid reports whether k is one of BudgetPeriodKinds.
-func (k BudgetPeriodKind) Valid() bool { return slices.Contains(BudgetPeriodKinds, k) }
-
-// BudgetAction is what happens at 100 %.
-type BudgetAction string
-
-// Budget actions: warn only, or warn and release the held instances of
-// the budget's student (a project budget releases those of the project).
-const (
-	BudgetWarn    BudgetAction = "warn"
-	BudgetRelease BudgetAction = "release"
-)
-
-// BudgetActions lists every action, in a fixed order.
-var BudgetActions = []BudgetAction{BudgetWarn, BudgetRelease}
-
-// Valid reports whether a is one of BudgetActions.
-func (a BudgetAction) Valid() bool { return slices.Contains(BudgetActions, a) }
-
 // DefaultThresholds are a budget's alert thresholds when none are given.
 var DefaultThresholds = []int{50, 80, 100}
 
@@ -482,11 +448,11 @@ type Budget struct {
 	Scope      billing.BudgetScope
 	Project    string
 	User       string // student scope only
-	Period     BudgetPeriodKind
+	Period     billing.BudgetPeriodKind
 	Unit       billing.BudgetUnit
 	Limit      string // decimal, > 0
 	Thresholds []int  // percent, ascending; default 50, 80, 100
-	Action     BudgetAction
+	Action     billing.BudgetAction
 	CreatedBy  string
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
@@ -550,7 +516,7 @@ func CheckBudget(b *Budget) error {
 		b.Limit = d.String()
 	}
 	if b.Action == "" {
-		b.Action = BudgetWarn
+		b.Action = billing.BudgetWarn
 	}
 	if !b.Action.Valid() {
 		errs = append(errs, fmt.Errorf("action %q: want warn or release", b.Action))

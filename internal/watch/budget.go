@@ -69,8 +69,8 @@ func (w *Watcher) budgets(ctx context.Context, cat *schemas.Catalog, held []read
 	term, inTerm := cat.TermAt(now)
 	var needMonth, needTerm bool
 	for _, b := range all {
-		needMonth = needMonth || b.Period == ledger.BudgetMonth
-		needTerm = needTerm || b.Period == ledger.BudgetTerm && inTerm
+		needMonth = needMonth || b.Period == billing.BudgetMonth
+		needTerm = needTerm || b.Period == billing.BudgetTerm && inTerm
 	}
 	since := month.Start
 	if needTerm && term.Start.Before(since) {
@@ -110,9 +110,9 @@ func (w *Watcher) budgets(ctx context.Context, cat *schemas.Catalog, held []read
 		var used spent
 		var period string
 		switch b.Period {
-		case ledger.BudgetMonth:
+		case billing.BudgetMonth:
 			used, period = monthly[subject{b.Project, b.User}], month.String()
-		case ledger.BudgetTerm:
+		case billing.BudgetTerm:
 			if !inTerm {
 				continue // between terms nothing is counted
 			}
@@ -198,7 +198,7 @@ func (w *Watcher) budget(ctx context.Context, cat *schemas.Catalog, st *state, b
 	}
 	over := len(b.Thresholds) > 0 && crossed(b, used, 100)
 	var made []ledger.Release // this cycle's releases
-	if over && b.Action == ledger.BudgetRelease {
+	if over && b.Action == billing.BudgetRelease {
 		for i := range held {
 			h := &held[i]
 			if h.Project != b.Project || b.Scope == billing.BudgetStudent && h.User != b.User {
@@ -223,7 +223,7 @@ func (w *Watcher) budget(ctx context.Context, cat *schemas.Catalog, st *state, b
 		return nil
 	}
 	var outcome []string
-	if due[len(due)-1] >= 100 && b.Action == ledger.BudgetRelease {
+	if due[len(due)-1] >= 100 && b.Action == billing.BudgetRelease {
 		var err error
 		if outcome, err = w.budgetOutcome(ctx, b, period, made, now); err != nil {
 			return err

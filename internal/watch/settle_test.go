@@ -150,7 +150,7 @@ func TestStopAfterBudgetReleaseIsTold(t *testing.T) {
 	ctx := context.Background()
 	// 1.00 CNY an hour: 50 % at 10:00, 80 % at 10:36, 100 % at 11:00.
 	if _, err := f.ledger.PutBudget(ctx, "lead:nlp", ledger.Budget{Scope: billing.BudgetStudent, Project: "nlp", User: "s1",
-		Period: ledger.BudgetMonth, Unit: billing.BudgetMoney, Limit: "2.00", Action: ledger.BudgetRelease}); err != nil {
+		Period: billing.BudgetMonth, Unit: billing.BudgetMoney, Limit: "2.00", Action: billing.BudgetRelease}); err != nil {
 		t.Fatal(err)
 	}
 	w := f.watcher(f.ledger)

@@ -695,12 +695,12 @@ func TestBudgetsOncePerThreshold(t *testing.T) {
 	ctx := context.Background()
 	// 1.00 CNY an hour: s1 reaches 50 % (1.00) at 10:00, 80 % at 10:36, 100 % at 11:00.
 	if _, err := f.ledger.PutBudget(ctx, "lead:nlp", ledger.Budget{Scope: billing.BudgetStudent, Project: "nlp", User: "s1",
-		Period: ledger.BudgetMonth, Unit: billing.BudgetMoney, Limit: "2.00", Action: ledger.BudgetRelease}); err != nil {
+		Period: billing.BudgetMonth, Unit: billing.BudgetMoney, Limit: "2.00", Action: billing.BudgetRelease}); err != nil {
 		t.Fatal(err)
 	}
 	// The project: 3 card-hours, warn only; two cards reach 50 % at 09:45, 80 % at 10:12, 100 % at 10:30.
 	if _, err := f.ledger.PutBudget(ctx, "lead:nlp", ledger.Budget{Scope: billing.BudgetProject, Project: "nlp",
-		Period: ledger.BudgetMonth, Unit: billing.BudgetCardHours, Limit: "3"}); err != nil {
+		Period: billing.BudgetMonth, Unit: billing.BudgetCardHours, Limit: "3"}); err != nil {
 		t.Fatal(err)
 	}
 	budgetAlerts := func() []string {
@@ -769,7 +769,7 @@ func TestBudgetJumpAndTerm(t *testing.T) {
 	f.cat = cat
 	ctx := context.Background()
 	if _, err := f.ledger.PutBudget(ctx, "lead:nlp", ledger.Budget{Scope: billing.BudgetStudent, Project: "nlp", User: "s1",
-		Period: ledger.BudgetTerm, Unit: billing.BudgetCardHours, Limit: "1"}); err != nil {
+		Period: billing.BudgetTerm, Unit: billing.BudgetCardHours, Limit: "1"}); err != nil {
 		t.Fatal(err)
 	}
 	w := f.watcher(f.ledger)
@@ -876,7 +876,7 @@ func TestBudgetReleaseOfALongHolding(t *testing.T) {
 	f := newFixture(t, span{"nlp", "s1", "gpu-1", at("08:00"), at("+1 14:00"), 0.9})
 	f.rel.out = func(r alert.ReleaseRequest) (alert.ReleaseOutcome, error) { return alert.ReleaseOutcome{}, errNoHandle }
 	if _, err := f.ledger.PutBudget(context.Background(), "lead:nlp", ledger.Budget{Scope: billing.BudgetStudent, Project: "nlp",
-		User: "s1", Period: ledger.BudgetMonth, Unit: billing.BudgetMoney, Limit: "2.00", Action: ledger.BudgetRelease}); err != nil {
+		User: "s1", Period: billing.BudgetMonth, Unit: billing.BudgetMoney, Limit: "2.00", Action: billing.BudgetRelease}); err != nil {
 		t.Fatal(err)
 	}
 	w := f.watcher(f.ledger)

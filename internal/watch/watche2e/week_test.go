@@ -254,10 +254,10 @@ channels:
 			{Project: "nlp", User: "steady", Name: "Steady", Email: "steady@example.edu"}}})
 	require.NoError(t, err)
 	_, err = led.PutBudget(ctx, "lead:nlp", ledger.Budget{Scope: billing.BudgetStudent, Project: "nlp", User: "forgetful",
-		Period: ledger.BudgetMonth, Unit: billing.BudgetCardHours, Limit: "80"})
+		Period: billing.BudgetMonth, Unit: billing.BudgetCardHours, Limit: "80"})
 	require.NoError(t, err)
 	_, err = led.PutBudget(ctx, "lead:vision", ledger.Budget{Scope: billing.BudgetProject, Project: "vision",
-		Period: ledger.BudgetMonth, Unit: billing.BudgetMoney, Limit: visionLimit.String()})
+		Period: billing.BudgetMonth, Unit: billing.BudgetMoney, Limit: visionLimit.String()})
 	require.NoError(t, err)
 
 	type replica struct {
