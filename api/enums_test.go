@@ -72,3 +72,44 @@ func TestUsageGroupByEnumIsTheReadsDimensions(t *testing.T) {
 		t.Errorf("usage group_by enum %q, want reads.UsageDimensions %q", got, want)
 	}
 }
+
+// enumOf is the enum tag a document's field is generated from: values, in
+// order, comma-separated.
+func enumOf[T ~string](values []T) string {
+	names := make([]string, len(values))
+	for i, v := range values {
+		names[i] = string(v)
+	}
+	return strings.Join(names, ",")
+}
+
+// A budget's scope, period kind, unit and action in the document are
+// billing's one lists, in their order, for a budget served, set and
+// filtered.
+func TestBudgetEnumsAreTheLists(t *testing.T) {
+	body, ok := reflect.TypeFor[budgetInput]().FieldByName("Body")
+	if !ok {
+		t.Fatal("budgetInput has no Body")
+	}
+	want := map[string]string{"Scope": enumOf(billing.BudgetScopes), "Unit": enumOf(billing.BudgetUnits),
+		"Period": enumOf(billing.BudgetPeriodKinds), "Action": enumOf(billing.BudgetActions)}
+	for _, c := range []struct {
+		name   string
+		typ    reflect.Type
+		fields []string
+	}{
+		{"BudgetBody", reflect.TypeFor[BudgetBody](), []string{"Scope", "Unit", "Period", "Action"}},
+		{"budgetInput.Body", body.Type, []string{"Scope", "Unit", "Period", "Action"}},
+		{"budgetListInput", reflect.TypeFor[budgetListInput](), []string{"Scope"}},
+	} {
+		for _, name := range c.fields {
+			f, ok := c.typ.FieldByName(name)
+			if !ok {
+				t.Fatalf("%s has no %s", c.name, name)
+			}
+			if got := f.Tag.Get("enum"); got != want[name] {
+				t.Errorf("%s.%s enum %q, want %q", c.name, name, got, want[name])
+			}
+		}
+	}
+}

@@ -10,21 +10,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cardhour/cardhour/billing/export"
+	"github.com/cardhour/cardhour/internal/invoicing"
 	"github.com/cardhour/cardhour/internal/ledger"
 )
 
 // DefaultExportCacheBytes is the size of the export cache when
 // Config.ExportCacheBytes is 0.
 const DefaultExportCacheBytes = 64 << 20
-
-// VoidMark is what a voided invoice's exports say of the voiding: they
-// differ from the frozen ones (已作废 / VOID and the credit note's number),
-// whose document keeps its bytes.
-type VoidMark struct {
-	CreditNote string    // the credit note's number
-	VoidedAt   time.Time // when the invoice was voided
-	Reason     string
-}
 
 // exportKey names one rendering. A rendering depends only on the document's
 // bytes (a draft's change with it), the format, whose statement it is and
@@ -36,7 +29,7 @@ type exportKey struct {
 	void   string // the credit note's number; "" when not voided
 }
 
-func newExportKey(format, user string, void *VoidMark, docs ...[]byte) exportKey {
+func newExportKey(format, user string, void *export.VoidMark, docs ...[]byte) exportKey {
 	k := exportKey{format: format, user: user}
 	if void != nil {
 		k.void = void.CreditNote + "\x00" + void.VoidedAt.UTC().Format(time.RFC3339Nano) + "\x00" + void.Reason
@@ -153,7 +146,7 @@ func (c *exportCache) add(key exportKey, body []byte) {
 // export renders docs in format through the cache: user names a
 // statement's user, void the void mark of a voided invoice (nil
 // otherwise; a PDF or statement holds one document).
-func (s *Server) export(ctx context.Context, format, name, user string, void *VoidMark, docs ...[]byte) (*fileOutput, error) {
+func (s *Server) export(ctx context.Context, format, name, user string, void *export.VoidMark, docs ...[]byte) (*fileOutput, error) {
 	inv, err := s.invoicing()
 	if err != nil {
 		return nil, err
@@ -179,8 +172,9 @@ func (s *Server) export(ctx context.Context, format, name, user string, void *Vo
 }
 
 // voidMark is the void mark of a voided invoice's exports (nil when inv is
-// not void): its latest credit note.
-func (s *Server) voidMark(ctx context.Context, inv ledger.Invoice) (*VoidMark, error) {
+// not void): they differ from the frozen ones (已作废 / VOID and the credit
+// note's number), whose document keeps its bytes.
+func (s *Server) voidMark(ctx context.Context, inv ledger.Invoice) (*export.VoidMark, error) {
 	if inv.Status != ledger.StatusVoid {
 		return nil, nil
 	}
@@ -188,9 +182,6 @@ func (s *Server) voidMark(ctx context.Context, inv ledger.Invoice) (*VoidMark, e
 	if err != nil {
 		return nil, err
 	}
-	m := &VoidMark{VoidedAt: inv.VoidedAt, Reason: inv.VoidReason}
-	if len(cns) > 0 {
-		m.CreditNote = cns[len(cns)-1].Number
-	}
-	return m, nil
+	m := invoicing.VoidMarkOf(inv, cns)
+	return &m, nil
 }

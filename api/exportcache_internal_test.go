@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/cardhour/cardhour/billing/export"
 )
 
 // N concurrent first requests for one key render once: the rendering is
@@ -55,7 +57,7 @@ func TestExportCacheConcurrentFirstRequestsRenderOnce(t *testing.T) {
 // void mark, the document's bytes.
 func TestExportKeyParts(t *testing.T) {
 	doc := []byte(`{"number":"2026-000001"}`)
-	void := &VoidMark{CreditNote: "2026-000001-CN1", VoidedAt: time.Date(2026, 12, 5, 1, 0, 0, 0, time.UTC), Reason: "wrong SKU"}
+	void := &export.VoidMark{CreditNote: "2026-000001-CN1", VoidedAt: time.Date(2026, 12, 5, 1, 0, 0, 0, time.UTC), Reason: "wrong SKU"}
 	keys := map[exportKey]string{}
 	for name, k := range map[string]exportKey{
 		"pdf":       newExportKey(FormatPDF, "", nil, doc),

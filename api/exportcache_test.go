@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cardhour/cardhour/api"
+	"github.com/cardhour/cardhour/billing/export"
 	"github.com/cardhour/cardhour/internal/ledger"
 )
 
@@ -29,7 +30,7 @@ func (v *voidingFlow) Render(ctx context.Context, w io.Writer, format string, do
 	return v.fakeFlow.Render(ctx, w, format, docs...)
 }
 
-func (v *voidingFlow) RenderVoid(ctx context.Context, w io.Writer, format string, m api.VoidMark, doc []byte) error {
+func (v *voidingFlow) RenderVoid(ctx context.Context, w io.Writer, format string, m export.VoidMark, doc []byte) error {
 	v.renders.Add(1)
 	fmt.Fprintf(w, "VOID %s\n", m.CreditNote)
 	return v.fakeFlow.Render(ctx, w, format, doc)

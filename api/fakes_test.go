@@ -14,6 +14,8 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/cardhour/cardhour/api"
+	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/billing/export"
 	"github.com/cardhour/cardhour/internal/invoicing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/reads"
@@ -118,7 +120,7 @@ type fakeFlow struct {
 	grace time.Duration
 	docs  map[string][]byte // project → the document a run makes
 	mu    sync.Mutex
-	stud  []api.Student
+	stud  []ledger.Student
 }
 
 func (f *fakeFlow) Run(ctx context.Context, actor, period string) (*invoicing.RunReport, error) {
@@ -141,7 +143,7 @@ func (f *fakeFlow) Run(ctx context.Context, actor, period string) (*invoicing.Ru
 		if inv.CreatedAt.Equal(inv.UpdatedAt) {
 			outcome = invoicing.OutcomeCreated
 		}
-		r.Drafts = append(r.Drafts, invoicing.RunDraft{Project: p, InvoiceID: inv.ID, Revision: inv.Revision, SHA256: inv.SHA256, Total: invoicing.Money{Decimal: decimal.NewFromInt(1)}, Outcome: outcome})
+		r.Drafts = append(r.Drafts, invoicing.RunDraft{Project: p, InvoiceID: inv.ID, Revision: inv.Revision, SHA256: inv.SHA256, Total: billing.Money{Decimal: decimal.NewFromInt(1)}, Outcome: outcome})
 	}
 	return r, nil
 }
@@ -173,7 +175,7 @@ func (f *fakeFlow) Void(ctx context.Context, actor string, id int64, reason stri
 		}})
 }
 
-func (f *fakeFlow) RenderVoid(ctx context.Context, w io.Writer, format string, m api.VoidMark, doc []byte) error {
+func (f *fakeFlow) RenderVoid(ctx context.Context, w io.Writer, format string, m export.VoidMark, doc []byte) error {
 	if format != api.FormatJSON && m.CreditNote != "" {
 		fmt.Fprintf(w, "%s,VOID,%s\n", format, m.CreditNote)
 	}
@@ -215,21 +217,30 @@ func (f *fakeFlow) ImportRoster(_ context.Context, _ string, r io.Reader, projec
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	res := invoicing.RosterResult{Projects: []string{project}}
+	var bad []invoicing.RosterProblem
+	for i, row := range rows {
+		if i > 0 && len(row) > 0 && row[0] == "" {
+			bad = append(bad, invoicing.RosterProblem{Line: i + 1, Field: "student_id", Message: "student_id is required"})
+		}
+	}
+	if len(bad) > 0 {
+		return invoicing.RosterResult{}, fmt.Errorf("import: %w", &invoicing.RosterError{Problems: bad})
+	}
 	for i, row := range rows {
 		if i == 0 || len(row) < 2 {
 			continue
 		}
-		f.stud = append(f.stud, api.Student{Project: project, User: row[0], Name: row[1]})
+		f.stud = append(f.stud, ledger.Student{Project: project, User: row[0], Name: row[1]})
 		res.Rows++
 		res.Added++
 	}
 	return res, nil
 }
 
-func (f *fakeFlow) Students(_ context.Context, project, user, _ string, _ int) ([]api.Student, string, error) {
+func (f *fakeFlow) Students(_ context.Context, project, user, _ string, _ int) ([]ledger.Student, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []api.Student
+	var out []ledger.Student
 	for _, s := range f.stud {
 		if s.Project == project && (user == "" || s.User == user) {
 			out = append(out, s)

@@ -80,7 +80,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	f.flow = &fakeFlow{led: led, now: func() time.Time { return now }, grace: 72 * time.Hour,
 		docs: map[string][]byte{"ai101": docFor("ai101"), "nlp-lab": docFor("nlp-lab")},
-		stud: []api.Student{{Project: "ai101", User: "s-alice", Name: "Alice Zhang"}, {Project: "ai101", User: "s-bob", Name: "Bob Li"}}}
+		stud: []ledger.Student{{Project: "ai101", User: "s-alice", Name: "Alice Zhang"}, {Project: "ai101", User: "s-bob", Name: "Bob Li"}}}
 	oct, err := f.flow.Run(ctx, "cli:test", "2026-10")
 	require.NoError(t, err)
 	f.ids["inv-oct-ai101"] = oct.Drafts[0].InvoiceID
@@ -154,10 +154,10 @@ func (f *fixture) seedWatch(ctx context.Context) {
 	ex, err = led.GrantExemption(ctx, "cli:test", ledger.NewExemption{Project: "nlp-lab", Until: now.Add(48 * time.Hour), Reason: "course demo"})
 	require.NoError(t, err)
 	f.ids["exemption-nlp"] = ex.ID
-	b, err := led.PutBudget(ctx, "cli:test", ledger.Budget{Scope: ledger.BudgetProject, Project: "ai101", Period: ledger.BudgetMonth, Unit: ledger.BudgetMoney, Limit: "500"})
+	b, err := led.PutBudget(ctx, "cli:test", ledger.Budget{Scope: billing.BudgetProject, Project: "ai101", Period: billing.BudgetMonth, Unit: billing.BudgetMoney, Limit: "500"})
 	require.NoError(t, err)
 	f.ids["budget-ai101"] = b.ID
-	b, err = led.PutBudget(ctx, "cli:test", ledger.Budget{Scope: ledger.BudgetStudent, Project: "ai101", User: "s-bob", Period: ledger.BudgetMonth, Unit: ledger.BudgetCardHours, Limit: "40"})
+	b, err = led.PutBudget(ctx, "cli:test", ledger.Budget{Scope: billing.BudgetStudent, Project: "ai101", User: "s-bob", Period: billing.BudgetMonth, Unit: billing.BudgetCardHours, Limit: "40"})
 	require.NoError(t, err)
 	f.ids["budget-bob"] = b.ID
 }

@@ -294,7 +294,7 @@ type studentListInput struct {
 	PageParams
 }
 
-func (s *Server) listStudents(ctx context.Context, in *studentListInput) (*body[Page[Student]], error) {
+func (s *Server) listStudents(ctx context.Context, in *studentListInput) (*body[Page[ledger.Student]], error) {
 	if _, err := projectScope(ctx, in.Project); err != nil {
 		return nil, err
 	}
@@ -307,9 +307,9 @@ func (s *Server) listStudents(ctx context.Context, in *studentListInput) (*body[
 		return nil, err
 	}
 	if rows == nil {
-		rows = []Student{}
+		rows = []ledger.Student{}
 	}
-	return &body[Page[Student]]{Page[Student]{rows, next}}, nil
+	return &body[Page[ledger.Student]]{Page[ledger.Student]{rows, next}}, nil
 }
 
 type rosterUpload struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 
+	"github.com/cardhour/cardhour/billing/export"
 	"github.com/cardhour/cardhour/internal/invoicing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/reads"
@@ -32,15 +33,6 @@ type Usage interface {
 	HeldNow(ctx context.Context) ([]reads.Held, error)
 }
 
-// Student is one roster row.
-type Student struct {
-	Project string `json:"project"`
-	User    string `json:"user"`
-	Name    string `json:"name"`
-	Email   string `json:"email,omitempty"`
-	IM      string `json:"im,omitempty"`
-}
-
 // Export formats.
 const (
 	FormatCSV  = "csv"
@@ -59,31 +51,19 @@ type Invoicing interface {
 	// Statement derives user's statement from the stored document of
 	// invoice id: only that user's lines and warnings.
 	Statement(ctx context.Context, InvoiceRef int64, user string) ([]byte, error)
-	// ImportRoster imports a roster CSV for project; errors name line and
-	// field (see RosterProblems).
+	// ImportRoster imports a roster CSV for project; a refused file's
+	// error is (or wraps) an *invoicing.RosterError, whose problems by line
+	// and field the problem details carry.
 	ImportRoster(ctx context.Context, actor string, r io.Reader, project string) (invoicing.RosterResult, error)
-	Students(ctx context.Context, project, user, cursor string, limit int) ([]Student, string, error)
+	Students(ctx context.Context, project, user, cursor string, limit int) ([]ledger.Student, string, error)
 	// Render writes documents (stored bytes) in format (FormatCSV, …; PDF:
 	// exactly one document).
 	Render(ctx context.Context, w io.Writer, format string, docs ...[]byte) error
 	// RenderVoid writes a voided invoice's stored document in format,
 	// marked 已作废 / VOID with its credit note's number (the stored bytes are
 	// not changed).
-	RenderVoid(ctx context.Context, w io.Writer, format string, mark VoidMark, doc []byte) error
+	RenderVoid(ctx context.Context, w io.Writer, format string, mark export.VoidMark, doc []byte) error
 	// CreditNote reads credit note id with its document (one derived from
 	// the voided invoice for a credit note the ledger stored without one).
 	CreditNote(ctx context.Context, id int64) (ledger.CreditNote, error)
-}
-
-// LineProblem is one problem of an uploaded file, by line and field.
-type LineProblem struct {
-	Line    int    `json:"line,omitempty"`
-	Field   string `json:"field,omitempty"`
-	Message string `json:"message"`
-}
-
-// LineProblems is implemented by errors that list problems by line
-// (a roster import's); the problem details carry them.
-type LineProblems interface {
-	LineProblems() []LineProblem
 }

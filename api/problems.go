@@ -13,6 +13,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/cardhour/cardhour/internal/invoicing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/storefail"
 )
@@ -231,9 +232,9 @@ func problem(ctx context.Context, err error) error {
 		out = newProblem(http.StatusUnauthorized, ProblemUnauthorized, err.Error())
 	case errors.Is(err, ledger.ErrInvalidArgument):
 		out = newProblem(http.StatusUnprocessableEntity, ProblemValidation, err.Error())
-		var lp LineProblems
-		if errors.As(err, &lp) {
-			for _, x := range lp.LineProblems() {
+		var re *invoicing.RosterError
+		if errors.As(err, &re) {
+			for _, x := range re.Problems {
 				out.Errors = append(out.Errors, ProblemDetail{Message: x.Message, Line: x.Line, Field: x.Field, Location: "body"})
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cardhour/cardhour/api"
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
 )
 
@@ -258,8 +259,8 @@ var projectBMarks = []string{"nlp-lab", "NLP Lab", "NSFC-62276001"}
 func TestStudentOfProjectASeesNothingOfB(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	b, err := f.led.PutBudget(ctx, "cli:test", ledger.Budget{Scope: ledger.BudgetStudent, Project: "nlp-lab", User: "s-carol",
-		Period: ledger.BudgetMonth, Unit: ledger.BudgetMoney, Limit: "80"})
+	b, err := f.led.PutBudget(ctx, "cli:test", ledger.Budget{Scope: billing.BudgetStudent, Project: "nlp-lab", User: "s-carol",
+		Period: billing.BudgetMonth, Unit: billing.BudgetMoney, Limit: "80"})
 	require.NoError(t, err)
 	f.ids["budget-carol"] = b.ID
 	for _, name := range []string{"student-a", "student-legacy"} {

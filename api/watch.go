@@ -149,10 +149,7 @@ type BudgetBody struct {
 
 func budgetBody(b ledger.Budget) BudgetBody {
 	out := BudgetBody{ID: b.ID, Scope: string(b.Scope), Project: b.Project, User: b.User, Period: string(b.Period), Unit: string(b.Unit),
-		Limit: b.Limit, Thresholds: b.Thresholds, Action: string(b.Action), CreatedBy: b.CreatedBy, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt}
-	if b.Unit == ledger.BudgetMoney {
-		out.Limit = billing.FormatMoney(b.LimitDecimal()) // "880.00": the currency's minor digits, as every amount
-	}
+		Limit: b.LimitText(), Thresholds: b.Thresholds, Action: string(b.Action), CreatedBy: b.CreatedBy, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt}
 	if out.Thresholds == nil {
 		out.Thresholds = []int{}
 	}
@@ -484,7 +481,7 @@ func (s *Server) revokeExemption(ctx context.Context, in *exemptionRef) (*body[E
 
 // checkBudgetWrite lets admin and finance write any budget and a lead the
 // student budgets of its own project.
-func checkBudgetWrite(ctx context.Context, scope ledger.BudgetScope, project string) error {
+func checkBudgetWrite(ctx context.Context, scope billing.BudgetScope, project string) error {
 	t := principal(ctx)
 	if t.Role != ledger.RoleLead {
 		return nil
@@ -492,7 +489,7 @@ func checkBudgetWrite(ctx context.Context, scope ledger.BudgetScope, project str
 	if t.Project != "" && project != t.Project {
 		return forbidden(ctx, "this token is limited to project %s", t.Project)
 	}
-	if scope != ledger.BudgetStudent {
+	if scope != billing.BudgetStudent {
 		return forbidden(ctx, "a lead sets the budgets of its students; the project's budget is set by finance")
 	}
 	return nil
@@ -528,7 +525,7 @@ func (s *Server) listBudgets(ctx context.Context, in *budgetListInput) (*body[Pa
 	if err != nil {
 		return nil, err
 	}
-	page, next, err := s.cfg.Ledger.Budgets(ctx, ledger.BudgetFilter{Scope: ledger.BudgetScope(in.Scope), Project: project, User: user,
+	page, next, err := s.cfg.Ledger.Budgets(ctx, ledger.BudgetFilter{Scope: billing.BudgetScope(in.Scope), Project: project, User: user,
 		Cursor: in.Cursor, Limit: in.Limit})
 	if err != nil {
 		return nil, err
@@ -544,12 +541,12 @@ func (s *Server) putBudget(ctx context.Context, in *budgetInput) (*body[BudgetBo
 	if project == "" {
 		return nil, invalid(ctx, "body.project", "project is required")
 	}
-	if in.Body.Unit == string(ledger.BudgetMoney) {
+	if in.Body.Unit == string(billing.BudgetMoney) {
 		if d, err := decimal.NewFromString(in.Body.Limit); err == nil && d.Exponent() < -billing.MoneyDigits && !d.Equal(d.Round(billing.MoneyDigits)) {
 			return nil, invalid(ctx, "body.limit", "limit %q: a money limit has at most %d decimals (the currency's minor unit)", in.Body.Limit, billing.MoneyDigits)
 		}
 	}
-	scope := ledger.BudgetScope(in.Body.Scope)
+	scope := billing.BudgetScope(in.Body.Scope)
 	if err := checkBudgetWrite(ctx, scope, project); err != nil {
 		return nil, err
 	}
@@ -557,8 +554,8 @@ func (s *Server) putBudget(ctx context.Context, in *budgetInput) (*body[BudgetBo
 		return nil, err
 	}
 	b, err := s.cfg.Ledger.PutBudget(ctx, actor(ctx), ledger.Budget{Scope: scope, Project: project, User: in.Body.User,
-		Period: ledger.BudgetPeriodKind(in.Body.Period), Unit: ledger.BudgetUnit(in.Body.Unit), Limit: in.Body.Limit,
-		Thresholds: slices.Clone(in.Body.Thresholds), Action: ledger.BudgetAction(in.Body.Action)})
+		Period: billing.BudgetPeriodKind(in.Body.Period), Unit: billing.BudgetUnit(in.Body.Unit), Limit: in.Body.Limit,
+		Thresholds: slices.Clone(in.Body.Thresholds), Action: billing.BudgetAction(in.Body.Action)})
 	if err != nil {
 		return nil, err
 	}

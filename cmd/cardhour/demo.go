@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"gopkg.in/yaml.v3"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/collector"
 	"github.com/cardhour/cardhour/collector/fleet"
 	"github.com/cardhour/cardhour/internal/catalogs"
@@ -396,9 +397,9 @@ func putDemoBudgets(ctx context.Context, led ledger.Store, data []byte) error {
 	}
 	var errs []error
 	for i, x := range f.Budgets {
-		_, err := led.PutBudget(ctx, "demo", ledger.Budget{Scope: ledger.BudgetScope(x.Scope), Project: x.Project, User: x.User,
-			Period: ledger.BudgetPeriodKind(x.Period), Unit: ledger.BudgetUnit(x.Unit), Limit: x.Limit, Thresholds: x.Thresholds,
-			Action: ledger.BudgetAction(x.Action)})
+		_, err := led.PutBudget(ctx, "demo", ledger.Budget{Scope: billing.BudgetScope(x.Scope), Project: x.Project, User: x.User,
+			Period: billing.BudgetPeriodKind(x.Period), Unit: billing.BudgetUnit(x.Unit), Limit: x.Limit, Thresholds: x.Thresholds,
+			Action: billing.BudgetAction(x.Action)})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("demo budgets: budgets[%d]: %w", i, err))
 		}

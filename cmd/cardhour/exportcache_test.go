@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cardhour/cardhour/api"
+	"github.com/cardhour/cardhour/billing/export"
 	"github.com/cardhour/cardhour/ingest/storedsn"
 	"github.com/cardhour/cardhour/internal/catalogs"
 	"github.com/cardhour/cardhour/internal/invoicing"
@@ -114,7 +115,7 @@ func (c *countingFlow) Render(ctx context.Context, w io.Writer, format string, d
 	return c.flow.Render(ctx, w, format, docs...)
 }
 
-func (c *countingFlow) RenderVoid(ctx context.Context, w io.Writer, format string, m api.VoidMark, doc []byte) error {
+func (c *countingFlow) RenderVoid(ctx context.Context, w io.Writer, format string, m export.VoidMark, doc []byte) error {
 	c.renders.Add(1)
 	return c.flow.RenderVoid(ctx, w, format, m, doc)
 }
@@ -168,7 +169,7 @@ func TestExportCacheServesOneRenderingOfTheStoredDocument(t *testing.T) {
 	require.Equal(t, inv.Document, vinv.Document, "the frozen document keeps its bytes")
 	var freshVoid bytes.Buffer
 	require.NoError(t, s.flow.RenderVoid(context.Background(), &freshVoid, api.FormatPDF,
-		api.VoidMark{CreditNote: voided.CreditNote.Number, VoidedAt: vinv.VoidedAt, Reason: vinv.VoidReason}, vinv.Document))
+		export.VoidMark{CreditNote: voided.CreditNote.Number, VoidedAt: vinv.VoidedAt, Reason: vinv.VoidReason}, vinv.Document))
 	require.Equal(t, freshVoid.Bytes(), after, "the voided invoice's PDF is a fresh rendering with its void mark")
 	s.must(t, http.MethodGet, path, "", nil)
 	require.EqualValues(t, 3, cf.renders.Load())

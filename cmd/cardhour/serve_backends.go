@@ -273,41 +273,12 @@ func (f *flow) Statement(ctx context.Context, id int64, user string) ([]byte, er
 	return f.svc.Statement(ctx, id, user)
 }
 
-// rosterProblems gives a roster's line and field errors to the API.
-type rosterProblems struct{ *invoicing.RosterError }
-
-func (r rosterProblems) Unwrap() error { return r.RosterError }
-
-func (r rosterProblems) LineProblems() []api.LineProblem {
-	out := make([]api.LineProblem, 0, len(r.Problems))
-	for _, p := range r.Problems {
-		out = append(out, api.LineProblem{Line: p.Line, Field: p.Field, Message: p.Message})
-	}
-	return out
-}
-
 func (f *flow) ImportRoster(ctx context.Context, actor string, r io.Reader, project string) (invoicing.RosterResult, error) {
-	res, err := f.svc.ImportRoster(ctx, actor, r, project)
-	if err != nil {
-		var re *invoicing.RosterError
-		if errors.As(err, &re) {
-			return invoicing.RosterResult{}, rosterProblems{re}
-		}
-		return invoicing.RosterResult{}, err
-	}
-	return res, nil
+	return f.svc.ImportRoster(ctx, actor, r, project)
 }
 
-func (f *flow) Students(ctx context.Context, project, user, cursor string, limit int) ([]api.Student, string, error) {
-	page, next, err := f.led.Students(ctx, ledger.StudentFilter{Project: project, User: user, Cursor: cursor, Limit: limit})
-	if err != nil {
-		return nil, "", err
-	}
-	out := make([]api.Student, 0, len(page))
-	for _, s := range page {
-		out = append(out, api.Student{Project: s.Project, User: s.User, Name: s.Name, Email: s.Email, IM: s.IM})
-	}
-	return out, next, nil
+func (f *flow) Students(ctx context.Context, project, user, cursor string, limit int) ([]ledger.Student, string, error) {
+	return f.led.Students(ctx, ledger.StudentFilter{Project: project, User: user, Cursor: cursor, Limit: limit})
 }
 
 func (f *flow) Render(_ context.Context, w io.Writer, format string, docs ...[]byte) error {
@@ -319,6 +290,6 @@ func (f *flow) CreditNote(ctx context.Context, id int64) (ledger.CreditNote, err
 }
 
 // RenderVoid renders a voided invoice's exports with its void mark.
-func (f *flow) RenderVoid(_ context.Context, w io.Writer, format string, m api.VoidMark, doc []byte) error {
-	return f.docs.RenderVoided(w, invoicing.Format(format), doc, invoicing.VoidMark{CreditNote: m.CreditNote, VoidedAt: m.VoidedAt, Reason: m.Reason})
+func (f *flow) RenderVoid(_ context.Context, w io.Writer, format string, m export.VoidMark, doc []byte) error {
+	return f.docs.RenderVoided(w, invoicing.Format(format), doc, m)
 }

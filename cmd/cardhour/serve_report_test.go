@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/invoicing"
 	"github.com/cardhour/cardhour/internal/reads"
 )
@@ -52,7 +53,7 @@ func requireEveryField(t *testing.T, typ reflect.Type, v any, path string) {
 		for ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice {
 			ft = ft.Elem()
 		}
-		if ft.Kind() != reflect.Struct || ft.PkgPath() != typ.PkgPath() || ft == reflect.TypeFor[invoicing.Money]() {
+		if ft.Kind() != reflect.Struct || ft.PkgPath() != typ.PkgPath() || ft == reflect.TypeFor[billing.Money]() {
 			continue
 		}
 		switch x := obj[name].(type) {

@@ -4,8 +4,11 @@ import (
 	"io"
 	"time"
 
-	"github.com/cardhour/cardhour/billing"
 	"github.com/shopspring/decimal"
+
+	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/billing/export"
+	"github.com/cardhour/cardhour/internal/ledger"
 )
 
 // Meta is what a billing run knows about the documents it builds: the
@@ -68,7 +71,7 @@ type Documents interface {
 	// RenderVoided writes a voided invoice's stored document in format f,
 	// marked 已作废 / VOID with what mark says of the voiding (the stored
 	// bytes are not changed).
-	RenderVoided(w io.Writer, f Format, doc []byte, mark VoidMark) error
+	RenderVoided(w io.Writer, f Format, doc []byte, mark export.VoidMark) error
 	// Reissue is the starting document of the revision that replaces a
 	// voided invoice: the voided one without its number and issue date.
 	Reissue(voided []byte) ([]byte, error)
@@ -80,10 +83,13 @@ type Documents interface {
 	SameContent(a, b []byte) (bool, error)
 }
 
-// VoidMark is what a voided invoice's later exports say of its voiding: the
-// credit note that cancels it, when and why.
-type VoidMark struct {
-	CreditNote string
-	VoidedAt   time.Time
-	Reason     string
+// VoidMarkOf is what the exports of voided invoice inv say of its voiding
+// (export.VoidMark, the document's own): its latest credit note of
+// creditNotes (the ledger's, oldest first), when and why it was voided.
+func VoidMarkOf(inv ledger.Invoice, creditNotes []ledger.CreditNote) export.VoidMark {
+	m := export.VoidMark{VoidedAt: inv.VoidedAt, Reason: inv.VoidReason}
+	if len(creditNotes) > 0 {
+		m.CreditNote = creditNotes[len(creditNotes)-1].Number
+	}
+	return m
 }

@@ -78,12 +78,12 @@ func (e ExportDocuments) Render(w io.Writer, f Format, docs ...[]byte) error {
 // RenderVoided writes a voided invoice's document with its void mark
 // (export.Document.Void: the renderers draw 已作废 / VOID and the credit
 // note's number); the stored bytes stay as they are.
-func (e ExportDocuments) RenderVoided(w io.Writer, f Format, doc []byte, mark VoidMark) error {
+func (e ExportDocuments) RenderVoided(w io.Writer, f Format, doc []byte, mark export.VoidMark) error {
 	d, err := export.Parse(doc)
 	if err != nil {
 		return err
 	}
-	d.Void = &export.VoidMark{CreditNote: mark.CreditNote, VoidedAt: mark.VoidedAt, Reason: mark.Reason}
+	d.Void = &mark
 	return e.render(w, f, []*export.Document{d})
 }
 

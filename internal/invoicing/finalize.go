@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cardhour/cardhour/billing/export"
 	"github.com/cardhour/cardhour/internal/ledger"
 )
 
@@ -99,19 +100,15 @@ func (s *Service) CreditNote(ctx context.Context, id int64) (ledger.CreditNote, 
 
 // VoidMark is what the exports of voided invoice inv say of its voiding:
 // its latest credit note, when and why it was voided.
-func (s *Service) VoidMark(ctx context.Context, inv ledger.Invoice) (VoidMark, error) {
+func (s *Service) VoidMark(ctx context.Context, inv ledger.Invoice) (export.VoidMark, error) {
 	if inv.Status != ledger.StatusVoid {
-		return VoidMark{}, fmt.Errorf("%w: invoice %d is %s, not void", ledger.ErrInvalidTransition, inv.ID, inv.Status)
+		return export.VoidMark{}, fmt.Errorf("%w: invoice %d is %s, not void", ledger.ErrInvalidTransition, inv.ID, inv.Status)
 	}
 	cns, err := s.cfg.Ledger.CreditNotes(ctx, inv.ID)
 	if err != nil {
-		return VoidMark{}, err
+		return export.VoidMark{}, err
 	}
-	m := VoidMark{VoidedAt: inv.VoidedAt, Reason: inv.VoidReason}
-	if len(cns) > 0 {
-		m.CreditNote = cns[len(cns)-1].Number
-	}
-	return m, nil
+	return VoidMarkOf(inv, cns), nil
 }
 
 // RenderInvoice writes invoice inv's export in format f from its stored

@@ -175,11 +175,11 @@ type RunReport struct {
 
 // RunDraft is one draft a run saved.
 type RunDraft struct {
-	Project   string `json:"project"`
-	InvoiceID int64  `json:"invoice_id"`
-	Revision  int    `json:"revision"`
-	SHA256    string `json:"sha256"`
-	Total     Money  `json:"total"`
+	Project   string        `json:"project"`
+	InvoiceID int64         `json:"invoice_id"`
+	Revision  int           `json:"revision"`
+	SHA256    string        `json:"sha256"`
+	Total     billing.Money `json:"total"`
 	// Outcome is what the run did with the project's draft.
 	Outcome Outcome `json:"outcome" enum:"created,updated,unchanged" doc:"created (no open draft), updated (the open draft replaced) or unchanged (the open draft kept with its SHA-256: its content is what the run computed, apart from generated_at and data_cutoff)"`
 }
@@ -239,21 +239,21 @@ type RunDiff struct {
 	InvoiceID int64         `json:"invoice_id"`
 	Number    string        `json:"number"`
 	Revision  int           `json:"revision"`
-	OldTotal  Money         `json:"old_total"`
-	NewTotal  Money         `json:"new_total"`
-	Delta     Money         `json:"delta"`
+	OldTotal  billing.Money `json:"old_total"`
+	NewTotal  billing.Money `json:"new_total"`
+	Delta     billing.Money `json:"delta"`
 	Lines     []RunDiffLine `json:"lines"`
 	Action    Action        `json:"action"`
 }
 
 // RunDiffLine is one line (kind, user, SKU) whose amount differs.
 type RunDiffLine struct {
-	Kind  string `json:"kind"`
-	User  string `json:"user"`
-	SKU   string `json:"sku"`
-	Old   Money  `json:"old"`
-	New   Money  `json:"new"`
-	Delta Money  `json:"delta"`
+	Kind  string        `json:"kind"`
+	User  string        `json:"user"`
+	SKU   string        `json:"sku"`
+	Old   billing.Money `json:"old"`
+	New   billing.Money `json:"new"`
+	Delta billing.Money `json:"delta"`
 }
 
 // period parses a "YYYY-MM" in the catalog's time zone.
@@ -375,7 +375,7 @@ func (s *Service) saveDrafts(ctx context.Context, actor string, run *RunReport, 
 				return nil, nil, fmt.Errorf("reading back the draft of %s/%s: %w", d.Project, run.Period, err)
 			}
 			run.Drafts = append(run.Drafts, RunDraft{Project: d.Project, InvoiceID: inv.ID, Revision: inv.Revision, SHA256: inv.SHA256,
-				Total: Money{sum.Total}, Outcome: outcome})
+				Total: billing.Money{Decimal: sum.Total}, Outcome: outcome})
 		case errors.Is(err, ledger.ErrConflict):
 			// A finalized revision: kept, and compared below.
 			conflicted[d.Project] = err
@@ -526,10 +526,10 @@ func (s *Service) diff(inv ledger.Invoice, recomputed []byte) (*RunDiff, error) 
 		amounts[k] = a
 	}
 	d := &RunDiff{Project: inv.Project, InvoiceID: inv.ID, Number: inv.Number, Revision: inv.Revision,
-		OldTotal: Money{old.Total}, NewTotal: Money{cur.Total}, Delta: Money{cur.Total.Sub(old.Total)}, Lines: []RunDiffLine{}}
+		OldTotal: billing.Money{Decimal: old.Total}, NewTotal: billing.Money{Decimal: cur.Total}, Delta: billing.Money{Decimal: cur.Total.Sub(old.Total)}, Lines: []RunDiffLine{}}
 	for k, a := range amounts {
 		if !a[0].Equal(a[1]) {
-			d.Lines = append(d.Lines, RunDiffLine{Kind: k.kind, User: k.user, SKU: k.sku, Old: Money{a[0]}, New: Money{a[1]}, Delta: Money{a[1].Sub(a[0])}})
+			d.Lines = append(d.Lines, RunDiffLine{Kind: k.kind, User: k.user, SKU: k.sku, Old: billing.Money{Decimal: a[0]}, New: billing.Money{Decimal: a[1]}, Delta: billing.Money{Decimal: a[1].Sub(a[0])}})
 		}
 	}
 	if len(d.Lines) == 0 && d.Delta.IsZero() {

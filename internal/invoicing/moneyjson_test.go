@@ -6,13 +6,14 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/invoicing"
 )
 
 // A run's amounts are written with the minor digits, each in its field's
 // place (the API serves the report as it marshals), and read back.
 func TestRunAmountsJSON(t *testing.T) {
-	m := func(s string) invoicing.Money { return invoicing.Money{Decimal: decimal.RequireFromString(s)} }
+	m := func(s string) billing.Money { return billing.Money{Decimal: decimal.RequireFromString(s)} }
 	d := invoicing.RunDiff{Project: "ai101", InvoiceID: 7, Number: "2026-000001", Revision: 1,
 		OldTotal: m("957.6"), NewTotal: m("1000"), Delta: m("42.4"), Action: invoicing.ActionVoidAndReissue,
 		Lines: []invoicing.RunDiffLine{{Kind: "usage", User: "s-bob", SKU: "t4", Old: m("0"), New: m("42.4"), Delta: m("42.4")}}}

@@ -14,14 +14,16 @@ import (
 // this file holds their types and the checks both implementations share.
 
 // Student is one row of a project's roster. A student ID may appear in
-// several projects (courses); the natural key is (Project, User).
+// several projects (courses); the natural key is (Project, User). The API
+// serves it as it is (its JSON is the students list's).
 type Student struct {
-	Project   string `json:"project"`
-	User      string `json:"user"` // the student ID, as usage records name the holder
-	Name      string `json:"name"`
-	Email     string `json:"email,omitempty"`
-	IM        string `json:"im,omitempty"` // an instant-messaging handle for alerts
-	UpdatedAt time.Time
+	Project string `json:"project"`
+	User    string `json:"user"` // the student ID, as usage records name the holder
+	Name    string `json:"name"`
+	Email   string `json:"email,omitempty"`
+	IM      string `json:"im,omitempty"` // an instant-messaging handle for alerts
+	// UpdatedAt is the store's; the API serves a student without it.
+	UpdatedAt time.Time `json:"-"`
 }
 
 // RosterMode says what an import does with the students already stored.

@@ -109,9 +109,9 @@ func IdleAlertKey(kind billing.AlertKind, instance string, streakStart time.Time
 // BudgetAlertKey is the natural key of a budget alert: scope, subject
 // (project, or project/user), unit, period ("2026-12" or a term id) and
 // threshold in percent.
-func BudgetAlertKey(scope BudgetScope, project, user string, unit BudgetUnit, period string, threshold int) string {
+func BudgetAlertKey(scope billing.BudgetScope, project, user string, unit billing.BudgetUnit, period string, threshold int) string {
 	subject := project
-	if scope == BudgetStudent {
+	if scope == billing.BudgetStudent {
 		subject += "/" + user
 	}
 	return string(billing.AlertBudgetThreshold) + "|" + string(scope) + "|" + subject + "|" + string(unit) + "|" + period + "|" + strconv.Itoa(threshold)
@@ -438,45 +438,6 @@ func CheckNewExemption(e *NewExemption, now time.Time) error {
 
 // ---------------------------------------------------------------- budgets
 
-// BudgetScope is what a budget limits.
-type BudgetScope string
-
-// Budget scopes.
-const (
-	BudgetProject BudgetScope = "project"
-	BudgetStudent BudgetScope = "student"
-)
-
-// BudgetPeriodKind is the stretch a budget counts over.
-type BudgetPeriodKind string
-
-// Budget periods: the calendar month, or the academic term of the catalog,
-// in the catalog's time zone.
-const (
-	BudgetMonth BudgetPeriodKind = "month"
-	BudgetTerm  BudgetPeriodKind = "term"
-)
-
-// BudgetUnit is what a budget counts.
-type BudgetUnit string
-
-// Budget units: money (what the invoice charges, in the catalog's
-// currency) or card-hours (held hours).
-const (
-	BudgetMoney     BudgetUnit = "money"
-	BudgetCardHours BudgetUnit = "card_hours"
-)
-
-// BudgetAction is what happens at 100 %.
-type BudgetAction string
-
-// Budget actions: warn only, or warn and release the held instances of
-// the budget's student (a project budget releases those of the project).
-const (
-	BudgetWarn    BudgetAction = "warn"
-	BudgetRelease BudgetAction = "release"
-)
-
 // DefaultThresholds are a budget's alert thresholds when none are given.
 var DefaultThresholds = []int{50, 80, 100}
 
@@ -484,14 +445,14 @@ var DefaultThresholds = []int{50, 80, 100}
 // project.
 type Budget struct {
 	ID         int64
-	Scope      BudgetScope
+	Scope      billing.BudgetScope
 	Project    string
 	User       string // student scope only
-	Period     BudgetPeriodKind
-	Unit       BudgetUnit
+	Period     billing.BudgetPeriodKind
+	Unit       billing.BudgetUnit
 	Limit      string // decimal, > 0
 	Thresholds []int  // percent, ascending; default 50, 80, 100
-	Action     BudgetAction
+	Action     billing.BudgetAction
 	CreatedBy  string
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
@@ -503,9 +464,19 @@ func (b Budget) LimitDecimal() decimal.Decimal {
 	return d
 }
 
+// LimitText is the limit as the API and a budget release's evidence write
+// it: a money limit with the currency's minor digits (billing.FormatMoney,
+// "880.00"), card-hours as set.
+func (b Budget) LimitText() string {
+	if b.Unit == billing.BudgetMoney {
+		return billing.FormatMoney(b.LimitDecimal())
+	}
+	return b.Limit
+}
+
 // BudgetFilter selects budgets; zero fields match everything.
 type BudgetFilter struct {
-	Scope   BudgetScope
+	Scope   billing.BudgetScope
 	Project string
 	User    string
 	Cursor  string
@@ -517,11 +488,11 @@ type BudgetFilter struct {
 func CheckBudget(b *Budget) error {
 	var errs []error
 	switch b.Scope {
-	case BudgetProject:
+	case billing.BudgetProject:
 		if b.User != "" {
 			errs = append(errs, errors.New("scope project takes no user"))
 		}
-	case BudgetStudent:
+	case billing.BudgetStudent:
 		if strings.TrimSpace(b.User) == "" {
 			errs = append(errs, errors.New("scope student needs a user"))
 		}
@@ -531,10 +502,10 @@ func CheckBudget(b *Budget) error {
 	if strings.TrimSpace(b.Project) == "" {
 		errs = append(errs, errors.New("project is required"))
 	}
-	if b.Period != BudgetMonth && b.Period != BudgetTerm {
+	if !b.Period.Valid() {
 		errs = append(errs, fmt.Errorf("period %q: want month or term", b.Period))
 	}
-	if b.Unit != BudgetMoney && b.Unit != BudgetCardHours {
+	if !b.Unit.Valid() {
 		errs = append(errs, fmt.Errorf("unit %q: want money or card_hours", b.Unit))
 	}
 	if d, err := decimal.NewFromString(strings.TrimSpace(b.Limit)); err != nil || strings.ContainsAny(b.Limit, "eE") {
@@ -545,9 +516,9 @@ func CheckBudget(b *Budget) error {
 		b.Limit = d.String()
 	}
 	if b.Action == "" {
-		b.Action = BudgetWarn
+		b.Action = billing.BudgetWarn
 	}
-	if b.Action != BudgetWarn && b.Action != BudgetRelease {
+	if !b.Action.Valid() {
 		errs = append(errs, fmt.Errorf("action %q: want warn or release", b.Action))
 	}
 	if len(b.Thresholds) == 0 {

@@ -139,8 +139,8 @@ func benchCycle(b *testing.B, store string, instances, budgets int) {
 	}
 	b.Cleanup(func() { _ = led.Close() })
 	for i := range budgets {
-		if _, err := led.PutBudget(ctx, "bench", ledger.Budget{Scope: ledger.BudgetStudent, Project: fmt.Sprintf("p%d", i%50),
-			User: fmt.Sprintf("s%d", i), Period: ledger.BudgetMonth, Unit: ledger.BudgetMoney, Limit: "1000"}); err != nil {
+		if _, err := led.PutBudget(ctx, "bench", ledger.Budget{Scope: billing.BudgetStudent, Project: fmt.Sprintf("p%d", i%50),
+			User: fmt.Sprintf("s%d", i), Period: billing.BudgetMonth, Unit: billing.BudgetMoney, Limit: "1000"}); err != nil {
 			b.Fatal(err)
 		}
 	}

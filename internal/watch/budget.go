@@ -69,8 +69,8 @@ func (w *Watcher) budgets(ctx context.Context, cat *schemas.Catalog, held []read
 	term, inTerm := cat.TermAt(now)
 	var needMonth, needTerm bool
 	for _, b := range all {
-		needMonth = needMonth || b.Period == ledger.BudgetMonth
-		needTerm = needTerm || b.Period == ledger.BudgetTerm && inTerm
+		needMonth = needMonth || b.Period == billing.BudgetMonth
+		needTerm = needTerm || b.Period == billing.BudgetTerm && inTerm
 	}
 	since := month.Start
 	if needTerm && term.Start.Before(since) {
@@ -110,9 +110,9 @@ func (w *Watcher) budgets(ctx context.Context, cat *schemas.Catalog, held []read
 		var used spent
 		var period string
 		switch b.Period {
-		case ledger.BudgetMonth:
+		case billing.BudgetMonth:
 			used, period = monthly[subject{b.Project, b.User}], month.String()
-		case ledger.BudgetTerm:
+		case billing.BudgetTerm:
 			if !inTerm {
 				continue // between terms nothing is counted
 			}
@@ -182,7 +182,7 @@ var msPerHour = decimal.NewFromInt(3_600_000)
 // crossed reports whether used reaches pct % of the budget's limit, exactly.
 func crossed(b ledger.Budget, used spent, pct int) bool {
 	lim := b.LimitDecimal().Mul(decimal.NewFromInt(int64(pct)))
-	if b.Unit == ledger.BudgetCardHours {
+	if b.Unit == billing.BudgetCardHours {
 		return decimal.NewFromInt(used.ms).Mul(decimal.NewFromInt(100)).GreaterThanOrEqual(lim.Mul(msPerHour))
 	}
 	return used.money.Mul(decimal.NewFromInt(100)).GreaterThanOrEqual(lim)
@@ -198,10 +198,10 @@ func (w *Watcher) budget(ctx context.Context, cat *schemas.Catalog, st *state, b
 	}
 	over := len(b.Thresholds) > 0 && crossed(b, used, 100)
 	var made []ledger.Release // this cycle's releases
-	if over && b.Action == ledger.BudgetRelease {
+	if over && b.Action == billing.BudgetRelease {
 		for i := range held {
 			h := &held[i]
-			if h.Project != b.Project || b.Scope == ledger.BudgetStudent && h.User != b.User {
+			if h.Project != b.Project || b.Scope == billing.BudgetStudent && h.User != b.User {
 				continue
 			}
 			since, err := w.holdingStart(ctx, h)
@@ -211,7 +211,7 @@ func (w *Watcher) budget(ctx context.Context, cat *schemas.Catalog, st *state, b
 			nr := ledger.NewRelease{Key: ledger.ReleaseKey(h.InstanceID, since), InstanceID: h.InstanceID, Node: h.Node,
 				Project: h.Project, User: h.User, StreakStart: since,
 				Evidence: mustJSON(map[string]any{"budget_id": b.ID, "scope": b.Scope, "period": period, "unit": b.Unit,
-					"limit": budgetLimit(b), "used_money": billing.FormatMoney(used.money), "used_card_ms": used.ms, "held_since": since})}
+					"limit": b.LimitText(), "used_money": billing.FormatMoney(used.money), "used_card_ms": used.ms, "held_since": since})}
 			rel, err := w.release(ctx, h, nr, alert.ReleaseEvidence{StreakStart: since, StreakEnd: now}, now, rep)
 			if err != nil {
 				return err
@@ -223,25 +223,25 @@ func (w *Watcher) budget(ctx context.Context, cat *schemas.Catalog, st *state, b
 		return nil
 	}
 	var outcome []string
-	if due[len(due)-1] >= 100 && b.Action == ledger.BudgetRelease {
+	if due[len(due)-1] >= 100 && b.Action == billing.BudgetRelease {
 		var err error
 		if outcome, err = w.budgetOutcome(ctx, b, period, made, now); err != nil {
 			return err
 		}
 	}
 	usedOut := used.money
-	if b.Unit == ledger.BudgetCardHours {
+	if b.Unit == billing.BudgetCardHours {
 		usedOut = decimal.NewFromInt(used.ms).DivRound(msPerHour, 6) // hours, for the message; thresholds compare exactly
 	}
 	people := w.people(ctx, b.Project, b.User)
-	if b.Scope == ledger.BudgetProject {
+	if b.Scope == billing.BudgetProject {
 		people = w.people(ctx, b.Project, "")
 	}
 	for i, t := range due {
 		top := i == len(due)-1
-		f := alert.Facts{Project: b.Project, User: b.User, At: now, Currency: cat.Currency, TZ: cat.Location, Cost: used.money,
+		f := alert.Facts{Project: b.Project, User: b.User, At: now, Currency: cat.Currency, TZ: cat.Location, Cost: billing.Money{Decimal: used.money},
 			ExemptionHint: w.cfg.ExemptionHint,
-			Budget:        &alert.BudgetFacts{Scope: string(b.Scope), Period: period, Unit: string(b.Unit), Limit: b.LimitDecimal(), Used: usedOut, Percent: t}}
+			Budget:        &alert.BudgetFacts{Scope: b.Scope, Period: period, Unit: b.Unit, Limit: b.LimitDecimal(), Used: usedOut, Percent: t}}
 		if top && t >= 100 && len(outcome) > 0 {
 			f.Outcome = strings.Join(outcome, "; ")
 		}
@@ -273,7 +273,7 @@ func (w *Watcher) budgetOutcome(ctx context.Context, b ledger.Budget, period str
 		}
 	}
 	f := ledger.ReleaseFilter{Project: b.Project, UpdatedSince: now.Add(-holdingLookback), Limit: ledger.MaxLimit}
-	if b.Scope == ledger.BudgetStudent {
+	if b.Scope == billing.BudgetStudent {
 		f.User = b.User
 	}
 	for {
@@ -328,13 +328,4 @@ func (w *Watcher) holdingStart(ctx context.Context, h *reads.Held) (time.Time, e
 		}
 	}
 	return h.Since, nil
-}
-
-// budgetLimit is a budget's limit as written in evidence: a money limit with
-// the currency's minor digits (billing.FormatMoney), card-hours as set.
-func budgetLimit(b ledger.Budget) string {
-	if b.Unit == ledger.BudgetMoney {
-		return billing.FormatMoney(b.LimitDecimal())
-	}
-	return b.Limit
 }

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shopspring/decimal"
-
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/reads"
@@ -262,9 +260,9 @@ func (w *Watcher) evidence(ctx context.Context, cat *schemas.Catalog, st *state,
 func (w *Watcher) facts(cat *schemas.Catalog, h *reads.Held, heldSince, idleSince, now time.Time) alert.Facts {
 	f := alert.Facts{Project: h.Project, User: h.User, Node: h.Node, GPUUUID: h.GPUUUID, GPUModel: h.GPUModel, Profile: h.Profile,
 		InstanceID: h.InstanceID, HeldSince: heldSince, IdleSince: idleSince, At: now, Currency: cat.Currency, TZ: cat.Location,
-		ExemptionHint: w.cfg.ExemptionHint, Cost: decimal.Zero}
+		ExemptionHint: w.cfg.ExemptionHint}
 	if sku, ok := cat.SKUByID(h.SKU); ok && heldSince.Before(now) {
-		f.Cost = billing.UsageAmount(int64(now.Sub(heldSince)/time.Second), sku.HourlyPrice)
+		f.Cost = billing.Money{Decimal: billing.UsageAmount(int64(now.Sub(heldSince)/time.Second), sku.HourlyPrice)}
 	}
 	return f
 }

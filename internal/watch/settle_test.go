@@ -149,8 +149,8 @@ func TestStopAfterBudgetReleaseIsTold(t *testing.T) {
 	f := newFixture(t, span{"nlp", "s1", "gpu-1", at("09:00"), at("11:01"), 0.9})
 	ctx := context.Background()
 	// 1.00 CNY an hour: 50 % at 10:00, 80 % at 10:36, 100 % at 11:00.
-	if _, err := f.ledger.PutBudget(ctx, "lead:nlp", ledger.Budget{Scope: ledger.BudgetStudent, Project: "nlp", User: "s1",
-		Period: ledger.BudgetMonth, Unit: ledger.BudgetMoney, Limit: "2.00", Action: ledger.BudgetRelease}); err != nil {
+	if _, err := f.ledger.PutBudget(ctx, "lead:nlp", ledger.Budget{Scope: billing.BudgetStudent, Project: "nlp", User: "s1",
+		Period: billing.BudgetMonth, Unit: billing.BudgetMoney, Limit: "2.00", Action: billing.BudgetRelease}); err != nil {
 		t.Fatal(err)
 	}
 	w := f.watcher(f.ledger)
@@ -163,7 +163,7 @@ func TestStopAfterBudgetReleaseIsTold(t *testing.T) {
 	if _, err := w.Cycle(ctx, at("11:01")); !errors.Is(err, errStopped) {
 		t.Fatalf("the cycle at 11:01: %v, want it stopped after FinishRelease", err)
 	}
-	key := ledger.BudgetAlertKey(ledger.BudgetStudent, "nlp", "s1", ledger.BudgetMoney, "2026-12", 100)
+	key := ledger.BudgetAlertKey(billing.BudgetStudent, "nlp", "s1", billing.BudgetMoney, "2026-12", 100)
 	if _, err := f.ledger.AlertByKey(ctx, key); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("the 100 %% alert was recorded before the stop: %v", err)
 	}

@@ -694,13 +694,13 @@ func TestBudgetsOncePerThreshold(t *testing.T) {
 		span{"nlp", "s2", "gpu-2", at("09:00"), at("12:00"), 0.9})
 	ctx := context.Background()
 	// 1.00 CNY an hour: s1 reaches 50 % (1.00) at 10:00, 80 % at 10:36, 100 % at 11:00.
-	if _, err := f.ledger.PutBudget(ctx, "lead:nlp", ledger.Budget{Scope: ledger.BudgetStudent, Project: "nlp", User: "s1",
-		Period: ledger.BudgetMonth, Unit: ledger.BudgetMoney, Limit: "2.00", Action: ledger.BudgetRelease}); err != nil {
+	if _, err := f.ledger.PutBudget(ctx, "lead:nlp", ledger.Budget{Scope: billing.BudgetStudent, Project: "nlp", User: "s1",
+		Period: billing.BudgetMonth, Unit: billing.BudgetMoney, Limit: "2.00", Action: billing.BudgetRelease}); err != nil {
 		t.Fatal(err)
 	}
 	// The project: 3 card-hours, warn only; two cards reach 50 % at 09:45, 80 % at 10:12, 100 % at 10:30.
-	if _, err := f.ledger.PutBudget(ctx, "lead:nlp", ledger.Budget{Scope: ledger.BudgetProject, Project: "nlp",
-		Period: ledger.BudgetMonth, Unit: ledger.BudgetCardHours, Limit: "3"}); err != nil {
+	if _, err := f.ledger.PutBudget(ctx, "lead:nlp", ledger.Budget{Scope: billing.BudgetProject, Project: "nlp",
+		Period: billing.BudgetMonth, Unit: billing.BudgetCardHours, Limit: "3"}); err != nil {
 		t.Fatal(err)
 	}
 	budgetAlerts := func() []string {
@@ -740,7 +740,7 @@ func TestBudgetsOncePerThreshold(t *testing.T) {
 			t.Fatalf("%s: releases %v, want %v (s1's instance only, once)", s.at, got, s.rel)
 		}
 	}
-	a, _ := f.ledger.AlertByKey(ctx, ledger.BudgetAlertKey(ledger.BudgetStudent, "nlp", "s1", ledger.BudgetMoney, "2026-12", 100))
+	a, _ := f.ledger.AlertByKey(ctx, ledger.BudgetAlertKey(billing.BudgetStudent, "nlp", "s1", billing.BudgetMoney, "2026-12", 100))
 	var facts alert.Facts
 	if err := json.Unmarshal(a.Facts, &facts); err != nil || facts.Outcome != "deleted pod ml/gpu-1" || facts.Budget == nil ||
 		facts.Budget.Used.String() != "2.03" || facts.Budget.Percent != 100 {
@@ -768,8 +768,8 @@ func TestBudgetJumpAndTerm(t *testing.T) {
 	}
 	f.cat = cat
 	ctx := context.Background()
-	if _, err := f.ledger.PutBudget(ctx, "lead:nlp", ledger.Budget{Scope: ledger.BudgetStudent, Project: "nlp", User: "s1",
-		Period: ledger.BudgetTerm, Unit: ledger.BudgetCardHours, Limit: "1"}); err != nil {
+	if _, err := f.ledger.PutBudget(ctx, "lead:nlp", ledger.Budget{Scope: billing.BudgetStudent, Project: "nlp", User: "s1",
+		Period: billing.BudgetTerm, Unit: billing.BudgetCardHours, Limit: "1"}); err != nil {
 		t.Fatal(err)
 	}
 	w := f.watcher(f.ledger)
@@ -875,8 +875,8 @@ func TestStreakLongerThanLookback(t *testing.T) {
 func TestBudgetReleaseOfALongHolding(t *testing.T) {
 	f := newFixture(t, span{"nlp", "s1", "gpu-1", at("08:00"), at("+1 14:00"), 0.9})
 	f.rel.out = func(r alert.ReleaseRequest) (alert.ReleaseOutcome, error) { return alert.ReleaseOutcome{}, errNoHandle }
-	if _, err := f.ledger.PutBudget(context.Background(), "lead:nlp", ledger.Budget{Scope: ledger.BudgetStudent, Project: "nlp",
-		User: "s1", Period: ledger.BudgetMonth, Unit: ledger.BudgetMoney, Limit: "2.00", Action: ledger.BudgetRelease}); err != nil {
+	if _, err := f.ledger.PutBudget(context.Background(), "lead:nlp", ledger.Budget{Scope: billing.BudgetStudent, Project: "nlp",
+		User: "s1", Period: billing.BudgetMonth, Unit: billing.BudgetMoney, Limit: "2.00", Action: billing.BudgetRelease}); err != nil {
 		t.Fatal(err)
 	}
 	w := f.watcher(f.ledger)

@@ -70,7 +70,7 @@ func testAlertsOnce(t *testing.T, open Opener) {
 		t.Fatalf("alerts since: %d, want 2", len(got))
 	}
 	// Budget keys.
-	k := ledger.BudgetAlertKey(ledger.BudgetStudent, "nlp", "s1", ledger.BudgetMoney, "2026-12", 80)
+	k := ledger.BudgetAlertKey(billing.BudgetStudent, "nlp", "s1", billing.BudgetMoney, "2026-12", 80)
 	if k != "budget_threshold|student|nlp/s1|money|2026-12|80" {
 		t.Fatalf("budget key %q", k)
 	}
@@ -367,30 +367,30 @@ func testBudgets(t *testing.T, open Opener) {
 	clock := NewClock(t0)
 	s := open(t, clock.Now)
 	ctx := ctxT(t)
-	b := get(s.PutBudget(ctx, "lead:nlp", ledger.Budget{Scope: ledger.BudgetStudent, Project: "nlp", User: "s1",
-		Period: ledger.BudgetMonth, Unit: ledger.BudgetMoney, Limit: "500.00"}))(t)
-	if b.ID == 0 || !slices.Equal(b.Thresholds, []int{50, 80, 100}) || b.Action != ledger.BudgetWarn || b.Limit != "500" {
+	b := get(s.PutBudget(ctx, "lead:nlp", ledger.Budget{Scope: billing.BudgetStudent, Project: "nlp", User: "s1",
+		Period: billing.BudgetMonth, Unit: billing.BudgetMoney, Limit: "500.00"}))(t)
+	if b.ID == 0 || !slices.Equal(b.Thresholds, []int{50, 80, 100}) || b.Action != billing.BudgetWarn || b.Limit != "500" {
 		t.Fatalf("budget: %+v", b)
 	}
-	same := get(s.PutBudget(ctx, "lead:nlp", ledger.Budget{Scope: ledger.BudgetStudent, Project: "nlp", User: "s1",
-		Period: ledger.BudgetMonth, Unit: ledger.BudgetMoney, Limit: "500"}))(t)
+	same := get(s.PutBudget(ctx, "lead:nlp", ledger.Budget{Scope: billing.BudgetStudent, Project: "nlp", User: "s1",
+		Period: billing.BudgetMonth, Unit: billing.BudgetMoney, Limit: "500"}))(t)
 	if same.ID != b.ID {
 		t.Fatalf("same budget: %+v", same)
 	}
-	up := get(s.PutBudget(ctx, "lead:nlp", ledger.Budget{Scope: ledger.BudgetStudent, Project: "nlp", User: "s1",
-		Period: ledger.BudgetMonth, Unit: ledger.BudgetMoney, Limit: "800.50", Thresholds: []int{100, 90}, Action: ledger.BudgetRelease}))(t)
-	if up.ID != b.ID || up.Limit != "800.5" || !slices.Equal(up.Thresholds, []int{90, 100}) || up.Action != ledger.BudgetRelease {
+	up := get(s.PutBudget(ctx, "lead:nlp", ledger.Budget{Scope: billing.BudgetStudent, Project: "nlp", User: "s1",
+		Period: billing.BudgetMonth, Unit: billing.BudgetMoney, Limit: "800.50", Thresholds: []int{100, 90}, Action: billing.BudgetRelease}))(t)
+	if up.ID != b.ID || up.Limit != "800.5" || !slices.Equal(up.Thresholds, []int{90, 100}) || up.Action != billing.BudgetRelease {
 		t.Fatalf("updated: %+v", up)
 	}
 	if !up.LimitDecimal().Equal(up.LimitDecimal()) || up.LimitDecimal().String() != "800.5" {
 		t.Fatalf("limit %s", up.LimitDecimal())
 	}
-	get(s.PutBudget(ctx, "lead:nlp", ledger.Budget{Scope: ledger.BudgetProject, Project: "nlp", Period: ledger.BudgetTerm,
-		Unit: ledger.BudgetCardHours, Limit: "2000"}))(t)
+	get(s.PutBudget(ctx, "lead:nlp", ledger.Budget{Scope: billing.BudgetProject, Project: "nlp", Period: billing.BudgetTerm,
+		Unit: billing.BudgetCardHours, Limit: "2000"}))(t)
 	if got, _ := get2(s.Budgets(ctx, ledger.BudgetFilter{Project: "nlp"}))(t); len(got) != 2 {
 		t.Fatalf("budgets: %d", len(got))
 	}
-	if got, _ := get2(s.Budgets(ctx, ledger.BudgetFilter{Scope: ledger.BudgetStudent, User: "s1"}))(t); len(got) != 1 || got[0].ID != b.ID {
+	if got, _ := get2(s.Budgets(ctx, ledger.BudgetFilter{Scope: billing.BudgetStudent, User: "s1"}))(t); len(got) != 1 || got[0].ID != b.ID {
 		t.Fatalf("student budgets: %+v", got)
 	}
 	_, err := s.PutBudget(ctx, "lead", ledger.Budget{Scope: "lab", Period: "week", Unit: "gpus", Limit: "1e3",
@@ -402,8 +402,8 @@ func testBudgets(t *testing.T, open Opener) {
 			t.Errorf("budget error %q lacks %q", err, want)
 		}
 	}
-	_, err = s.PutBudget(ctx, "lead", ledger.Budget{Scope: ledger.BudgetStudent, Project: "nlp", Period: ledger.BudgetMonth,
-		Unit: ledger.BudgetMoney, Limit: "0"})
+	_, err = s.PutBudget(ctx, "lead", ledger.Budget{Scope: billing.BudgetStudent, Project: "nlp", Period: billing.BudgetMonth,
+		Unit: billing.BudgetMoney, Limit: "0"})
 	if err == nil || !strings.Contains(err.Error(), "needs a user") || !strings.Contains(err.Error(), "more than 0") {
 		t.Fatalf("student budget without user: %v", err)
 	}

@@ -56,37 +56,40 @@ func (p Person) Identity() string {
 }
 
 // BudgetFacts describe the budget of a budget_threshold message.
+// Its JSON writes Limit and Used in the unit's way (BudgetUnit.Format), after
+// Percent.
 type BudgetFacts struct {
-	Scope  string          `json:"scope"`  // project | student
-	Period string          `json:"period"` // 2026-12 or a term's name
-	Unit   string          `json:"unit"`   // money | card_hours
-	Limit  decimal.Decimal `json:"limit"`
-	Used   decimal.Decimal `json:"used"`
+	Scope  billing.BudgetScope `json:"scope"`
+	Period string              `json:"period"` // 2026-12 or a term's name
+	Unit   billing.BudgetUnit  `json:"unit"`
+	Limit  decimal.Decimal     `json:"limit"`
+	Used   decimal.Decimal     `json:"used"`
 	// Percent is the threshold crossed (50, 80, 100, …). The share used,
 	// Used / Limit, is shown beside it.
 	Percent int `json:"percent"`
 }
 
-// Facts are what a message says.
+// Facts are what a message says. Cost is last, where its JSON has always
+// written it.
 type Facts struct {
-	Project       string          `json:"project,omitempty"`
-	User          string          `json:"user,omitempty"`
-	Node          string          `json:"node,omitempty"`
-	GPUUUID       string          `json:"gpu_uuid,omitempty"`
-	GPUModel      string          `json:"gpu_model,omitempty"`
-	Profile       string          `json:"profile,omitempty"`
-	InstanceID    string          `json:"instance_id,omitempty"`
-	HeldSince     time.Time       `json:"held_since"`
-	IdleSince     time.Time       `json:"idle_since"`
-	At            time.Time       `json:"at"`
-	NextAction    string          `json:"next_action,omitempty"` // "" | reminder | release
-	NextAt        time.Time       `json:"next_at"`
-	Cost          decimal.Decimal `json:"cost"` // cost so far, already rounded by the billing engine
-	Currency      string          `json:"currency,omitempty"`
-	TZ            *time.Location  `json:"-"` // the catalog's zone; nil: UTC
-	Budget        *BudgetFacts    `json:"budget,omitempty"`
-	ExemptionHint string          `json:"exemption_hint,omitempty"` // how to ask for an exemption; "" takes the notifier's
-	Outcome       string          `json:"outcome,omitempty"`        // the release's action ("deleted pod ns/p") or, for a failure, the error
+	Project       string         `json:"project,omitempty"`
+	User          string         `json:"user,omitempty"`
+	Node          string         `json:"node,omitempty"`
+	GPUUUID       string         `json:"gpu_uuid,omitempty"`
+	GPUModel      string         `json:"gpu_model,omitempty"`
+	Profile       string         `json:"profile,omitempty"`
+	InstanceID    string         `json:"instance_id,omitempty"`
+	HeldSince     time.Time      `json:"held_since"`
+	IdleSince     time.Time      `json:"idle_since"`
+	At            time.Time      `json:"at"`
+	NextAction    string         `json:"next_action,omitempty"` // "" | reminder | release
+	NextAt        time.Time      `json:"next_at"`
+	Currency      string         `json:"currency,omitempty"`
+	TZ            *time.Location `json:"-"` // the catalog's zone; nil: UTC
+	Budget        *BudgetFacts   `json:"budget,omitempty"`
+	ExemptionHint string         `json:"exemption_hint,omitempty"` // how to ask for an exemption; "" takes the notifier's
+	Outcome       string         `json:"outcome,omitempty"`        // the release's action ("deleted pod ns/p") or, for a failure, the error
+	Cost          billing.Money  `json:"cost"`                     // cost so far, already rounded by the billing engine
 }
 
 // Message is one alert, identified by its natural key.

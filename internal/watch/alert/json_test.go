@@ -15,7 +15,7 @@ import (
 // Alert facts, as stored and served by the alerts API, write amounts with
 // the currency's minor digits; card-hours stay hours.
 func TestFactsWriteAmountsWithMinorDigits(t *testing.T) {
-	f := Facts{Project: "ai101", Cost: decimal.RequireFromString("957.6"), Currency: "CNY",
+	f := Facts{Project: "ai101", Cost: billing.Money{Decimal: decimal.RequireFromString("957.6")}, Currency: "CNY",
 		Budget: &BudgetFacts{Scope: "project", Period: "2026-11", Unit: "money", Limit: decimal.RequireFromString("880"), Used: decimal.RequireFromString("10"), Percent: 80}}
 	b, err := json.Marshal(f)
 	require.NoError(t, err)
@@ -26,7 +26,7 @@ func TestFactsWriteAmountsWithMinorDigits(t *testing.T) {
 	require.Equal(t, "10.00", got["budget"].(map[string]any)["used"])
 	var back Facts
 	require.NoError(t, json.Unmarshal(b, &back))
-	require.True(t, back.Cost.Equal(f.Cost))
+	require.True(t, back.Cost.Equal(f.Cost.Decimal))
 	require.True(t, back.Budget.Limit.Equal(f.Budget.Limit))
 
 	hours := BudgetFacts{Unit: "card_hours", Limit: decimal.RequireFromString("40"), Used: decimal.RequireFromString("12.5")}
@@ -46,7 +46,7 @@ func TestStoredEnvelopeJSON(t *testing.T) {
 		To: Person{Role: "holder", Project: "nlp-lab", User: "alice", Name: "Alice", Email: "alice@example.edu", IM: "dingtalk:0412", Lang: "zh-CN"},
 		Message: Message{Kind: billing.AlertBudgetThreshold, Key: "k|1", Facts: Facts{Project: "nlp-lab", User: "alice", Node: "n1",
 			GPUUUID: "GPU-1", GPUModel: "A100", Profile: "1g.5gb", InstanceID: "MIG-1", HeldSince: at.Add(-time.Hour), IdleSince: at.Add(-time.Minute),
-			At: at, NextAction: "release", NextAt: at.Add(time.Hour), Cost: decimal.RequireFromString("12.3"), Currency: "CNY", TZ: loc,
+			At: at, NextAction: "release", NextAt: at.Add(time.Hour), Cost: billing.Money{Decimal: decimal.RequireFromString("12.3")}, Currency: "CNY", TZ: loc,
 			Budget:        &BudgetFacts{Scope: "project", Period: "2026-11", Unit: "money", Limit: decimal.NewFromInt(100), Used: decimal.RequireFromString("80.5"), Percent: 80},
 			ExemptionHint: "ask", Outcome: "deleted pod a/b"}}}
 	got, err := json.MarshalIndent(e, "", "  ")
@@ -62,6 +62,6 @@ func TestStoredEnvelopeJSON(t *testing.T) {
 	var back Envelope
 	require.NoError(t, json.Unmarshal(want, &back))
 	require.Equal(t, e.To, back.To)
-	require.True(t, back.Message.Facts.Cost.Equal(e.Message.Facts.Cost))
+	require.True(t, back.Message.Facts.Cost.Equal(e.Message.Facts.Cost.Decimal))
 	require.True(t, back.Message.Facts.At.Equal(at))
 }

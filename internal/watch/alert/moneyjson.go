@@ -1,35 +1,18 @@
 package alert
 
-import (
-	"encoding/json"
+import "encoding/json"
 
-	"github.com/cardhour/cardhour/billing"
-)
+// An alert's cost is a billing.Money (its JSON is billing.FormatMoney's);
+// a budget's limit and use are in the budget's unit.
 
-// Amounts in alert facts are written by billing.FormatMoney, as in the
-// invoice documents ("880.00", never decimal's shortest "880"); reading them
-// back takes any decimal string.
-
-// MarshalJSON writes the cost with the currency's minor digits.
-func (f Facts) MarshalJSON() ([]byte, error) {
-	type plain Facts
-	return json.Marshal(struct {
-		plain
-		Cost string `json:"cost"`
-	}{plain(f), billing.FormatMoney(f.Cost)})
-}
-
-// MarshalJSON writes a money budget's limit and use with the currency's
-// minor digits (a card-hour budget's are hours, as they are).
+// MarshalJSON writes a budget's limit and use as its unit does
+// (billing.BudgetUnit.Format: money with the currency's minor digits,
+// card-hours as they are), after the other members.
 func (b BudgetFacts) MarshalJSON() ([]byte, error) {
 	type plain BudgetFacts
-	limit, used := b.Limit.String(), b.Used.String()
-	if b.Unit == "money" { // the state store's BudgetMoney
-		limit, used = billing.FormatMoney(b.Limit), billing.FormatMoney(b.Used)
-	}
 	return json.Marshal(struct {
 		plain
 		Limit string `json:"limit"`
 		Used  string `json:"used"`
-	}{plain(b), limit, used})
+	}{plain(b), b.Unit.Format(b.Limit), b.Unit.Format(b.Used)})
 }

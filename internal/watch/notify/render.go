@@ -61,17 +61,13 @@ func Render(m alert.Message, lang string) (subject, body string, err error) {
 		if m.Facts.Budget == nil {
 			return "", "", fmt.Errorf("notify: %s message without budget facts", m.Kind)
 		}
-		switch m.Facts.Budget.Scope {
-		case "project", "student":
-		default:
+		if !m.Facts.Budget.Scope.Valid() {
 			return "", "", fmt.Errorf("notify: budget scope %q (want project or student)", m.Facts.Budget.Scope)
 		}
 		if m.Facts.Budget.Percent <= 0 {
 			return "", "", fmt.Errorf("notify: budget threshold %d %% (want the percentage crossed, e.g. 80)", m.Facts.Budget.Percent)
 		}
-		switch m.Facts.Budget.Unit {
-		case "money", "card_hours":
-		default:
+		if !m.Facts.Budget.Unit.Valid() {
 			return "", "", fmt.Errorf("notify: budget unit %q (want money or card_hours)", m.Facts.Budget.Unit)
 		}
 	} else if m.Facts.InstanceID == "" {
@@ -136,7 +132,7 @@ func (r *renderer) setVars() {
 	f, t := r.f, &words
 	v := vars{
 		"inst": f.InstanceID, "node": dash(f.Node), "gpu": dash(f.GPUUUID), "project": dash(f.Project), "user": dash(f.User),
-		"model": f.GPUModel, "profile": f.Profile, "outcome": f.Outcome, "cost": FormatMoney(f.Cost, f.Currency),
+		"model": f.GPUModel, "profile": f.Profile, "outcome": f.Outcome, "cost": FormatMoney(f.Cost.Decimal, f.Currency),
 		"held": r.at(f.HeldSince), "idle": r.at(f.IdleSince), "at": r.at(f.At), "next": r.at(f.NextAt),
 		"hint": f.ExemptionHint, "zone": r.loc.String(),
 	}
@@ -166,7 +162,7 @@ func (r *renderer) setVars() {
 		v["period"], v["percent"], v["share"] = dash(b.Period), strconv.Itoa(b.Percent), share(b)
 		v["limit"], v["used"] = r.budgetAmount(b.Limit, b.Unit), r.budgetAmount(b.Used, b.Unit)
 		v["scope"] = say(t.BudgetScope)
-		if b.Scope == "student" {
+		if b.Scope == billing.BudgetStudent {
 			v["scope"] = say(t.BudgetScopeStudent)
 		}
 	}
@@ -265,7 +261,7 @@ func (r *renderer) idle(k billing.AlertKind) string {
 
 // budget writes a budget message and returns its subject.
 func (r *renderer) budget() string {
-	f, t, student := r.f, &words, r.f.Budget.Scope == "student"
+	f, t, student := r.f, &words, r.f.Budget.Scope == billing.BudgetStudent
 	r.line(t.BudgetHeadline)
 	r.blank()
 	r.line(t.BudgetProject)
@@ -304,8 +300,8 @@ func splitDuration(d time.Duration) (days, hours, mins int64) {
 }
 
 // budgetAmount is a budget's limit or use: money, or card-hours.
-func (r *renderer) budgetAmount(d decimal.Decimal, unit string) string {
-	if unit == "money" {
+func (r *renderer) budgetAmount(d decimal.Decimal, unit billing.BudgetUnit) string {
+	if unit == billing.BudgetMoney {
 		return FormatMoney(d, r.f.Currency)
 	}
 	return vars{"n": groupDigits(d.String())}.fill(words.CardHours[r.lang])

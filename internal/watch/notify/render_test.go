@@ -36,7 +36,7 @@ func idleFacts(t testing.TB) alert.Facts {
 		IdleSince:  time.Date(2026, 11, 29, 22, 40, 0, 0, loc),
 		At:         time.Date(2026, 11, 30, 8, 40, 0, 0, loc),
 		NextAction: "release", NextAt: time.Date(2026, 11, 30, 22, 40, 0, 0, loc),
-		Cost: decimal.RequireFromString("1234.5"), Currency: "CNY", TZ: loc,
+		Cost: billing.Money{Decimal: decimal.RequireFromString("1234.5")}, Currency: "CNY", TZ: loc,
 		ExemptionHint: "cardhour exemptions request --instance <id> --until <date>",
 	}
 }
@@ -47,12 +47,12 @@ func goldenCases(t testing.TB) map[string]alert.Message {
 
 	remind := idleFacts(t)
 	remind.At = time.Date(2026, 11, 30, 18, 40, 0, 0, loc)
-	remind.Cost = decimal.RequireFromString("1302.75")
+	remind.Cost = billing.Money{Decimal: decimal.RequireFromString("1302.75")}
 
 	released := idleFacts(t)
 	released.At = time.Date(2026, 11, 30, 22, 40, 0, 0, loc)
 	released.NextAction, released.NextAt = "", time.Time{}
-	released.Cost = decimal.RequireFromString("1331.25")
+	released.Cost = billing.Money{Decimal: decimal.RequireFromString("1331.25")}
 	released.Outcome = "deleted pod nlp-lab/alice-notebook-0"
 
 	dry := released
@@ -66,7 +66,7 @@ func goldenCases(t testing.TB) map[string]alert.Message {
 		Project: "vision", User: "", Node: "node-3", GPUUUID: "GPU-0001", GPUModel: "H100-80GB",
 		InstanceID: "GPU-0001", HeldSince: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
 		IdleSince: time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC), At: time.Date(2026, 12, 3, 3, 30, 0, 0, time.UTC),
-		Cost: decimal.RequireFromString("98765.4"), Currency: "USD",
+		Cost: billing.Money{Decimal: decimal.RequireFromString("98765.4")}, Currency: "USD",
 	}
 
 	projBudget := alert.Facts{

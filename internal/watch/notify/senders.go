@@ -202,13 +202,13 @@ type WebhookFacts struct {
 
 // WebhookBudget are a budget message's budget facts.
 type WebhookBudget struct {
-	Scope     string `json:"scope"`
-	Period    string `json:"period"`
-	Unit      string `json:"unit"`
-	Limit     string `json:"limit"`
-	Used      string `json:"used"`
-	Percent   int    `json:"percent"`      // the threshold crossed
-	UsedShare string `json:"used_percent"` // Used / Limit × 100, one decimal
+	Scope     billing.BudgetScope `json:"scope"`
+	Period    string              `json:"period"`
+	Unit      billing.BudgetUnit  `json:"unit"`
+	Limit     string              `json:"limit"`
+	Used      string              `json:"used"`
+	Percent   int                 `json:"percent"`      // the threshold crossed
+	UsedShare string              `json:"used_percent"` // Used / Limit × 100, one decimal
 }
 
 func rfc3339(t time.Time) string {
@@ -233,17 +233,13 @@ func NewWebhookPayload(e alert.Envelope, sent time.Time) WebhookPayload {
 			Project: f.Project, User: f.User, Node: f.Node, GPUUUID: f.GPUUUID, GPUModel: f.GPUModel,
 			Profile: f.Profile, InstanceID: f.InstanceID, HeldSince: rfc3339(f.HeldSince),
 			IdleSince: rfc3339(f.IdleSince), At: rfc3339(f.At), NextAction: f.NextAction,
-			NextAt: rfc3339(f.NextAt), Cost: billing.FormatMoney(f.Cost), Currency: f.Currency, Timezone: tz,
+			NextAt: rfc3339(f.NextAt), Cost: billing.FormatMoney(f.Cost.Decimal), Currency: f.Currency, Timezone: tz,
 			Outcome: f.Outcome,
 		},
 	}
 	if b := f.Budget; b != nil {
-		wb := &WebhookBudget{Scope: b.Scope, Period: b.Period, Unit: b.Unit, Limit: b.Limit.String(),
-			Used: b.Used.String(), Percent: b.Percent, UsedShare: share(b)}
-		if b.Unit == "money" {
-			wb.Limit, wb.Used = billing.FormatMoney(b.Limit), billing.FormatMoney(b.Used)
-		}
-		p.Facts.Budget = wb
+		p.Facts.Budget = &WebhookBudget{Scope: b.Scope, Period: b.Period, Unit: b.Unit, Limit: b.Unit.Format(b.Limit),
+			Used: b.Unit.Format(b.Used), Percent: b.Percent, UsedShare: share(b)}
 	}
 	return p
 }

@@ -253,11 +253,11 @@ channels:
 		Students: []ledger.Student{{Project: "nlp", User: "forgetful", Name: "Forgetful", Email: "forgetful@example.edu"},
 			{Project: "nlp", User: "steady", Name: "Steady", Email: "steady@example.edu"}}})
 	require.NoError(t, err)
-	_, err = led.PutBudget(ctx, "lead:nlp", ledger.Budget{Scope: ledger.BudgetStudent, Project: "nlp", User: "forgetful",
-		Period: ledger.BudgetMonth, Unit: ledger.BudgetCardHours, Limit: "80"})
+	_, err = led.PutBudget(ctx, "lead:nlp", ledger.Budget{Scope: billing.BudgetStudent, Project: "nlp", User: "forgetful",
+		Period: billing.BudgetMonth, Unit: billing.BudgetCardHours, Limit: "80"})
 	require.NoError(t, err)
-	_, err = led.PutBudget(ctx, "lead:vision", ledger.Budget{Scope: ledger.BudgetProject, Project: "vision",
-		Period: ledger.BudgetMonth, Unit: ledger.BudgetMoney, Limit: visionLimit.String()})
+	_, err = led.PutBudget(ctx, "lead:vision", ledger.Budget{Scope: billing.BudgetProject, Project: "vision",
+		Period: billing.BudgetMonth, Unit: billing.BudgetMoney, Limit: visionLimit.String()})
 	require.NoError(t, err)
 
 	type replica struct {

@@ -638,7 +638,7 @@ func scanBudget(sc rowScanner) (ledger.Budget, error) {
 	if err := sc.Scan(&b.ID, &scope, &b.Project, &b.User, &period, &unit, &b.Limit, &thresholds, &action, &b.CreatedBy, &created, &updated); err != nil {
 		return b, err
 	}
-	b.Scope, b.Period, b.Unit, b.Action = ledger.BudgetScope(scope), ledger.BudgetPeriodKind(period), ledger.BudgetUnit(unit), ledger.BudgetAction(action)
+	b.Scope, b.Period, b.Unit, b.Action = billing.BudgetScope(scope), billing.BudgetPeriodKind(period), billing.BudgetUnit(unit), billing.BudgetAction(action)
 	b.CreatedAt, b.UpdatedAt = fromMS(created), fromMS(updated)
 	if err := json.Unmarshal([]byte(thresholds), &b.Thresholds); err != nil {
 		return b, fmt.Errorf("thresholds of budget %d: %w", b.ID, err)
@@ -650,14 +650,14 @@ func budgetObject(id int64) string { return "budget/" + strconv.FormatInt(id, 10
 
 func budgetView(b ledger.Budget) json.RawMessage {
 	type view struct {
-		Scope      ledger.BudgetScope      `json:"scope"`
-		Project    string                  `json:"project"`
-		User       string                  `json:"user,omitempty"`
-		Period     ledger.BudgetPeriodKind `json:"period"`
-		Unit       ledger.BudgetUnit       `json:"unit"`
-		Limit      string                  `json:"limit"`
-		Thresholds []int                   `json:"thresholds"`
-		Action     ledger.BudgetAction     `json:"action"`
+		Scope      billing.BudgetScope      `json:"scope"`
+		Project    string                   `json:"project"`
+		User       string                   `json:"user,omitempty"`
+		Period     billing.BudgetPeriodKind `json:"period"`
+		Unit       billing.BudgetUnit       `json:"unit"`
+		Limit      string                   `json:"limit"`
+		Thresholds []int                    `json:"thresholds"`
+		Action     billing.BudgetAction     `json:"action"`
 	}
 	return mustJSON(view{b.Scope, b.Project, b.User, b.Period, b.Unit, b.Limit, b.Thresholds, b.Action})
 }
