@@ -320,6 +320,20 @@ type vendorReply struct {
 	StatusMessage string `json:"StatusMessage"`
 }
 
+// postJSON sends msg as JSON to the channel's URL and reads the vendor's
+// reply code (see checkCode), for the IM channels that answer with one.
+func (h *httpChannel) postJSON(ctx context.Context, msg any, retryable ...int64) error {
+	body, err := json.Marshal(msg)
+	if err != nil {
+		return &SendError{Channel: h.ch.Name, Msg: "encoding the message", Err: err, permanent: true}
+	}
+	reply, err := h.post(ctx, h.ch.URL, body, nil)
+	if err != nil {
+		return err
+	}
+	return checkCode(h.ch.Name, reply, retryable...)
+}
+
 // checkCode reads a vendor's JSON reply: code 0 is success; codes in
 // retryable are rate limits or busy servers; any other code is permanent.
 func checkCode(channel string, reply []byte, retryable ...int64) error {
@@ -438,16 +452,8 @@ func (s *feishuSender) Send(ctx context.Context, e alert.Envelope) error {
 		msg.Timestamp = strconv.FormatInt(ts, 10)
 		msg.Sign = FeishuSign(s.ch.Secret, ts)
 	}
-	body, err := json.Marshal(msg)
-	if err != nil {
-		return &SendError{Channel: s.ch.Name, Msg: "encoding the message", Err: err, permanent: true}
-	}
-	reply, err := s.post(ctx, s.ch.URL, body, nil)
-	if err != nil {
-		return err
-	}
 	// 11232: frequency limited; 9499 is a bad request (permanent).
-	return checkCode(s.ch.Name, reply, 11232)
+	return s.postJSON(ctx, msg, 11232)
 }
 
 func htmlEscape(s string) string {
@@ -501,16 +507,8 @@ func (s *weComSender) Send(ctx context.Context, e alert.Envelope) error {
 		}
 		msg = weComMessage{MsgType: "text", Text: t}
 	}
-	body, err := json.Marshal(msg)
-	if err != nil {
-		return &SendError{Channel: s.ch.Name, Msg: "encoding the message", Err: err, permanent: true}
-	}
-	reply, err := s.post(ctx, s.ch.URL, body, nil)
-	if err != nil {
-		return err
-	}
 	// -1: system busy; 45009: API frequency limit.
-	return checkCode(s.ch.Name, reply, -1, 45009)
+	return s.postJSON(ctx, msg, -1, 45009)
 }
 
 // ---------------------------------------------------------------- Slack
