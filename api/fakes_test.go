@@ -74,10 +74,10 @@ func (f *fakeUsage) Usage(_ context.Context, q reads.UsageQuery) (*reads.UsageRe
 	slices.Sort(keys)
 	for _, k := range keys {
 		g := groups[k]
-		g.Cost = decimal.NewFromInt(g.HeldSeconds / 3600)
+		g.Cost = billing.Money{Decimal: decimal.NewFromInt(g.HeldSeconds / 3600)}
 		rep.Rows = append(rep.Rows, *g)
 	}
-	rep.Total.Cost = decimal.NewFromInt(rep.Total.HeldSeconds / 3600)
+	rep.Total.Cost = billing.Money{Decimal: decimal.NewFromInt(rep.Total.HeldSeconds / 3600)}
 	if rep.Rows == nil {
 		rep.Rows = []reads.UsageGroup{}
 	}

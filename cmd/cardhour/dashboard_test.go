@@ -421,7 +421,7 @@ func dashboardFinance(t *testing.T, ds *dashServer, chromium, shots string) {
 	tb.route("#/usage?period=2026-11&by=project&measure=cost", "usage")
 	var rep api.UsagePage
 	ds.apiGet(t, ds.tokens["finance"], "/api/v1/usage?period=2026-11", &rep)
-	total := rep.Total.Cost
+	total := rep.Total.Cost.Decimal
 	require.True(t, total.IsPositive())
 	sums := eval[[]float64](tb, `echarts.getInstanceByDom(document.getElementById('chart-daily')).getOption().series.map(s => s.data.reduce((a, b) => a + b, 0))`)
 	require.NotEmpty(t, sums, "a series per project")

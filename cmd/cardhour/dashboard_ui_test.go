@@ -127,7 +127,7 @@ func TestDashboardMonthsGraceAndErrors(t *testing.T) {
 	total := decimal.Sum(decimal.Zero, sum...)
 	var rep api.UsagePage
 	ds.apiGet(t, fin, "/api/v1/usage?period=2026-11", &rep)
-	listPrice := rep.Total.Cost
+	listPrice := rep.Total.Cost.Decimal
 	require.False(t, listPrice.Equal(total), "the example's invoices differ from the list price (reservations, hourly rounding)")
 
 	// The finalize refusal says its reason once.

@@ -3,8 +3,6 @@ package reads
 import (
 	"bytes"
 	"encoding/json"
-
-	"github.com/cardhour/cardhour/billing"
 )
 
 // MarshalNoEscape is json.Marshal without escaping <, > and &: the
@@ -19,14 +17,4 @@ func MarshalNoEscape(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
-
-// MarshalJSON writes the cost with the currency's minor digits
-// (billing.FormatMoney: "5.10", never decimal's shortest "5.1").
-func (g UsageGroup) MarshalJSON() ([]byte, error) {
-	type plain UsageGroup
-	return MarshalNoEscape(struct {
-		plain
-		Cost string `json:"cost"`
-	}{plain(g), billing.FormatMoney(g.Cost)})
 }

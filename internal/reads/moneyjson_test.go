@@ -7,6 +7,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/reads"
 )
 
@@ -14,7 +15,7 @@ import (
 // and escapes <, > and & exactly when the enclosing encoder does (the
 // API's does not), as a struct without a MarshalJSON would.
 func TestUsageGroupJSON(t *testing.T) {
-	g := reads.UsageGroup{User: "a<b>&c", HeldSeconds: 3600, Cost: decimal.RequireFromString("5.1")}
+	g := reads.UsageGroup{User: "a<b>&c", HeldSeconds: 3600, Cost: billing.Money{Decimal: decimal.RequireFromString("5.1")}}
 	var api bytes.Buffer
 	enc := json.NewEncoder(&api)
 	enc.SetEscapeHTML(false)

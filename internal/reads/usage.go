@@ -70,8 +70,8 @@ type UsageGroup struct {
 	HeldSeconds int64 `json:"held_seconds" doc:"card-seconds held (card-hours × 3600)"`
 	IdleSeconds int64 `json:"idle_seconds"`
 	// Cost is list price, rounded once to the cent (see UsageReport); JSON
-	// writes it with the currency's minor digits (MarshalJSON).
-	Cost decimal.Decimal `json:"cost" doc:"list price of the usage, decimal string"`
+	// writes it with the currency's minor digits (billing.Money).
+	Cost billing.Money `json:"cost" doc:"list price of the usage, decimal string"`
 }
 
 // UsageRows is a store that sums held samples in the database (a GROUP BY).
@@ -302,13 +302,13 @@ func (u *usageSums) report() *UsageReport {
 	for _, a := range u.groups {
 		a.g.HeldSeconds /= 1000
 		a.g.IdleSeconds /= 1000
-		a.g.Cost = billing.RoundMoney(a.cost)
+		a.g.Cost = billing.Money{Decimal: billing.RoundMoney(a.cost)}
 		rep.Rows = append(rep.Rows, a.g)
 	}
 	rep.Total.HeldSeconds /= 1000
 	rep.Total.IdleSeconds /= 1000
 	rep.UnpricedSeconds /= 1000
-	rep.Total.Cost = billing.RoundMoney(u.total)
+	rep.Total.Cost = billing.Money{Decimal: billing.RoundMoney(u.total)}
 	slices.SortFunc(rep.Rows, func(a, b UsageGroup) int {
 		return cmp.Or(cmp.Compare(a.Project, b.Project), cmp.Compare(a.User, b.User), cmp.Compare(a.SKU, b.SKU),
 			cmp.Compare(a.InstanceID, b.InstanceID), cmp.Compare(a.Node, b.Node), cmp.Compare(a.Day, b.Day), cmp.Compare(a.Hour, b.Hour))

@@ -123,7 +123,7 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 		require.NoError(t, err)
 		return r
 	}
-	dec := decimal.RequireFromString
+	dec := func(s string) billing.Money { return billing.Money{Decimal: decimal.RequireFromString(s)} }
 	byProject := usage(reads.UsageQuery{GroupBy: []string{reads.ByProject}})
 	require.Equal(t, []reads.UsageGroup{
 		{Project: "ai101", HeldSeconds: 1800, IdleSeconds: 1800, Cost: dec("1.50")},

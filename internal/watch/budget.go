@@ -169,7 +169,7 @@ func (w *Watcher) termSpent(ctx context.Context, cat *schemas.Catalog, from, now
 	for _, r := range rep.Rows {
 		for _, k := range []subject{{r.Project, r.User}, {r.Project, ""}} {
 			s := out[k]
-			s.money = s.money.Add(r.Cost)
+			s.money = s.money.Add(r.Cost.Decimal)
 			s.ms += r.HeldSeconds * 1000
 			out[k] = s
 		}
