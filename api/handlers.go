@@ -23,25 +23,6 @@ import (
 
 // ---------------------------------------------------------------- shapes
 
-// TokenBody is a token as the API shows it (never its secret).
-type TokenBody struct {
-	ID        int64     `json:"id"`
-	Role      string    `json:"role" enum:"admin,finance,lead,student"`
-	Project   string    `json:"project,omitempty"`
-	User      string    `json:"user,omitempty"`
-	Name      string    `json:"name,omitempty"`
-	CreatedBy string    `json:"created_by"`
-	CreatedAt time.Time `json:"created_at"`
-	ExpiresAt time.Time `json:"expires_at"`
-	RevokedBy string    `json:"revoked_by,omitempty"`
-	RevokedAt time.Time `json:"revoked_at,omitzero"`
-}
-
-func tokenBody(t ledger.Token) TokenBody {
-	return TokenBody{ID: t.ID, Role: string(t.Role), Project: t.Project, User: t.User, Name: t.Name,
-		CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, RevokedBy: t.RevokedBy, RevokedAt: t.RevokedAt}
-}
-
 // CatalogVersionBody is one catalog version.
 type CatalogVersionBody struct {
 	Version   int64     `json:"version"`
@@ -176,8 +157,8 @@ func (s *Server) routesAccount() {
 		rolesAll, s.getMe)
 }
 
-func (s *Server) getMe(ctx context.Context, _ *struct{}) (*body[TokenBody], error) {
-	return &body[TokenBody]{tokenBody(principal(ctx))}, nil
+func (s *Server) getMe(ctx context.Context, _ *struct{}) (*body[ledger.Token], error) {
+	return &body[ledger.Token]{principal(ctx)}, nil
 }
 
 type catalogUpload struct {

@@ -527,8 +527,8 @@ type tokenInput struct {
 
 // NewTokenBody is a created token with its secret, shown this once.
 type NewTokenBody struct {
-	Token  TokenBody `json:"token"`
-	Secret string    `json:"secret" doc:"the bearer token; only its hash is stored"`
+	Token  ledger.Token `json:"token"`
+	Secret string       `json:"secret" doc:"the bearer token; only its hash is stored"`
 }
 
 // DefaultTokenTTL is a token's lifetime when none is given.
@@ -563,19 +563,15 @@ func (s *Server) createToken(ctx context.Context, in *tokenInput) (*body[NewToke
 	if err != nil {
 		return nil, err
 	}
-	return &body[NewTokenBody]{NewTokenBody{tokenBody(tok), secret}}, nil
+	return &body[NewTokenBody]{NewTokenBody{tok, secret}}, nil
 }
 
-func (s *Server) listTokens(ctx context.Context, _ *struct{}) (*body[Page[TokenBody]], error) {
+func (s *Server) listTokens(ctx context.Context, _ *struct{}) (*body[Page[ledger.Token]], error) {
 	ts, err := s.cfg.Ledger.Tokens(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := Page[TokenBody]{Items: []TokenBody{}}
-	for _, t := range ts {
-		out.Items = append(out.Items, tokenBody(t))
-	}
-	return &body[Page[TokenBody]]{out}, nil
+	return &body[Page[ledger.Token]]{Page[ledger.Token]{Items: append([]ledger.Token{}, ts...)}}, nil
 }
 
 // tokenRef names a token in a path.
@@ -583,12 +579,12 @@ type tokenRef struct {
 	ID int64 `path:"id" minimum:"1"`
 }
 
-func (s *Server) revokeToken(ctx context.Context, in *tokenRef) (*body[TokenBody], error) {
+func (s *Server) revokeToken(ctx context.Context, in *tokenRef) (*body[ledger.Token], error) {
 	t, err := s.cfg.Ledger.RevokeToken(ctx, actor(ctx), in.ID)
 	if err != nil {
 		return nil, err
 	}
-	return &body[TokenBody]{tokenBody(t)}, nil
+	return &body[ledger.Token]{t}, nil
 }
 
 type auditListInput struct {

@@ -35,6 +35,7 @@ import (
 
 	"github.com/cardhour/cardhour/api/web"
 	"github.com/cardhour/cardhour/internal/catalogs"
+	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/reads"
 )
 
@@ -154,6 +155,7 @@ func New(cfg Config) (*Server, error) {
 	hc.DocsPath = ""
 	hc.SchemasPath = ""
 	hc.CreateHooks = nil // no $schema links in bodies
+	hc.Components.Schemas = huma.NewMapRegistry("#/components/schemas/", schemaNamer)
 	// The data-quality report of a billing run is documented as an open
 	// object: its fields are the usage store's checks (docs/api.md).
 	hc.Components.Schemas.RegisterTypeAlias(reflect.TypeFor[reads.DataQuality](), reflect.TypeFor[map[string]any]())
@@ -165,6 +167,42 @@ func New(cfg Config) (*Server, error) {
 	s.routes()
 	s.documentLinks()
 	return s, nil
+}
+
+// schemaNames are the OpenAPI schema names of the domain records the API
+// serves as they are, by their qualified Go names: the names the document
+// gave the API's own copies before, kept so clients generated from it do
+// not change.
+var schemaNames = map[string]string{
+	qualified(reflect.TypeFor[ledger.Token]()): "TokenBody",
+}
+
+func qualified(t reflect.Type) string { return t.PkgPath() + "." + t.Name() }
+
+// typeArg is one qualified type in a generic type's name, such as
+// github.com/cardhour/cardhour/internal/ledger.Token in Page[...].
+var typeArg = regexp.MustCompile(`[^\[\],*]+`)
+
+// schemaNamer is huma's DefaultSchemaNamer with the types in schemaNames
+// renamed, also as type arguments (Page[ledger.Token] is PageTokenBody).
+func schemaNamer(t reflect.Type, hint string) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n, ok := schemaNames[qualified(t)]; ok {
+		return n
+	}
+	name := typeArg.ReplaceAllStringFunc(t.Name(), func(part string) string {
+		if n, ok := schemaNames[part]; ok {
+			return n
+		}
+		return part
+	})
+	if name == "" {
+		name = hint
+	}
+	// An unnamed type makes DefaultSchemaNamer name the hint.
+	return huma.DefaultSchemaNamer(reflect.TypeFor[struct{}](), name)
 }
 
 // Handler is the server's http.Handler.

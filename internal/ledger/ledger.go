@@ -299,18 +299,19 @@ type NewToken struct {
 	TTL     time.Duration
 }
 
-// Token is a stored token, never with its secret.
+// Token is a stored token, never with its secret. The API serves it as
+// it is (its OpenAPI schema keeps the name TokenBody).
 type Token struct {
-	ID        int64
-	Role      Role
-	Project   string
-	User      string
-	Name      string
-	CreatedBy string
-	CreatedAt time.Time
-	ExpiresAt time.Time
-	RevokedBy string
-	RevokedAt time.Time // zero unless revoked
+	ID        int64     `json:"id"`
+	Role      Role      `json:"role" enum:"admin,finance,lead,student"`
+	Project   string    `json:"project,omitempty"`
+	User      string    `json:"user,omitempty"`
+	Name      string    `json:"name,omitempty"`
+	CreatedBy string    `json:"created_by"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	RevokedBy string    `json:"revoked_by,omitempty"`
+	RevokedAt time.Time `json:"revoked_at,omitzero"` // zero unless revoked
 }
 
 // AuditRecord is a change to record.

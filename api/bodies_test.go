@@ -1,0 +1,59 @@
+package api_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cardhour/cardhour/api"
+	"github.com/cardhour/cardhour/internal/ledger"
+)
+
+// recordsLedger is a state store that answers each record read with a
+// fixed, fully populated record, for checking the JSON the API serves of
+// the ledger's records byte by byte.
+type recordsLedger struct {
+	api.Ledger
+}
+
+var at = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+
+func (recordsLedger) LookupToken(_ context.Context, secret string) (ledger.Token, error) {
+	if secret != "admin-secret" {
+		return ledger.Token{}, ledger.ErrNotFound
+	}
+	return ledger.Token{ID: 1, Role: ledger.RoleAdmin, CreatedBy: "cli:root", CreatedAt: at, ExpiresAt: at.Add(time.Hour)}, nil
+}
+
+func (recordsLedger) RevokeToken(_ context.Context, actor string, id int64) (ledger.Token, error) {
+	return ledger.Token{ID: id, Role: ledger.RoleStudent, Project: "ai101", User: "s-alice", Name: "laptop",
+		CreatedBy: "cli:root", CreatedAt: at, ExpiresAt: at.Add(time.Hour), RevokedBy: actor, RevokedAt: at.Add(time.Minute)}, nil
+}
+
+// The API serves the ledger's records with the JSON it always served:
+// each field's name, omission and format, checked byte by byte.
+func TestTheAPIServesTheLedgersRecordsAsBefore(t *testing.T) {
+	srv, err := api.New(api.Config{Ledger: recordsLedger{}, Clock: func() time.Time { return at },
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	srv.MarkServing(true)
+	for _, c := range []struct{ method, path, want string }{
+		{http.MethodGet, "/api/v1/me", `{"id":1,"role":"admin","created_by":"cli:root","created_at":"2026-03-04T05:06:07Z","expires_at":"2026-03-04T06:06:07Z"}`},
+		{http.MethodDelete, "/api/v1/tokens/7", `{"id":7,"role":"student","project":"ai101","user":"s-alice","name":"laptop","created_by":"cli:root",` +
+			`"created_at":"2026-03-04T05:06:07Z","expires_at":"2026-03-04T06:06:07Z","revoked_by":"token:1","revoked_at":"2026-03-04T05:07:07Z"}`},
+	} {
+		req := httptest.NewRequest(c.method, c.path, nil)
+		req.Header.Set("Authorization", "Bearer admin-secret")
+		w := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(w, req)
+		require.Equal(t, http.StatusOK, w.Code, "%s %s: %s", c.method, c.path, w.Body)
+		require.JSONEq(t, c.want, w.Body.String(), "%s %s", c.method, c.path)
+		require.Equal(t, c.want+"\n", w.Body.String(), "%s %s: the bytes, in order", c.method, c.path)
+	}
+}
