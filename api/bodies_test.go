@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -36,6 +37,14 @@ func (recordsLedger) RevokeToken(_ context.Context, actor string, id int64) (led
 		CreatedBy: "cli:root", CreatedAt: at, ExpiresAt: at.Add(time.Hour), RevokedBy: actor, RevokedAt: at.Add(time.Minute)}, nil
 }
 
+func (recordsLedger) Audit(context.Context, ledger.AuditFilter) ([]ledger.AuditEntry, string, error) {
+	return []ledger.AuditEntry{
+		{ID: 2, At: at, AuditRecord: ledger.AuditRecord{Actor: "token:1", Action: "token.revoke", Object: "token/7",
+			Before: json.RawMessage(`{"revoked":false}`), After: json.RawMessage(`{"revoked":true}`)}},
+		{ID: 1, At: at, AuditRecord: ledger.AuditRecord{Actor: "cli:root", Action: "config.set", Object: "config"}},
+	}, "c2", nil
+}
+
 // The API serves the ledger's records with the JSON it always served:
 // each field's name, omission and format, checked byte by byte.
 func TestTheAPIServesTheLedgersRecordsAsBefore(t *testing.T) {
@@ -47,6 +56,8 @@ func TestTheAPIServesTheLedgersRecordsAsBefore(t *testing.T) {
 		{http.MethodGet, "/api/v1/me", `{"id":1,"role":"admin","created_by":"cli:root","created_at":"2026-03-04T05:06:07Z","expires_at":"2026-03-04T06:06:07Z"}`},
 		{http.MethodDelete, "/api/v1/tokens/7", `{"id":7,"role":"student","project":"ai101","user":"s-alice","name":"laptop","created_by":"cli:root",` +
 			`"created_at":"2026-03-04T05:06:07Z","expires_at":"2026-03-04T06:06:07Z","revoked_by":"token:1","revoked_at":"2026-03-04T05:07:07Z"}`},
+		{http.MethodGet, "/api/v1/audit", `{"items":[{"id":2,"at":"2026-03-04T05:06:07Z","actor":"token:1","action":"token.revoke","object":"token/7",` +
+			`"before":{"revoked":false},"after":{"revoked":true}},{"id":1,"at":"2026-03-04T05:06:07Z","actor":"cli:root","action":"config.set","object":"config"}],"next_cursor":"c2"}`},
 	} {
 		req := httptest.NewRequest(c.method, c.path, nil)
 		req.Header.Set("Authorization", "Bearer admin-secret")

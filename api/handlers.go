@@ -99,17 +99,6 @@ func creditNoteBody(c ledger.CreditNote) CreditNoteBody {
 	return b
 }
 
-// AuditBody is one audit entry.
-type AuditBody struct {
-	ID     int64           `json:"id"`
-	At     time.Time       `json:"at"`
-	Actor  string          `json:"actor"`
-	Action string          `json:"action"`
-	Object string          `json:"object"`
-	Before json.RawMessage `json:"before,omitempty"`
-	After  json.RawMessage `json:"after,omitempty"`
-}
-
 // Page is a page of a list; NextCursor continues it ("" on the last page).
 type Page[T any] struct {
 	Items      []T    `json:"items"`

@@ -596,14 +596,10 @@ type auditListInput struct {
 	PageParams
 }
 
-func (s *Server) listAudit(ctx context.Context, in *auditListInput) (*body[Page[AuditBody]], error) {
+func (s *Server) listAudit(ctx context.Context, in *auditListInput) (*body[Page[ledger.AuditEntry]], error) {
 	page, next, err := s.cfg.Ledger.Audit(ctx, ledger.AuditFilter{Actor: in.Actor, Action: in.Action, Object: in.Object, Since: in.From, Until: in.To, Cursor: in.Cursor, Limit: in.Limit})
 	if err != nil {
 		return nil, err
 	}
-	out := Page[AuditBody]{Items: []AuditBody{}, NextCursor: next}
-	for _, e := range page {
-		out.Items = append(out.Items, AuditBody{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, Object: e.Object, Before: e.Before, After: e.After})
-	}
-	return &body[Page[AuditBody]]{out}, nil
+	return &body[Page[ledger.AuditEntry]]{Page[ledger.AuditEntry]{Items: append([]ledger.AuditEntry{}, page...), NextCursor: next}}, nil
 }

@@ -174,7 +174,8 @@ func New(cfg Config) (*Server, error) {
 // gave the API's own copies before, kept so clients generated from it do
 // not change.
 var schemaNames = map[string]string{
-	qualified(reflect.TypeFor[ledger.Token]()): "TokenBody",
+	qualified(reflect.TypeFor[ledger.Token]()):      "TokenBody",
+	qualified(reflect.TypeFor[ledger.AuditEntry]()): "AuditBody",
 }
 
 func qualified(t reflect.Type) string { return t.PkgPath() + "." + t.Name() }

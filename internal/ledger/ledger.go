@@ -316,17 +316,18 @@ type Token struct {
 
 // AuditRecord is a change to record.
 type AuditRecord struct {
-	Actor  string          // who
-	Action string          // what, e.g. "invoice.finalize"
-	Object string          // on what, e.g. "invoice/12"
-	Before json.RawMessage // nil when the object did not exist
-	After  json.RawMessage // nil when it no longer exists
+	Actor  string          `json:"actor"`            // who
+	Action string          `json:"action"`           // what, e.g. "invoice.finalize"
+	Object string          `json:"object"`           // on what, e.g. "invoice/12"
+	Before json.RawMessage `json:"before,omitempty"` // nil when the object did not exist
+	After  json.RawMessage `json:"after,omitempty"`  // nil when it no longer exists
 }
 
-// AuditEntry is a recorded change.
+// AuditEntry is a recorded change. The API serves it as it is (its OpenAPI
+// schema keeps the name AuditBody).
 type AuditEntry struct {
-	ID int64
-	At time.Time
+	ID int64     `json:"id"`
+	At time.Time `json:"at"`
 	AuditRecord
 }
 
