@@ -45,6 +45,18 @@ func (recordsLedger) Audit(context.Context, ledger.AuditFilter) ([]ledger.AuditE
 	}, "c2", nil
 }
 
+func (recordsLedger) Invoice(_ context.Context, id int64) (ledger.Invoice, error) {
+	return ledger.Invoice{ID: id, InvoiceKey: ledger.InvoiceKey{Project: "ai101", Period: "2026-02", Revision: 1}, Status: ledger.StatusVoid, Number: "2026-000007"}, nil
+}
+
+func (recordsLedger) CreditNotes(_ context.Context, invoiceID int64) ([]ledger.CreditNote, error) {
+	return []ledger.CreditNote{
+		{ID: 3, InvoiceID: invoiceID, InvoiceNumber: "2026-000007", Number: "2026-000007-CN1", Reason: "wrong rate", CreatedBy: "token:1", CreatedAt: at,
+			SHA256: "ab12", Document: []byte(`{ "schema": "cardhour.invoice.v1" }`)},
+		{ID: 2, InvoiceID: invoiceID, InvoiceNumber: "2026-000007", Number: "2026-000007-CN0", Reason: "old", CreatedBy: "cli:root", CreatedAt: at, Document: []byte{}},
+	}, nil
+}
+
 // The API serves the ledger's records with the JSON it always served:
 // each field's name, omission and format, checked byte by byte.
 func TestTheAPIServesTheLedgersRecordsAsBefore(t *testing.T) {
@@ -58,6 +70,9 @@ func TestTheAPIServesTheLedgersRecordsAsBefore(t *testing.T) {
 			`"created_at":"2026-03-04T05:06:07Z","expires_at":"2026-03-04T06:06:07Z","revoked_by":"token:1","revoked_at":"2026-03-04T05:07:07Z"}`},
 		{http.MethodGet, "/api/v1/audit", `{"items":[{"id":2,"at":"2026-03-04T05:06:07Z","actor":"token:1","action":"token.revoke","object":"token/7",` +
 			`"before":{"revoked":false},"after":{"revoked":true}},{"id":1,"at":"2026-03-04T05:06:07Z","actor":"cli:root","action":"config.set","object":"config"}],"next_cursor":"c2"}`},
+		{http.MethodGet, "/api/v1/invoices/5/credit-notes", `{"items":[{"id":3,"invoice_id":5,"invoice_number":"2026-000007","number":"2026-000007-CN1","reason":"wrong rate",` +
+			`"created_by":"token:1","created_at":"2026-03-04T05:06:07Z","sha256":"ab12","document":{"schema":"cardhour.invoice.v1"}},` +
+			`{"id":2,"invoice_id":5,"invoice_number":"2026-000007","number":"2026-000007-CN0","reason":"old","created_by":"cli:root","created_at":"2026-03-04T05:06:07Z"}],"next_cursor":""}`},
 	} {
 		req := httptest.NewRequest(c.method, c.path, nil)
 		req.Header.Set("Authorization", "Bearer admin-secret")

@@ -75,30 +75,6 @@ func invoiceBody(i ledger.Invoice) InvoiceBody {
 	return b
 }
 
-// CreditNoteBody is a credit note.
-type CreditNoteBody struct {
-	ID            int64     `json:"id"`
-	InvoiceID     int64     `json:"invoice_id"`
-	InvoiceNumber string    `json:"invoice_number"`
-	Number        string    `json:"number"`
-	Reason        string    `json:"reason"`
-	CreatedBy     string    `json:"created_by"`
-	CreatedAt     time.Time `json:"created_at"`
-	// SHA256 is the stored document's; absent for a credit note issued
-	// before credit notes had documents.
-	SHA256   string          `json:"sha256,omitempty"`
-	Document json.RawMessage `json:"document,omitempty" doc:"the credit note document (cardhour.invoice.v1 with credit_for: the voided invoice's lines negated); export it with export-credit-note"`
-}
-
-func creditNoteBody(c ledger.CreditNote) CreditNoteBody {
-	b := CreditNoteBody{ID: c.ID, InvoiceID: c.InvoiceID, InvoiceNumber: c.InvoiceNumber, Number: c.Number, Reason: c.Reason, CreatedBy: c.CreatedBy, CreatedAt: c.CreatedAt,
-		SHA256: c.SHA256}
-	if len(c.Document) > 0 {
-		b.Document = json.RawMessage(c.Document)
-	}
-	return b
-}
-
 // Page is a page of a list; NextCursor continues it ("" on the last page).
 type Page[T any] struct {
 	Items      []T    `json:"items"`

@@ -42,9 +42,9 @@ type voidInput struct {
 
 // VoidedBody is what a void did.
 type VoidedBody struct {
-	Invoice    InvoiceBody    `json:"invoice"`
-	CreditNote CreditNoteBody `json:"credit_note"`
-	Draft      InvoiceBody    `json:"draft" doc:"the next revision, a draft"`
+	Invoice    InvoiceBody       `json:"invoice"`
+	CreditNote ledger.CreditNote `json:"credit_note"`
+	Draft      InvoiceBody       `json:"draft" doc:"the next revision, a draft"`
 }
 
 type fileOutput struct {
@@ -250,10 +250,10 @@ func (s *Server) voidInvoice(ctx context.Context, in *voidInput) (*body[VoidedBo
 	if err != nil {
 		return nil, err
 	}
-	return &body[VoidedBody]{VoidedBody{invoiceBody(v.Invoice), creditNoteBody(v.CreditNote), invoiceBody(v.Draft)}}, nil
+	return &body[VoidedBody]{VoidedBody{invoiceBody(v.Invoice), v.CreditNote, invoiceBody(v.Draft)}}, nil
 }
 
-func (s *Server) listCreditNotes(ctx context.Context, in *InvoiceRef) (*body[Page[CreditNoteBody]], error) {
+func (s *Server) listCreditNotes(ctx context.Context, in *InvoiceRef) (*body[Page[ledger.CreditNote]], error) {
 	if _, err := s.scopedInvoice(ctx, in.ID); err != nil {
 		return nil, err
 	}
@@ -261,11 +261,7 @@ func (s *Server) listCreditNotes(ctx context.Context, in *InvoiceRef) (*body[Pag
 	if err != nil {
 		return nil, err
 	}
-	out := Page[CreditNoteBody]{Items: []CreditNoteBody{}}
-	for _, c := range cns {
-		out.Items = append(out.Items, creditNoteBody(c))
-	}
-	return &body[Page[CreditNoteBody]]{out}, nil
+	return &body[Page[ledger.CreditNote]]{Page[ledger.CreditNote]{Items: append([]ledger.CreditNote{}, cns...)}}, nil
 }
 
 type invoiceExportInput struct {

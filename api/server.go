@@ -176,6 +176,7 @@ func New(cfg Config) (*Server, error) {
 var schemaNames = map[string]string{
 	qualified(reflect.TypeFor[ledger.Token]()):      "TokenBody",
 	qualified(reflect.TypeFor[ledger.AuditEntry]()): "AuditBody",
+	qualified(reflect.TypeFor[ledger.CreditNote]()): "CreditNoteBody",
 }
 
 func qualified(t reflect.Type) string { return t.PkgPath() + "." + t.Name() }

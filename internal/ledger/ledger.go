@@ -256,18 +256,18 @@ type Voided struct {
 
 // CreditNote cancels a voided invoice.
 type CreditNote struct {
-	ID            int64
-	InvoiceID     int64
-	InvoiceNumber string
-	Number        string // InvoiceNumber + "-CN" + sequence, e.g. "2026-000007-CN1"
-	Reason        string
-	CreatedBy     string
-	CreatedAt     time.Time
-	// Document is the credit note's document (VoidOptions.CreditNote) and
-	// SHA256 its hex SHA-256; both empty for a credit note issued without
+	ID            int64     `json:"id"`
+	InvoiceID     int64     `json:"invoice_id"`
+	InvoiceNumber string    `json:"invoice_number"`
+	Number        string    `json:"number"` // InvoiceNumber + "-CN" + sequence, e.g. "2026-000007-CN1"
+	Reason        string    `json:"reason"`
+	CreatedBy     string    `json:"created_by"`
+	CreatedAt     time.Time `json:"created_at"`
+	// SHA256 is the hex SHA-256 of Document, the credit note's document
+	// (VoidOptions.CreditNote); both empty for a credit note issued without
 	// one (before ledger migration 4, or without VoidOptions.CreditNote).
-	Document []byte
-	SHA256   string
+	SHA256   string          `json:"sha256,omitempty"`
+	Document json.RawMessage `json:"document,omitempty" doc:"the credit note document (cardhour.invoice.v1 with credit_for: the voided invoice's lines negated); export it with export-credit-note"`
 }
 
 // InvoiceFilter selects invoices; zero fields match everything.

@@ -643,7 +643,7 @@ const creditNoteCols = `c.id, c.invoice_id, i.number, c.number, c.reason, c.crea
 func scanCreditNote(sc rowScanner) (ledger.CreditNote, error) {
 	var c ledger.CreditNote
 	var created int64
-	if err := sc.Scan(&c.ID, &c.InvoiceID, &c.InvoiceNumber, &c.Number, &c.Reason, &c.CreatedBy, &created, &c.Document, &c.SHA256); err != nil {
+	if err := sc.Scan(&c.ID, &c.InvoiceID, &c.InvoiceNumber, &c.Number, &c.Reason, &c.CreatedBy, &created, (*[]byte)(&c.Document), &c.SHA256); err != nil {
 		return c, err
 	}
 	if len(c.Document) == 0 {
