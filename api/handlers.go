@@ -23,7 +23,8 @@ import (
 
 // ---------------------------------------------------------------- shapes
 
-// CatalogVersionBody is one catalog version.
+// CatalogVersionBody is one catalog version. Not ledger.CatalogVersion: the
+// ledger holds the content as bytes, which JSON would show as base64.
 type CatalogVersionBody struct {
 	Version   int64     `json:"version"`
 	SHA256    string    `json:"sha256"`
@@ -36,7 +37,8 @@ func catalogBody(v ledger.CatalogVersion) CatalogVersionBody {
 	return CatalogVersionBody{Version: v.Version, SHA256: v.SHA256, CreatedBy: v.CreatedBy, CreatedAt: v.CreatedAt, Content: string(v.Content)}
 }
 
-// InvoiceBody is one invoice revision.
+// InvoiceBody is one invoice revision. Not ledger.Invoice: a single draft
+// read adds when it may be finalized, computed from the server's clock.
 type InvoiceBody struct {
 	ID             int64           `json:"id"`
 	Project        string          `json:"project"`

@@ -26,6 +26,8 @@ import (
 // project budget itself. Students write neither.
 
 // AlertBody is an alert the watcher recorded.
+// Not ledger.Alert: its status is computed (acked or not) and an alert
+// without facts shows {}.
 type AlertBody struct {
 	ID          int64           `json:"id"`
 	Key         string          `json:"key" doc:"natural key: the alert is recorded once under it"`
@@ -58,6 +60,7 @@ func alertBody(a ledger.Alert) AlertBody {
 }
 
 // DeliveryBody is one message of an alert to one recipient on one channel.
+// Not ledger.Delivery: the next attempt is shown only while pending.
 type DeliveryBody struct {
 	ID            int64     `json:"id"`
 	AlertID       int64     `json:"alert_id"`
@@ -82,6 +85,7 @@ func deliveryBody(d ledger.Delivery) DeliveryBody {
 }
 
 // ReleaseBody is a release the watcher recorded (before acting on it).
+// Not ledger.Release: a release without evidence shows {}, not null.
 type ReleaseBody struct {
 	ID          int64           `json:"id"`
 	Key         string          `json:"key"`
@@ -112,6 +116,7 @@ func releaseBody(r ledger.Release) ReleaseBody {
 }
 
 // ExemptionBody is an exemption from the idle policy.
+// Not ledger.Exemption: active is computed from the server's clock.
 type ExemptionBody struct {
 	ID         int64     `json:"id"`
 	Project    string    `json:"project"`
@@ -132,6 +137,8 @@ func (s *Server) exemptionBody(e ledger.Exemption) ExemptionBody {
 }
 
 // BudgetBody is a budget (配额).
+// Not ledger.Budget: the limit is shown as text with the currency's
+// minor digits (LimitText), and no thresholds as [].
 type BudgetBody struct {
 	ID         int64     `json:"id"`
 	Scope      string    `json:"scope" enum:"project,student"`
