@@ -361,7 +361,9 @@ func scanRelease(sc rowScanner) (ledger.Release, error) {
 func releaseObject(id int64) string { return "release/" + strconv.FormatInt(id, 10) }
 
 // releaseView is a release as the audit log shows it, evidence included:
-// the log is where a release's reasons are kept.
+// the log is where a release's reasons are kept. Not ledger.Release as the
+// API serves it (api.ReleaseBody): the entry carries the id and the time,
+// and the entries already written keep these members in this order.
 func releaseView(r ledger.Release) json.RawMessage {
 	type view struct {
 		Key         string                `json:"key"`
