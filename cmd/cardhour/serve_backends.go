@@ -133,10 +133,12 @@ func stopped(ctx context.Context, err error) error {
 }
 
 // leaseLedger is the state store as the background jobs and the watcher
-// use it. Their loops give their leases up as they stop and do not return
-// the error of that release; leaseLedger logs it and keeps it for the
-// job's actor to return (another replica could not take the lease until
-// it expired).
+// use it. Their loops give their leases up as they stop; leaseLedger logs
+// a failed release and keeps it for the job's actor to return (another
+// replica could not take the lease until it expired). The jobs' loops
+// return that error joined with the stop's context.Canceled, which stopped
+// takes for a clean stop, so the job actor returns the kept one; the
+// watcher returns it alone (watch.Run) and its actor needs none kept.
 type leaseLedger struct {
 	ledger.Store
 	log    *slog.Logger
