@@ -291,13 +291,51 @@ func (w *Worker) setDLQLimit(ctx context.Context) {
 	cfg.Logger.Info("dead letters", "topic", cfg.DLQTopic, "max_message_bytes", cfg.DLQMessageBytes)
 }
 
-// topicMaxMessageBytes asks Kafka for a topic's max.message.bytes.
+// topicMaxMessageBytes asks Kafka for a topic's max.message.bytes. A topic
+// that does not exist yet is created, with the broker's defaults (what its
+// first dead letter would do, failing once on the way): so a first start says
+// nothing about a topic nobody needed yet. Where the worker may not create it,
+// the topic will get the broker's message.max.bytes, which is returned.
 func topicMaxMessageBytes(ctx context.Context, addr net.Addr, topic string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	client := &kafka.Client{Addr: addr, Timeout: 10 * time.Second}
+	n, err := describeMessageBytes(ctx, client, kafka.ResourceTypeTopic, topic, "max.message.bytes")
+	if !errors.Is(err, kafka.UnknownTopicOrPartition) {
+		return n, err
+	}
+	res, cerr := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{Topic: topic, NumPartitions: -1, ReplicationFactor: -1}}})
+	if cerr == nil {
+		cerr = res.Errors[topic]
+	}
+	if cerr == nil || errors.Is(cerr, kafka.TopicAlreadyExists) {
+		// A new topic's configuration is readable once the broker applied it.
+		for {
+			if n, err = describeMessageBytes(ctx, client, kafka.ResourceTypeTopic, topic, "max.message.bytes"); !errors.Is(err, kafka.UnknownTopicOrPartition) {
+				return n, err
+			}
+			select {
+			case <-ctx.Done():
+				return 0, err
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	meta, merr := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{}})
+	if merr != nil || len(meta.Brokers) == 0 {
+		return 0, fmt.Errorf("the topic does not exist and cannot be created (%w), and the brokers are not listed: %w", cerr, errors.Join(err, merr))
+	}
+	n, berr := describeMessageBytes(ctx, client, kafka.ResourceTypeBroker, strconv.Itoa(meta.Brokers[0].ID), "message.max.bytes")
+	if berr != nil {
+		return 0, fmt.Errorf("the topic does not exist and cannot be created (%w); broker %d: %w", cerr, meta.Brokers[0].ID, berr)
+	}
+	return n, nil
+}
+
+// describeMessageBytes reads the size limit name of a topic or broker.
+func describeMessageBytes(ctx context.Context, client *kafka.Client, typ kafka.ResourceType, resource, name string) (int, error) {
 	res, err := client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
-		ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: []string{"max.message.bytes"}}}})
+		ResourceType: typ, ResourceName: resource, ConfigNames: []string{name}}}})
 	if err != nil {
 		return 0, err
 	}
@@ -306,16 +344,16 @@ func topicMaxMessageBytes(ctx context.Context, addr net.Addr, topic string) (int
 			return 0, r.Error
 		}
 		for _, e := range r.ConfigEntries {
-			if e.ConfigName == "max.message.bytes" {
+			if e.ConfigName == name {
 				n, err := strconv.Atoi(e.ConfigValue)
 				if err != nil || n < 16<<10 {
-					return 0, fmt.Errorf("max.message.bytes=%q: want a number of at least 16 KiB", e.ConfigValue)
+					return 0, fmt.Errorf("%s=%q: want a number of at least 16 KiB", name, e.ConfigValue)
 				}
 				return n, nil
 			}
 		}
 	}
-	return 0, errors.New("max.message.bytes not reported")
+	return 0, fmt.Errorf("%s not reported", name)
 }
 
 type consumer struct {

@@ -1,0 +1,104 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/internal/storetest"
+)
+
+// lockedBuffer is a log destination safe for the worker's goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) records(t *testing.T) []map[string]any {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for _, line := range bytes.Split(bytes.TrimSpace(b.buf.Bytes()), []byte("\n")) {
+		var r map[string]any
+		require.NoError(t, json.Unmarshal(line, &r), "log line %s", line)
+		out = append(out, r)
+	}
+	return out
+}
+
+// A dead-letter topic that does not exist yet is not a problem: its first dead
+// letter creates it with the broker's defaults. The worker starts without a
+// warning (but the dead letter's own), sizes its dead letters to the broker's message.max.bytes (what the
+// topic will take), and the first dead letter creates the topic and lands.
+func TestDeadLetterTopicNotCreatedYet(t *testing.T) {
+	e := newEnv(t, 1)
+	st := e.store(t, e.chAddr)
+	dlq := e.topic + "_late_dlq"
+	t.Cleanup(func() {
+		_, _ = e.client.DeleteTopics(context.Background(), &kafka.DeleteTopicsRequest{Topics: []string{dlq}})
+	})
+	meta, err := e.client.Metadata(context.Background(), &kafka.MetadataRequest{Topics: []string{dlq}})
+	require.NoError(t, err)
+	require.Len(t, meta.Topics, 1)
+	require.ErrorIs(t, meta.Topics[0].Error, kafka.UnknownTopicOrPartition, "the dead-letter topic does not exist before the worker starts")
+	d, err := e.client.DescribeConfigs(context.Background(), &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
+		ResourceType: kafka.ResourceTypeBroker, ResourceName: strconv.Itoa(meta.Brokers[0].ID), ConfigNames: []string{"message.max.bytes"}}}})
+	require.NoError(t, err)
+	require.Len(t, d.Resources, 1)
+	require.Len(t, d.Resources[0].ConfigEntries, 1)
+	brokerLimit, err := strconv.Atoi(d.Resources[0].ConfigEntries[0].ConfigValue)
+	require.NoError(t, err)
+
+	good := bytes.TrimSpace(storetest.Trace(t, 20, 5))
+	line := string(bytes.Split(good, []byte("\n"))[0])
+	w := &kafka.Writer{Addr: kafka.TCP(e.brokers...), Topic: e.topic, BatchTimeout: 5 * time.Millisecond}
+	e.write(t, w, []kafka.Message{{Value: good}, {Key: []byte("bad"), Value: []byte(line[:len(line)/2])}})
+	require.NoError(t, w.Close())
+
+	logs := &lockedBuffer{}
+	cfg := e.workerConfig(st, ingest.NewMetrics(nil))
+	cfg.DLQTopic = dlq
+	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	cfg.MaxClockSkew = 5 * time.Minute
+	cfg.Now = func() time.Time { return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC) }
+	stop := start(t, cfg)
+	e.waitCommitted(t, 60*time.Second)
+	require.NoError(t, stop())
+
+	limit := -1.0
+	for _, r := range logs.records(t) {
+		if r["msg"] != "invalid message sent to the dead-letter topic" {
+			require.NotEqual(t, "WARN", r["level"], "no warning but the dead letter's: %v", r)
+		}
+		require.NotEqual(t, "ERROR", r["level"], "no error: %v", r)
+		if r["msg"] == "dead letters" {
+			limit, _ = r["max_message_bytes"].(float64)
+		}
+	}
+	require.Equal(t, float64(brokerLimit), limit, "dead letters are sized to the broker's message.max.bytes")
+
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: e.brokers, Topic: dlq, Partition: 0, MaxWait: 100 * time.Millisecond})
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dm, err := r.ReadMessage(ctx)
+	require.NoError(t, err, "the first dead letter created the topic and landed in it")
+	require.Equal(t, "bad", string(dm.Key))
+	require.True(t, strings.HasPrefix(line, string(dm.Value)), "the dead letter is the bad message")
+}
