@@ -84,7 +84,7 @@ func replay(args []string) error {
 	}
 	var st ingest.Backend = ingest.NewMemStore()
 	if *dsn != "memory" {
-		if st, err = storedsn.Open(ctx, *dsn, storedsn.Options{Logger: log, Migrate: true}); err != nil {
+		if st, err = storedsn.Open(ctx, *dsn, storedsn.Options{Logger: log, Mode: storedsn.Write, Migrate: true}); err != nil {
 			return err
 		}
 	}
