@@ -43,10 +43,7 @@ func (m *MemStore) UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn fu
 	groups := map[schemas.UsageRow]*schemas.UsageRow{}
 	var order []*schemas.UsageRow
 	_ = m.uniqueSamples(q.FromMS, q.ToMS, func(s *schemas.Sample) error {
-		if s.Project == "" || !inList(q.Projects, s.Project) || !inList(q.Users, s.User) || !inList(q.Nodes, s.Node) {
-			return nil
-		}
-		if q.Models != nil && !slices.Contains(q.Models, [2]string{s.GPUModel, s.Profile}) {
+		if !KeySelected(q, schemas.KeyOf(s)) || !inList(q.Nodes, s.Node) {
 			return nil
 		}
 		k := q.GroupOf(schemas.KeyOf(s), s.Node)
@@ -77,6 +74,22 @@ func (m *MemStore) UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn fu
 		}
 	}
 	return ctx.Err()
+}
+
+// OccupancyOf implements reads.KeyedRuns: Occupancy, only the runs of the
+// keys q selects (KeySelected).
+func (m *MemStore) OccupancyOf(ctx context.Context, q schemas.UsageRowQuery, lo, hi int64, fn func([]schemas.Run) error) error {
+	return m.Occupancy(ctx, lo, hi, func(rs []schemas.Run) error {
+		return fn(slices.DeleteFunc(rs, func(r schemas.Run) bool { return !KeySelected(q, r.Key) }))
+	})
+}
+
+// IdleRunsOf implements reads.KeyedRuns: IdleRuns, only the runs of the keys
+// q selects (KeySelected).
+func (m *MemStore) IdleRunsOf(ctx context.Context, q schemas.UsageRowQuery, from, to int64, maxUtil float64, fn func([]schemas.IdleRun) error) error {
+	return m.IdleRuns(ctx, from, to, maxUtil, func(rs []schemas.IdleRun) error {
+		return fn(slices.DeleteFunc(rs, func(r schemas.IdleRun) bool { return !KeySelected(q, r.Key) }))
+	})
 }
 
 func inList(list []string, v string) bool { return len(list) == 0 || slices.Contains(list, v) }

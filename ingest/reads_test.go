@@ -8,3 +8,5 @@ import (
 )
 
 func TestMemStoreReads(t *testing.T) { storetest.RequireReads(t, ingest.NewMemStore()) }
+
+func TestMemStoreFilteredUsage(t *testing.T) { storetest.RequireFilteredUsage(t, ingest.NewMemStore()) }

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -108,6 +109,13 @@ func KeyFilter(q schemas.UsageRowQuery) (conds []string, args []any) {
 		}
 	}
 	return conds, args
+}
+
+// KeySelected reports whether a row of key k passes KeyFilter(q): the same
+// filter, for the stores that filter in Go (MemStore).
+func KeySelected(q schemas.UsageRowQuery, k schemas.Key) bool {
+	return k.Project != "" && inList(q.Projects, k.Project) && inList(q.Users, k.User) &&
+		(q.Models == nil || slices.Contains(q.Models, [2]string{k.GPUModel, k.Profile}))
 }
 
 func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?, ", n), ", ") }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/schemas"
@@ -31,6 +32,81 @@ func (s *Store) UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn func(
 		}
 	}
 	return rows.Err()
+}
+
+// OccupancyOf implements reads.KeyedRuns: the occupancy runs of [lo, hi] of
+// the keys q selects (ingest.KeyFilter), found through the indexes on
+// (project, end_ms) and (user, end_ms) when q names projects or users.
+func (s *Store) OccupancyOf(ctx context.Context, q schemas.UsageRowQuery, lo, hi int64, fn func([]schemas.Run) error) error {
+	query, args := occupancyOfSQL(q, lo, hi)
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("cannot read occupancy: %w", err)
+	}
+	err = scanChunks(rows, func(r *schemas.Run) error {
+		return rows.Scan(&r.Key.Project, &r.Key.User, &r.Key.InstanceID, &r.Key.GPUModel, &r.Key.Profile, &r.StartMS, &r.EndMS)
+	}, fn)
+	if err != nil {
+		return fmt.Errorf("cannot read occupancy: %w", err)
+	}
+	return nil
+}
+
+// IdleRunsOf implements reads.KeyedRuns: IdleRuns of the keys q selects,
+// through the same indexes as OccupancyOf.
+func (s *Store) IdleRunsOf(ctx context.Context, q schemas.UsageRowQuery, from, to int64, maxUtil float64, fn func([]schemas.IdleRun) error) error {
+	query, args := idleRunsOfSQL(q, from, to, maxUtil)
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("cannot read idle runs: %w", err)
+	}
+	err = scanChunks(rows, func(r *schemas.IdleRun) error {
+		return rows.Scan(&r.Key.Project, &r.Key.User, &r.Key.InstanceID, &r.Key.GPUModel, &r.Key.Profile, &r.Class, &r.MinUtil, &r.MaxUtil, &r.StartMS, &r.EndMS)
+	}, fn)
+	if err != nil {
+		return fmt.Errorf("cannot read idle runs: %w", err)
+	}
+	return nil
+}
+
+func occupancyOfSQL(q schemas.UsageRowQuery, lo, hi int64) (string, []any) {
+	conds, args := ingest.KeyFilter(q)
+	return `SELECT project, user, instance_id, gpu_model, profile, start_ms, end_ms
+		FROM occupancy WHERE end_ms >= ? AND start_ms <= ? AND ` + strings.Join(conds, " AND "), append([]any{lo, hi}, args...)
+}
+
+func idleRunsOfSQL(q schemas.UsageRowQuery, from, to int64, maxUtil float64) (string, []any) {
+	conds, args := ingest.KeyFilter(q)
+	return `SELECT project, user, instance_id, gpu_model, profile, class, min_util, max_util, start_ms, end_ms
+		FROM idle_spans WHERE end_ms > ? AND start_ms < ? AND (class = 0 OR min_util < ?) AND ` + strings.Join(conds, " AND "),
+		append([]any{from, to, maxUtil}, args...)
+}
+
+// scanChunks scans each row of rows with scan and hands them to fn in
+// chunks of chunk rows (each chunk a new slice, fn owns it); it closes rows.
+func scanChunks[T any](rows *sql.Rows, scan func(*T) error, fn func([]T) error) error {
+	defer rows.Close() //nolint:errcheck // errors surface on Next/Err
+	var buf []T        // grown by append: a read of a few rows allocates little
+	for rows.Next() {
+		var zero T
+		buf = append(buf, zero)
+		if err := scan(&buf[len(buf)-1]); err != nil {
+			return err
+		}
+		if len(buf) == chunk {
+			if err := fn(buf); err != nil {
+				return err
+			}
+			buf = nil
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(buf) > 0 {
+		return fn(buf)
+	}
+	return nil
 }
 
 // HeldSamples implements reads.HeldRows.

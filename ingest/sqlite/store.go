@@ -112,6 +112,13 @@ var migrations = []string{
 			coalesce(util, 0), util IS NOT NULL, processes, holder_ref
 		FROM raw_samples WHERE project != '' GROUP BY instance_id
 		ON CONFLICT (instance_id) DO UPDATE SET ` + latestUpdate,
+	// Usage reads of some projects or users (reads.KeyedRuns, ingest.KeyFilter):
+	// their runs by key and end, the node filter's raw samples by node and start.
+	`CREATE INDEX IF NOT EXISTS occupancy_project_end ON occupancy (project, end_ms)`,
+	`CREATE INDEX IF NOT EXISTS occupancy_user_end ON occupancy (user, end_ms)`,
+	`CREATE INDEX IF NOT EXISTS idle_spans_project_end ON idle_spans (project, end_ms)`,
+	`CREATE INDEX IF NOT EXISTS idle_spans_user_end ON idle_spans (user, end_ms)`,
+	`CREATE INDEX IF NOT EXISTS raw_samples_node_start ON raw_samples (node, start_ms)`,
 }
 
 const latestColumns = `instance_id, start_ms, interval_ms, node, gpu_uuid, gpu_model, profile, project, user, util, util_known, processes, holder_ref`

@@ -63,7 +63,7 @@ func TestLatestSamplesBackfill(t *testing.T) {
 	require.NoError(t, err)
 	_, err = db.Exec(`DROP TABLE latest_samples`)
 	require.NoError(t, err)
-	_, err = db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, sqlite.SchemaVersion-2))
+	_, err = db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, sqlite.LatestSamplesVersion))
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 
@@ -71,7 +71,7 @@ func TestLatestSamplesBackfill(t *testing.T) {
 	require.NoError(t, err)
 	defer st.Close()
 	from, to := st.Migrated()
-	require.Equal(t, [2]int{sqlite.SchemaVersion - 2, sqlite.SchemaVersion}, [2]int{from, to})
+	require.Equal(t, [2]int{sqlite.LatestSamplesVersion, sqlite.SchemaVersion}, [2]int{from, to})
 	want := storetest.LatestOf(samples)
 	require.Greater(t, len(want), 40)
 	require.Equal(t, want, storetest.Latest(t, st, 0))

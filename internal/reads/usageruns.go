@@ -31,6 +31,34 @@ func usageSourceFor(src UsageRows, cat *schemas.Catalog, rq schemas.UsageRowQuer
 	return runUsage{src: us, cat: cat}
 }
 
+// KeyedRuns is a UsageSource that filters its runs by key in the database:
+// the held keys of the projects, users and (GPU model, profile) pairs a
+// UsageRowQuery selects (ingest.KeyFilter), so that a read of one project or
+// one user fetches that project's or user's runs only, through an index.
+// Implemented by ingest.MemStore, ingest/sqlite and ingest/clickhouse; Usage
+// filters the runs of a store without it in Go.
+type KeyedRuns interface {
+	// OccupancyOf is Occupancy, only the runs of the keys q selects.
+	OccupancyOf(ctx context.Context, q schemas.UsageRowQuery, lo, hi int64, fn func([]schemas.Run) error) error
+	// IdleRunsOf is IdleRuns, only the runs of the keys q selects.
+	IdleRunsOf(ctx context.Context, q schemas.UsageRowQuery, from, to int64, maxUtil float64, fn func([]schemas.IdleRun) error) error
+}
+
+// keyedSource is a KeyedRuns store read as the UsageSource of q's keys.
+type keyedSource struct {
+	UsageSource
+	runs KeyedRuns
+	q    schemas.UsageRowQuery
+}
+
+func (s keyedSource) Occupancy(ctx context.Context, lo, hi int64, fn func([]schemas.Run) error) error {
+	return s.runs.OccupancyOf(ctx, s.q, lo, hi, fn)
+}
+
+func (s keyedSource) IdleRuns(ctx context.Context, from, to int64, maxUtil float64, fn func([]schemas.IdleRun) error) error {
+	return s.runs.IdleRunsOf(ctx, s.q, from, to, maxUtil, fn)
+}
+
 // spans are a key's occupancy runs and idle time.
 type spans struct {
 	held, idle []schemas.Run
@@ -59,11 +87,17 @@ func (u runUsage) UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn fun
 
 // readSpans reads the occupancy runs and the idle runs of [q.FromMS, q.ToMS)
 // at once and returns, for each key q selects, its runs within the range and
-// its idle time.
+// its idle time. A KeyedRuns store returns the runs of those keys only;
+// another store's runs are filtered here.
 func (u runUsage) readSpans(ctx context.Context, q schemas.UsageRowQuery) (keySpans, error) {
+	src := u.src
 	keep := func(k schemas.Key) bool {
 		return k.Project != "" && inList(q.Projects, k.Project) && inList(q.Users, k.User) &&
 			(q.Models == nil || slices.Contains(q.Models, [2]string{k.GPUModel, k.Profile}))
+	}
+	if kr, ok := u.src.(KeyedRuns); ok {
+		src = keyedSource{UsageSource: u.src, runs: kr, q: q}
+		keep = func(schemas.Key) bool { return true }
 	}
 	byKey := keySpans{}
 	ctx, cancel := context.WithCancel(ctx)
@@ -72,7 +106,7 @@ func (u runUsage) readSpans(ctx context.Context, q schemas.UsageRowQuery) (keySp
 		x := byKey.of(k)
 		x.idle = append(x.idle, schemas.Run{Key: k, StartMS: s, EndMS: e})
 	})
-	err := readRuns(ctx, u.src, runRange{occFrom: q.FromMS, occTo: q.ToMS, idleFrom: q.FromMS, idleTo: q.ToMS, maxUtil: billing.MaxIdleThreshold(u.cat) + 1e-9},
+	err := readRuns(ctx, src, runRange{occFrom: q.FromMS, occTo: q.ToMS, idleFrom: q.FromMS, idleTo: q.ToMS, maxUtil: billing.MaxIdleThreshold(u.cat) + 1e-9},
 		func(rows []schemas.Run) {
 			for i := range rows {
 				if keep(rows[i].Key) && rows[i].EndMS > q.FromMS && rows[i].StartMS < q.ToMS {
