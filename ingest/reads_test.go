@@ -8,3 +8,5 @@ import (
 )
 
 func TestMemStoreReads(t *testing.T) { storetest.RequireReads(t, ingest.NewMemStore()) }
+
+func TestMemStoreDataQuality(t *testing.T) { storetest.RequireDataQuality(t, ingest.NewMemStore()) }

@@ -11,3 +11,8 @@ func TestClickHouseReads(t *testing.T) {
 	st := open(t, testenv.ClickHouseAddr(t), testenv.UniqueName(t, "ch"))
 	storetest.RequireReads(t, st)
 }
+
+func TestClickHouseDataQuality(t *testing.T) {
+	st := open(t, testenv.ClickHouseAddr(t), testenv.UniqueName(t, "ch"))
+	storetest.RequireDataQuality(t, st)
+}

@@ -18,3 +18,10 @@ func TestSQLiteReads(t *testing.T) {
 	t.Cleanup(func() { _ = st.Close() })
 	storetest.RequireReads(t, st)
 }
+
+func TestSQLiteDataQuality(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "cardhour.db"), Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	storetest.RequireDataQuality(t, st)
+}

@@ -67,17 +67,20 @@ func (n SilentNode) MarshalJSON() ([]byte, error) {
 }
 
 // QualityRows is a store that can answer the data-quality check.
-// Implemented by ingest.MemStore, ingest/sqlite and ingest/clickhouse.
+// Implemented by ingest.MemStore, ingest/sqlite and ingest/clickhouse, from
+// the rollup they write with the samples (ingest.Activity: node minutes and
+// busy unheld samples), not from a scan of the raw samples.
 type QualityRows interface {
 	// Rejects counts distinct rejected sources with time in [fromMS, toMS)
 	// and returns the earliest first of them.
 	Rejects(ctx context.Context, fromMS, toMS int64, first int) (int64, []schemas.RejectRow, error)
 	// NodeBuckets returns each (node, bucket of bucketMS, UTC-aligned) with
-	// at least one sample starting in [fromMS, toMS), in any order.
+	// at least one sample starting in [fromMS, toMS), in any order, at least
+	// once (a bucket cut by the range's ends may come twice).
 	NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, fn func(schemas.NodeBucketRow) error) error
 	// Unattributed sums the intervals of samples with an empty project and
 	// processes > 0 or util >= minUtil starting in [fromMS, toMS), per node
-	// and instance (Seconds in milliseconds).
+	// and instance (Seconds in milliseconds), each (node, instance) once.
 	Unattributed(ctx context.Context, fromMS, toMS int64, minUtil float64, fn func(schemas.UnattributedUsage) error) error
 }
 
