@@ -72,12 +72,12 @@ func (r *rawQuality) Unattributed(_ context.Context, fromMS, toMS int64, minUtil
 	return nil
 }
 
-// qualityTrace is the data-quality trace: samples of five nodes around the
+// QualityTrace is the data-quality trace: samples of five nodes around the
 // start of November 2026 in Asia/Shanghai (2026-10-31T16:00Z) and the UTC
 // month's (2026-11-01T00:00Z), with silent gaps just under and over
 // reads.SilentGap, samples in a minute that a check's now cuts, and unheld
 // samples busy under some thresholds only.
-func qualityTrace(t testing.TB) []schemas.Sample {
+func QualityTrace(t testing.TB) []schemas.Sample {
 	t.Helper()
 	const a100 = "NVIDIA A100-SXM4-80GB"
 	var out []schemas.Sample
@@ -129,7 +129,7 @@ func qualityTrace(t testing.TB) []schemas.Sample {
 // direct reads of ranges and buckets that are not whole minutes.
 func RequireDataQuality(t *testing.T, st ingest.Backend) {
 	ctx := context.Background()
-	samples := qualityTrace(t)
+	samples := QualityTrace(t)
 	half := len(samples) / 2
 	c := ingest.NewCompactor(0)
 	for i := 0; i < half; i += 50 {
@@ -146,24 +146,9 @@ func RequireDataQuality(t *testing.T, st ingest.Backend) {
 	WriteStreamed(t, w2, samples[half/2:], 64, 9)
 	written := append(append(append(append([]schemas.Sample(nil), samples[:half]...), samples[half:]...), samples[half/3:half+half/3]...), samples[half/2:]...)
 	ref := newRawQuality(written, st)
+	RequireDataQualityOf(t, st, written)
 
 	cat := Catalogs(t)["example"]
-	for _, thr := range []float64{0.05, 0.3, 0.01, 0.005, 0} {
-		c := *cat
-		c.Defaults.Idle.Threshold = thr
-		for _, period := range []string{"2026-10", "2026-11"} {
-			p, err := billing.ParsePeriod(period, c.Location)
-			require.NoError(t, err)
-			for _, now := range []time.Time{utc("2026-11-02T06:35:30Z"), utc("2026-11-02T06:35:00Z"), utc("2026-11-01T00:00:30Z"), p.End.Add(time.Hour)} {
-				want, err := reads.CheckDataQuality(ctx, ref, &c, p, now)
-				require.NoError(t, err)
-				got, err := reads.CheckDataQuality(ctx, st, &c, p, now)
-				require.NoError(t, err)
-				require.Equal(t, want, got, "threshold %g, period %s, now %s", thr, period, now)
-			}
-		}
-	}
-
 	// Hand-checked: November in Shanghai, checked at 06:35:30Z. q3's sample
 	// at 06:35:10 counts (not silent); q4's at 06:35:40 has not started (q4
 	// silent from 06:21); q1's 9-minute gap is not reported, its 10-minute
@@ -220,4 +205,36 @@ func RequireDataQuality(t *testing.T, st ingest.Backend) {
 		require.NotEmpty(t, want, "range %v", r)
 		require.Equal(t, want, buckets(st, r[0], r[1], r[2]), "range %v", r)
 	}
+}
+
+// RequireDataQualityOf checks that reads.CheckDataQuality on st answers what
+// the same check over written (every sample written to st, in order) answers,
+// for the example catalog with several idle thresholds (0 included), both
+// months of the quality trace and check times inside a minute, on one and
+// after the period's end.
+func RequireDataQualityOf(t *testing.T, st ingest.Backend, written []schemas.Sample) {
+	t.Helper()
+	ctx := context.Background()
+	ref := newRawQuality(written, st)
+	silent, unattributed := 0, 0
+	cat := Catalogs(t)["example"]
+	for _, thr := range []float64{0.05, 0.3, 0.01, 0.005, 0} {
+		c := *cat
+		c.Defaults.Idle.Threshold = thr
+		for _, period := range []string{"2026-10", "2026-11"} {
+			p, err := billing.ParsePeriod(period, c.Location)
+			require.NoError(t, err)
+			for _, now := range []time.Time{utc("2026-11-02T06:35:30Z"), utc("2026-11-02T06:35:00Z"), utc("2026-11-01T00:00:30Z"), p.End.Add(time.Hour)} {
+				want, err := reads.CheckDataQuality(ctx, ref, &c, p, now)
+				require.NoError(t, err)
+				got, err := reads.CheckDataQuality(ctx, st, &c, p, now)
+				require.NoError(t, err)
+				require.Equal(t, want, got, "threshold %g, period %s, now %s", thr, period, now)
+				silent += len(want.Silent)
+				unattributed += len(want.Unattributed)
+			}
+		}
+	}
+	require.Positive(t, silent, "the checks report silent nodes")
+	require.Positive(t, unattributed, "the checks report unattributed usage")
 }
