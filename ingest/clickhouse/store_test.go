@@ -256,9 +256,8 @@ func TestDataQualityRollupBackfill(t *testing.T) {
 	st := open(t, testenv.ClickHouseAddr(t), testenv.UniqueName(t, "ch"))
 	ctx := context.Background()
 	db := "`" + st.Database() + "`"
-	samples := storetest.QualityTrace(t)
-	half := len(samples) / 2
-	require.NoError(t, st.Write(ctx, &ingest.Batch{Samples: samples[:half]}))
+	old, later := storetest.QualityTraceBefore(t, time.Date(2026, 11, 1, 0, 30, 0, 0, time.UTC))
+	require.NoError(t, st.Write(ctx, &ingest.Batch{Samples: old}))
 
 	// Back to the schema before the rollup: its tables gone, its migrations
 	// not recorded.
@@ -286,6 +285,6 @@ func TestDataQualityRollupBackfill(t *testing.T) {
 
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	storetest.WriteStreamed(t, w, samples[half:], 50, 13)
-	storetest.RequireDataQualityOf(t, st, samples)
+	storetest.WriteStreamed(t, w, later, 50, 13)
+	storetest.RequireDataQualityOf(t, st, append(old, later...))
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -151,9 +152,8 @@ func TestDataQualityRollupBackfill(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
 	require.NoError(t, err)
-	samples := storetest.QualityTrace(t)
-	half := len(samples) / 2
-	require.NoError(t, st.Write(ctx, &ingest.Batch{Samples: samples[:half]}))
+	old, later := storetest.QualityTraceBefore(t, time.Date(2026, 11, 1, 0, 30, 0, 0, time.UTC))
+	require.NoError(t, st.Write(ctx, &ingest.Batch{Samples: old}))
 	require.NoError(t, st.Close())
 
 	// Back to the version before the rollup.
@@ -171,6 +171,6 @@ func TestDataQualityRollupBackfill(t *testing.T) {
 	defer st.Close()
 	from, to := st.Migrated()
 	require.Equal(t, [2]int{before, sqlite.SchemaVersion}, [2]int{from, to})
-	require.NoError(t, st.Write(ctx, ingest.NewCompactor(0).Build(samples[half:])))
-	storetest.RequireDataQualityOf(t, st, samples)
+	require.NoError(t, st.Write(ctx, ingest.NewCompactor(0).Build(later)))
+	storetest.RequireDataQualityOf(t, st, append(old, later...))
 }

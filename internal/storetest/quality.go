@@ -120,6 +120,22 @@ func QualityTrace(t testing.TB) []schemas.Sample {
 	return out
 }
 
+// QualityTraceBefore splits QualityTrace at cut: the samples starting before
+// it (silent gaps, a node that stops, busy unheld usage) and the others.
+func QualityTraceBefore(t testing.TB, cut time.Time) (before, after []schemas.Sample) {
+	t.Helper()
+	for _, s := range QualityTrace(t) {
+		if s.StartMS < cut.UnixMilli() {
+			before = append(before, s)
+		} else {
+			after = append(after, s)
+		}
+	}
+	require.NotEmpty(t, before)
+	require.NotEmpty(t, after)
+	return before, after
+}
+
 // RequireDataQuality checks that reads.CheckDataQuality on st, an empty
 // store, answers exactly what the same check over the raw samples answers
 // (what every store answered before the rollup), for several catalogs'
