@@ -101,8 +101,10 @@ func (s *Store) NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, f
 	if err := s.nodeBuckets(ctx, raw, bucketMS, fromMS, lo, fn); err != nil {
 		return err
 	}
-	if err := s.nodeBuckets(ctx, `SELECT node, minute_ms - minute_ms % ? AS b FROM node_minutes
-		WHERE minute_ms >= ? AND minute_ms < ? GROUP BY node, b`, bucketMS, lo, hi, fn); err != nil {
+	// Minutes are the primary key: one row each, read in its order (a
+	// GROUP BY would sort them again); longer buckets come once per minute.
+	if err := s.nodeBuckets(ctx, `SELECT node, minute_ms - minute_ms % ? FROM node_minutes
+		WHERE minute_ms >= ? AND minute_ms < ?`, bucketMS, lo, hi, fn); err != nil {
 		return err
 	}
 	return s.nodeBuckets(ctx, raw, bucketMS, hi, toMS, fn)

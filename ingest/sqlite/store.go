@@ -125,7 +125,8 @@ var migrations = []string{
 		instance_id TEXT NOT NULL, start_ms INTEGER NOT NULL, user TEXT NOT NULL, node TEXT NOT NULL,
 		interval_ms INTEGER NOT NULL, processes INTEGER NOT NULL, util REAL,
 		PRIMARY KEY (instance_id, start_ms, user)) WITHOUT ROWID`,
-	`CREATE INDEX IF NOT EXISTS unheld_busy_start ON unheld_busy (start_ms)`,
+	// By start, covering what the check reads (no lookup per row).
+	`CREATE INDEX IF NOT EXISTS unheld_busy_start ON unheld_busy (start_ms, processes, util, node, instance_id, interval_ms)`,
 	`INSERT OR REPLACE INTO unheld_busy (instance_id, start_ms, user, node, interval_ms, processes, util)
 		SELECT instance_id, start_ms, user, node, interval_ms, processes, util FROM raw_samples
 		WHERE project = '' AND (processes > 0 OR util > 0)`,

@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -54,6 +55,7 @@ func run() error {
 	instances := flag.Int("instances", 7000, "fleet size when loading")
 	rounds := flag.Int("rounds", 5, "interleaved rounds")
 	bin := flag.String("cardhour", "", "cardhour binary for `bill --store` (empty: not timed)")
+	profile := flag.String("cpuprofile", "", "write a CPU profile of the rounds to this file")
 	flag.Parse()
 	if *dsn == "" {
 		return fmt.Errorf("-store is required")
@@ -149,6 +151,16 @@ func run() error {
 			}
 			return nil
 		}})
+	}
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	for r := range *rounds {
 		// Turns rotate each round so that none always runs first.
