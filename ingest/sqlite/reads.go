@@ -136,13 +136,15 @@ func (s *Store) nodeBuckets(ctx context.Context, query string, bucketMS, fromMS,
 // written with the samples); a threshold of 0, which calls every unheld
 // sample of known util busy, from raw_samples.
 func (s *Store) Unattributed(ctx context.Context, fromMS, toMS int64, minUtil float64, fn func(schemas.UnattributedUsage) error) error {
-	from := "unheld_busy WHERE"
+	query := `SELECT node, instance_id, sum(interval_ms) FROM unheld_busy
+		WHERE start_ms >= ? AND start_ms < ? AND (processes > 0 OR (util IS NOT NULL AND util >= ?))
+		GROUP BY node, instance_id`
 	if minUtil <= 0 {
-		from = "raw_samples WHERE project = '' AND"
+		query = `SELECT node, instance_id, sum(interval_ms) FROM raw_samples
+		WHERE start_ms >= ? AND start_ms < ? AND project = '' AND (processes > 0 OR (util IS NOT NULL AND util >= ?))
+		GROUP BY node, instance_id`
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT node, instance_id, sum(interval_ms) FROM `+from+`
-		start_ms >= ? AND start_ms < ? AND (processes > 0 OR (util IS NOT NULL AND util >= ?))
-		GROUP BY node, instance_id`, fromMS, toMS, minUtil)
+	rows, err := s.db.QueryContext(ctx, query, fromMS, toMS, minUtil)
 	if err != nil {
 		return fmt.Errorf("cannot read unattributed usage: %w", err)
 	}
