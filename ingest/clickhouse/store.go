@@ -284,12 +284,19 @@ func (r *rawStream) Append(samples []schemas.Sample) error {
 	return nil
 }
 
+// Finish ends the insert, and inserts the batch's data-quality rollup on
+// another connection meanwhile (as Write does with the runs): nil only when
+// both were accepted.
 func (r *rawStream) Finish() error {
 	r.done = true
-	if err := r.b.Send(); err != nil {
+	act := make(chan error, 1)
+	go func() { act <- r.s.writeActivity(r.ctx, &r.act) }()
+	err := r.b.Send()
+	actErr := <-act
+	if err != nil {
 		return classify(fmt.Errorf("cannot insert %d rows into raw_samples: %w", r.n, err))
 	}
-	return r.s.writeActivity(r.ctx, &r.act)
+	return actErr
 }
 
 // Abort ends an unfinished insert by closing its connection: the server
