@@ -166,14 +166,29 @@ func RejectRows(rs []Reject) []schemas.RejectRow {
 	return out
 }
 
-// NodeBuckets implements schemas.QualityRows.
+// NodeBuckets implements schemas.QualityRows from the node minutes written
+// with the samples (Activity); the raw samples answer the parts of the range
+// that are not whole minutes (MinuteSpan).
 func (m *MemStore) NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, fn func(schemas.NodeBucketRow) error) error {
 	seen := map[schemas.NodeBucketRow]bool{}
 	m.mu.Lock()
-	_ = m.uniqueSamples(fromMS, toMS, func(s *schemas.Sample) error {
-		seen[schemas.NodeBucketRow{Node: s.Node, BucketMS: s.StartMS - s.StartMS%bucketMS}] = true
-		return nil
-	})
+	raw := func(from, to int64) {
+		_ = m.uniqueSamples(from, to, func(s *schemas.Sample) error {
+			seen[schemas.NodeBucketRow{Node: s.Node, BucketMS: s.StartMS - s.StartMS%bucketMS}] = true
+			return nil
+		})
+	}
+	if lo, hi, ok := MinuteSpan(fromMS, toMS, bucketMS); ok {
+		raw(fromMS, lo)
+		for n := range m.nodeMinutes {
+			if n.MinuteMS >= lo && n.MinuteMS < hi {
+				seen[schemas.NodeBucketRow{Node: n.Node, BucketMS: n.MinuteMS - n.MinuteMS%bucketMS}] = true
+			}
+		}
+		raw(hi, toMS)
+	} else {
+		raw(fromMS, toMS)
+	}
 	m.mu.Unlock()
 	for r := range seen {
 		if err := fn(r); err != nil {
@@ -183,16 +198,24 @@ func (m *MemStore) NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64
 	return ctx.Err()
 }
 
-// Unattributed implements schemas.QualityRows.
+// Unattributed implements schemas.QualityRows from the busy unheld samples
+// written with the samples (Activity); a threshold of 0 from all samples.
 func (m *MemStore) Unattributed(ctx context.Context, fromMS, toMS int64, minUtil float64, fn func(schemas.UnattributedUsage) error) error {
 	sums := map[[2]string]int64{}
-	m.mu.Lock()
-	_ = m.uniqueSamples(fromMS, toMS, func(s *schemas.Sample) error {
-		if s.Project == "" && (s.Processes > 0 || (s.UtilKnown && s.Util >= minUtil)) {
+	add := func(s *schemas.Sample) error {
+		if s.Project == "" && s.StartMS >= fromMS && s.StartMS < toMS && (s.Processes > 0 || (s.UtilKnown && s.Util >= minUtil)) {
 			sums[[2]string{s.Node, s.InstanceID}] += s.IntervalMS
 		}
 		return nil
-	})
+	}
+	m.mu.Lock()
+	if minUtil > 0 {
+		for _, s := range m.unheld {
+			_ = add(&s)
+		}
+	} else {
+		_ = m.uniqueSamples(fromMS, toMS, add)
+	}
 	m.mu.Unlock()
 	for k, ms := range sums {
 		if err := fn(schemas.UnattributedUsage{Node: k[0], InstanceID: k[1], Seconds: ms}); err != nil {

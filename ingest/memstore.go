@@ -23,6 +23,10 @@ type MemStore struct {
 	writes    int
 	failNext  int
 	rejects   map[string]Reject // by source
+	// The data-quality rollup (Activity): node minutes, and the busy
+	// unheld samples by identity (the last written kept).
+	nodeMinutes map[NodeMinute]struct{}
+	unheld      map[sampleKey]schemas.Sample
 }
 
 // NewMemStore returns an empty MemStore.
@@ -53,6 +57,7 @@ func (m *MemStore) Write(ctx context.Context, b *Batch) error {
 	m.samples = append(m.samples, b.Samples...)
 	m.occupancy = append(m.occupancy, b.Occupancy...)
 	m.idle = append(m.idle, b.Idle...)
+	m.addActivity(ActivityOf(b.Samples))
 	if m.latest == nil {
 		m.latest = map[string]schemas.Sample{}
 	}
@@ -62,6 +67,19 @@ func (m *MemStore) Write(ctx context.Context, b *Batch) error {
 		}
 	}
 	return nil
+}
+
+// addActivity stores the rollup of a batch's samples. m.mu must be held.
+func (m *MemStore) addActivity(a *Activity) {
+	if m.nodeMinutes == nil {
+		m.nodeMinutes, m.unheld = map[NodeMinute]struct{}{}, map[sampleKey]schemas.Sample{}
+	}
+	for _, n := range a.Nodes {
+		m.nodeMinutes[n] = struct{}{}
+	}
+	for _, s := range a.Unheld {
+		m.unheld[sampleKey{s.InstanceID, s.Project, s.User, s.StartMS}] = s
+	}
 }
 
 // DataVersion implements reads.DataVersioner: the number of writes, so it

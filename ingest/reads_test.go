@@ -10,3 +10,5 @@ import (
 func TestMemStoreReads(t *testing.T) { storetest.RequireReads(t, ingest.NewMemStore()) }
 
 func TestMemStoreFilteredUsage(t *testing.T) { storetest.RequireFilteredUsage(t, ingest.NewMemStore()) }
+
+func TestMemStoreDataQuality(t *testing.T) { storetest.RequireDataQuality(t, ingest.NewMemStore()) }

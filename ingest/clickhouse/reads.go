@@ -77,11 +77,41 @@ func (s *Store) Rejects(ctx context.Context, fromMS, toMS int64, first int) (int
 	return sum.Count, ingest.RejectRows(sum.First), err
 }
 
-// NodeBuckets implements reads.QualityRows (no FINAL: a replay adds no bucket).
+// NodeBuckets implements reads.QualityRows from node_minutes (the rollup
+// written with the samples, replays collapsed by the GROUP BY); the raw
+// samples answer only the parts of the range that are not whole minutes
+// (ingest.MinuteSpan). No FINAL: a replay adds no bucket. The modulus is
+// an Int64: ClickHouse 18.16 types Int64 % 60000 as Int16, which wraps
+// remainders of 32 768 and more.
 func (s *Store) NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, fn func(schemas.NodeBucketRow) error) error {
-	rows, err := s.conn.Query(ctx, "SELECT toString(node), start_ms - start_ms % "+itoa(bucketMS)+" AS b FROM "+s.table("raw_samples")+
-		" WHERE ts >= toDateTime("+itoa(max(fromMS/1000, 0))+") AND ts < toDateTime("+itoa(toMS/1000+1)+") AND start_ms >= "+itoa(fromMS)+
-		" AND start_ms < "+itoa(toMS)+" GROUP BY node, b")
+	raw := func(from, to int64) string {
+		return "SELECT toString(node), start_ms - start_ms % toInt64(" + itoa(bucketMS) + ") AS b FROM " + s.table("raw_samples") +
+			" WHERE ts >= toDateTime(" + itoa(max(from/1000, 0)) + ") AND ts < toDateTime(" + itoa(to/1000+1) + ") AND start_ms >= " + itoa(from) +
+			" AND start_ms < " + itoa(to) + " GROUP BY node, b"
+	}
+	lo, hi, ok := ingest.MinuteSpan(fromMS, toMS, bucketMS)
+	if !ok {
+		return s.nodeBuckets(ctx, raw(fromMS, toMS), fn)
+	}
+	if fromMS < lo {
+		if err := s.nodeBuckets(ctx, raw(fromMS, lo), fn); err != nil {
+			return err
+		}
+	}
+	if err := s.nodeBuckets(ctx, "SELECT toString(node), minute_ms - minute_ms % toInt64("+itoa(bucketMS)+") AS b FROM "+s.table("node_minutes")+
+		" WHERE ts >= toDateTime("+itoa(lo/1000)+") AND ts < toDateTime("+itoa(hi/1000)+") AND minute_ms >= "+itoa(lo)+
+		" AND minute_ms < "+itoa(hi)+" GROUP BY node, b", fn); err != nil {
+		return err
+	}
+	if hi < toMS {
+		return s.nodeBuckets(ctx, raw(hi, toMS), fn)
+	}
+	return nil
+}
+
+// nodeBuckets runs one query of (node, bucket) rows.
+func (s *Store) nodeBuckets(ctx context.Context, q string, fn func(schemas.NodeBucketRow) error) error {
+	rows, err := s.conn.Query(ctx, q)
 	if err != nil {
 		return classify(fmt.Errorf("cannot read node activity: %w", err))
 	}
@@ -98,10 +128,17 @@ func (s *Store) NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, f
 	return rows.Err()
 }
 
-// Unattributed implements reads.QualityRows.
+// Unattributed implements reads.QualityRows from unheld_busy (the rollup
+// written with the samples, replays collapsed by FINAL); a threshold of 0,
+// which calls every unheld sample of known util busy, from raw_samples.
 func (s *Store) Unattributed(ctx context.Context, fromMS, toMS int64, minUtil float64, fn func(schemas.UnattributedUsage) error) error {
-	rows, err := s.conn.Query(ctx, "SELECT toString(node), instance_id, sum(interval_ms) FROM "+s.samples(fromMS, toMS)+
-		" WHERE start_ms >= "+itoa(fromMS)+" AND start_ms < "+itoa(toMS)+" AND project = '' AND (processes > 0 OR (util IS NOT NULL AND util >= ?))"+
+	from := "(SELECT * FROM " + s.table("unheld_busy") + " FINAL WHERE ts >= toDateTime(" + itoa(max(fromMS/1000, 0)) +
+		") AND ts < toDateTime(" + itoa(toMS/1000+1) + ")) WHERE"
+	if minUtil <= 0 {
+		from = s.samples(fromMS, toMS) + " WHERE project = '' AND"
+	}
+	rows, err := s.conn.Query(ctx, "SELECT toString(node), instance_id, sum(interval_ms) FROM "+from+
+		" start_ms >= "+itoa(fromMS)+" AND start_ms < "+itoa(toMS)+" AND (processes > 0 OR (util IS NOT NULL AND util >= ?))"+
 		" GROUP BY node, instance_id", minUtil)
 	if err != nil {
 		return classify(fmt.Errorf("cannot read unattributed usage: %w", err))

@@ -16,3 +16,8 @@ func TestClickHouseFilteredUsage(t *testing.T) {
 	st := open(t, testenv.ClickHouseAddr(t), testenv.UniqueName(t, "ch"))
 	storetest.RequireFilteredUsage(t, st)
 }
+
+func TestClickHouseDataQuality(t *testing.T) {
+	st := open(t, testenv.ClickHouseAddr(t), testenv.UniqueName(t, "ch"))
+	storetest.RequireDataQuality(t, st)
+}

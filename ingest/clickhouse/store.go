@@ -149,6 +149,9 @@ func (s *Store) Write(ctx context.Context, b *ingest.Batch) error {
 		if len(b.Latest) > 0 {
 			latestErr = s.writeLatest(ctx, b.Latest)
 		}
+		if latestErr == nil {
+			latestErr = s.writeActivity(ctx, ingest.ActivityOf(b.Samples))
+		}
 	}()
 	go func() {
 		defer close(done)
@@ -250,7 +253,7 @@ func (s *Store) BeginRaw(ctx context.Context) (ingest.RawStream, error) {
 	if err != nil {
 		return nil, classify(fmt.Errorf("cannot prepare insert into raw_samples: %w", err))
 	}
-	return &rawStream{b: b, c: rawPool.Get().(*rawCols)}, nil
+	return &rawStream{b: b, c: rawPool.Get().(*rawCols), s: s, ctx: ctx}, nil
 }
 
 type rawStream struct {
@@ -258,9 +261,14 @@ type rawStream struct {
 	c    *rawCols // nil once released
 	n    int      // rows sent
 	done bool     // sent or aborted
+	// The data-quality rollup of the samples appended, written by Finish.
+	s   *Store
+	ctx context.Context
+	act ingest.Activity
 }
 
 func (r *rawStream) Append(samples []schemas.Sample) error {
+	r.act.Add(samples)
 	r.c.fill(samples)
 	for i, col := range r.c.columns() {
 		if err := r.b.Column(i).Append(col); err != nil {
@@ -276,12 +284,19 @@ func (r *rawStream) Append(samples []schemas.Sample) error {
 	return nil
 }
 
+// Finish ends the insert, and inserts the batch's data-quality rollup on
+// another connection meanwhile (as Write does with the runs): nil only when
+// both were accepted.
 func (r *rawStream) Finish() error {
 	r.done = true
-	if err := r.b.Send(); err != nil {
+	act := make(chan error, 1)
+	go func() { act <- r.s.writeActivity(r.ctx, &r.act) }()
+	err := r.b.Send()
+	actErr := <-act
+	if err != nil {
 		return classify(fmt.Errorf("cannot insert %d rows into raw_samples: %w", r.n, err))
 	}
-	return nil
+	return actErr
 }
 
 // Abort ends an unfinished insert by closing its connection: the server
@@ -350,6 +365,52 @@ func (s *Store) writeIdle(ctx context.Context, runs []schemas.IdleRun) error {
 	}
 	return s.insert(ctx, "idle_spans", "start, project, user, instance_id, gpu_model, profile, class, min_util, max_util, start_ms, end_ms", n,
 		start, project, user, inst, model, profile, class, lo, hi, startMS, endMS)
+}
+
+// writeActivity inserts the data-quality rollup of a batch's samples
+// (ingest.Activity): its node minutes, then its busy unheld samples. A
+// replay inserts rows that readers collapse (GROUP BY, FINAL).
+func (s *Store) writeActivity(ctx context.Context, a *ingest.Activity) error {
+	if n := len(a.Nodes); n > 0 {
+		ts, minute, node := make([]time.Time, n), make([]int64, n), make([]string, n)
+		for i, m := range a.Nodes {
+			ts[i], minute[i], node[i] = dateTime(m.MinuteMS), m.MinuteMS, m.Node
+		}
+		if err := s.insert(ctx, "node_minutes", "ts, minute_ms, node", n, ts, minute, node); err != nil {
+			return err
+		}
+	}
+	n := len(a.Unheld)
+	if n == 0 {
+		return nil
+	}
+	ts, ingested := make([]time.Time, n), make([]time.Time, n)
+	startMS, intervalMS, procs := make([]int64, n), make([]int64, n), make([]int64, n)
+	inst, user, node := make([]string, n), make([]string, n), make([]string, n)
+	util, utilVals := make([]*float64, n), make([]float64, n)
+	now := time.Now().UTC().Truncate(time.Second)
+	for i := range a.Unheld {
+		x := &a.Unheld[i]
+		ts[i], ingested[i] = dateTime(x.StartMS), now
+		startMS[i], intervalMS[i], procs[i] = x.StartMS, x.IntervalMS, x.Processes
+		inst[i], user[i], node[i] = x.InstanceID, x.User, x.Node
+		if x.UtilKnown {
+			utilVals[i] = x.Util
+			util[i] = &utilVals[i]
+		}
+	}
+	return s.insert(ctx, "unheld_busy", "ts, start_ms, instance_id, user, node, interval_ms, processes, util, ingested_at", n,
+		ts, startMS, inst, user, node, intervalMS, procs, util, ingested)
+}
+
+// dateTime is the DateTime column of a time in milliseconds, 0 outside
+// DateTime's range (the millisecond column stays exact), as for raw samples.
+func dateTime(ms int64) time.Time {
+	sec := ms / 1000
+	if ms < 0 || sec > 4294967295 {
+		sec = 0
+	}
+	return time.Unix(sec, 0).UTC()
 }
 
 const latestColumns = "instance_id, start_ms, interval_ms, node, gpu_uuid, gpu_model, profile, project, user, util, util_known, processes, holder_ref"

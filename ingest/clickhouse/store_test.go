@@ -2,7 +2,9 @@ package clickhouse_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/cardhour/cardhour/internal/storetest"
 	"github.com/cardhour/cardhour/internal/testenv"
 	"github.com/cardhour/cardhour/schemas"
+	chschema "github.com/cardhour/cardhour/schemas/clickhouse"
 )
 
 func open(t testing.TB, addr, db string) *clickhouse.Store {
@@ -39,7 +42,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	st := open(t, addr, db)
 	latest, err := clickhouse.SchemaVersion()
 	require.NoError(t, err)
-	require.Equal(t, 9, latest)
+	require.Equal(t, 13, latest)
 	res, err := st.Migrate(context.Background())
 	require.NoError(t, err)
 	require.Empty(t, res.Applied, "a second migrate applies nothing")
@@ -130,7 +133,7 @@ func TestOldIdleRunsMigrate(t *testing.T) {
 
 	res, err := st.Migrate(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []int{4, 5, 6, 7, 8, 9}, res.Applied, "7 (ADD COLUMN) finds its column and is recorded without running; 8 finds its table, 9 fills it again")
+	require.Equal(t, []int{4, 5, 6, 7, 8, 9}, res.Applied[:6], "7 (ADD COLUMN) finds its column and is recorded without running; 8 finds its table, 9 fills it again")
 	var n uint64
 	require.NoError(t, st.Conn().QueryRow(ctx, "SELECT count() FROM "+db+".idle_spans").Scan(&n))
 	require.NotZero(t, n)
@@ -177,7 +180,7 @@ func TestLatestSamplesBackfill(t *testing.T) {
 	require.NoError(t, rec.Send())
 	res, err := st.Migrate(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []int{9}, res.Applied)
+	require.Equal(t, 9, res.Applied[0], "9 and the migrations after it")
 	require.Equal(t, map[string]schemas.Sample{
 		"a": storetest.LatestFields(a[len(a)-1]),
 		"c": storetest.LatestFields(c[len(c)-1]),
@@ -244,4 +247,44 @@ func TestCompressionSetting(t *testing.T) {
 	t.Logf("bytes sent for %d samples: %v", len(samples), sent)
 	require.Greater(t, sent["none"], 3*sent["lz4"], "compress=none sends the blocks uncompressed")
 	require.Greater(t, sent["none"], 3*sent["zstd"])
+}
+
+// A database written before the data-quality rollup (node_minutes,
+// unheld_busy) gets it from its raw samples when migrated: the check answers
+// as the raw samples do, and batches written after the migration add to it.
+func TestDataQualityRollupBackfill(t *testing.T) {
+	st := open(t, testenv.ClickHouseAddr(t), testenv.UniqueName(t, "ch"))
+	ctx := context.Background()
+	db := "`" + st.Database() + "`"
+	old, later := storetest.QualityTraceBefore(t, time.Date(2026, 11, 1, 0, 30, 0, 0, time.UTC))
+	require.NoError(t, st.Write(ctx, &ingest.Batch{Samples: old}))
+
+	// Back to the schema before the rollup: its tables gone, its migrations
+	// not recorded.
+	ms, err := chschema.Migrations()
+	require.NoError(t, err)
+	var rollup []int
+	for _, m := range ms {
+		if strings.HasPrefix(m.Name, "node_minutes") || strings.HasPrefix(m.Name, "unheld_busy") {
+			rollup = append(rollup, m.Version)
+		}
+	}
+	require.Len(t, rollup, 4)
+	require.NoError(t, st.Conn().Exec(ctx, "DROP TABLE "+db+".node_minutes"))
+	require.NoError(t, st.Conn().Exec(ctx, "DROP TABLE "+db+".unheld_busy"))
+	in := strings.Trim(strings.Join(strings.Fields(fmt.Sprint(rollup)), ", "), "[]")
+	require.NoError(t, st.Conn().Exec(ctx, "ALTER TABLE "+db+".schema_migrations DELETE WHERE version IN ("+in+")"))
+	require.Eventually(t, func() bool {
+		var n uint64
+		require.NoError(t, st.Conn().QueryRow(ctx, "SELECT count() FROM "+db+".schema_migrations WHERE version IN ("+in+")").Scan(&n))
+		return n == 0
+	}, 10*time.Second, 50*time.Millisecond)
+	res, err := st.Migrate(ctx)
+	require.NoError(t, err)
+	require.Equal(t, rollup, res.Applied)
+
+	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	storetest.WriteStreamed(t, w, later, 50, 13)
+	storetest.RequireDataQualityOf(t, st, append(old, later...))
 }

@@ -165,10 +165,33 @@ func (s *Store) Rejects(ctx context.Context, fromMS, toMS int64, first int) (int
 	return sum.Count, ingest.RejectRows(sum.First), err
 }
 
-// NodeBuckets implements reads.QualityRows.
+// NodeBuckets implements reads.QualityRows from node_minutes (the rollup
+// written with the samples); the raw samples answer only the parts of the
+// range that are not whole minutes (ingest.MinuteSpan), on raw_samples_start.
 func (s *Store) NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, fn func(schemas.NodeBucketRow) error) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT node, start_ms - start_ms % ? AS b FROM raw_samples
-		WHERE start_ms >= ? AND start_ms < ? GROUP BY node, b`, bucketMS, fromMS, toMS)
+	const raw = `SELECT node, start_ms - start_ms % ? AS b FROM raw_samples WHERE start_ms >= ? AND start_ms < ? GROUP BY node, b`
+	lo, hi, ok := ingest.MinuteSpan(fromMS, toMS, bucketMS)
+	if !ok {
+		return s.nodeBuckets(ctx, raw, bucketMS, fromMS, toMS, fn)
+	}
+	if err := s.nodeBuckets(ctx, raw, bucketMS, fromMS, lo, fn); err != nil {
+		return err
+	}
+	// Minutes are the primary key: one row each, read in its order (a
+	// GROUP BY would sort them again); longer buckets come once per minute.
+	if err := s.nodeBuckets(ctx, `SELECT node, minute_ms - minute_ms % ? FROM node_minutes
+		WHERE minute_ms >= ? AND minute_ms < ?`, bucketMS, lo, hi, fn); err != nil {
+		return err
+	}
+	return s.nodeBuckets(ctx, raw, bucketMS, hi, toMS, fn)
+}
+
+// nodeBuckets runs one query of (node, bucket) rows over [fromMS, toMS).
+func (s *Store) nodeBuckets(ctx context.Context, query string, bucketMS, fromMS, toMS int64, fn func(schemas.NodeBucketRow) error) error {
+	if fromMS >= toMS {
+		return nil
+	}
+	rows, err := s.db.QueryContext(ctx, query, bucketMS, fromMS, toMS)
 	if err != nil {
 		return fmt.Errorf("cannot read node activity: %w", err)
 	}
@@ -185,11 +208,19 @@ func (s *Store) NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, f
 	return rows.Err()
 }
 
-// Unattributed implements reads.QualityRows.
+// Unattributed implements reads.QualityRows from unheld_busy (the rollup
+// written with the samples); a threshold of 0, which calls every unheld
+// sample of known util busy, from raw_samples.
 func (s *Store) Unattributed(ctx context.Context, fromMS, toMS int64, minUtil float64, fn func(schemas.UnattributedUsage) error) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT node, instance_id, sum(interval_ms) FROM raw_samples
+	query := `SELECT node, instance_id, sum(interval_ms) FROM unheld_busy
+		WHERE start_ms >= ? AND start_ms < ? AND (processes > 0 OR (util IS NOT NULL AND util >= ?))
+		GROUP BY node, instance_id`
+	if minUtil <= 0 {
+		query = `SELECT node, instance_id, sum(interval_ms) FROM raw_samples
 		WHERE start_ms >= ? AND start_ms < ? AND project = '' AND (processes > 0 OR (util IS NOT NULL AND util >= ?))
-		GROUP BY node, instance_id`, fromMS, toMS, minUtil)
+		GROUP BY node, instance_id`
+	}
+	rows, err := s.db.QueryContext(ctx, query, fromMS, toMS, minUtil)
 	if err != nil {
 		return fmt.Errorf("cannot read unattributed usage: %w", err)
 	}

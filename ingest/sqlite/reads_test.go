@@ -25,3 +25,10 @@ func TestSQLiteFilteredUsage(t *testing.T) {
 	t.Cleanup(func() { _ = st.Close() })
 	storetest.RequireFilteredUsage(t, st)
 }
+
+func TestSQLiteDataQuality(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "cardhour.db"), Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	storetest.RequireDataQuality(t, st)
+}

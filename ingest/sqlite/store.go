@@ -119,6 +119,24 @@ var migrations = []string{
 	`CREATE INDEX IF NOT EXISTS idle_spans_project_end ON idle_spans (project, end_ms)`,
 	`CREATE INDEX IF NOT EXISTS idle_spans_user_end ON idle_spans (user, end_ms)`,
 	`CREATE INDEX IF NOT EXISTS raw_samples_node_start ON raw_samples (node, start_ms)`,
+	// The data-quality rollup (ingest.Activity, see the ClickHouse migrations
+	// 0010 to 0013), written in each batch's transaction: every (UTC minute,
+	// node) in which a sample of the node starts, and the unheld samples that
+	// an idle threshold above 0 may call busy, with the raw sample's identity.
+	// Both are filled once from the raw samples written before.
+	`CREATE TABLE IF NOT EXISTS node_minutes (
+		minute_ms INTEGER NOT NULL, node TEXT NOT NULL, PRIMARY KEY (minute_ms, node)) WITHOUT ROWID`,
+	`INSERT OR IGNORE INTO node_minutes (minute_ms, node)
+		SELECT start_ms - start_ms % 60000 AS m, node FROM raw_samples GROUP BY m, node`,
+	`CREATE TABLE IF NOT EXISTS unheld_busy (
+		instance_id TEXT NOT NULL, start_ms INTEGER NOT NULL, user TEXT NOT NULL, node TEXT NOT NULL,
+		interval_ms INTEGER NOT NULL, processes INTEGER NOT NULL, util REAL,
+		PRIMARY KEY (instance_id, start_ms, user)) WITHOUT ROWID`,
+	// By start, covering what the check reads (no lookup per row).
+	`CREATE INDEX IF NOT EXISTS unheld_busy_start ON unheld_busy (start_ms, processes, util, node, instance_id, interval_ms)`,
+	`INSERT OR REPLACE INTO unheld_busy (instance_id, start_ms, user, node, interval_ms, processes, util)
+		SELECT instance_id, start_ms, user, node, interval_ms, processes, util FROM raw_samples
+		WHERE project = '' AND (processes > 0 OR util > 0)`,
 }
 
 const latestColumns = `instance_id, start_ms, interval_ms, node, gpu_uuid, gpu_model, profile, project, user, util, util_known, processes, holder_ref`
@@ -453,6 +471,9 @@ func writeBatch(ctx context.Context, tx *sql.Tx, b *ingest.Batch) error {
 			return fmt.Errorf("cannot insert raw sample: %w", err)
 		}
 	}
+	if err := writeActivity(ctx, tx, ingest.ActivityOf(b.Samples)); err != nil {
+		return err
+	}
 	occ, err := tx.PrepareContext(ctx, `INSERT INTO occupancy (project, user, instance_id, gpu_model, profile, start_ms, end_ms)
 		VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (project, user, instance_id, gpu_model, profile, start_ms) DO UPDATE SET end_ms = max(end_ms, excluded.end_ms)`)
@@ -500,6 +521,45 @@ func writeBatch(ctx context.Context, tx *sql.Tx, b *ingest.Batch) error {
 		if _, err = latest.ExecContext(ctx, x.InstanceID, x.StartMS, x.IntervalMS, x.Node, x.GPUUUID, x.GPUModel, x.Profile,
 			x.Project, x.User, util, known, x.Processes, x.HolderRef); err != nil {
 			return fmt.Errorf("cannot upsert latest sample: %w", err)
+		}
+	}
+	return nil
+}
+
+// writeActivity writes the data-quality rollup of a batch's samples: a node
+// minute already stored is kept, a busy unheld sample replaces its row (as
+// its raw sample does).
+func writeActivity(ctx context.Context, tx *sql.Tx, a *ingest.Activity) error {
+	if a.Empty() {
+		return nil
+	}
+	nodes, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO node_minutes (minute_ms, node) VALUES (?, ?)`)
+	if err != nil {
+		return fmt.Errorf("cannot prepare node activity insert: %w", err)
+	}
+	defer nodes.Close() //nolint:errcheck // statement/rows close after use; errors surface on Exec/Next
+	for _, n := range a.Nodes {
+		if _, err := nodes.ExecContext(ctx, n.MinuteMS, n.Node); err != nil {
+			return fmt.Errorf("cannot insert node activity: %w", err)
+		}
+	}
+	if len(a.Unheld) == 0 {
+		return nil
+	}
+	unheld, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO unheld_busy (instance_id, start_ms, user, node, interval_ms, processes, util)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return fmt.Errorf("cannot prepare unheld usage insert: %w", err)
+	}
+	defer unheld.Close() //nolint:errcheck // statement/rows close after use; errors surface on Exec/Next
+	for i := range a.Unheld {
+		x := &a.Unheld[i]
+		var util any
+		if x.UtilKnown {
+			util = x.Util
+		}
+		if _, err := unheld.ExecContext(ctx, x.InstanceID, x.StartMS, x.User, x.Node, x.IntervalMS, x.Processes, util); err != nil {
+			return fmt.Errorf("cannot insert unheld usage: %w", err)
 		}
 	}
 	return nil

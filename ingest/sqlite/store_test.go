@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -63,7 +64,8 @@ func TestLatestSamplesBackfill(t *testing.T) {
 	require.NoError(t, err)
 	_, err = db.Exec(`DROP TABLE latest_samples`)
 	require.NoError(t, err)
-	_, err = db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, sqlite.LatestSamplesVersion))
+	before := sqlite.VersionBefore("CREATE TABLE IF NOT EXISTS latest_samples")
+	_, err = db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, before))
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 
@@ -71,7 +73,7 @@ func TestLatestSamplesBackfill(t *testing.T) {
 	require.NoError(t, err)
 	defer st.Close()
 	from, to := st.Migrated()
-	require.Equal(t, [2]int{sqlite.LatestSamplesVersion, sqlite.SchemaVersion}, [2]int{from, to})
+	require.Equal(t, [2]int{before, sqlite.SchemaVersion}, [2]int{from, to})
 	want := storetest.LatestOf(samples)
 	require.Greater(t, len(want), 40)
 	require.Equal(t, want, storetest.Latest(t, st, 0))
@@ -139,4 +141,36 @@ func TestOldIdleRunsMigrateAndRawFallback(t *testing.T) {
 	require.NoError(t, err)
 	_, err = reads.BillFrom(ctx, st, cats["thr-cuts"], p)
 	require.ErrorContains(t, err, "no longer stored")
+}
+
+// A store written before the data-quality rollup gets it from its raw
+// samples when migrated: the check answers as the raw samples do, and
+// samples written after the migration add to the rollup.
+func TestDataQualityRollupBackfill(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "cardhour.db")
+	log := slog.New(slog.DiscardHandler)
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
+	require.NoError(t, err)
+	old, later := storetest.QualityTraceBefore(t, time.Date(2026, 11, 1, 0, 30, 0, 0, time.UTC))
+	require.NoError(t, st.Write(ctx, &ingest.Batch{Samples: old}))
+	require.NoError(t, st.Close())
+
+	// Back to the version before the rollup.
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	_, err = db.Exec(`DROP TABLE node_minutes; DROP TABLE unheld_busy`)
+	require.NoError(t, err)
+	before := sqlite.VersionBefore("CREATE TABLE IF NOT EXISTS node_minutes")
+	_, err = db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, before))
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	st, err = sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
+	require.NoError(t, err)
+	defer st.Close()
+	from, to := st.Migrated()
+	require.Equal(t, [2]int{before, sqlite.SchemaVersion}, [2]int{from, to})
+	require.NoError(t, st.Write(ctx, ingest.NewCompactor(0).Build(later)))
+	storetest.RequireDataQualityOf(t, st, append(old, later...))
 }

@@ -53,8 +53,19 @@ type SilentNode struct {
 	Until time.Time // start of the first bucket after it; zero: still silent
 }
 
-// MarshalJSON writes until as null while the node is still silent.
+// MarshalJSON writes until as null while the node is still silent. A run
+// reports every gap (thousands when samples are sparse), so the common case
+// (a node name of plain ASCII, years 0 to 9999) is written directly; the
+// rest by the encoder, with the same bytes.
 func (n SilentNode) MarshalJSON() ([]byte, error) {
+	if b, ok := n.appendJSON(make([]byte, 0, 96)); ok {
+		return b, nil
+	}
+	return n.marshalJSON()
+}
+
+// marshalJSON is MarshalJSON by the encoder.
+func (n SilentNode) marshalJSON() ([]byte, error) {
 	var until *time.Time
 	if !n.Until.IsZero() {
 		until = &n.Until
@@ -66,18 +77,42 @@ func (n SilentNode) MarshalJSON() ([]byte, error) {
 	}{n.Node, n.From, until})
 }
 
+// appendJSON appends what marshalJSON writes; false when n needs the
+// encoder (a character JSON escapes, a year time.Time refuses).
+func (n SilentNode) appendJSON(b []byte) ([]byte, bool) {
+	for i := 0; i < len(n.Node); i++ {
+		if c := n.Node[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return nil, false
+		}
+	}
+	plainYear := func(t time.Time) bool { return t.Year() >= 0 && t.Year() <= 9999 }
+	if !plainYear(n.From) || (!n.Until.IsZero() && !plainYear(n.Until)) {
+		return nil, false
+	}
+	b = append(append(append(b, `{"node":"`...), n.Node...), `","from":"`...)
+	b = append(n.From.AppendFormat(b, time.RFC3339Nano), `","until":`...)
+	if n.Until.IsZero() {
+		return append(b, "null}"...), true
+	}
+	b = append(n.Until.AppendFormat(append(b, '"'), time.RFC3339Nano), `"}`...)
+	return b, true
+}
+
 // QualityRows is a store that can answer the data-quality check.
-// Implemented by ingest.MemStore, ingest/sqlite and ingest/clickhouse.
+// Implemented by ingest.MemStore, ingest/sqlite and ingest/clickhouse, from
+// the rollup they write with the samples (ingest.Activity: node minutes and
+// busy unheld samples), not from a scan of the raw samples.
 type QualityRows interface {
 	// Rejects counts distinct rejected sources with time in [fromMS, toMS)
 	// and returns the earliest first of them.
 	Rejects(ctx context.Context, fromMS, toMS int64, first int) (int64, []schemas.RejectRow, error)
 	// NodeBuckets returns each (node, bucket of bucketMS, UTC-aligned) with
-	// at least one sample starting in [fromMS, toMS), in any order.
+	// at least one sample starting in [fromMS, toMS), in any order, at least
+	// once (a bucket cut by the range's ends may come twice).
 	NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, fn func(schemas.NodeBucketRow) error) error
 	// Unattributed sums the intervals of samples with an empty project and
 	// processes > 0 or util >= minUtil starting in [fromMS, toMS), per node
-	// and instance (Seconds in milliseconds).
+	// and instance (Seconds in milliseconds), each (node, instance) once.
 	Unattributed(ctx context.Context, fromMS, toMS int64, minUtil float64, fn func(schemas.UnattributedUsage) error) error
 }
 

@@ -28,3 +28,30 @@ func TestDataQualityJSON(t *testing.T) {
 		t.Fatalf("got  %s\nwant %s", b, want)
 	}
 }
+
+// SilentNode's direct JSON writes the encoder's bytes, and nodes or times
+// it cannot write go to the encoder.
+func TestSilentNodeJSONAsEncoder(t *testing.T) {
+	sh := time.FixedZone("CST", 8*3600)
+	times := []time.Time{{}, time.Date(2026, 11, 5, 7, 25, 0, 0, time.UTC), time.Date(2026, 11, 5, 7, 25, 0, 120_000_000, time.UTC),
+		time.Date(2026, 11, 5, 7, 25, 1, 7, sh), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)}
+	direct := 0
+	for _, node := range []string{"gpu-node-01", "", "a<b>&c", `q"uote`, `back\slash`, "tab\there", "节点-3", "bad\xffutf8", "del\x7f"} {
+		for _, from := range times[1:] {
+			for _, until := range times {
+				n := SilentNode{Node: node, From: from, Until: until}
+				want, wantErr := n.marshalJSON()
+				got, err := n.MarshalJSON()
+				if (err != nil) != (wantErr != nil) || string(got) != string(want) {
+					t.Fatalf("%+v: got %s (%v), want %s (%v)", n, got, err, want, wantErr)
+				}
+				if _, ok := n.appendJSON(nil); ok {
+					direct++
+				}
+			}
+		}
+	}
+	if direct == 0 {
+		t.Fatal("no node was written directly")
+	}
+}
