@@ -63,7 +63,15 @@ type Writer struct {
 	c   *Compactor
 	// Runs completed by the pieces streamed since the last FlushRuns.
 	pending Batch
+	// What the compactor's counts were when last exported (noteCompactor).
+	last CompactorStats
+	// Forgotten runs not yet logged, and when they last were.
+	unlogged int64
+	loggedAt time.Time
 }
+
+// forgetLogEvery spaces the writer's log lines about forgotten runs.
+const forgetLogEvery = time.Minute
 
 // NewWriter validates cfg and returns a Writer.
 func NewWriter(cfg WriterConfig) (*Writer, error) {
@@ -92,7 +100,29 @@ func (w *Writer) Write(ctx context.Context, samples []schemas.Sample) error {
 	if len(samples) == 0 {
 		return nil
 	}
-	return w.write(ctx, w.c.Build(samples))
+	b := w.c.Build(samples)
+	w.noteCompactor()
+	return w.write(ctx, b)
+}
+
+// noteCompactor exports the compactor's open runs and the runs it forgot
+// since the last call (after an EmitOpen), and logs forgotten runs at most
+// once per forgetLogEvery.
+func (w *Writer) noteCompactor() {
+	s, m := w.c.Stats(), w.cfg.Metrics
+	m.OpenRuns.WithLabelValues("occupancy").Add(float64(s.OpenOcc - w.last.OpenOcc))
+	m.OpenRuns.WithLabelValues("idle").Add(float64(s.OpenIdle - w.last.OpenIdle))
+	if n := s.Forgotten - w.last.Forgotten; n > 0 {
+		m.RunsForgotten.Add(float64(n))
+		w.unlogged += n
+	}
+	w.last = s
+	if w.unlogged > 0 && time.Since(w.loggedAt) >= forgetLogEvery {
+		w.cfg.Logger.Warn("compactor forgot the open runs of the keys seen least recently, to stay within its max open runs: later samples of those keys start new rows (more rows, same bills)",
+			"forgotten", w.unlogged, "forgotten_total", s.Forgotten, "max_open_runs", w.c.maxOpen,
+			"open_occupancy_runs", s.OpenOcc, "open_idle_runs", s.OpenIdle)
+		w.unlogged, w.loggedAt = 0, time.Now()
+	}
 }
 
 // write stores b with retries.
@@ -220,6 +250,7 @@ func (st *Stream) Abort() {
 // intervals), and the offsets of their batches may be committed.
 func (w *Writer) FlushRuns(ctx context.Context) error {
 	w.c.EmitOpen(&w.pending)
+	w.noteCompactor()
 	b := &Batch{Occupancy: w.pending.Occupancy, Idle: w.pending.Idle, Latest: w.pending.Latest}
 	if b.Rows() > 0 {
 		if err := w.write(ctx, b); err != nil {
