@@ -36,8 +36,9 @@ func cpuNow() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkBackfillScale: a back-fill's writer path (Writer.Write: the
-// compactor and its rows, into a store that only counts them) at 7 000, 70 000
+// BenchmarkBackfillScale: a back-fill's writer path (Writer.Write with the
+// back-fill's OpenRunsEvery, then FlushRuns: the compactor and its rows, into a
+// store that only counts them) at 7 000, 70 000
 // and 100 000 instances at 300 s, in batches of BACKFILL_BATCH samples (default
 // 50 000, the back-fill's), BACKFILL_STEPS samples per instance (default 96:
 // eight hours), so that every scale has the same share of first samples.
@@ -59,7 +60,9 @@ func BenchmarkBackfillScale(b *testing.B) {
 				b.StopTimer()
 				st = &countStore{}
 				var err error
-				w, err = ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: quietLogger()})
+				w, err = ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: quietLogger(),
+					OpenRunsEvery: ingest.BackfillRunsEvery, // as Backfill writes (the line to drop for older trees)
+				})
 				require.NoError(b, err)
 				buf := make([]schemas.Sample, 0, batch)
 				flush := func() {
@@ -89,6 +92,11 @@ func BenchmarkBackfillScale(b *testing.B) {
 				if len(buf) > 0 {
 					flush()
 				}
+				b.StartTimer()
+				c0 := cpuNow()
+				require.NoError(b, w.FlushRuns(context.Background()))
+				cpu += cpuNow() - c0
+				b.StopTimer()
 				b.StartTimer()
 			}
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(n), "cpu-ns/sample")

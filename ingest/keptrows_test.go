@@ -1,6 +1,7 @@
 package ingest_test
 
 import (
+	"bytes"
 	"context"
 	"math"
 	"math/rand/v2"
@@ -98,4 +99,35 @@ func TestKeptRowsDoNotDependOnBatches(t *testing.T) {
 		require.Equal(t, want.idle, got.idle, "idle rows kept, batches of 1..%d", split.most)
 	}
 	storetest.RequireSameInvoices(t, data, storetest.Catalogs(t), ref)
+}
+
+// A back-fill writes its open runs every ingest.BackfillRunsEvery samples per
+// key and at its end, not after every batch: the rows it writes, not only
+// those kept, are the same whatever its batch size, far fewer than with a run
+// written after every batch, and it bills like the file.
+func TestBackfillRowsWrittenDoNotDependOnBatchSize(t *testing.T) {
+	data := storetest.Trace(t, 30_000, 37)
+	rows := func(batch int) (int, *ingest.MemStore) {
+		st := ingest.NewMemStore()
+		w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: quietLogger()})
+		require.NoError(t, err)
+		_, err = ingest.Backfill(context.Background(), bytes.NewReader(data), ingest.FileConfig{Writer: w, BatchSize: batch})
+		require.NoError(t, err)
+		_, occ, idle, _ := st.Counts()
+		return occ + idle, st
+	}
+	want, st := rows(50_000)
+	storetest.RequireSameInvoices(t, data, storetest.Catalogs(t), st)
+	for _, batch := range []int{1, 300, 4000} {
+		got, st := rows(batch)
+		t.Logf("batch %d: %d run rows written", batch, got)
+		require.Equal(t, want, got, "rows written in batches of %d", batch)
+		require.Equal(t, keptRows(t, st), func() collapsed { _, s := rows(50_000); return keptRows(t, s) }())
+	}
+	// The same samples through Writer.Write, which covers every batch.
+	samples := storetest.Samples(t, data)
+	st2, _ := writeSplit(t, samples, rand.New(rand.NewPCG(1, 1)), 300, false)
+	_, occ, idle, _ := st2.Counts()
+	t.Logf("back-fill: %d run rows written; Writer.Write in batches of 1..300: %d", want, occ+idle)
+	require.Less(t, want*3, occ+idle)
 }

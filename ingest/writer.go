@@ -22,8 +22,14 @@ type WriterConfig struct {
 	Logger      *slog.Logger
 	Metrics     *Metrics // nil: metrics are not recorded
 	MaxOpenRuns int      // Compactor bound (0: DefaultMaxOpenRuns)
-	RetryMin    time.Duration
-	RetryMax    time.Duration
+	// OpenRunsEvery, when positive, makes Write emit the open runs once every
+	// that many samples per open key instead of after every Write: the
+	// caller must FlushRuns after its last Write, and until then the latest
+	// samples are stored raw but not covered by intervals. Backfill sets
+	// BackfillRunsEvery for its writes.
+	OpenRunsEvery int
+	RetryMin      time.Duration
+	RetryMax      time.Duration
 	// AttemptTimeout bounds each store write attempt, and a streamed insert
 	// beyond the time its batch takes to be read (default
 	// DefaultAttemptTimeout): a store that hangs instead of failing is retried
@@ -42,6 +48,9 @@ func (c *WriterConfig) Validate() error {
 	}
 	if c.Logger == nil {
 		errs = append(errs, errors.New("writer: logger is required"))
+	}
+	if c.OpenRunsEvery < 0 {
+		errs = append(errs, fmt.Errorf("writer: open runs every %d samples is negative", c.OpenRunsEvery))
 	}
 	if c.AttemptTimeout < 0 {
 		errs = append(errs, fmt.Errorf("writer: attempt timeout %v is negative", c.AttemptTimeout))
@@ -68,6 +77,24 @@ type Writer struct {
 	// Forgotten runs not yet logged, and when they last were.
 	unlogged int64
 	loggedAt time.Time
+	// While deferEvery > 0 (a back-fill), Write emits the open runs only
+	// once every deferEvery samples per open key, after untilEmit more
+	// samples (FlushRuns emits the rest).
+	deferEvery, untilEmit int
+}
+
+// BackfillRunsEvery is how many samples per open key a back-fill adds between
+// two writes of the open runs: a run that grows is written once per that many
+// of its key's samples, whatever the batch size and the fleet's size.
+const BackfillRunsEvery = 32
+
+// deferOpenRuns sets OpenRunsEvery to every (restore: the configured one)
+// and returns the function that restores it. The back-fill FlushRuns after
+// its last Write and, since a back-fill that fails is run again, needs no
+// cover in between; its rows then depend on the samples, not on its batch size.
+func (w *Writer) deferOpenRuns(every int) (restore func()) {
+	w.deferEvery, w.untilEmit = every, 0
+	return func() { w.deferEvery, w.untilEmit = w.cfg.OpenRunsEvery, 0 }
 }
 
 // forgetLogEvery spaces the writer's log lines about forgotten runs.
@@ -90,7 +117,7 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	return &Writer{cfg: cfg, c: NewCompactor(cfg.MaxOpenRuns)}, nil
+	return &Writer{cfg: cfg, c: NewCompactor(cfg.MaxOpenRuns), deferEvery: cfg.OpenRunsEvery}, nil
 }
 
 // Write stores samples (which the caller must not modify until Write returns).
@@ -100,8 +127,24 @@ func (w *Writer) Write(ctx context.Context, samples []schemas.Sample) error {
 	if len(samples) == 0 {
 		return nil
 	}
-	b := w.c.Build(samples)
-	w.noteCompactor()
+	if w.deferEvery <= 0 {
+		b := w.c.Build(samples)
+		w.noteCompactor()
+		return w.write(ctx, b)
+	}
+	b := &Batch{Samples: samples}
+	for rest := samples; len(rest) > 0; {
+		if w.untilEmit <= 0 {
+			w.untilEmit = w.deferEvery * max(1, len(w.c.keys))
+		}
+		n := min(len(rest), w.untilEmit)
+		w.c.Add(b, rest[:n])
+		rest, w.untilEmit = rest[n:], w.untilEmit-n
+		if w.untilEmit == 0 {
+			w.c.EmitOpen(b)
+			w.noteCompactor()
+		}
+	}
 	return w.write(ctx, b)
 }
 
