@@ -254,19 +254,11 @@ func (s *Store) BeginRaw(ctx context.Context) (ingest.RawStream, error) {
 }
 
 type rawStream struct {
-	b      driver.Batch
-	c      *rawCols // nil once released
-	n      int      // rows appended
-	unsent int      // rows appended since the last block was sent
-	done   bool     // sent or aborted
+	b    driver.Batch
+	c    *rawCols // nil once released
+	n    int      // rows sent
+	done bool     // sent or aborted
 }
-
-// RawBlockRows is the fewest rows a streamed insert sends to the server as one
-// block: pieces are appended to the insert's columns until they hold that
-// many. The server's cost per block (squashing, a part's bookkeeping) is then
-// paid once per 16 384 rows instead of once per piece, while the columns hold
-// a few MB, not the batch.
-const RawBlockRows = 16 << 10
 
 func (r *rawStream) Append(samples []schemas.Sample) error {
 	r.c.fill(samples)
@@ -275,17 +267,12 @@ func (r *rawStream) Append(samples []schemas.Sample) error {
 			return fmt.Errorf("cannot append raw_samples column %d: %w", i, err)
 		}
 	}
-	r.n += len(samples)
-	r.unsent += len(samples)
-	if r.unsent < RawBlockRows {
-		return nil
-	}
 	// Flush sends the block and empties the batch's columns, keeping their
-	// capacity: the next pieces are encoded into the same buffers.
+	// capacity: the next piece is encoded into the same buffers.
 	if err := r.b.Flush(); err != nil {
-		return classify(fmt.Errorf("cannot send %d rows to raw_samples: %w", r.unsent, err))
+		return classify(fmt.Errorf("cannot send %d rows to raw_samples: %w", len(samples), err))
 	}
-	r.unsent = 0
+	r.n += len(samples)
 	return nil
 }
 

@@ -245,19 +245,3 @@ func TestCompressionSetting(t *testing.T) {
 	require.Greater(t, sent["none"], 3*sent["lz4"], "compress=none sends the blocks uncompressed")
 	require.Greater(t, sent["none"], 3*sent["zstd"])
 }
-
-// A streamed insert sends its pieces in blocks of at least RawBlockRows rows,
-// the rest at its end: every sample of a batch of many blocks is stored once.
-func TestStreamedRawInsertInBlocks(t *testing.T) {
-	addr := testenv.ClickHouseAddr(t)
-	st := open(t, addr, testenv.UniqueName(t, "ch"))
-	data := storetest.Trace(t, 3*clickhouse.RawBlockRows, 17)
-	samples := storetest.Samples(t, data)
-	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
-	storetest.WriteStreamed(t, w, samples, len(samples), 1000)
-	var raw uint64
-	require.NoError(t, st.Conn().QueryRow(context.Background(), "SELECT count() FROM `"+st.Database()+"`.raw_samples").Scan(&raw))
-	require.EqualValues(t, len(samples), raw)
-	storetest.RequireSameInvoices(t, data, storetest.Catalogs(t), st)
-}
