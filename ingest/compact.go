@@ -172,12 +172,12 @@ type extended struct {
 // runs that grew since they were last written and whose identity the sample
 // ended: a run joined into another, and the extended run when its start or
 // utilisation range changed.
-func (o *openRuns) extend(start, end int64, class uint8, util float64, closed *[]openRun) (x extended) {
+func (o *openRuns) extend(start, end int64, class uint8, lo, hi float64, closed *[]openRun) (x extended) {
 	n := int(o.n)
 	h, i := -1, 0
 	if f := &o.front; n > 0 && f.class == class && start <= f.end && end >= f.start {
 		h, i, x.prev = 0, 1, *f
-		f.start, f.end, f.min, f.max = min(f.start, start), max(f.end, end), min(f.min, util), max(f.max, util)
+		f.start, f.end, f.min, f.max = min(f.start, start), max(f.end, end), min(f.min, lo), max(f.max, hi)
 		if n == 1 || start > o.hi || end < o.lo {
 			x.closePrev(f, closed)
 			return x // no other run within reach
@@ -190,7 +190,7 @@ func (o *openRuns) extend(start, end int64, class uint8, util float64, closed *[
 		}
 		if h < 0 {
 			h, x.prev = i, *r
-			r.start, r.end, r.min, r.max = min(r.start, start), max(r.end, end), min(r.min, util), max(r.max, util)
+			r.start, r.end, r.min, r.max = min(r.start, start), max(r.end, end), min(r.min, lo), max(r.max, hi)
 			continue
 		}
 		// The sample touches a second run: it bridges the two (the runs of a key
@@ -231,7 +231,7 @@ func (o *openRuns) extend(start, end int64, class uint8, util float64, closed *[
 	for j := n; j > 0; j-- {
 		*o.at(j) = *o.at(j - 1)
 	}
-	o.front = openRun{start: start, end: end, min: util, max: util, class: class}
+	o.front = openRun{start: start, end: end, min: lo, max: hi, class: class}
 	o.n = uint8(n + 1)
 	o.rehull()
 	x.opened = true
@@ -245,6 +245,31 @@ func (x *extended) closePrev(f *openRun, closed *[]openRun) {
 	if p := &x.prev; p.dirty && (f.start != p.start || f.min != p.min || f.max != p.max) {
 		*closed = append(*closed, *p)
 	}
+}
+
+// UtilSteps is the grid of an idle run's utilisation range: hundredths.
+const UtilSteps = 100
+
+// UtilRange is the range an idle run of one sample of utilisation u keeps:
+// [lo, hi] holds u, lo is the grid point at or below u and hi lies just
+// below the grid point above u. A run's range is the union of its samples'
+// ranges, widened outward to the grid: a threshold T on the grid (0.05,
+// 0.07: the catalogs' idle thresholds are in per cent) gives the same verdict
+// as the exact extremes (hi < T exactly when every util < T, lo >= T exactly
+// when every util >= T), a threshold between grid points may fall inside
+// the range more often (the raw samples then decide), and the class bounds,
+// on the grid, are never crossed. A run's range, part of the row's identity in
+// the stores, changes only when a sample reaches another hundredth, not with
+// every new extreme.
+func UtilRange(u float64) (lo, hi float64) {
+	k := math.Floor(u * UtilSteps) // off by one where u*UtilSteps rounds
+	for k/UtilSteps > u {
+		k--
+	}
+	for (k+1)/UtilSteps <= u {
+		k++
+	}
+	return k / UtilSteps, math.Nextafter((k+1)/UtilSteps, math.Inf(-1))
 }
 
 // NewCompactor returns a Compactor keeping at most maxOpen open runs (0: default).
@@ -435,7 +460,7 @@ func (c *Compactor) bound() {
 
 func (c *Compactor) addOcc(out []schemas.Run, kr *keyRuns, start, end int64) []schemas.Run {
 	k, o := kr.key, &kr.occ
-	x := o.extend(start, end, 0, 0, &c.closed)
+	x := o.extend(start, end, 0, 0, 0, &c.closed)
 	if x.evicted && x.last.dirty {
 		out = append(out, schemas.Run{Key: k, StartMS: x.last.start, EndMS: x.last.end})
 	}
@@ -459,7 +484,11 @@ func (c *Compactor) addOcc(out []schemas.Run, kr *keyRuns, start, end int64) []s
 
 func (c *Compactor) addIdle(out []schemas.IdleRun, kr *keyRuns, start, end int64, class uint8, util float64) []schemas.IdleRun {
 	k, o := kr.key, kr.idle
-	x := o.extend(start, end, class, util, &c.closed)
+	lo, hi := 0.0, 0.0
+	if class != IdleClassNull {
+		lo, hi = UtilRange(util)
+	}
+	x := o.extend(start, end, class, lo, hi, &c.closed)
 	if ev := &x.last; x.evicted && ev.dirty {
 		out = append(out, schemas.IdleRun{Run: schemas.Run{Key: k, StartMS: ev.start, EndMS: ev.end}, Class: ev.class, MinUtil: ev.min, MaxUtil: ev.max})
 	}
