@@ -3,6 +3,7 @@ package ingest
 import (
 	"math"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/cardhour/cardhour/schemas"
@@ -247,29 +248,38 @@ func (x *extended) closePrev(f *openRun, closed *[]openRun) {
 	}
 }
 
-// UtilSteps is the grid of an idle run's utilisation range: hundredths.
-const UtilSteps = 100
+// UtilGrid are the points an idle run's utilisation range is widened to:
+// hundredths below 0.20, twentieths (0.05) from 0.20 to 1.
+var UtilGrid = func() []float64 {
+	var g []float64
+	for k := 0; k <= 100; k++ {
+		if k <= 20 || k%5 == 0 {
+			g = append(g, float64(k)/100) // the float of the decimal k/100
+		}
+	}
+	return g
+}()
 
-// UtilRange is the range an idle run of one sample of utilisation u keeps:
-// [lo, hi] holds u, lo is the grid point at or below u and hi lies just
-// below the grid point above u. A run's range is the union of its samples'
-// ranges, widened outward to the grid: a threshold T on the grid (0.05,
-// 0.07: the catalogs' idle thresholds are in per cent) gives the same verdict
-// as the exact extremes (hi < T exactly when every util < T, lo >= T exactly
-// when every util >= T), a threshold between grid points may fall inside
-// the range more often (the raw samples then decide), and the class bounds,
-// on the grid, are never crossed. A run's range, part of the row's identity in
-// the stores, changes only when a sample reaches another hundredth, not with
-// every new extreme.
+// UtilRange is the range an idle run of one sample of utilisation u in
+// [0, 1) keeps: lo is the grid point at or below u, hi lies just below the
+// grid point above u. A run's range is the union of its samples' ranges, so
+// it holds every sample's util, widened outward to UtilGrid: a threshold T on
+// the grid (the catalogs' idle thresholds are in per cent, typically below
+// 0.20) gives the same verdict as the exact extremes (hi < T exactly when
+// every util < T, lo >= T exactly when every util >= T), a threshold off the
+// grid may fall inside the range more often (the raw samples then decide),
+// and the class bounds, on the grid, are never crossed. The range is part of
+// the row's identity in the stores: it changes when a sample reaches another
+// cell of the grid, not with every new extreme.
 func UtilRange(u float64) (lo, hi float64) {
-	k := math.Floor(u * UtilSteps) // off by one where u*UtilSteps rounds
-	for k/UtilSteps > u {
-		k--
+	i := sort.SearchFloat64s(UtilGrid, u) // the first point >= u
+	if i < len(UtilGrid) && UtilGrid[i] == u {
+		i++
 	}
-	for (k+1)/UtilSteps <= u {
-		k++
+	if i == 0 || i == len(UtilGrid) { // outside [0, 1): not an idle candidate's util
+		return u, u
 	}
-	return k / UtilSteps, math.Nextafter((k+1)/UtilSteps, math.Inf(-1))
+	return UtilGrid[i-1], math.Nextafter(UtilGrid[i], math.Inf(-1))
 }
 
 // NewCompactor returns a Compactor keeping at most maxOpen open runs (0: default).

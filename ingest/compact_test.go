@@ -168,7 +168,7 @@ func TestCompactorForgetsLeastRecentlySeen(t *testing.T) {
 }
 
 // An idle run's range holds its samples' utilisations, widened to
-// hundredths: under a threshold on that grid its verdict (idle entirely when
+// ingest.UtilGrid: under a threshold on that grid its verdict (idle entirely when
 // MaxUtil < T, not at all when MinUtil >= T) is the exact one, and it stays
 // inside its class.
 func TestUtilRange(t *testing.T) {
@@ -185,8 +185,7 @@ func TestUtilRange(t *testing.T) {
 			cx, _ := ingest.IdleClassOf(&schemas.Sample{UtilKnown: true, Util: x})
 			require.Equal(t, c, cx, "util %v: %v is in another class", u, x)
 		}
-		for k := range 101 {
-			th := float64(k) / 100
+		for _, th := range ingest.UtilGrid {
 			require.Equal(t, u < th, hi < th, "util %v, threshold %v: idle entirely", u, th)
 			require.Equal(t, u >= th, lo >= th, "util %v, threshold %v: not idle", u, th)
 		}

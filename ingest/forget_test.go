@@ -36,8 +36,8 @@ func (s *syncBuffer) String() string {
 
 // A writer whose compactor must forget most of its open runs (a bound far
 // below the trace's keys) bills exactly like the file for every catalog, and
-// like a writer that forgets nothing; it writes more rows, counts the runs it
-// forgot in cardhour_ingest_runs_forgotten_total and says so in its log.
+// like a writer that forgets nothing; it counts the runs it forgot in
+// cardhour_ingest_runs_forgotten_total and says so in its log.
 func TestForgettingNeverChangesABill(t *testing.T) {
 	data := storetest.Trace(t, 40_000, 31)
 	samples := storetest.Samples(t, data)
@@ -68,7 +68,6 @@ func TestForgettingNeverChangesABill(t *testing.T) {
 		require.Greater(t, s.Forgotten, int64(1000), "the bound makes the compactor forget")
 		require.LessOrEqual(t, s.OpenOcc, 8)
 		require.LessOrEqual(t, s.OpenIdle, 8)
-		require.Greater(t, occ+idle, occAll+idleAll, "forgetting costs rows")
 		require.Equal(t, float64(s.Forgotten), testutil.ToFloat64(m.RunsForgotten))
 		require.Equal(t, float64(s.OpenOcc), testutil.ToFloat64(m.OpenRuns.WithLabelValues("occupancy")))
 		require.Equal(t, float64(s.OpenIdle), testutil.ToFloat64(m.OpenRuns.WithLabelValues("idle")))
