@@ -69,8 +69,6 @@ func TestForgettingNeverChangesABill(t *testing.T) {
 		require.LessOrEqual(t, s.OpenOcc, 8)
 		require.LessOrEqual(t, s.OpenIdle, 8)
 		require.Equal(t, float64(s.Forgotten), testutil.ToFloat64(m.RunsForgotten))
-		require.Equal(t, float64(s.OpenOcc), testutil.ToFloat64(m.OpenRuns.WithLabelValues("occupancy")))
-		require.Equal(t, float64(s.OpenIdle), testutil.ToFloat64(m.OpenRuns.WithLabelValues("idle")))
 		require.Contains(t, logs, "compactor forgot the open runs")
 		require.Equal(t, 1, strings.Count(logs, "compactor forgot"), "logged at most once a minute")
 		storetest.RequireSameInvoices(t, data, cats, st)

@@ -24,7 +24,6 @@ type Metrics struct {
 	Lag            *prometheus.GaugeVec   // partition
 	Paused         prometheus.Gauge       // 1 while a worker waits for the store
 	Workers        prometheus.Gauge       // running consumer goroutines
-	OpenRuns       *prometheus.GaugeVec   // kind=occupancy|idle: the compactors' open runs
 	RunsForgotten  prometheus.Counter     // open runs the compactors forgot (MaxOpenRuns)
 }
 
@@ -79,16 +78,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Workers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "cardhour_ingest_workers", Help: "Running consumer workers.",
 		}),
-		OpenRuns: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "cardhour_ingest_open_runs", Help: "Open runs the writers' compactors keep between batches, by kind (occupancy, idle); each kind is bounded by the max open runs.",
-		}, []string{"kind"}),
 		RunsForgotten: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cardhour_ingest_runs_forgotten_total",
 			Help: "Open runs a compactor forgot to stay within its max open runs (already written: later samples of their keys start new rows; bills do not change).",
 		}),
 	}
-	m.OpenRuns.WithLabelValues("occupancy")
-	m.OpenRuns.WithLabelValues("idle")
+
 	// Every reason is exported from the start, so that a rate or an alert on
 	// one has a series before its first dead letter.
 	for _, r := range schemas.RejectReasons {
@@ -97,7 +92,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.Messages, m.SamplesWritten, m.SamplesEarly, m.RowsWritten, m.Batches, m.BatchSamples,
 			m.WriteSeconds, m.WriteErrors, m.DLQ, m.DLQErrors, m.Commits, m.CommitErrors, m.Lag, m.Paused, m.Workers,
-			m.OpenRuns, m.RunsForgotten)
+			m.RunsForgotten)
 	}
 	return m
 }

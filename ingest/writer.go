@@ -72,7 +72,7 @@ type Writer struct {
 	c   *Compactor
 	// Runs completed by the pieces streamed since the last FlushRuns.
 	pending Batch
-	// What the compactor's counts were when last exported (noteCompactor).
+	// What the compactor had counted at the last noteCompactor.
 	last CompactorStats
 	// Forgotten runs not yet logged, and when they last were.
 	unlogged int64
@@ -148,13 +148,10 @@ func (w *Writer) Write(ctx context.Context, samples []schemas.Sample) error {
 	return w.write(ctx, b)
 }
 
-// noteCompactor exports the compactor's open runs and the runs it forgot
-// since the last call (after an EmitOpen), and logs forgotten runs at most
-// once per forgetLogEvery.
+// noteCompactor counts the runs the compactor forgot since the last call
+// (after an EmitOpen), and logs them at most once per forgetLogEvery.
 func (w *Writer) noteCompactor() {
 	s, m := w.c.Stats(), w.cfg.Metrics
-	m.OpenRuns.WithLabelValues("occupancy").Add(float64(s.OpenOcc - w.last.OpenOcc))
-	m.OpenRuns.WithLabelValues("idle").Add(float64(s.OpenIdle - w.last.OpenIdle))
 	if n := s.Forgotten - w.last.Forgotten; n > 0 {
 		m.RunsForgotten.Add(float64(n))
 		w.unlogged += n
