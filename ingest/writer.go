@@ -122,7 +122,9 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 
 // Write stores samples (which the caller must not modify until Write returns).
 // It returns nil once the store accepted them, or ctx's error if ctx ended first:
-// then nothing may be assumed stored and the caller must not commit.
+// then nothing may be assumed stored and the caller must not commit. Once it
+// returns nil, the rows stored cover every sample written so far, unless
+// OpenRunsEvery is set (a back-fill): then only once FlushRuns returns nil.
 func (w *Writer) Write(ctx context.Context, samples []schemas.Sample) error {
 	if len(samples) == 0 {
 		return nil
