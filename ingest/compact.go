@@ -3,13 +3,16 @@ package ingest
 import (
 	"math"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/cardhour/cardhour/schemas"
 )
 
-// DefaultMaxOpenRuns bounds the Compactor's memory (open runs kept between batches).
-const DefaultMaxOpenRuns = 1 << 18
+// DefaultMaxOpenRuns bounds the Compactor's memory (open runs of each kind kept
+// between batches): 2^20, about 1 M, which a fleet of 100 000 instances with
+// four idle runs each stays within (a key's state is about 300 bytes).
+const DefaultMaxOpenRuns = 1 << 20
 
 // RunsPerKey is how many open runs the Compactor keeps per key: occupancy runs,
 // and idle runs of all classes together.
@@ -31,21 +34,40 @@ const RunsPerKey = 4
 // rebuilds the runs of the first pass with the same (key, start): the stores
 // collapse them instead of keeping one row per replayed sample.
 //
+// A run's row is identified in the stores by its key, start and (idle runs)
+// class and utilisation range; a store keeps the longest row of each. When a
+// sample changes that identity (a wider utilisation range, an earlier start, a
+// join), the run's row under the old identity is written first if it grew
+// since it was last written, so the rows a store keeps are those of every
+// identity each run passed through, with its last end: they depend on the
+// order of the samples, not on how they were cut into batches (EmitOpen
+// calls).
+//
 // Correctness does not depend on that state: every row it emits is the union of
 // samples it has seen, touching or overlapping, so any set of rows it emits, from
 // any number of compactors, restarts and replays, has the same union as the
 // samples. Losing the state (crash, restart, MaxOpenRuns reached) only costs
 // compaction. It never bridges a gap: the tolerance belongs to the catalog.
+// Beyond MaxOpenRuns, EmitOpen forgets the keys seen least recently, as many
+// as it takes (Stats().Forgotten counts their runs), after every open run was
+// written: the cost is proportional to the keys forgotten, never to the keys
+// kept.
 //
 // A Compactor is not safe for concurrent use.
 type Compactor struct {
 	maxOpen     int
 	keys        map[schemas.Key]*keyRuns
 	nOcc, nIdle int // open occupancy and idle runs
-	dirtyO      []schemas.Key
-	dirtyI      []schemas.Key
+	dirtyO      []*keyRuns
+	dirtyI      []*keyRuns
 	round       uint32 // EmitOpen calls so far
 	stats       CompactorStats
+
+	// lru is the sentinel of the keys' list by the round they were last seen
+	// in, most recent first (lru.older is the newest, lru.newer the oldest).
+	lru keyRuns
+	// closed receives the runs whose identity a sample ended (openRuns.extend).
+	closed []openRun
 
 	// The latest samples that changed since the last EmitOpen, one per key
 	// (latest[i] is dirtyL[i]'s), and the keys whose latest lies in the
@@ -72,16 +94,21 @@ type CompactorStats struct {
 	// Evicted counts runs evicted to open another of their key (written then
 	// when they grew since they were last written).
 	Evicted int64
-	// Forgotten counts open runs dropped to stay within MaxOpenRuns.
+	// Forgotten counts open runs dropped to stay within MaxOpenRuns (they had
+	// been written: forgetting costs compaction of later samples, never rows).
 	Forgotten int64
+	// OpenOcc and OpenIdle are the open occupancy and idle runs now.
+	OpenOcc, OpenIdle int
 }
 
 // keyRuns are the open runs of a key: one map lookup per sample finds both
 // kinds, and the key's latest sample.
 type keyRuns struct {
-	seen uint32 // round of the last sample
-	occ  openRuns
-	idle *openRuns // allocated with the key's first idle candidate
+	key          schemas.Key
+	older, newer *keyRuns // in Compactor.lru
+	seen         uint32   // round of the last sample
+	occ          openRuns
+	idle         *openRuns // allocated with the key's first idle candidate
 
 	// The key's latest sample is the one with the greatest start added (ties:
 	// the one added last), latestMS. While inAdd it is samples[latestAt] of
@@ -142,14 +169,18 @@ type extended struct {
 // extend folds the sample [start, end) of class with util into the runs of the
 // same class it touches or overlaps (joining them) and moves the result to the
 // front, or opens a run for it at the front, evicting the last run when the key
-// has RunsPerKey.
-func (o *openRuns) extend(start, end int64, class uint8, util float64) (x extended) {
+// has RunsPerKey. It appends to closed, as they were before the sample, the
+// runs that grew since they were last written and whose identity the sample
+// ended: a run joined into another, and the extended run when its start or
+// utilisation range changed.
+func (o *openRuns) extend(start, end int64, class uint8, lo, hi float64, closed *[]openRun) (x extended) {
 	n := int(o.n)
 	h, i := -1, 0
 	if f := &o.front; n > 0 && f.class == class && start <= f.end && end >= f.start {
 		h, i, x.prev = 0, 1, *f
-		f.start, f.end, f.min, f.max = min(f.start, start), max(f.end, end), min(f.min, util), max(f.max, util)
+		f.start, f.end, f.min, f.max = min(f.start, start), max(f.end, end), min(f.min, lo), max(f.max, hi)
 		if n == 1 || start > o.hi || end < o.lo {
+			x.closePrev(f, closed)
 			return x // no other run within reach
 		}
 	}
@@ -160,12 +191,15 @@ func (o *openRuns) extend(start, end int64, class uint8, util float64) (x extend
 		}
 		if h < 0 {
 			h, x.prev = i, *r
-			r.start, r.end, r.min, r.max = min(r.start, start), max(r.end, end), min(r.min, util), max(r.max, util)
+			r.start, r.end, r.min, r.max = min(r.start, start), max(r.end, end), min(r.min, lo), max(r.max, hi)
 			continue
 		}
 		// The sample touches a second run: it bridges the two (the runs of a key
 		// and class never touch each other, so the sample touches every run
 		// the joined run touches).
+		if r.dirty {
+			*closed = append(*closed, *r)
+		}
 		f := o.at(h)
 		f.start, f.end, f.min, f.max = min(f.start, r.start), max(f.end, r.end), min(f.min, r.min), max(f.max, r.max)
 		for j := i; j < n-1; j++ {
@@ -184,6 +218,7 @@ func (o *openRuns) extend(start, end int64, class uint8, util float64) (x extend
 			}
 			o.front = f
 		}
+		x.closePrev(&o.front, closed)
 		o.rehull()
 		return x
 	}
@@ -197,11 +232,54 @@ func (o *openRuns) extend(start, end int64, class uint8, util float64) (x extend
 	for j := n; j > 0; j-- {
 		*o.at(j) = *o.at(j - 1)
 	}
-	o.front = openRun{start: start, end: end, min: util, max: util, class: class}
+	o.front = openRun{start: start, end: end, min: lo, max: hi, class: class}
 	o.n = uint8(n + 1)
 	o.rehull()
 	x.opened = true
 	return x
+}
+
+// closePrev appends the run as it was before the sample (x.prev) to closed when
+// it grew since it was last written and the sample changed its identity (start
+// or utilisation range; f is the run now).
+func (x *extended) closePrev(f *openRun, closed *[]openRun) {
+	if p := &x.prev; p.dirty && (f.start != p.start || f.min != p.min || f.max != p.max) {
+		*closed = append(*closed, *p)
+	}
+}
+
+// UtilGrid are the points an idle run's utilisation range is widened to:
+// hundredths below 0.20, twentieths (0.05) from 0.20 to 1.
+var UtilGrid = func() []float64 {
+	var g []float64
+	for k := 0; k <= 100; k++ {
+		if k <= 20 || k%5 == 0 {
+			g = append(g, float64(k)/100) // the float of the decimal k/100
+		}
+	}
+	return g
+}()
+
+// UtilRange is the range an idle run of one sample of utilisation u in
+// [0, 1) keeps: lo is the grid point at or below u, hi lies just below the
+// grid point above u. A run's range is the union of its samples' ranges, so
+// it holds every sample's util, widened outward to UtilGrid: a threshold T on
+// the grid (the catalogs' idle thresholds are in per cent, typically below
+// 0.20) gives the same verdict as the exact extremes (hi < T exactly when
+// every util < T, lo >= T exactly when every util >= T), a threshold off the
+// grid may fall inside the range more often (the raw samples then decide),
+// and the class bounds, on the grid, are never crossed. The range is part of
+// the row's identity in the stores: it changes when a sample reaches another
+// cell of the grid, not with every new extreme.
+func UtilRange(u float64) (lo, hi float64) {
+	i := sort.SearchFloat64s(UtilGrid, u) // the first point >= u
+	if i < len(UtilGrid) && UtilGrid[i] == u {
+		i++
+	}
+	if i == 0 || i == len(UtilGrid) { // outside [0, 1): not an idle candidate's util
+		return u, u
+	}
+	return UtilGrid[i-1], math.Nextafter(UtilGrid[i], math.Inf(-1))
 }
 
 // NewCompactor returns a Compactor keeping at most maxOpen open runs (0: default).
@@ -209,11 +287,28 @@ func NewCompactor(maxOpen int) *Compactor {
 	if maxOpen <= 0 {
 		maxOpen = DefaultMaxOpenRuns
 	}
-	return &Compactor{maxOpen: maxOpen, keys: map[schemas.Key]*keyRuns{}}
+	c := &Compactor{maxOpen: maxOpen, keys: map[schemas.Key]*keyRuns{}}
+	c.lru.older, c.lru.newer = &c.lru, &c.lru
+	return c
 }
 
 // Stats returns what the Compactor counted so far.
-func (c *Compactor) Stats() CompactorStats { return c.stats }
+func (c *Compactor) Stats() CompactorStats {
+	s := c.stats
+	s.OpenOcc, s.OpenIdle = c.nOcc, c.nIdle
+	return s
+}
+
+// touch moves kr to the front of the list by round (it was seen in this one).
+func (c *Compactor) touch(kr *keyRuns) {
+	if kr.older != nil { // listed: unlink
+		kr.older.newer, kr.newer.older = kr.newer, kr.older
+	}
+	f := c.lru.older
+	kr.older, kr.newer = f, &c.lru
+	f.newer, c.lru.older = kr, kr
+	kr.seen = c.round
+}
 
 // CompactorStats returns what the writer's Compactor counted so far.
 func (w *Writer) CompactorStats() CompactorStats { return w.c.Stats() }
@@ -252,10 +347,12 @@ func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
 		k := schemas.KeyOf(s)
 		kr := c.keys[k]
 		if kr == nil {
-			kr = &keyRuns{latestMS: math.MinInt64}
+			kr = &keyRuns{key: k, latestMS: math.MinInt64}
 			c.keys[k] = kr
+			c.touch(kr)
+		} else if kr.seen != c.round {
+			c.touch(kr)
 		}
-		kr.seen = c.round
 		if s.StartMS >= kr.latestMS {
 			kr.latestMS, kr.latestAt = s.StartMS, int32(i)
 			if !kr.inAdd {
@@ -264,7 +361,7 @@ func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
 			}
 		}
 		start, end := s.StartMS, s.EndMS()
-		b.Occupancy = c.addOcc(b.Occupancy, k, &kr.occ, start, end)
+		b.Occupancy = c.addOcc(b.Occupancy, kr, start, end)
 		if class, ok := IdleClassOf(s); ok {
 			util := 0.0
 			if s.UtilKnown {
@@ -282,7 +379,7 @@ func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
 			if kr.idle == nil {
 				kr.idle = &openRuns{}
 			}
-			b.Idle = c.addIdle(b.Idle, k, kr.idle, start, e, class, util)
+			b.Idle = c.addIdle(b.Idle, kr, start, e, class, util)
 		}
 	}
 }
@@ -310,30 +407,30 @@ func (c *Compactor) keepLatest(samples []schemas.Sample) {
 // the key (so a replay of older samples changes none). Afterwards the rows
 // emitted so far cover every sample added so far.
 func (c *Compactor) EmitOpen(b *Batch) {
-	for _, k := range c.dirtyO {
-		if kr := c.keys[k]; kr != nil && kr.occ.dirty {
-			o := &kr.occ
+	for _, kr := range c.dirtyO {
+		if o := &kr.occ; o.dirty {
 			for i := range int(o.n) {
 				if r := o.at(i); r.dirty {
-					b.Occupancy = append(b.Occupancy, schemas.Run{Key: k, StartMS: r.start, EndMS: r.end})
+					b.Occupancy = append(b.Occupancy, schemas.Run{Key: kr.key, StartMS: r.start, EndMS: r.end})
 					r.dirty = false
 				}
 			}
 			o.dirty = false
 		}
 	}
-	for _, k := range c.dirtyI {
-		if kr := c.keys[k]; kr != nil && kr.idle != nil && kr.idle.dirty {
-			o := kr.idle
+	for _, kr := range c.dirtyI {
+		if o := kr.idle; o != nil && o.dirty {
 			for i := range int(o.n) {
 				if r := o.at(i); r.dirty {
-					b.Idle = append(b.Idle, schemas.IdleRun{Run: schemas.Run{Key: k, StartMS: r.start, EndMS: r.end}, Class: r.class, MinUtil: r.min, MaxUtil: r.max})
+					b.Idle = append(b.Idle, schemas.IdleRun{Run: schemas.Run{Key: kr.key, StartMS: r.start, EndMS: r.end}, Class: r.class, MinUtil: r.min, MaxUtil: r.max})
 					r.dirty = false
 				}
 			}
 			o.dirty = false
 		}
 	}
+	clear(c.dirtyO) // the lists are refilled from the front: drop the pointers
+	clear(c.dirtyI)
 	for _, kr := range c.dirtyL {
 		kr.latestDirty = false
 	}
@@ -354,35 +451,34 @@ func (c *Compactor) EmitOpen(b *Batch) {
 }
 
 // bound keeps the open runs of each kind within maxOpen: it forgets the keys
-// without a sample since the last EmitOpen (sessions that ended), then, if that
-// is not enough, every key.
+// seen least recently (sessions that ended first), one by one until both
+// kinds are within the bound. Its cost is the keys it forgets.
 func (c *Compactor) bound() {
-	if c.nOcc <= c.maxOpen && c.nIdle <= c.maxOpen {
-		return
-	}
-	for k, kr := range c.keys {
-		if kr.seen != c.round {
-			n := int(kr.occ.n)
-			c.nOcc -= n
-			if kr.idle != nil {
-				c.nIdle -= int(kr.idle.n)
-				n += int(kr.idle.n)
-			}
-			c.stats.Forgotten += int64(n)
-			delete(c.keys, k)
+	for c.nOcc > c.maxOpen || c.nIdle > c.maxOpen {
+		kr := c.lru.newer // the oldest
+		kr.older.newer, kr.newer.older = kr.newer, kr.older
+		n := int(kr.occ.n)
+		c.nOcc -= n
+		if kr.idle != nil {
+			c.nIdle -= int(kr.idle.n)
+			n += int(kr.idle.n)
 		}
-	}
-	if c.nOcc > c.maxOpen || c.nIdle > c.maxOpen {
-		c.stats.Forgotten += int64(c.nOcc + c.nIdle)
-		clear(c.keys)
-		c.nOcc, c.nIdle = 0, 0
+		c.stats.Forgotten += int64(n)
+		delete(c.keys, kr.key)
 	}
 }
 
-func (c *Compactor) addOcc(out []schemas.Run, k schemas.Key, o *openRuns, start, end int64) []schemas.Run {
-	x := o.extend(start, end, 0, 0)
+func (c *Compactor) addOcc(out []schemas.Run, kr *keyRuns, start, end int64) []schemas.Run {
+	k, o := kr.key, &kr.occ
+	x := o.extend(start, end, 0, 0, 0, &c.closed)
 	if x.evicted && x.last.dirty {
 		out = append(out, schemas.Run{Key: k, StartMS: x.last.start, EndMS: x.last.end})
+	}
+	if len(c.closed) > 0 {
+		for _, r := range c.closed {
+			out = append(out, schemas.Run{Key: k, StartMS: r.start, EndMS: r.end})
+		}
+		c.closed = c.closed[:0]
 	}
 	r := &o.front
 	// Cut at UTC month boundaries: the finished months are final rows.
@@ -391,15 +487,26 @@ func (c *Compactor) addOcc(out []schemas.Run, k schemas.Key, o *openRuns, start,
 		r.start = b
 	}
 	if c.count(&x, int(o.n), r, &c.nOcc) {
-		c.dirtyO = c.markDirty(c.dirtyO, k, o, r)
+		c.dirtyO = c.markDirty(c.dirtyO, kr, o, r)
 	}
 	return out
 }
 
-func (c *Compactor) addIdle(out []schemas.IdleRun, k schemas.Key, o *openRuns, start, end int64, class uint8, util float64) []schemas.IdleRun {
-	x := o.extend(start, end, class, util)
+func (c *Compactor) addIdle(out []schemas.IdleRun, kr *keyRuns, start, end int64, class uint8, util float64) []schemas.IdleRun {
+	k, o := kr.key, kr.idle
+	lo, hi := 0.0, 0.0
+	if class != IdleClassNull {
+		lo, hi = UtilRange(util)
+	}
+	x := o.extend(start, end, class, lo, hi, &c.closed)
 	if ev := &x.last; x.evicted && ev.dirty {
 		out = append(out, schemas.IdleRun{Run: schemas.Run{Key: k, StartMS: ev.start, EndMS: ev.end}, Class: ev.class, MinUtil: ev.min, MaxUtil: ev.max})
+	}
+	if len(c.closed) > 0 {
+		for _, r := range c.closed {
+			out = append(out, schemas.IdleRun{Run: schemas.Run{Key: k, StartMS: r.start, EndMS: r.end}, Class: r.class, MinUtil: r.min, MaxUtil: r.max})
+		}
+		c.closed = c.closed[:0]
 	}
 	r := &o.front
 	for b := c.nextMonth(r.start); r.end > b; b = c.nextMonth(r.start) {
@@ -407,7 +514,7 @@ func (c *Compactor) addIdle(out []schemas.IdleRun, k schemas.Key, o *openRuns, s
 		r.start = b
 	}
 	if c.count(&x, int(o.n), r, &c.nIdle) {
-		c.dirtyI = c.markDirty(c.dirtyI, k, o, r)
+		c.dirtyI = c.markDirty(c.dirtyI, kr, o, r)
 	}
 	return out
 }
@@ -439,11 +546,11 @@ func (c *Compactor) count(x *extended, n int, r *openRun, open *int) bool {
 	return r.start != p.start || r.end != p.end || r.min != p.min || r.max != p.max
 }
 
-func (c *Compactor) markDirty(list []schemas.Key, k schemas.Key, o *openRuns, r *openRun) []schemas.Key {
+func (c *Compactor) markDirty(list []*keyRuns, kr *keyRuns, o *openRuns, r *openRun) []*keyRuns {
 	r.dirty = true
 	if !o.dirty {
 		o.dirty = true
-		list = append(list, k)
+		list = append(list, kr)
 	}
 	return list
 }

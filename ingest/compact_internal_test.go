@@ -52,6 +52,18 @@ func TestCompactorStateInvariants(t *testing.T) {
 			for _, kr := range c.keys {
 				require.False(t, kr.inAdd || kr.latestDirty)
 			}
+			// The list by round holds every key once, most recently seen
+			// first: bound forgets from its end.
+			listed := 0
+			for kr, prev := c.lru.older, &c.lru; kr != &c.lru; prev, kr = kr, kr.older {
+				require.Same(t, prev, kr.newer)
+				require.Same(t, kr, c.keys[kr.key])
+				if prev != &c.lru {
+					require.GreaterOrEqual(t, prev.seen, kr.seen, "the list is by round")
+				}
+				listed++
+			}
+			require.Equal(t, len(c.keys), listed)
 			for kind, want := range []int{c.nOcc, c.nIdle} {
 				n := 0
 				for _, kr := range c.keys {

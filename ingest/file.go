@@ -54,6 +54,9 @@ func Backfill(ctx context.Context, r io.Reader, cfg FileConfig) (schemas.ReadSta
 		return schemas.ReadStats{}, errors.New("backfill: writer is required")
 	}
 	cfg.setDefaults()
+	// The open runs are written every BackfillRunsEvery samples per key and
+	// at the end (writeBatches), not after every batch.
+	defer cfg.Writer.deferOpenRuns(BackfillRunsEvery)()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	b := &backfill{cfg: &cfg, ctx: ctx, cancel: cancel,
@@ -135,6 +138,13 @@ func (b *backfill) writeBatches() {
 		}
 		clear(batch) // drop string references
 		b.free <- batch[:0]
+	}
+	if b.writeErr() == nil && b.ctx.Err() == nil {
+		if err := b.cfg.Writer.FlushRuns(b.ctx); err != nil {
+			b.writeMu.Lock()
+			b.werr = err
+			b.writeMu.Unlock()
+		}
 	}
 }
 

@@ -24,6 +24,7 @@ type Metrics struct {
 	Lag            *prometheus.GaugeVec   // partition
 	Paused         prometheus.Gauge       // 1 while a worker waits for the store
 	Workers        prometheus.Gauge       // running consumer goroutines
+	RunsForgotten  prometheus.Counter     // open runs the compactors forgot (MaxOpenRuns)
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: not registered).
@@ -77,7 +78,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Workers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "cardhour_ingest_workers", Help: "Running consumer workers.",
 		}),
+		RunsForgotten: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cardhour_ingest_runs_forgotten_total",
+			Help: "Open runs a compactor forgot to stay within its max open runs (already written: later samples of their keys start new rows; bills do not change).",
+		}),
 	}
+
 	// Every reason is exported from the start, so that a rate or an alert on
 	// one has a series before its first dead letter.
 	for _, r := range schemas.RejectReasons {
@@ -85,7 +91,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Messages, m.SamplesWritten, m.SamplesEarly, m.RowsWritten, m.Batches, m.BatchSamples,
-			m.WriteSeconds, m.WriteErrors, m.DLQ, m.DLQErrors, m.Commits, m.CommitErrors, m.Lag, m.Paused, m.Workers)
+			m.WriteSeconds, m.WriteErrors, m.DLQ, m.DLQErrors, m.Commits, m.CommitErrors, m.Lag, m.Paused, m.Workers,
+			m.RunsForgotten)
 	}
 	return m
 }

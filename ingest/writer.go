@@ -22,8 +22,14 @@ type WriterConfig struct {
 	Logger      *slog.Logger
 	Metrics     *Metrics // nil: metrics are not recorded
 	MaxOpenRuns int      // Compactor bound (0: DefaultMaxOpenRuns)
-	RetryMin    time.Duration
-	RetryMax    time.Duration
+	// OpenRunsEvery, when positive, makes Write emit the open runs once every
+	// that many samples per open key instead of after every Write: the
+	// caller must FlushRuns after its last Write, and until then the latest
+	// samples are stored raw but not covered by intervals. Backfill sets
+	// BackfillRunsEvery for its writes.
+	OpenRunsEvery int
+	RetryMin      time.Duration
+	RetryMax      time.Duration
 	// AttemptTimeout bounds each store write attempt, and a streamed insert
 	// beyond the time its batch takes to be read (default
 	// DefaultAttemptTimeout): a store that hangs instead of failing is retried
@@ -42,6 +48,9 @@ func (c *WriterConfig) Validate() error {
 	}
 	if c.Logger == nil {
 		errs = append(errs, errors.New("writer: logger is required"))
+	}
+	if c.OpenRunsEvery < 0 {
+		errs = append(errs, fmt.Errorf("writer: open runs every %d samples is negative", c.OpenRunsEvery))
 	}
 	if c.AttemptTimeout < 0 {
 		errs = append(errs, fmt.Errorf("writer: attempt timeout %v is negative", c.AttemptTimeout))
@@ -63,7 +72,33 @@ type Writer struct {
 	c   *Compactor
 	// Runs completed by the pieces streamed since the last FlushRuns.
 	pending Batch
+	// What the compactor had counted at the last noteCompactor.
+	last CompactorStats
+	// Forgotten runs not yet logged, and when they last were.
+	unlogged int64
+	loggedAt time.Time
+	// While deferEvery > 0 (a back-fill), Write emits the open runs only
+	// once every deferEvery samples per open key, after untilEmit more
+	// samples (FlushRuns emits the rest).
+	deferEvery, untilEmit int
 }
+
+// BackfillRunsEvery is how many samples per open key a back-fill adds between
+// two writes of the open runs: a run that grows is written once per that many
+// of its key's samples, whatever the batch size and the fleet's size.
+const BackfillRunsEvery = 32
+
+// deferOpenRuns sets OpenRunsEvery to every (restore: the configured one)
+// and returns the function that restores it. The back-fill FlushRuns after
+// its last Write and, since a back-fill that fails is run again, needs no
+// cover in between; its rows then depend on the samples, not on its batch size.
+func (w *Writer) deferOpenRuns(every int) (restore func()) {
+	w.deferEvery, w.untilEmit = every, 0
+	return func() { w.deferEvery, w.untilEmit = w.cfg.OpenRunsEvery, 0 }
+}
+
+// forgetLogEvery spaces the writer's log lines about forgotten runs.
+const forgetLogEvery = time.Minute
 
 // NewWriter validates cfg and returns a Writer.
 func NewWriter(cfg WriterConfig) (*Writer, error) {
@@ -82,17 +117,54 @@ func NewWriter(cfg WriterConfig) (*Writer, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	return &Writer{cfg: cfg, c: NewCompactor(cfg.MaxOpenRuns)}, nil
+	return &Writer{cfg: cfg, c: NewCompactor(cfg.MaxOpenRuns), deferEvery: cfg.OpenRunsEvery}, nil
 }
 
 // Write stores samples (which the caller must not modify until Write returns).
 // It returns nil once the store accepted them, or ctx's error if ctx ended first:
-// then nothing may be assumed stored and the caller must not commit.
+// then nothing may be assumed stored and the caller must not commit. Once it
+// returns nil, the rows stored cover every sample written so far, unless
+// OpenRunsEvery is set (a back-fill): then only once FlushRuns returns nil.
 func (w *Writer) Write(ctx context.Context, samples []schemas.Sample) error {
 	if len(samples) == 0 {
 		return nil
 	}
-	return w.write(ctx, w.c.Build(samples))
+	if w.deferEvery <= 0 {
+		b := w.c.Build(samples)
+		w.noteCompactor()
+		return w.write(ctx, b)
+	}
+	b := &Batch{Samples: samples}
+	for rest := samples; len(rest) > 0; {
+		if w.untilEmit <= 0 {
+			w.untilEmit = w.deferEvery * max(1, len(w.c.keys))
+		}
+		n := min(len(rest), w.untilEmit)
+		w.c.Add(b, rest[:n])
+		rest, w.untilEmit = rest[n:], w.untilEmit-n
+		if w.untilEmit == 0 {
+			w.c.EmitOpen(b)
+			w.noteCompactor()
+		}
+	}
+	return w.write(ctx, b)
+}
+
+// noteCompactor counts the runs the compactor forgot since the last call
+// (after an EmitOpen), and logs them at most once per forgetLogEvery.
+func (w *Writer) noteCompactor() {
+	s, m := w.c.Stats(), w.cfg.Metrics
+	if n := s.Forgotten - w.last.Forgotten; n > 0 {
+		m.RunsForgotten.Add(float64(n))
+		w.unlogged += n
+	}
+	w.last = s
+	if w.unlogged > 0 && time.Since(w.loggedAt) >= forgetLogEvery {
+		w.cfg.Logger.Warn("compactor forgot the open runs of the keys seen least recently, to stay within its max open runs: later samples of those keys start new rows (more rows, same bills)",
+			"forgotten", w.unlogged, "forgotten_total", s.Forgotten, "max_open_runs", w.c.maxOpen,
+			"open_occupancy_runs", s.OpenOcc, "open_idle_runs", s.OpenIdle)
+		w.unlogged, w.loggedAt = 0, time.Now()
+	}
 }
 
 // write stores b with retries.
@@ -220,6 +292,7 @@ func (st *Stream) Abort() {
 // intervals), and the offsets of their batches may be committed.
 func (w *Writer) FlushRuns(ctx context.Context) error {
 	w.c.EmitOpen(&w.pending)
+	w.noteCompactor()
 	b := &Batch{Occupancy: w.pending.Occupancy, Idle: w.pending.Idle, Latest: w.pending.Latest}
 	if b.Rows() > 0 {
 		if err := w.write(ctx, b); err != nil {

@@ -29,8 +29,9 @@ type Run struct {
 // IdleRun is an interval of idle-candidate samples of one key that touch or
 // overlap and fall in one utilisation class (IdleClassOf): Class 0 is util null
 // with no process (idle under every catalog); classes 1… are known utilisations
-// in [IdleClassBounds()[c-2], IdleClassBounds()[c-1]), and MinUtil/MaxUtil are the
-// smallest and largest util of the run's samples. Under a threshold T the run is
+// in [IdleClassBounds()[c-2], IdleClassBounds()[c-1]), and [MinUtil, MaxUtil] holds
+// the util of every sample of the run (ingest widens it to a grid, inside the
+// class: ingest.UtilRange). Under a threshold T the run is
 // idle entirely when MaxUtil < T, not at all when MinUtil >= T, and otherwise
 // (only possible when T is not a class bound) its raw samples decide.
 type IdleRun struct {

@@ -15,8 +15,11 @@
 #    (>= 1: the pipeline is at least as fast as the bulk loader). When the
 #    services are the ones deployments/testenv started, the CPU seconds that
 #    clickhouse-server, the Kafka broker and the loader (clickhouse-client or
-#    cardhour ingest) used in each run are printed too: on a small machine they
-#    share the cores, and these say which one the run waited for.
+#    cardhour ingest) used in each run are printed too (read from
+#    /proc/PID/stat before and after each load, for the TSV load, the Native
+#    load and the pipeline), with the ratio of the Native load's CPU (server and
+#    client) to the pipeline's (server, broker and ingest): on a small machine
+#    they share the cores, and these say which one the run waited for.
 # 2. Framing (PARTS contains framing): the consumer's CPU for the same samples
 #    as one message per sample and as one message per node and tick.
 # 3. Month close (PARTS contains month): 7 000 MIG instances at a 300 s interval
@@ -105,9 +108,12 @@ if [[ " $PARTS " == *" e2e "* ]]; then
 		echo "$(now) - $t0" | bc -l >>"$WORK/tsv.s"
 		cpu_end tsv "$(awk '{print $1 + $2}' "$WORK/client.cpu")"
 		[[ -s $WORK/s.native ]] || chq "SELECT $COLS FROM ${RUN}_direct$i.raw_samples FORMAT Native" >"$WORK/s.native"
+		cpu_begin
 		t0=$(now)
-		chq "INSERT INTO ${RUN}_native$i.raw_samples ($COLS) FORMAT Native" <"$WORK/s.native"
+		/usr/bin/time -f '%U %S' -o "$WORK/client.cpu" clickhouse-client --host "$CH_HOST" --port "$CH_PORT" \
+			--query "INSERT INTO ${RUN}_native$i.raw_samples ($COLS) FORMAT Native" <"$WORK/s.native"
 		echo "$(now) - $t0" | bc -l >>"$WORK/native.s"
+		cpu_end native "$(awk '{print $1 + $2}' "$WORK/client.cpu")"
 		direct_rows=$(chq "SELECT count() FROM ${RUN}_direct$i.raw_samples")
 		chq "DROP DATABASE ${RUN}_direct$i"
 		chq "DROP DATABASE ${RUN}_native$i"
@@ -146,12 +152,16 @@ if [[ " $PARTS " == *" e2e "* ]]; then
 	printf '%-58s %10.2f\n' "ratio Native s / ingest s" "$(echo "$native / $ingest_s" | bc -l)"
 	if [[ -s $WORK/cpu ]]; then
 		printf '\n%-58s %10s %10s %10s\n' "CPU seconds per run, median (machine: $(nproc) cores)" "server" "kafka" "loader"
-		for what in tsv ingest; do
+		for what in tsv native ingest; do
 			printf '%-58s %10.2f %10.2f %10.2f\n' "  $what" \
 				"$(awk -v w=$what '$1 == w {print $2}' "$WORK/cpu" | median)" \
 				"$(awk -v w=$what '$1 == w {print $3}' "$WORK/cpu" | median)" \
 				"$(awk -v w=$what '$1 == w {print $4}' "$WORK/cpu" | median)"
 		done
+		# CPU of the whole load, server included: the Native load's (server +
+		# clickhouse-client) over the pipeline's (server + broker + ingest).
+		printf '%-58s %10.2f\n' "ratio CPU s: Native load (server + client) / pipeline (server + kafka + ingest)" \
+			"$(echo "$(awk '$1 == "native" {print $2 + $4}' "$WORK/cpu" | median) / $(awk '$1 == "ingest" {print $2 + $3 + $4}' "$WORK/cpu" | median)" | bc -l)"
 	fi
 	printf 'ingest flags: %s; store parameters: %s; topic partitions: %s; all runs: tsv [%s] native [%s] ingest [%s]\n' "$INGEST_FLAGS" "${STORE_PARAMS:-none}" "$PARTITIONS" \
 		"$(paste -sd' ' "$WORK/tsv.s")" "$(paste -sd' ' "$WORK/native.s")" "$(paste -sd' ' "$WORK/ingest.s")"
