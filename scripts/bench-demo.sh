@@ -10,8 +10,10 @@
 #   scripts/bench-demo.sh [DURATION] [SPEED] [WARMUP]
 #
 # With RSS_EVERY=SECONDS it also prints, every SECONDS of the measured span, the
-# wall time, VmRSS, VmHWM and the samples ingested so far, to show whether the
-# memory grows over a long run (RSS_EVERY=60 scripts/bench-demo.sh 3600).
+# wall time, VmRSS split into anonymous memory (the Go heap, SQLite's caches)
+# and file pages (the executable's code and data as they are first touched),
+# VmHWM and the samples ingested so far, to show whether the memory grows over
+# a long run (RSS_EVERY=60 scripts/bench-demo.sh 3600).
 #
 # Targets: under 300 MB RSS, under 25 % of one core at --speed 60.
 set -euo pipefail
@@ -49,15 +51,15 @@ sleep "$WARMUP"
 t0=$(ticks)
 w0=$(date +%s.%N)
 if [ -n "${RSS_EVERY:-}" ]; then
-	printf '%8s %10s %10s %10s\n' "wall s" "RSS MB" "peak MB" samples
+	printf '%8s %10s %10s %10s %10s %10s\n' "wall s" "RSS MB" "anon MB" "file MB" "peak MB" samples
 	left=$DURATION
 	while [ "$left" -gt 0 ]; do
 		step=$((left < RSS_EVERY ? left : RSS_EVERY))
 		sleep "$step"
 		left=$((left - step))
 		awk -v w="$((DURATION - left))" -v n="$(wc -l <"$work/state/samples.jsonl")" '
-			/^VmRSS/ {r = $2} /^VmHWM/ {h = $2}
-			END {printf "%8d %10.1f %10.1f %10d\n", w, r / 1024, h / 1024, n}' "/proc/$pid/status"
+			/^VmRSS/ {r = $2} /^RssAnon/ {a = $2} /^RssFile/ {f = $2} /^VmHWM/ {h = $2}
+			END {printf "%8d %10.1f %10.1f %10.1f %10.1f %10d\n", w, r / 1024, a / 1024, f / 1024, h / 1024, n}' "/proc/$pid/status"
 	done
 else
 	sleep "$DURATION"

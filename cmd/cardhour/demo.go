@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	pprof_http "net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"gopkg.in/yaml.v3"
 
@@ -113,6 +115,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	runFor := fs.Duration("for", 0, "stop after this much simulated time (0: run until interrupted)")
 	start := fs.String("start", "", "simulated start, RFC 3339 (default: the latest Monday 08:00 in the catalog's time zone)")
 	interval := fs.Duration("interval", 0, "sampling interval in simulated time (0: the fleet's, 60s)")
+	pprofOn := fs.Bool("pprof", false, "also serve /debug/pprof/ on --addr (profiling a long run)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: cardhour demo [--addr 127.0.0.1:8080] [--speed 60] [--state DIR] [--for 168h] [--start RFC3339]")
 		fs.PrintDefaults()
@@ -150,7 +153,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := demo(ctx, demoOptions{Addr: *addr, Speed: *speed, Dir: *stateDir, For: *runFor, Start: sim0, Interval: *interval}, stdout, stderr); err != nil {
+	if err := demo(ctx, demoOptions{Addr: *addr, Speed: *speed, Dir: *stateDir, For: *runFor, Start: sim0, Interval: *interval, Pprof: *pprofOn}, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "cardhour demo:", err)
 		return 1
 	}
@@ -177,6 +180,7 @@ type demoOptions struct {
 	For      time.Duration
 	Start    time.Time
 	Interval time.Duration
+	Pprof    bool // serve /debug/pprof/ beside the API
 }
 
 func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) (err error) {
@@ -238,6 +242,9 @@ func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) (err err
 		return err
 	}
 	sink.routes(b.engine(), b.led)
+	if o.Pprof {
+		b.engine().GET("/debug/pprof/*profile", gin.WrapF(pprof_http.Index))
+	}
 	if err := putDemoBudgets(ctx, b.led, demoBudgetsYAML()); err != nil {
 		return err
 	}

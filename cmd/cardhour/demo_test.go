@@ -346,3 +346,35 @@ func TestDemoFlags(t *testing.T) {
 	mon = lastMonday8(time.Date(2026, 11, 30, 7, 59, 0, 0, time.FixedZone("CST", 8*3600)))
 	require.Equal(t, "2026-11-23T08:00:00+08:00", mon.Format(time.RFC3339))
 }
+
+// --pprof serves Go's profiles beside the API (a heap profile of a long run);
+// without it there are none.
+func TestDemoPprof(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		var status int
+		var body []byte
+		demoAfterRun = func(ctx context.Context, d demoRun) error {
+			resp, err := http.Get(d.URL + "/debug/pprof/heap?debug=1")
+			require.NoError(t, err)
+			defer resp.Body.Close() //nolint:errcheck // test
+			status = resp.StatusCode
+			body, err = io.ReadAll(resp.Body)
+			return err
+		}
+		args := []string{"demo", "--addr", "127.0.0.1:0", "--speed", "20000", "--for", "1h",
+			"--start", "2026-11-23T08:00:00+08:00", "--state", t.TempDir()}
+		if on {
+			args = append(args, "--pprof")
+		}
+		var out, errOut bytes.Buffer
+		code := run(args, &out, &errOut)
+		demoAfterRun = nil
+		require.Equal(t, 0, code, "stderr: %s", tail(errOut.String(), 4000))
+		if on {
+			require.Equal(t, http.StatusOK, status)
+			require.Contains(t, string(body), "heap profile:", "a heap profile in pprof's text form")
+		} else {
+			require.Equal(t, http.StatusNotFound, status, "no profiles without --pprof: %s", body)
+		}
+	}
+}
