@@ -364,6 +364,12 @@ func (d *Decoder) decode(data []byte, s *Sample) error {
 	if p.i != len(p.data) {
 		return p.fail("unexpected data after the object")
 	}
+	return d.check(seen, s)
+}
+
+// check finishes a sample decoded the general way, with the fields seen: the
+// first required one missing, else the sample's ranges and the clock.
+func (d *Decoder) check(seen int, s *Sample) error {
 	if missing := fRequired &^ seen; missing != 0 {
 		for _, r := range requiredOrder {
 			if missing&r.bit != 0 {
