@@ -45,6 +45,7 @@ type Decoder struct {
 	prev, pred *instMemo
 	tsText     []byte // the last timestamp parsed (plain) and its value
 	tsMS       int64
+	midRaw     []byte // the middle of the line being decoded, when the fast path decoded it field by field
 
 	opt           DecoderOptions
 	maxIntervalMS int64 // interval_s above this is rejected
@@ -94,6 +95,17 @@ type instMemo struct {
 	node, gpuUUID, gpuModel string
 	profile, project, user  string
 	next                    *instMemo // the instance that followed this one last time
+	mid                     midMemo
+}
+
+// midMemo is the middle of the instance's last line taken by the fast path,
+// from `,"node":` to the end of the user's value, as it was on the wire, and
+// the seven values decoded from it. The same bytes decode to the same values,
+// so a line whose middle is these bytes has these values.
+type midMemo struct {
+	raw                     []byte
+	node, gpuUUID, gpuModel string
+	profile, project, user  string
 }
 
 // plainString reports whether s can stand for itself between quotes in JSON:
@@ -287,6 +299,10 @@ func (e *syntaxError) Unwrap() error { return ErrSyntax }
 // Decode parses one JSON object into s. On error s is left in an unspecified state.
 func (d *Decoder) Decode(data []byte, s *Sample) error {
 	if d.decodeFast(data, s) && s.Validate() == nil && s.StartMS+s.IntervalMS <= d.maxEndMS {
+		if m := d.cur; d.midRaw != nil && m != nil {
+			m.mid = midMemo{raw: append(m.mid.raw[:0], d.midRaw...), node: s.Node, gpuUUID: s.GPUUUID, gpuModel: s.GPUModel,
+				profile: s.Profile, project: s.Project, user: s.User}
+		}
 		d.remember(s)
 		return nil
 	}

@@ -78,7 +78,7 @@ func (p *parser) keyShort(k *fastKey) bool {
 // It does not check the ranges Sample.Validate and the options check.
 func (d *Decoder) decodeFast(data []byte, s *Sample) bool {
 	*s = Sample{}
-	d.cur, d.pred = nil, nil
+	d.cur, d.pred, d.midRaw = nil, nil, nil
 	if d.prev != nil {
 		d.pred = d.prev.next
 	}
@@ -94,31 +94,15 @@ func (d *Decoder) decodeFast(data []byte, s *Sample) bool {
 	if !d.fastTS(&p, s) || !p.key(&fkInterval) || !d.fastInterval(&p, s) {
 		return false
 	}
-	if !p.key(&fkNode) {
+	if m := d.pred; m != nil && len(m.mid.raw) > 0 && p.eatBytes(m.mid.raw) {
+		// The predicted instance's middle, byte for byte: its values.
+		d.cur = m
+		s.Node, s.GPUUUID, s.GPUModel, s.InstanceID = m.mid.node, m.mid.gpuUUID, m.mid.gpuModel, m.id
+		s.Profile, s.Project, s.User = m.mid.profile, m.mid.project, m.mid.user
+	} else if !d.fastMiddle(&p, s) {
 		return false
 	}
-	if s.Node, ok = d.fastText(&p, fNode); !ok || !p.key(&fkGPUUUID) {
-		return false
-	}
-	if s.GPUUUID, ok = d.fastText(&p, fGPUUUID); !ok || !p.key(&fkGPUModel) {
-		return false
-	}
-	if s.GPUModel, ok = d.fastText(&p, fGPUModel); !ok || !p.key(&fkInstance) || !d.fastInstance(&p, s) {
-		return false
-	}
-	if !p.key(&fkProfile) {
-		return false
-	}
-	if s.Profile, ok = d.fastText(&p, fProfile); !ok || !p.key(&fkProject) {
-		return false
-	}
-	if s.Project, ok = d.fastText(&p, fProject); !ok || !p.key(&fkUser) {
-		return false
-	}
-	if s.User, ok = d.fastText(&p, fUser); !ok || !p.key(&fkUtil) || !fastUtil(&p, s) {
-		return false
-	}
-	if !p.key(&fkMemUsed) {
+	if !p.key(&fkUtil) || !fastUtil(&p, s) || !p.key(&fkMemUsed) {
 		return false
 	}
 	if s.MemUsed, ok = p.plainUint(); !ok || !p.key(&fkMemTotal) {
@@ -141,6 +125,48 @@ func (d *Decoder) decodeFast(data []byte, s *Sample) bool {
 		}
 	}
 	return p.i == len(p.data)-1 && p.data[p.i] == '}'
+}
+
+// fastMiddle decodes the middle of a line field by field, from `,"node":`
+// to the user's value, and keeps its bytes (midRaw) for the instance's memo.
+func (d *Decoder) fastMiddle(p *parser, s *Sample) bool {
+	start := p.i
+	var ok bool
+	if !p.key(&fkNode) {
+		return false
+	}
+	if s.Node, ok = d.fastText(p, fNode); !ok || !p.key(&fkGPUUUID) {
+		return false
+	}
+	if s.GPUUUID, ok = d.fastText(p, fGPUUUID); !ok || !p.key(&fkGPUModel) {
+		return false
+	}
+	if s.GPUModel, ok = d.fastText(p, fGPUModel); !ok || !p.key(&fkInstance) || !d.fastInstance(p, s) {
+		return false
+	}
+	if !p.key(&fkProfile) {
+		return false
+	}
+	if s.Profile, ok = d.fastText(p, fProfile); !ok || !p.key(&fkProject) {
+		return false
+	}
+	if s.Project, ok = d.fastText(p, fProject); !ok || !p.key(&fkUser) {
+		return false
+	}
+	if s.User, ok = d.fastText(p, fUser); !ok {
+		return false
+	}
+	d.midRaw = p.data[start:p.i]
+	return true
+}
+
+// eatBytes consumes b if the input has it at the parser's position.
+func (p *parser) eatBytes(b []byte) bool {
+	if len(p.data)-p.i < len(b) || string(p.data[p.i:p.i+len(b)]) != string(b) {
+		return false
+	}
+	p.i += len(b)
+	return true
 }
 
 // fastText is a string field's value: the guess when the input is exactly

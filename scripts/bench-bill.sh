@@ -17,7 +17,7 @@
 #   ROUNDS=5 scripts/bench-bill.sh 1000000
 #
 # Rounds interleave the contenders (the order rotates each round) on the same
-# file, warm in the page cache; the table has each one's median wall and CPU
+# file, warmed into the page cache before each run; the table has each one's median wall and CPU
 # (user + sys) time, and the median of the per-round ratios bill / DuckDB (and
 # bill / chDB), with the load average seen during the rounds: the machine may be
 # shared, so only ratios measured side by side mean anything.
@@ -73,6 +73,7 @@ run() {
 	local name=$1
 	shift
 	local load
+	cat "$f" >/dev/null # the file warm in the page cache for every run alike
 	load=$(cut -d' ' -f1 /proc/loadavg)
 	/usr/bin/time -f '%e %U %S %M' -o "$dir/time.$name" "$@" >"$dir/out.$name" 2>"$dir/err.$name"
 	read -r e u s m <"$dir/time.$name"
@@ -92,7 +93,6 @@ for n in "${sizes[@]}"; do
 		mv "$f.tmp" "$f"
 	fi
 	mb=$(($(stat -c %s "$f") / 1048576))
-	cat "$f" >/dev/null # warm the page cache for every contender alike
 	: >"$dir/times"
 	contenders=(bill duck)
 	[[ $have_chdb == 1 ]] && contenders+=(chdb)
