@@ -97,6 +97,7 @@ unit-test:
 # e.g. `make fuzz-short FUZZ_DECODE=50000000x`.
 fuzz-short:
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeSample$$' -fuzztime=$(FUZZ_DECODE) ./schemas
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeFast$$' -fuzztime=$(FUZZ_DECODE) ./schemas
 	$(GO) test -run='^$$' -fuzz='^FuzzParseTimestamp$$' -fuzztime=$(FUZZ_TIMESTAMP) ./schemas
 	$(GO) test -run='^$$' -fuzz='^FuzzParseCatalog$$' -fuzztime=$(FUZZ_CATALOG) ./schemas
 

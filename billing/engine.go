@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/cardhour/cardhour/schemas"
 )
@@ -78,6 +79,20 @@ type Accumulator struct {
 	lo, hi int64 // samples entirely outside [lo, hi] cannot affect the period
 	tol    int64
 	keys   map[schemas.Key]*keyState
+	recent *[recentKeys]recentKey // see Add
+}
+
+// recentKeys is the size of an Accumulator's cache of recent keys: a slot per
+// instance of a large node's samples, so that Add finds the state of a key it
+// has just seen without hashing five strings.
+const recentKeys = 256
+
+// recentKey is a key Add has seen, its state and its project's idle
+// threshold.
+type recentKey struct {
+	k         schemas.Key
+	st        *keyState
+	threshold float64
 }
 
 // NewAccumulator prepares to bill period p under catalog cat.
@@ -92,13 +107,34 @@ func NewAccumulator(cat *schemas.Catalog, p Period) *Accumulator {
 // Period is the period being billed.
 func (a *Accumulator) Period() Period { return a.period }
 
-// Add feeds one validated sample.
+// Add feeds one validated sample. It is AddOccupancy with the sample's key and
+// IsIdle, but finds the key's state in a small cache first: the slot of the
+// instance's ID (its bytes' address: the decoder hands out one string per
+// distinct ID), checked by comparing the whole key.
 func (a *Accumulator) Add(s *schemas.Sample) {
 	if s.Project == "" {
 		return // an instance nobody holds bills nobody
 	}
+	start, end := s.StartMS, s.EndMS()
+	if end <= start || end < a.lo || start > a.hi {
+		return
+	}
 	k := schemas.Key{Project: s.Project, User: s.User, InstanceID: s.InstanceID, GPUModel: s.GPUModel, Profile: s.Profile}
-	a.AddOccupancy(k, s.StartMS, s.EndMS(), IsIdle(a.cat, s))
+	if a.recent == nil {
+		a.recent = new([recentKeys]recentKey)
+	}
+	r := &a.recent[(uintptr(unsafe.Pointer(unsafe.StringData(s.InstanceID)))>>4)%recentKeys] //nolint:gosec // G103: the address only picks a slot
+	if r.st == nil || r.k != k {
+		*r = recentKey{k: k, st: a.state(k), threshold: a.cat.IdlePolicyFor(k.Project).Threshold}
+	}
+	idle := s.Processes == 0
+	if s.UtilKnown {
+		idle = s.Util < r.threshold
+	}
+	r.st.occ.Add(start, end)
+	if idle {
+		r.st.idle.Add(max(start, a.p0), min(end, a.p1))
+	}
 }
 
 // AddOccupancy feeds an occupancy interval of a key: one sample's, or an

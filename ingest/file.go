@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"time"
 
@@ -16,9 +17,10 @@ import (
 type FileConfig struct {
 	Writer    *Writer
 	BatchSize int // samples per store write (0: 50 000)
-	// Workers is the number of decoding goroutines (0: 1). With more than one,
-	// chunks of the file reach the compactor out of order, which costs
-	// compaction (more, shorter runs), never correctness.
+	// Workers is the number of decoding goroutines (0: GOMAXPROCS). They
+	// decode chunks of the file in parallel, and the chunks reach the writer
+	// in file order (schemas.ReadOptions.Ordered), as with one worker: the
+	// compactor sees the same stream whatever the number.
 	Workers int
 	// MaxReported bounds the invalid lines kept in the stats (0: 100).
 	MaxReported int
@@ -48,7 +50,7 @@ const rejectFlush = 10_000
 // invoice, so after a failure the fix is to run it again.
 //
 // Decoding and writing overlap: while one batch is written, the next is
-// decoded into a second buffer.
+// decoded into a second buffer, by Workers goroutines in parallel.
 func Backfill(ctx context.Context, r io.Reader, cfg FileConfig) (schemas.ReadStats, error) {
 	if cfg.Writer == nil {
 		return schemas.ReadStats{}, errors.New("backfill: writer is required")
@@ -68,7 +70,7 @@ func Backfill(ctx context.Context, r io.Reader, cfg FileConfig) (schemas.ReadSta
 	b.free <- make([]schemas.Sample, 0, cfg.BatchSize)
 	go b.writeBatches()
 	m := cfg.Writer.cfg.Metrics
-	stats, err := schemas.ReadSamples(r, schemas.ReadOptions{SkipInvalid: true, MaxReported: cfg.MaxReported, Workers: cfg.Workers,
+	stats, err := schemas.ReadSamples(r, schemas.ReadOptions{SkipInvalid: true, MaxReported: cfg.MaxReported, Workers: cfg.Workers, Ordered: true,
 		DecoderOptions: cfg.DecoderOptions, Now: cfg.Now, OnInvalid: b.reject},
 		func(_ int, samples []schemas.Sample) error {
 			m.Messages.WithLabelValues("valid").Add(float64(len(samples)))
@@ -90,7 +92,7 @@ func (cfg *FileConfig) setDefaults() {
 		cfg.MaxReported = 100
 	}
 	if cfg.Workers <= 0 {
-		cfg.Workers = 1
+		cfg.Workers = runtime.GOMAXPROCS(0)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

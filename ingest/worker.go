@@ -825,7 +825,7 @@ func (c *consumer) decodeMessage(msg *kafka.Message, b *batch, next func()) (val
 		var line []byte
 		line, rest = schemas.NextLine(rest)
 		lineNo++
-		if len(bytes.TrimSpace(line)) == 0 {
+		if schemas.BlankLine(line) {
 			continue
 		}
 		samples++

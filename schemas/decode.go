@@ -19,16 +19,33 @@ import (
 // low-cardinality strings (node, model, project, …) so that decoding millions of
 // samples does not allocate a string per field.
 //
+// Most text of a sample repeats a value the decoder has seen: the instance's
+// own node, GPU, profile, project and user, the timestamp of the previous
+// sample (one tick's samples share it). For each string field the decoder
+// first guesses that value and compares the input with it, quotes included, in
+// one comparison; only a wrong guess scans the string and looks it up. A
+// guess is only ever a value without quote, backslash or control character,
+// so input equal to it is exactly that JSON string: the shortcut accepts and
+// rejects what the scan does.
+//
 // A Decoder is not safe for concurrent use; give each goroutine its own.
 type Decoder struct {
 	scratch []byte
 	intern  map[string]string
-	last    [16]string // per field: the value of the previous sample, checked first
-	// Per instance, the profile, project and user of its last sample: samples
-	// of one message are of different instances, so the previous sample's
-	// values (last) rarely match, but an instance's own previous ones do.
+	last    [16]string // per field: the value of the previous sample, checked first (a guess: plain only)
+	// Per instance, the values of its last sample: samples of one message are
+	// of different instances, so the previous sample's values (last) rarely
+	// match, but an instance's own previous ones do.
 	insts map[string]*instMemo
 	cur   *instMemo // the instance of the object being decoded, once known
+	// prev is the instance of the previous sample, and pred the one that
+	// followed prev last time: collectors write a node's instances in the same
+	// order every tick, so pred is most often the instance being decoded, and
+	// its values are the guesses for the fields before instance_id.
+	prev, pred *instMemo
+	tsText     []byte // the last timestamp parsed (plain) and its value
+	tsMS       int64
+	midRaw     []byte // the middle of the line being decoded, when the fast path decoded it field by field
 
 	opt           DecoderOptions
 	maxIntervalMS int64 // interval_s above this is rejected
@@ -69,8 +86,47 @@ func (o DecoderOptions) Validate() error {
 	return errors.Join(errs...)
 }
 
+// instMemo is what the decoder remembers of one instance. Every field but id
+// is a guess, so holds only plain strings (see plainString); plainID says
+// whether id may be guessed.
 type instMemo struct {
-	id, profile, project, user string
+	id                      string
+	plainID                 bool
+	node, gpuUUID, gpuModel string
+	profile, project, user  string
+	next                    *instMemo // the instance that followed this one last time
+	mid                     midMemo
+}
+
+// midMemo is the middle of the instance's last line taken by the fast path,
+// from `,"node":` to the end of the user's value, as it was on the wire, and
+// the seven values decoded from it. The same bytes decode to the same values,
+// so a line whose middle is these bytes has these values.
+type midMemo struct {
+	raw                     []byte
+	node, gpuUUID, gpuModel string
+	profile, project, user  string
+}
+
+// plainString reports whether s can stand for itself between quotes in JSON:
+// no quote, backslash or control character. Input equal to `"` + s + `"` is
+// then exactly the JSON string s.
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' || c < 0x20 {
+			return false
+		}
+	}
+	return true
+}
+
+// plainOr returns s if it is plain, else "" (a guess that matches only the
+// empty string, whose value is then right).
+func plainOr(s string) string {
+	if plainString(s) {
+		return s
+	}
+	return ""
 }
 
 // canonicalNext is, per field bit, the index in canonicalKeys of the field
@@ -85,22 +141,39 @@ var canonicalNext = func() (t [16]int) {
 // canonicalKeys are the field names in the order AppendJSON writes them, each
 // as it appears on the wire with its colon: the decoder tries the next one
 // first, with one comparison, before parsing a key the general way.
-var canonicalKeys = func() (keys []struct {
-	lit  string
-	bit  int
-	name string
-}) {
-	for _, name := range []string{"schema", "ts", "interval_s", "node", "gpu_uuid", "gpu_model", "instance_id",
+var canonicalKeys = func() (keys [16]canonKey) {
+	for i, name := range []string{"schema", "ts", "interval_s", "node", "gpu_uuid", "gpu_model", "instance_id",
 		"profile", "project", "user", "util", "mem_used_bytes", "mem_total_bytes", "processes", "util_source", "holder_ref"} {
 		bit, _ := fieldBit([]byte(name))
-		keys = append(keys, struct {
-			lit  string
-			bit  int
-			name string
-		}{`"` + name + `":`, bit, name})
+		k := canonKey{lit: `"` + name + `":`, bit: bit, name: name}
+		for j := 0; j < len(k.lit); j++ {
+			k.w[j/8] |= uint64(k.lit[j]) << (8 * (j % 8))
+			k.m[j/8] |= 0xff << (8 * (j % 8))
+		}
+		keys[i] = k
 	}
 	return keys
 }()
+
+// canonKey is a field name as it appears on the wire, `"name":` (at most 24
+// bytes), and the same as three little-endian words and their byte masks.
+type canonKey struct {
+	lit  string
+	bit  int
+	name string
+	w, m [3]uint64
+}
+
+// at reports whether d[i:] starts with the key: three word comparisons where
+// 24 bytes are left, else a string comparison.
+func (k *canonKey) at(d []byte, i int) bool {
+	if len(d)-i < 24 {
+		return len(d)-i >= len(k.lit) && string(d[i:i+len(k.lit)]) == k.lit
+	}
+	return binary.LittleEndian.Uint64(d[i:])&k.m[0] == k.w[0] &&
+		binary.LittleEndian.Uint64(d[i+8:])&k.m[1] == k.w[1] &&
+		binary.LittleEndian.Uint64(d[i+16:])&k.m[2] == k.w[2]
+}
 
 // maxInterned bounds the intern table; past it the table starts again empty so a
 // stream of unique strings cannot grow memory without limit.
@@ -225,8 +298,25 @@ func (e *syntaxError) Unwrap() error { return ErrSyntax }
 
 // Decode parses one JSON object into s. On error s is left in an unspecified state.
 func (d *Decoder) Decode(data []byte, s *Sample) error {
+	if d.decodeFast(data, s) && s.Validate() == nil && s.StartMS+s.IntervalMS <= d.maxEndMS {
+		if m := d.cur; d.midRaw != nil && m != nil {
+			m.mid = midMemo{raw: append(m.mid.raw[:0], d.midRaw...), node: s.Node, gpuUUID: s.GPUUUID, gpuModel: s.GPUModel,
+				profile: s.Profile, project: s.Project, user: s.User}
+		}
+		d.remember(s)
+		return nil
+	}
+	return d.decode(data, s)
+}
+
+// decode is Decode the general way: any order of fields, whitespace, unknown
+// fields, and the error that names what is wrong.
+func (d *Decoder) decode(data []byte, s *Sample) error {
 	*s = Sample{}
-	d.cur = nil
+	d.cur, d.pred = nil, nil
+	if d.prev != nil {
+		d.pred = d.prev.next
+	}
 	p := parser{data: data}
 	p.ws()
 	if !p.eat('{') {
@@ -243,7 +333,7 @@ func (d *Decoder) Decode(data []byte, s *Sample) error {
 			}
 			var bit int
 			var name string
-			if k := canonicalKeys[next%len(canonicalKeys)]; len(p.data)-p.i >= len(k.lit) && string(p.data[p.i:p.i+len(k.lit)]) == k.lit {
+			if k := &canonicalKeys[next&15]; k.at(p.data, p.i) {
 				p.i += len(k.lit)
 				bit, name = k.bit, k.name
 				next++
@@ -290,6 +380,12 @@ func (d *Decoder) Decode(data []byte, s *Sample) error {
 	if p.i != len(p.data) {
 		return p.fail("unexpected data after the object")
 	}
+	return d.check(seen, s)
+}
+
+// check finishes a sample decoded the general way, with the fields seen: the
+// first required one missing, else the sample's ranges and the clock.
+func (d *Decoder) check(seen int, s *Sample) error {
 	if missing := fRequired &^ seen; missing != 0 {
 		for _, r := range requiredOrder {
 			if missing&r.bit != 0 {
@@ -303,7 +399,68 @@ func (d *Decoder) Decode(data []byte, s *Sample) error {
 	if s.StartMS+s.IntervalMS > d.maxEndMS {
 		return d.futureErr(s)
 	}
+	d.remember(s)
 	return nil
+}
+
+// remember keeps the values of a decoded sample as the guesses for the next
+// sample of its instance, and links the previous sample's instance to it.
+func (d *Decoder) remember(s *Sample) {
+	m := d.cur
+	if m == nil {
+		return
+	}
+	if m.node != s.Node {
+		m.node = plainOr(s.Node)
+	}
+	if m.gpuUUID != s.GPUUUID {
+		m.gpuUUID = plainOr(s.GPUUUID)
+	}
+	if m.gpuModel != s.GPUModel {
+		m.gpuModel = plainOr(s.GPUModel)
+	}
+	if d.prev != nil {
+		d.prev.next = m
+	}
+	d.prev = m
+}
+
+// guess is the value that string field bit most likely has: the current
+// instance's (or, before instance_id, the predicted instance's), else the
+// previous sample's. It is plain.
+func (d *Decoder) guess(bit int) string {
+	m := d.cur
+	if m == nil {
+		m = d.pred
+	}
+	if m != nil {
+		switch bit {
+		case fNode:
+			return m.node
+		case fGPUUUID:
+			return m.gpuUUID
+		case fGPUModel:
+			return m.gpuModel
+		case fProfile:
+			return m.profile
+		case fProject:
+			return m.project
+		case fUser:
+			return m.user
+		}
+	}
+	return d.last[bits.TrailingZeros(uint(bit))]
+}
+
+// eatQuoted consumes the JSON string `"` + v + `"` if the input is exactly
+// that there; v must be plain.
+func (p *parser) eatQuoted(v string) bool {
+	n := len(v)
+	if len(p.data)-p.i < n+2 || p.data[p.i] != '"' || p.data[p.i+n+1] != '"' || string(p.data[p.i+1:p.i+1+n]) != v {
+		return false
+	}
+	p.i += n + 2
+	return true
 }
 
 // futureErr describes a sample that ends after the clock plus the skew allowed.
@@ -331,16 +488,26 @@ func (d *Decoder) field(p *parser, bit int, name string, s *Sample) error {
 		return utilField(p, name, s)
 	case fMemUsed, fMemTotal, fProcesses:
 		return intField(p, bit, name, s)
-	default:
+	case fInstance:
+		if m := d.pred; m != nil && m.plainID && p.eatQuoted(m.id) {
+			d.cur = m
+			s.InstanceID = m.id
+			return nil
+		}
 		raw, err := d.strField(p, name)
 		if err != nil {
 			return err
 		}
-		if bit == fInstance {
-			d.instance(raw, s)
-			return nil
+		d.instance(raw, s)
+	default:
+		v := d.guess(bit)
+		if !p.eatQuoted(v) {
+			raw, err := d.strField(p, name)
+			if err != nil {
+				return err
+			}
+			v = d.text(bit, raw)
 		}
-		v := d.text(bit, raw)
 		switch bit {
 		case fNode:
 			s.Node = v
@@ -366,6 +533,14 @@ func (d *Decoder) field(p *parser, bit int, name string, s *Sample) error {
 }
 
 func (d *Decoder) tsField(p *parser, name string, s *Sample) error {
+	// The guess: the last timestamp parsed (plain: a timestamp
+	// ParseTimestampMS accepts has only digits, '-', ':', '.', 'T', 'Z', '+').
+	if n := len(d.tsText); n > 0 && len(p.data)-p.i >= n+2 && p.data[p.i] == '"' && p.data[p.i+n+1] == '"' &&
+		string(p.data[p.i+1:p.i+1+n]) == string(d.tsText) {
+		p.i += n + 2
+		s.StartMS = d.tsMS
+		return nil
+	}
 	raw, err := d.strField(p, name)
 	if err != nil {
 		return err
@@ -375,6 +550,7 @@ func (d *Decoder) tsField(p *parser, name string, s *Sample) error {
 		return &FieldError{Field: name, Value: quote(raw), Reason: err.Error()}
 	}
 	s.StartMS = ms
+	d.tsText, d.tsMS = append(d.tsText[:0], raw...), ms
 	return nil
 }
 
@@ -445,6 +621,7 @@ func (d *Decoder) instance(raw []byte, s *Sample) {
 			clear(d.insts)
 		}
 		m = &instMemo{id: string(raw)}
+		m.plainID = plainString(m.id)
 		d.insts[m.id] = m
 	}
 	d.cur = m
@@ -473,10 +650,10 @@ func (d *Decoder) text(bit int, raw []byte) string {
 	v := *slot
 	if v != string(raw) {
 		v = d.internBytes(raw)
-		*slot = v
+		*slot = plainOr(v)
 	}
 	if memo != nil {
-		*memo = v
+		*memo = plainOr(v)
 	}
 	return v
 }
@@ -616,6 +793,13 @@ var strSpecial = func() (t [256]bool) {
 func (p *parser) fail(msg string) error { return &syntaxError{off: p.i, msg: msg} }
 
 func (p *parser) ws() {
+	if p.i < len(p.data) && p.data[p.i] > ' ' {
+		return // the common case, inlined: no whitespace
+	}
+	p.wsSlow()
+}
+
+func (p *parser) wsSlow() {
 	for p.i < len(p.data) {
 		switch p.data[p.i] {
 		case ' ', '\t', '\n', '\r':

@@ -28,6 +28,12 @@ type ReadOptions struct {
 	// Workers decodes in parallel (0: GOMAXPROCS). Lines are still delivered to the
 	// sink in chunks; each Sink call gets samples of one chunk in line order.
 	Workers int
+	// Ordered delivers the chunks in input order, one Sink call at a time,
+	// while they are still decoded in parallel: the sink sees the samples as
+	// one worker would hand them (a writer whose compaction likes time order
+	// keeps it), at the cost of a worker waiting when the chunk before its
+	// own is not delivered yet.
+	Ordered bool
 	// DecoderOptions bound interval_s and, with Now, how far in the future a
 	// sample may end; a line outside the bounds is invalid.
 	DecoderOptions
@@ -55,6 +61,7 @@ type ReadStats struct {
 type Sink func(worker int, samples []Sample) error
 
 type chunk struct {
+	seq       int64 // the chunk's place in the input, from 0
 	firstLine int64
 	data      []byte
 	buf       *[]byte // the pooled buffer data lives in
@@ -106,6 +113,7 @@ func ReadSamples(r io.Reader, opt ReadOptions, sink Sink) (ReadStats, error) {
 		return ReadStats{}, errors.New("read options: MaxClockSkew needs a clock (Now)")
 	}
 	rd := &sampleReader{opt: opt, sink: sink, stop: make(chan struct{})}
+	rd.turn = sync.NewCond(&rd.turnMu)
 	// Chunk buffers are recycled: decoded samples hold no reference into them
 	// (strings are copied or interned by the decoder).
 	rd.pool.New = func() any { b := make([]byte, 0, readChunkSize+64<<10); return &b }
@@ -141,6 +149,12 @@ type sampleReader struct {
 	sinkErr  error
 	stop     chan struct{}
 	stopOnce sync.Once
+
+	// With Ordered: the seq of the chunk to deliver next, and turn, which
+	// wakes the workers waiting for theirs.
+	turnMu  sync.Mutex
+	turn    *sync.Cond
+	nextSeq int64
 }
 
 func (rd *sampleReader) halt() { rd.stopOnce.Do(func() { close(rd.stop) }) }
@@ -158,11 +172,12 @@ func (rd *sampleReader) work(w int, chunks <-chan chunk) {
 			rd.pool.Put(c.buf)
 		}
 		rd.count(res)
+		if rd.opt.Ordered {
+			rd.waitTurn(c.seq)
+		}
 		if !rd.opt.SkipInvalid && res.count > 0 {
 			rd.halt()
-			continue
-		}
-		if len(batch) > 0 {
+		} else if len(batch) > 0 && !rd.halted() {
 			if err := rd.sink(w, batch); err != nil {
 				rd.mu.Lock()
 				if rd.sinkErr == nil {
@@ -172,7 +187,39 @@ func (rd *sampleReader) work(w int, chunks <-chan chunk) {
 				rd.halt()
 			}
 		}
+		if rd.opt.Ordered {
+			rd.passTurn()
+		}
 	}
+}
+
+// halted reports whether the read is stopping: after an invalid line
+// without SkipInvalid, or a sink error, no chunk is delivered any more.
+func (rd *sampleReader) halted() bool {
+	select {
+	case <-rd.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitTurn waits until every chunk before seq has been delivered (Ordered).
+// Every chunk the splitter sends reaches a worker, which passes the turn on
+// whether it delivers it or not, so the wait ends.
+func (rd *sampleReader) waitTurn(seq int64) {
+	rd.turnMu.Lock()
+	for rd.nextSeq != seq {
+		rd.turn.Wait()
+	}
+	rd.turnMu.Unlock()
+}
+
+func (rd *sampleReader) passTurn() {
+	rd.turnMu.Lock()
+	rd.nextSeq++
+	rd.turnMu.Unlock()
+	rd.turn.Broadcast()
 }
 
 // count adds a chunk's result to the totals, keeping at most a few times
@@ -219,6 +266,7 @@ func (rd *sampleReader) result(readErr error) (ReadStats, error) {
 func splitChunks(r io.Reader, size int, out chan<- chunk, stop <-chan struct{}, pool *sync.Pool) error {
 	br := bufio.NewReaderSize(r, size)
 	line := int64(1)
+	seq := int64(0)
 	var carry []byte
 	for {
 		pb := pool.Get().(*[]byte)
@@ -239,7 +287,7 @@ func splitChunks(r io.Reader, size int, out chan<- chunk, stop <-chan struct{}, 
 			if err == io.EOF {
 				if len(buf) > 0 {
 					*pb = buf
-					if !send(out, chunk{firstLine: line, data: buf, buf: pb}, stop) {
+					if !send(out, chunk{seq: seq, firstLine: line, data: buf, buf: pb}, stop) {
 						return nil
 					}
 				}
@@ -259,9 +307,10 @@ func splitChunks(r io.Reader, size int, out chan<- chunk, stop <-chan struct{}, 
 				if err != nil {
 					return fmt.Errorf("cannot read samples: %w", err)
 				}
-				if !send(out, chunk{firstLine: line, tooLong: true}, stop) || eof {
+				if !send(out, chunk{seq: seq, firstLine: line, tooLong: true}, stop) || eof {
 					return nil
 				}
+				seq++
 				line++
 				continue
 			}
@@ -272,9 +321,10 @@ func splitChunks(r io.Reader, size int, out chan<- chunk, stop <-chan struct{}, 
 		data := buf[:cut+1]
 		n := int64(bytes.Count(data, []byte{'\n'}))
 		*pb = buf
-		if !send(out, chunk{firstLine: line, data: data, buf: pb}, stop) {
+		if !send(out, chunk{seq: seq, firstLine: line, data: data, buf: pb}, stop) {
 			return nil
 		}
+		seq++
 		line += n
 	}
 }
@@ -307,7 +357,7 @@ func decodeChunk(dec *Decoder, c chunk, batch *[]Sample, opt ReadOptions) chunkR
 	for len(data) > 0 {
 		var l []byte
 		l, data = NextLine(data)
-		if len(bytes.TrimSpace(l)) > 0 {
+		if !BlankLine(l) {
 			res.lines++
 			if len(l) > MaxLineBytes {
 				res.count++
@@ -338,6 +388,13 @@ func decodeChunk(dec *Decoder, c chunk, batch *[]Sample, opt ReadOptions) chunkR
 	}
 	*batch = b
 	return res
+}
+
+// BlankLine reports whether a line of JSON Lines holds only whitespace (readers
+// skip such lines). A line that starts with '{', as a sample does, is answered
+// from its first byte.
+func BlankLine(l []byte) bool {
+	return (len(l) == 0 || l[0] != '{') && len(bytes.TrimSpace(l)) == 0
 }
 
 func sortLineErrors(errs []*LineError) {

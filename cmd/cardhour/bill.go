@@ -26,6 +26,7 @@ func runBill(args []string, stdout, stderr io.Writer) int {
 	workers := fs.Int("workers", 0, "decoding goroutines (0: one per CPU)")
 	store := fs.String("store", "", "bill from a store written by 'cardhour ingest' instead of --samples: clickhouse://host:port/db or sqlite:///path.db")
 	user := fs.String("user", "", "print only this user's statement (their usage lines on each invoice)")
+	cpuProfile := fs.String("cpu-profile", "", "write a CPU profile to this file until exit (for benchmarks)")
 	bounds := addSampleBounds(fs, false)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: cardhour bill --catalog FILE --samples FILE.jsonl --period YYYY-MM [--format json|table|csv]")
@@ -58,6 +59,13 @@ func runBill(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		fmt.Fprintf(stderr, "cardhour bill: --cpu-profile: %v\n", err)
+		return 1
+	}
+	defer stopProfile()
 
 	cat, err := schemas.LoadCatalog(*catalogPath)
 	if err != nil {

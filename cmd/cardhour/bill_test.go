@@ -147,3 +147,24 @@ func TestSimulateThenBill(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, invoice, again)
 }
+
+// bill --cpu-profile writes a CPU profile (gzipped protobuf) of the run, and
+// the invoice is the same as without it; a profile that cannot be created is
+// an error naming the flag.
+func TestBillCPUProfile(t *testing.T) {
+	prof := filepath.Join(t.TempDir(), "bill.prof")
+	code, out, errOut := runCLI(t, "", "bill", "--catalog", exampleCatalog, "--samples", exampleSamples, "--period", "2026-11",
+		"--cpu-profile", prof)
+	require.Equal(t, 0, code, errOut)
+	_, plain, _ := runCLI(t, "", "bill", "--catalog", exampleCatalog, "--samples", exampleSamples, "--period", "2026-11")
+	require.Equal(t, plain, out)
+	b, err := os.ReadFile(prof)
+	require.NoError(t, err)
+	require.Greater(t, len(b), 2)
+	require.Equal(t, []byte{0x1f, 0x8b}, b[:2], "a gzipped pprof profile")
+
+	code, _, errOut = runCLI(t, "", "bill", "--catalog", exampleCatalog, "--samples", exampleSamples, "--period", "2026-11",
+		"--cpu-profile", filepath.Join(t.TempDir(), "missing", "bill.prof"))
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "--cpu-profile")
+}
