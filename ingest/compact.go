@@ -555,14 +555,6 @@ func (c *Compactor) markDirty(list []*keyRuns, kr *keyRuns, o *openRuns, r *open
 	return list
 }
 
-func (c *Compactor) appendRun(out []schemas.Run, k schemas.Key, start, end int64) []schemas.Run {
-	for b := c.nextMonth(start); end > b; b = c.nextMonth(start) {
-		out = append(out, schemas.Run{Key: k, StartMS: start, EndMS: b})
-		start = b
-	}
-	return append(out, schemas.Run{Key: k, StartMS: start, EndMS: end})
-}
-
 func (c *Compactor) appendIdle(out []schemas.IdleRun, k schemas.Key, start, end int64, class uint8, lo, hi float64) []schemas.IdleRun {
 	for b := c.nextMonth(start); end > b; b = c.nextMonth(start) {
 		out = append(out, schemas.IdleRun{Run: schemas.Run{Key: k, StartMS: start, EndMS: b}, Class: class, MinUtil: lo, MaxUtil: hi})
