@@ -111,7 +111,7 @@ api-fuzz:
 # The scripts print ratios against baselines measured in the same run; they need
 # the test services (started here when CLICKHOUSE_ADDR / KAFKA_BROKERS are unset).
 bench: bench-go
-	deployments/testenv/with-services.sh scripts/bench-bill.sh
+	scripts/bench-bill.sh
 	deployments/testenv/with-services.sh scripts/bench-collector.sh 120
 	deployments/testenv/with-services.sh scripts/bench-collector-reconnect.sh 3
 	deployments/testenv/with-services.sh scripts/bench-ingest.sh
