@@ -1,11 +1,9 @@
 package ingest_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,25 +12,8 @@ import (
 
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/internal/storetest"
+	"github.com/cardhour/cardhour/internal/testenv"
 )
-
-// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A writer whose compactor must forget most of its open runs (a bound far
 // below the trace's keys) bills exactly like the file for every catalog, and
@@ -44,7 +25,7 @@ func TestForgettingNeverChangesABill(t *testing.T) {
 	cats := storetest.Catalogs(t)
 	write := func(maxOpen int, streamed bool) (*ingest.MemStore, *ingest.Writer, *ingest.Metrics, string) {
 		st := ingest.NewMemStore()
-		var logs syncBuffer
+		var logs testenv.SyncBuffer
 		m := ingest.NewMetrics(prometheus.NewRegistry())
 		w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Metrics: m, MaxOpenRuns: maxOpen})
 		require.NoError(t, err)

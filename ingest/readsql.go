@@ -121,3 +121,37 @@ func KeySelected(q schemas.UsageRowQuery, k schemas.Key) bool {
 func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?, ", n), ", ") }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// Rows are what ScanChunks reads: database/sql's rows and clickhouse-go's.
+type Rows interface {
+	Next() bool
+	Err() error
+	Close() error
+}
+
+// ScanChunks scans each row of rows with scan and hands them to fn in chunks
+// of size rows (each chunk a new slice, fn owns it); it closes rows.
+func ScanChunks[T any](rows Rows, size int, scan func(*T) error, fn func([]T) error) error {
+	defer rows.Close() //nolint:errcheck // errors surface on Next/Err
+	var buf []T        // grown by append: a read of a few rows allocates little
+	for rows.Next() {
+		var zero T
+		buf = append(buf, zero)
+		if err := scan(&buf[len(buf)-1]); err != nil {
+			return err
+		}
+		if len(buf) == size {
+			if err := fn(buf); err != nil {
+				return err
+			}
+			buf = nil
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(buf) > 0 {
+		return fn(buf)
+	}
+	return nil
+}

@@ -3,37 +3,19 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cardhour/cardhour/internal/testenv"
 	"github.com/stretchr/testify/require"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // token create prints the secret alone; serve answers with it, seeds the
 // catalog once, and stops on SIGTERM.
@@ -109,15 +91,15 @@ func TestServeFlags(t *testing.T) {
 type served struct {
 	t      *testing.T
 	base   string
-	stdout *syncBuffer
-	stderr *syncBuffer
+	stdout *testenv.SyncBuffer
+	stderr *testenv.SyncBuffer
 	done   chan int
 }
 
 // startServe runs cardhour serve with args until stop (SIGTERM).
 func startServe(t *testing.T, args ...string) *served {
 	t.Helper()
-	sv := &served{t: t, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan int, 1)}
+	sv := &served{t: t, stdout: &testenv.SyncBuffer{}, stderr: &testenv.SyncBuffer{}, done: make(chan int, 1)}
 	go func() { sv.done <- run(append([]string{"serve"}, args...), sv.stdout, sv.stderr) }()
 	require.Eventually(t, func() bool {
 		select {

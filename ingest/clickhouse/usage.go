@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/schemas"
 )
@@ -76,9 +74,12 @@ func (s *Store) OccupancyOf(ctx context.Context, q schemas.UsageRowQuery, lo, hi
 	if err != nil {
 		return classify(fmt.Errorf("cannot read occupancy: %w", err))
 	}
-	err = scanChunks(rows, func(r *schemas.Run) error {
-		return rows.Scan(&r.Key.Project, &r.Key.User, &r.Key.InstanceID, &r.Key.GPUModel, &r.Key.Profile, &r.StartMS, &r.EndMS)
-	}, func(r *schemas.Run) *schemas.Key { return &r.Key }, fn)
+	in := interner{}
+	err = ingest.ScanChunks(rows, chunk, func(r *schemas.Run) error {
+		err := rows.Scan(&r.Key.Project, &r.Key.User, &r.Key.InstanceID, &r.Key.GPUModel, &r.Key.Profile, &r.StartMS, &r.EndMS)
+		in.key(&r.Key)
+		return err
+	}, fn)
 	if err != nil {
 		return fmt.Errorf("cannot read occupancy: %w", err)
 	}
@@ -96,43 +97,15 @@ func (s *Store) IdleRunsOf(ctx context.Context, q schemas.UsageRowQuery, from, t
 	if err != nil {
 		return classify(fmt.Errorf("cannot read idle runs: %w", err))
 	}
-	err = scanChunks(rows, func(r *schemas.IdleRun) error {
-		return rows.Scan(&r.Key.Project, &r.Key.User, &r.Key.InstanceID, &r.Key.GPUModel, &r.Key.Profile, &r.Class,
+	in := interner{}
+	err = ingest.ScanChunks(rows, chunk, func(r *schemas.IdleRun) error {
+		err := rows.Scan(&r.Key.Project, &r.Key.User, &r.Key.InstanceID, &r.Key.GPUModel, &r.Key.Profile, &r.Class,
 			&r.StartMS, &r.EndMS, &r.MinUtil, &r.MaxUtil)
-	}, func(r *schemas.IdleRun) *schemas.Key { return &r.Key }, fn)
+		in.key(&r.Key)
+		return err
+	}, fn)
 	if err != nil {
 		return fmt.Errorf("cannot read idle runs: %w", err)
-	}
-	return nil
-}
-
-// scanChunks scans each row of rows with scan, shares the strings of its key
-// (interner), and hands the rows to fn in chunks of chunk rows (each a new
-// slice, fn owns it); it closes rows.
-func scanChunks[T any](rows driver.Rows, scan func(*T) error, key func(*T) *schemas.Key, fn func([]T) error) error {
-	defer func() { _ = rows.Close() }()
-	in := interner{}
-	var buf []T // grown by append: a read of a few rows allocates little
-	for rows.Next() {
-		var zero T
-		buf = append(buf, zero)
-		r := &buf[len(buf)-1]
-		if err := scan(r); err != nil {
-			return err
-		}
-		in.key(key(r))
-		if len(buf) == chunk {
-			if err := fn(buf); err != nil {
-				return err
-			}
-			buf = nil
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if len(buf) > 0 {
-		return fn(buf)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,27 +15,15 @@ import (
 
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/internal/storetest"
+	"github.com/cardhour/cardhour/internal/testenv"
 )
 
-// lockedBuffer is a log destination safe for the worker's goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) records(t *testing.T) []map[string]any {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// logRecords reads the JSON log records written to logs.
+func logRecords(t *testing.T, logs *testenv.SyncBuffer) []map[string]any {
 	var out []map[string]any
-	for _, line := range bytes.Split(bytes.TrimSpace(b.buf.Bytes()), []byte("\n")) {
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		var r map[string]any
-		require.NoError(t, json.Unmarshal(line, &r), "log line %s", line)
+		require.NoError(t, json.Unmarshal([]byte(line), &r), "log line %s", line)
 		out = append(out, r)
 	}
 	return out
@@ -71,7 +58,7 @@ func TestDeadLetterTopicNotCreatedYet(t *testing.T) {
 	e.write(t, w, []kafka.Message{{Value: good}, {Key: []byte("bad"), Value: []byte(line[:len(line)/2])}})
 	require.NoError(t, w.Close())
 
-	logs := &lockedBuffer{}
+	logs := &testenv.SyncBuffer{}
 	cfg := e.workerConfig(st, ingest.NewMetrics(nil))
 	cfg.DLQTopic = dlq
 	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
@@ -82,7 +69,7 @@ func TestDeadLetterTopicNotCreatedYet(t *testing.T) {
 	require.NoError(t, stop())
 
 	limit := -1.0
-	for _, r := range logs.records(t) {
+	for _, r := range logRecords(t, logs) {
 		if r["msg"] != "invalid message sent to the dead-letter topic" {
 			require.NotEqual(t, "WARN", r["level"], "no warning but the dead letter's: %v", r)
 		}

@@ -43,7 +43,7 @@ func (s *Store) OccupancyOf(ctx context.Context, q schemas.UsageRowQuery, lo, hi
 	if err != nil {
 		return fmt.Errorf("cannot read occupancy: %w", err)
 	}
-	err = scanChunks(rows, func(r *schemas.Run) error {
+	err = ingest.ScanChunks(rows, chunk, func(r *schemas.Run) error {
 		return rows.Scan(&r.Key.Project, &r.Key.User, &r.Key.InstanceID, &r.Key.GPUModel, &r.Key.Profile, &r.StartMS, &r.EndMS)
 	}, fn)
 	if err != nil {
@@ -60,7 +60,7 @@ func (s *Store) IdleRunsOf(ctx context.Context, q schemas.UsageRowQuery, from, t
 	if err != nil {
 		return fmt.Errorf("cannot read idle runs: %w", err)
 	}
-	err = scanChunks(rows, func(r *schemas.IdleRun) error {
+	err = ingest.ScanChunks(rows, chunk, func(r *schemas.IdleRun) error {
 		return rows.Scan(&r.Key.Project, &r.Key.User, &r.Key.InstanceID, &r.Key.GPUModel, &r.Key.Profile, &r.Class, &r.MinUtil, &r.MaxUtil, &r.StartMS, &r.EndMS)
 	}, fn)
 	if err != nil {
@@ -80,33 +80,6 @@ func idleRunsOfSQL(q schemas.UsageRowQuery, from, to int64, maxUtil float64) (st
 	return `SELECT project, user, instance_id, gpu_model, profile, class, min_util, max_util, start_ms, end_ms
 		FROM idle_spans WHERE end_ms > ? AND start_ms < ? AND (class = 0 OR min_util < ?) AND ` + strings.Join(conds, " AND "),
 		append([]any{from, to, maxUtil}, args...)
-}
-
-// scanChunks scans each row of rows with scan and hands them to fn in
-// chunks of chunk rows (each chunk a new slice, fn owns it); it closes rows.
-func scanChunks[T any](rows *sql.Rows, scan func(*T) error, fn func([]T) error) error {
-	defer rows.Close() //nolint:errcheck // errors surface on Next/Err
-	var buf []T        // grown by append: a read of a few rows allocates little
-	for rows.Next() {
-		var zero T
-		buf = append(buf, zero)
-		if err := scan(&buf[len(buf)-1]); err != nil {
-			return err
-		}
-		if len(buf) == chunk {
-			if err := fn(buf); err != nil {
-				return err
-			}
-			buf = nil
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if len(buf) > 0 {
-		return fn(buf)
-	}
-	return nil
 }
 
 // HeldSamples implements reads.HeldRows.

@@ -59,21 +59,8 @@ func TestLatestSamplesBackfill(t *testing.T) {
 	require.Empty(t, storetest.Latest(t, st, 0))
 	require.NoError(t, st.Close())
 
-	// Back to the version before latest_samples.
-	db, err := sql.Open("sqlite", path)
-	require.NoError(t, err)
-	_, err = db.Exec(`DROP TABLE latest_samples`)
-	require.NoError(t, err)
-	before := sqlite.VersionBefore("CREATE TABLE IF NOT EXISTS latest_samples")
-	_, err = db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, before))
-	require.NoError(t, err)
-	require.NoError(t, db.Close())
-
-	st, err = sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
-	require.NoError(t, err)
+	st = reopenBefore(t, path, "latest_samples")
 	defer st.Close()
-	from, to := st.Migrated()
-	require.Equal(t, [2]int{before, sqlite.SchemaVersion}, [2]int{from, to})
 	want := storetest.LatestOf(samples)
 	require.Greater(t, len(want), 40)
 	require.Equal(t, want, storetest.Latest(t, st, 0))
@@ -156,21 +143,31 @@ func TestDataQualityRollupBackfill(t *testing.T) {
 	require.NoError(t, st.Write(ctx, &ingest.Batch{Samples: old}))
 	require.NoError(t, st.Close())
 
-	// Back to the version before the rollup.
+	st = reopenBefore(t, path, "node_minutes", "unheld_busy")
+	defer st.Close()
+	require.NoError(t, st.Write(ctx, ingest.NewCompactor(0).Build(later)))
+	storetest.RequireDataQualityOf(t, st, append(old, later...))
+}
+
+// reopenBefore takes the store at path back to the schema before the
+// migration creating tables[0] (dropping tables, setting user_version), opens
+// it again and checks that Open ran every migration from there.
+func reopenBefore(t *testing.T, path string, tables ...string) *sqlite.Store {
+	t.Helper()
 	db, err := sql.Open("sqlite", path)
 	require.NoError(t, err)
-	_, err = db.Exec(`DROP TABLE node_minutes; DROP TABLE unheld_busy`)
-	require.NoError(t, err)
-	before := sqlite.VersionBefore("CREATE TABLE IF NOT EXISTS node_minutes")
+	for _, table := range tables {
+		_, err = db.Exec(`DROP TABLE ` + table)
+		require.NoError(t, err)
+	}
+	before := sqlite.VersionBefore("CREATE TABLE IF NOT EXISTS " + tables[0])
 	_, err = db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, before))
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
 
-	st, err = sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: path, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	defer st.Close()
 	from, to := st.Migrated()
 	require.Equal(t, [2]int{before, sqlite.SchemaVersion}, [2]int{from, to})
-	require.NoError(t, st.Write(ctx, ingest.NewCompactor(0).Build(later)))
-	storetest.RequireDataQualityOf(t, st, append(old, later...))
+	return st
 }
