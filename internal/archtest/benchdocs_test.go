@@ -163,6 +163,10 @@ func splitCommands(line int, s string) []docCommand {
 		case ch == ';' || ch == '&' || ch == '|' || ch == '(' || ch == ')':
 			flush()
 		case ch == '>' || ch == '<':
+			if inWord && strings.Trim(word.String(), "0123456789") == "" {
+				word.Reset() // a file descriptor: 2>file
+				inWord = false
+			}
 			flushWord()
 			redirect = true
 			for i+1 < len(s) && (s[i+1] == '>' || s[i+1] == '&') {
