@@ -59,12 +59,17 @@ func TestDeadLetterTopicNotCreatedYet(t *testing.T) {
 	require.NoError(t, w.Close())
 
 	logs := &testenv.SyncBuffer{}
-	cfg := e.workerConfig(st, ingest.NewMetrics(nil))
+	m := ingest.NewMetrics(nil)
+	cfg := e.workerConfig(st, m)
 	cfg.DLQTopic = dlq
 	cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	cfg.MaxClockSkew = 5 * time.Minute
 	cfg.Now = func() time.Time { return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC) }
 	stop := start(t, cfg)
+	// The dead letter is counted once written (acknowledged by every replica);
+	// the lag alone can read 0 before the worker has consumed anything.
+	require.Eventually(t, func() bool { return value(m.DLQ.WithLabelValues("malformed_json")) == 1 },
+		60*time.Second, 50*time.Millisecond, "the bad message was dead-lettered")
 	e.waitCommitted(t, 60*time.Second)
 	require.NoError(t, stop())
 
