@@ -1,9 +1,12 @@
 package ingest
 
 import (
+	"encoding/binary"
+	"hash/maphash"
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cardhour/cardhour/schemas"
@@ -53,27 +56,53 @@ const RunsPerKey = 4
 // written: the cost is proportional to the keys forgotten, never to the keys
 // kept.
 //
+// Its state is shaped for fleets of 10^5 keys and more: a key is interned
+// once to a small integer id (its strings copied into one allocation), and
+// everything else it keeps per key is in slices of plain structs indexed by
+// id, without pointers, so the garbage collector does not scan them; the map
+// from a key to its id is keyed by a hash of the key's bytes (no pointers
+// either). A fleet reports in much the same order at every step, so the key
+// that followed a key last time is tried first, before the map: one string
+// comparison per field instead of a hash and a probe, and the keys' state,
+// allocated in the order keys first appear, is then read in order.
+//
 // A Compactor is not safe for concurrent use.
 type Compactor struct {
-	maxOpen     int
-	keys        map[schemas.Key]*keyRuns
+	maxOpen int
+	// keys finds a key's id by keyHash; a key whose hash another key holds
+	// (a collision: about one in 10^7 fleets of 10^6 keys) is in spill.
+	// len(keys) + len(spill) is the number of keys.
+	keys  map[uint64]int32
+	spill map[schemas.Key]int32
+	seed  maphash.Seed
+	mask  uint64 // ANDed with every hash (tests force collisions with it)
+	hbuf  []byte
+	// keyOf and st are indexed by id (from 1). st[0] is the sentinel of the
+	// keys' list by the round they were last seen in, most recent first
+	// (st[0].older is the newest, st[0].newer the oldest).
+	keyOf []schemas.Key
+	st    []keyState
+	free  []int32 // ids of forgotten keys, reused
+	// more holds the runs after the front of the keys with more than one
+	// open run of a kind (openRuns.more is an index into it, plus one).
+	more     [][RunsPerKey - 1]openRun
+	freeMore []int32
+	prev     int32 // the id of the last held sample added
+
 	nOcc, nIdle int // open occupancy and idle runs
-	dirtyO      []*keyRuns
-	dirtyI      []*keyRuns
+	dirtyO      []int32
+	dirtyI      []int32
 	round       uint32 // EmitOpen calls so far
 	stats       CompactorStats
 
-	// lru is the sentinel of the keys' list by the round they were last seen
-	// in, most recent first (lru.older is the newest, lru.newer the oldest).
-	lru keyRuns
-	// closed receives the runs whose identity a sample ended (openRuns.extend).
+	// closed receives the runs whose identity a sample ended (extend).
 	closed []openRun
 
 	// The latest samples that changed since the last EmitOpen, one per key
 	// (latest[i] is dirtyL[i]'s), and the keys whose latest lies in the
 	// samples of the current Add.
 	latest       []schemas.Sample
-	dirtyL, addL []*keyRuns
+	dirtyL, addL []int32
 
 	// The UTC month last looked up, [monLo, monHi): most samples fall in it.
 	monLo, monHi int64
@@ -101,14 +130,13 @@ type CompactorStats struct {
 	OpenOcc, OpenIdle int
 }
 
-// keyRuns are the open runs of a key: one map lookup per sample finds both
-// kinds, and the key's latest sample.
-type keyRuns struct {
-	key          schemas.Key
-	older, newer *keyRuns // in Compactor.lru
-	seen         uint32   // round of the last sample
-	occ          openRuns
-	idle         *openRuns // allocated with the key's first idle candidate
+// keyState is what the Compactor keeps of a key besides its strings: its open
+// runs of both kinds, its place in the list by round, and its latest sample.
+// It holds no pointer (ids and indexes instead).
+type keyState struct {
+	older, newer int32  // ids in the list by round (0: the sentinel)
+	next         int32  // the id of the held sample added after this key's last time
+	seen         uint32 // round of the last sample
 
 	// The key's latest sample is the one with the greatest start added (ties:
 	// the one added last), latestMS. While inAdd it is samples[latestAt] of
@@ -118,19 +146,22 @@ type keyRuns struct {
 	latestMS             int64
 	latestAt, latestSlot int32
 	inAdd, latestDirty   bool
+
+	occ, idle openRuns
 }
 
-// openRuns are the open runs of a key, most recently extended first. Occupancy
-// runs have class 0 and no utilisation range. The front run is kept inline with
-// the header and the hull of the others, so that a sample extending the front
-// run, with no other run within its reach (samples in time order), reads one
-// small object; the other runs are allocated once a key has two.
+// openRuns are the open runs of a key of one kind, most recently extended
+// first. Occupancy runs have class 0 and no utilisation range. The front run
+// is kept inline with the header and the hull of the others, so that a sample
+// extending the front run, with no other run within its reach (samples in time
+// order), reads one cache line; the other runs are in Compactor.more once a
+// key has two.
 type openRuns struct {
 	n      uint8
-	dirty  bool // some run is dirty: the key is listed for EmitOpen
+	dirty  bool  // some run is dirty: the key is listed for EmitOpen
+	more   int32 // index into Compactor.more plus one (0: none yet)
 	front  openRun
 	lo, hi int64 // hull of the runs after the front (n > 1)
-	more   *[RunsPerKey - 1]openRun
 }
 
 type openRun struct {
@@ -140,24 +171,27 @@ type openRun struct {
 	dirty      bool // grew since it was last emitted
 }
 
-// at returns the i-th open run (0: the front one).
-func (o *openRuns) at(i int) *openRun {
+// at returns the i-th open run of o (0: the front one).
+func (c *Compactor) at(o *openRuns, i int) *openRun {
 	if i == 0 {
 		return &o.front
 	}
-	return &o.more[i-1]
+	return &c.more[o.more-1][i-1]
 }
 
 // rehull recomputes the hull of the runs after the front.
-func (o *openRuns) rehull() {
+func (c *Compactor) rehull(o *openRuns) {
 	o.lo, o.hi = math.MaxInt64, math.MinInt64
-	for i := 1; i < int(o.n); i++ {
-		r := &o.more[i-1]
-		o.lo, o.hi = min(o.lo, r.start), max(o.hi, r.end)
+	if o.n > 1 {
+		m := &c.more[o.more-1]
+		for i := 1; i < int(o.n); i++ {
+			r := &m[i-1]
+			o.lo, o.hi = min(o.lo, r.start), max(o.hi, r.end)
+		}
 	}
 }
 
-// extended is what openRuns.extend did.
+// extended is what Compactor.extend did.
 type extended struct {
 	prev    openRun // the front run before the sample (zero when opened)
 	opened  bool    // the sample opened a run
@@ -166,26 +200,26 @@ type extended struct {
 	last    openRun
 }
 
-// extend folds the sample [start, end) of class with util into the runs of the
-// same class it touches or overlaps (joining them) and moves the result to the
-// front, or opens a run for it at the front, evicting the last run when the key
-// has RunsPerKey. It appends to closed, as they were before the sample, the
-// runs that grew since they were last written and whose identity the sample
-// ended: a run joined into another, and the extended run when its start or
-// utilisation range changed.
-func (o *openRuns) extend(start, end int64, class uint8, lo, hi float64, closed *[]openRun) (x extended) {
+// extend folds the sample [start, end) of class with util into the runs of o
+// of the same class it touches or overlaps (joining them) and moves the result
+// to the front, or opens a run for it at the front, evicting the last run when
+// the key has RunsPerKey. It appends to c.closed, as they were before the
+// sample, the runs that grew since they were last written and whose identity
+// the sample ended: a run joined into another, and the extended run when its
+// start or utilisation range changed.
+func (c *Compactor) extend(o *openRuns, start, end int64, class uint8, lo, hi float64) (x extended) {
 	n := int(o.n)
 	h, i := -1, 0
 	if f := &o.front; n > 0 && f.class == class && start <= f.end && end >= f.start {
 		h, i, x.prev = 0, 1, *f
 		f.start, f.end, f.min, f.max = min(f.start, start), max(f.end, end), min(f.min, lo), max(f.max, hi)
 		if n == 1 || start > o.hi || end < o.lo {
-			x.closePrev(f, closed)
+			x.closePrev(f, &c.closed)
 			return x // no other run within reach
 		}
 	}
 	for ; i < n; i++ {
-		r := o.at(i)
+		r := c.at(o, i)
 		if r.class != class || start > r.end || end < r.start {
 			continue
 		}
@@ -198,12 +232,12 @@ func (o *openRuns) extend(start, end int64, class uint8, lo, hi float64, closed 
 		// and class never touch each other, so the sample touches every run
 		// the joined run touches).
 		if r.dirty {
-			*closed = append(*closed, *r)
+			c.closed = append(c.closed, *r)
 		}
-		f := o.at(h)
+		f := c.at(o, h)
 		f.start, f.end, f.min, f.max = min(f.start, r.start), max(f.end, r.end), min(f.min, r.min), max(f.max, r.max)
 		for j := i; j < n-1; j++ {
-			*o.at(j) = *o.at(j + 1)
+			*c.at(o, j) = *c.at(o, j+1)
 		}
 		n--
 		i--
@@ -212,31 +246,43 @@ func (o *openRuns) extend(start, end int64, class uint8, lo, hi float64, closed 
 	o.n = uint8(n)
 	if h >= 0 {
 		if h > 0 {
-			f := *o.at(h)
+			f := *c.at(o, h)
 			for j := h; j > 0; j-- {
-				*o.at(j) = *o.at(j - 1)
+				*c.at(o, j) = *c.at(o, j-1)
 			}
 			o.front = f
 		}
-		x.closePrev(&o.front, closed)
-		o.rehull()
+		x.closePrev(&o.front, &c.closed)
+		c.rehull(o)
 		return x
 	}
 	if n == RunsPerKey {
-		x.evicted, x.last = true, *o.at(n - 1)
+		x.evicted, x.last = true, *c.at(o, n-1)
 		n--
 	}
-	if n > 0 && o.more == nil {
-		o.more = new([RunsPerKey - 1]openRun)
+	if n > 0 && o.more == 0 {
+		o.more = c.newMore()
 	}
 	for j := n; j > 0; j-- {
-		*o.at(j) = *o.at(j - 1)
+		*c.at(o, j) = *c.at(o, j-1)
 	}
 	o.front = openRun{start: start, end: end, min: lo, max: hi, class: class}
 	o.n = uint8(n + 1)
-	o.rehull()
+	c.rehull(o)
 	x.opened = true
 	return x
+}
+
+// newMore returns a zeroed entry of c.more (its index plus one).
+func (c *Compactor) newMore() int32 {
+	if n := len(c.freeMore); n > 0 {
+		m := c.freeMore[n-1]
+		c.freeMore = c.freeMore[:n-1]
+		c.more[m-1] = [RunsPerKey - 1]openRun{}
+		return m
+	}
+	c.more = append(c.more, [RunsPerKey - 1]openRun{})
+	return int32(len(c.more))
 }
 
 // closePrev appends the run as it was before the sample (x.prev) to closed when
@@ -287,9 +333,8 @@ func NewCompactor(maxOpen int) *Compactor {
 	if maxOpen <= 0 {
 		maxOpen = DefaultMaxOpenRuns
 	}
-	c := &Compactor{maxOpen: maxOpen, keys: map[schemas.Key]*keyRuns{}}
-	c.lru.older, c.lru.newer = &c.lru, &c.lru
-	return c
+	return &Compactor{maxOpen: maxOpen, keys: map[uint64]int32{}, spill: map[schemas.Key]int32{},
+		seed: maphash.MakeSeed(), mask: math.MaxUint64, keyOf: make([]schemas.Key, 1), st: make([]keyState, 1)}
 }
 
 // Stats returns what the Compactor counted so far.
@@ -297,17 +342,6 @@ func (c *Compactor) Stats() CompactorStats {
 	s := c.stats
 	s.OpenOcc, s.OpenIdle = c.nOcc, c.nIdle
 	return s
-}
-
-// touch moves kr to the front of the list by round (it was seen in this one).
-func (c *Compactor) touch(kr *keyRuns) {
-	if kr.older != nil { // listed: unlink
-		kr.older.newer, kr.newer.older = kr.newer, kr.older
-	}
-	f := c.lru.older
-	kr.older, kr.newer = f, &c.lru
-	f.newer, c.lru.older = kr, kr
-	kr.seen = c.round
 }
 
 // CompactorStats returns what the writer's Compactor counted so far.
@@ -321,6 +355,109 @@ func IdleCandidate(s *schemas.Sample) bool {
 	}
 	_, ok := IdleClassOf(s)
 	return ok
+}
+
+// keyHash hashes a key's fields, each with its length.
+func (c *Compactor) keyHash(project, user, instance, model, profile string) uint64 {
+	b := c.hbuf[:0]
+	for _, f := range [...]string{project, user, instance, model, profile} {
+		b = binary.AppendUvarint(b, uint64(len(f)))
+		b = append(b, f...)
+	}
+	c.hbuf = b
+	return maphash.Bytes(c.seed, b) & c.mask
+}
+
+// hashOf is keyHash of k.
+func (c *Compactor) hashOf(k *schemas.Key) uint64 {
+	return c.keyHash(k.Project, k.User, k.InstanceID, k.GPUModel, k.Profile)
+}
+
+// is reports whether id is the key of s.
+func (c *Compactor) is(id int32, s *schemas.Sample) bool {
+	k := &c.keyOf[id]
+	return k.InstanceID == s.InstanceID && k.User == s.User && k.Project == s.Project &&
+		k.Profile == s.Profile && k.GPUModel == s.GPUModel
+}
+
+// idOf returns the id of the held sample's key, a new one when the key is new.
+// It tries the key that followed the previous sample's last time first.
+func (c *Compactor) idOf(s *schemas.Sample) int32 {
+	p := &c.st[c.prev]
+	id := p.next
+	if id == 0 || !c.is(id, s) {
+		id = c.lookup(s)
+		p.next = id // p is still valid: lookup adds no state
+		if id == 0 {
+			id = c.newKey(s)
+			c.st[c.prev].next = id
+		}
+	}
+	c.prev = id
+	return id
+}
+
+// lookup returns the id of the key of s, or 0.
+func (c *Compactor) lookup(s *schemas.Sample) int32 {
+	if id, ok := c.keys[c.keyHash(s.Project, s.User, s.InstanceID, s.GPUModel, s.Profile)]; ok && c.is(id, s) {
+		return id
+	}
+	if len(c.spill) > 0 {
+		return c.spill[schemas.KeyOf(s)]
+	}
+	return 0
+}
+
+// newKey adds the key of s (not known): its strings are copied into one
+// allocation, so that the Compactor keeps none of the samples' memory.
+func (c *Compactor) newKey(s *schemas.Sample) int32 {
+	var id int32
+	if n := len(c.free); n > 0 {
+		id, c.free = c.free[n-1], c.free[:n-1]
+	} else {
+		id = int32(len(c.st))
+		c.st = append(c.st, keyState{})
+		c.keyOf = append(c.keyOf, schemas.Key{})
+	}
+	var b strings.Builder
+	b.Grow(len(s.Project) + len(s.User) + len(s.InstanceID) + len(s.GPUModel) + len(s.Profile))
+	for _, f := range [...]string{s.Project, s.User, s.InstanceID, s.GPUModel, s.Profile} {
+		b.WriteString(f)
+	}
+	a, i := b.String(), 0
+	cut := func(n int) string { i += n; return a[i-n : i] }
+	k := schemas.Key{Project: cut(len(s.Project)), User: cut(len(s.User)), InstanceID: cut(len(s.InstanceID)),
+		GPUModel: cut(len(s.GPUModel)), Profile: cut(len(s.Profile))}
+	c.keyOf[id] = k
+	c.st[id] = keyState{latestMS: math.MinInt64, seen: c.round}
+	if h := c.hashOf(&k); c.hasHash(h) {
+		c.spill[k] = id
+	} else {
+		c.keys[h] = id
+	}
+	c.link(id)
+	return id
+}
+
+func (c *Compactor) hasHash(h uint64) bool {
+	_, ok := c.keys[h]
+	return ok
+}
+
+// link puts id at the front of the list by round (seen in this one).
+func (c *Compactor) link(id int32) {
+	st := c.st
+	f := st[0].older
+	st[id].older, st[id].newer = f, 0
+	st[f].newer, st[0].older = id, id
+	st[id].seen = c.round
+}
+
+// unlink takes id out of the list by round.
+func (c *Compactor) unlink(id int32) {
+	st := c.st
+	o, n := st[id].older, st[id].newer
+	st[o].newer, st[n].older = n, o
 }
 
 // Build returns the batch for samples: the samples themselves and the runs they
@@ -344,24 +481,21 @@ func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
 		if s.Project == "" {
 			continue // unheld: raw row only, it bills nobody
 		}
-		k := schemas.KeyOf(s)
-		kr := c.keys[k]
-		if kr == nil {
-			kr = &keyRuns{key: k, latestMS: math.MinInt64}
-			c.keys[k] = kr
-			c.touch(kr)
-		} else if kr.seen != c.round {
-			c.touch(kr)
+		id := c.idOf(s)
+		ks := &c.st[id]
+		if ks.seen != c.round {
+			c.unlink(id)
+			c.link(id)
 		}
-		if s.StartMS >= kr.latestMS {
-			kr.latestMS, kr.latestAt = s.StartMS, int32(i)
-			if !kr.inAdd {
-				kr.inAdd = true
-				c.addL = append(c.addL, kr)
+		if s.StartMS >= ks.latestMS {
+			ks.latestMS, ks.latestAt = s.StartMS, int32(i)
+			if !ks.inAdd {
+				ks.inAdd = true
+				c.addL = append(c.addL, id)
 			}
 		}
 		start, end := s.StartMS, s.EndMS()
-		b.Occupancy = c.addOcc(b.Occupancy, kr, start, end)
+		b.Occupancy = c.addOcc(b.Occupancy, id, start, end)
 		if class, ok := IdleClassOf(s); ok {
 			util := 0.0
 			if s.UtilKnown {
@@ -373,13 +507,10 @@ func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
 				// its own (MinUtil = MaxUtil: never decided from raw samples), so
 				// that every sample merged into a run starts inside each row it
 				// contributes to: the raw fallback finds a run's samples by start.
-				b.Idle = c.appendIdle(b.Idle, k, m, end, class, util, util)
+				b.Idle = c.appendIdle(b.Idle, c.keyOf[id], m, end, class, util, util)
 				e = m
 			}
-			if kr.idle == nil {
-				kr.idle = &openRuns{}
-			}
-			b.Idle = c.addIdle(b.Idle, kr, start, e, class, util)
+			b.Idle = c.addIdle(b.Idle, id, start, e, class, util)
 		}
 	}
 }
@@ -387,17 +518,17 @@ func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
 // keepLatest copies the latest samples that the Add of samples found.
 func (c *Compactor) keepLatest(samples []schemas.Sample) {
 	c.latest = slices.Grow(c.latest, len(c.addL)) // at most one more per key
-	for _, kr := range c.addL {
-		kr.inAdd = false
-		if kr.latestDirty {
-			c.latest[kr.latestSlot] = samples[kr.latestAt]
+	for _, id := range c.addL {
+		ks := &c.st[id]
+		ks.inAdd = false
+		if ks.latestDirty {
+			c.latest[ks.latestSlot] = samples[ks.latestAt]
 			continue
 		}
-		kr.latestDirty, kr.latestSlot = true, int32(len(c.latest))
-		c.latest = append(c.latest, samples[kr.latestAt])
-		c.dirtyL = append(c.dirtyL, kr)
+		ks.latestDirty, ks.latestSlot = true, int32(len(c.latest))
+		c.latest = append(c.latest, samples[ks.latestAt])
+		c.dirtyL = append(c.dirtyL, id)
 	}
-	clear(c.addL)
 	c.addL = c.addL[:0]
 }
 
@@ -407,34 +538,31 @@ func (c *Compactor) keepLatest(samples []schemas.Sample) {
 // the key (so a replay of older samples changes none). Afterwards the rows
 // emitted so far cover every sample added so far.
 func (c *Compactor) EmitOpen(b *Batch) {
-	for _, kr := range c.dirtyO {
-		if o := &kr.occ; o.dirty {
+	for _, id := range c.dirtyO {
+		if o := &c.st[id].occ; o.dirty {
 			for i := range int(o.n) {
-				if r := o.at(i); r.dirty {
-					b.Occupancy = append(b.Occupancy, schemas.Run{Key: kr.key, StartMS: r.start, EndMS: r.end})
+				if r := c.at(o, i); r.dirty {
+					b.Occupancy = append(b.Occupancy, schemas.Run{Key: c.keyOf[id], StartMS: r.start, EndMS: r.end})
 					r.dirty = false
 				}
 			}
 			o.dirty = false
 		}
 	}
-	for _, kr := range c.dirtyI {
-		if o := kr.idle; o != nil && o.dirty {
+	for _, id := range c.dirtyI {
+		if o := &c.st[id].idle; o.dirty {
 			for i := range int(o.n) {
-				if r := o.at(i); r.dirty {
-					b.Idle = append(b.Idle, schemas.IdleRun{Run: schemas.Run{Key: kr.key, StartMS: r.start, EndMS: r.end}, Class: r.class, MinUtil: r.min, MaxUtil: r.max})
+				if r := c.at(o, i); r.dirty {
+					b.Idle = append(b.Idle, schemas.IdleRun{Run: schemas.Run{Key: c.keyOf[id], StartMS: r.start, EndMS: r.end}, Class: r.class, MinUtil: r.min, MaxUtil: r.max})
 					r.dirty = false
 				}
 			}
 			o.dirty = false
 		}
 	}
-	clear(c.dirtyO) // the lists are refilled from the front: drop the pointers
-	clear(c.dirtyI)
-	for _, kr := range c.dirtyL {
-		kr.latestDirty = false
+	for _, id := range c.dirtyL {
+		c.st[id].latestDirty = false
 	}
-	clear(c.dirtyL)
 	if len(b.Latest) == 0 {
 		// Hand the samples over instead of copying them; c keeps b's buffer.
 		b.Latest, c.latest = c.latest, b.Latest[:0]
@@ -455,66 +583,82 @@ func (c *Compactor) EmitOpen(b *Batch) {
 // kinds are within the bound. Its cost is the keys it forgets.
 func (c *Compactor) bound() {
 	for c.nOcc > c.maxOpen || c.nIdle > c.maxOpen {
-		kr := c.lru.newer // the oldest
-		kr.older.newer, kr.newer.older = kr.newer, kr.older
-		n := int(kr.occ.n)
-		c.nOcc -= n
-		if kr.idle != nil {
-			c.nIdle -= int(kr.idle.n)
-			n += int(kr.idle.n)
-		}
-		c.stats.Forgotten += int64(n)
-		delete(c.keys, kr.key)
+		c.forget(c.st[0].newer) // the oldest
 	}
 }
 
-func (c *Compactor) addOcc(out []schemas.Run, kr *keyRuns, start, end int64) []schemas.Run {
-	k, o := kr.key, &kr.occ
-	x := o.extend(start, end, 0, 0, 0, &c.closed)
+// forget drops the key id and its open runs; its id is reused.
+func (c *Compactor) forget(id int32) {
+	c.unlink(id)
+	ks := &c.st[id]
+	c.nOcc -= int(ks.occ.n)
+	c.nIdle -= int(ks.idle.n)
+	c.stats.Forgotten += int64(ks.occ.n) + int64(ks.idle.n)
+	for _, m := range [...]int32{ks.occ.more, ks.idle.more} {
+		if m != 0 {
+			c.freeMore = append(c.freeMore, m)
+		}
+	}
+	k := &c.keyOf[id]
+	if h := c.hashOf(k); c.keys[h] == id {
+		delete(c.keys, h)
+	} else {
+		delete(c.spill, *k)
+	}
+	*k, *ks = schemas.Key{}, keyState{}
+	c.free = append(c.free, id)
+	if c.prev == id {
+		c.prev = 0
+	}
+}
+
+func (c *Compactor) addOcc(out []schemas.Run, id int32, start, end int64) []schemas.Run {
+	o := &c.st[id].occ
+	x := c.extend(o, start, end, 0, 0, 0)
 	if x.evicted && x.last.dirty {
-		out = append(out, schemas.Run{Key: k, StartMS: x.last.start, EndMS: x.last.end})
+		out = append(out, schemas.Run{Key: c.keyOf[id], StartMS: x.last.start, EndMS: x.last.end})
 	}
 	if len(c.closed) > 0 {
 		for _, r := range c.closed {
-			out = append(out, schemas.Run{Key: k, StartMS: r.start, EndMS: r.end})
+			out = append(out, schemas.Run{Key: c.keyOf[id], StartMS: r.start, EndMS: r.end})
 		}
 		c.closed = c.closed[:0]
 	}
 	r := &o.front
 	// Cut at UTC month boundaries: the finished months are final rows.
 	for b := c.nextMonth(r.start); r.end > b; b = c.nextMonth(r.start) {
-		out = append(out, schemas.Run{Key: k, StartMS: r.start, EndMS: b})
+		out = append(out, schemas.Run{Key: c.keyOf[id], StartMS: r.start, EndMS: b})
 		r.start = b
 	}
 	if c.count(&x, int(o.n), r, &c.nOcc) {
-		c.dirtyO = c.markDirty(c.dirtyO, kr, o, r)
+		c.dirtyO = markDirty(c.dirtyO, id, o, r)
 	}
 	return out
 }
 
-func (c *Compactor) addIdle(out []schemas.IdleRun, kr *keyRuns, start, end int64, class uint8, util float64) []schemas.IdleRun {
-	k, o := kr.key, kr.idle
+func (c *Compactor) addIdle(out []schemas.IdleRun, id int32, start, end int64, class uint8, util float64) []schemas.IdleRun {
+	o := &c.st[id].idle
 	lo, hi := 0.0, 0.0
 	if class != IdleClassNull {
 		lo, hi = UtilRange(util)
 	}
-	x := o.extend(start, end, class, lo, hi, &c.closed)
+	x := c.extend(o, start, end, class, lo, hi)
 	if ev := &x.last; x.evicted && ev.dirty {
-		out = append(out, schemas.IdleRun{Run: schemas.Run{Key: k, StartMS: ev.start, EndMS: ev.end}, Class: ev.class, MinUtil: ev.min, MaxUtil: ev.max})
+		out = append(out, schemas.IdleRun{Run: schemas.Run{Key: c.keyOf[id], StartMS: ev.start, EndMS: ev.end}, Class: ev.class, MinUtil: ev.min, MaxUtil: ev.max})
 	}
 	if len(c.closed) > 0 {
 		for _, r := range c.closed {
-			out = append(out, schemas.IdleRun{Run: schemas.Run{Key: k, StartMS: r.start, EndMS: r.end}, Class: r.class, MinUtil: r.min, MaxUtil: r.max})
+			out = append(out, schemas.IdleRun{Run: schemas.Run{Key: c.keyOf[id], StartMS: r.start, EndMS: r.end}, Class: r.class, MinUtil: r.min, MaxUtil: r.max})
 		}
 		c.closed = c.closed[:0]
 	}
 	r := &o.front
 	for b := c.nextMonth(r.start); r.end > b; b = c.nextMonth(r.start) {
-		out = append(out, schemas.IdleRun{Run: schemas.Run{Key: k, StartMS: r.start, EndMS: b}, Class: r.class, MinUtil: r.min, MaxUtil: r.max})
+		out = append(out, schemas.IdleRun{Run: schemas.Run{Key: c.keyOf[id], StartMS: r.start, EndMS: b}, Class: r.class, MinUtil: r.min, MaxUtil: r.max})
 		r.start = b
 	}
 	if c.count(&x, int(o.n), r, &c.nIdle) {
-		c.dirtyI = c.markDirty(c.dirtyI, kr, o, r)
+		c.dirtyI = markDirty(c.dirtyI, id, o, r)
 	}
 	return out
 }
@@ -546,11 +690,11 @@ func (c *Compactor) count(x *extended, n int, r *openRun, open *int) bool {
 	return r.start != p.start || r.end != p.end || r.min != p.min || r.max != p.max
 }
 
-func (c *Compactor) markDirty(list []*keyRuns, kr *keyRuns, o *openRuns, r *openRun) []*keyRuns {
+func markDirty(list []int32, id int32, o *openRuns, r *openRun) []int32 {
 	r.dirty = true
 	if !o.dirty {
 		o.dirty = true
-		list = append(list, kr)
+		list = append(list, id)
 	}
 	return list
 }
