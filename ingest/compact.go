@@ -99,10 +99,12 @@ type Compactor struct {
 	closed []openRun
 
 	// The latest samples that changed since the last EmitOpen, one per key
-	// (latest[i] is dirtyL[i]'s), and the keys whose latest lies in the
-	// samples of the current Add.
-	latest       []schemas.Sample
-	dirtyL, addL []int32
+	// (latest[i] is dirtyL[i]'s), and where the current Add found them
+	// (addGen counts the Add calls; keyState.addGen tells the keys in addL).
+	latest []schemas.Sample
+	dirtyL []int32
+	addL   []latestAt
+	addGen uint32
 
 	// The UTC month last looked up, [monLo, monHi): most samples fall in it.
 	monLo, monHi int64
@@ -139,13 +141,16 @@ type keyState struct {
 	seen         uint32 // round of the last sample
 
 	// The key's latest sample is the one with the greatest start added (ties:
-	// the one added last), latestMS. While inAdd it is samples[latestAt] of
-	// the current Add, which copies it into Compactor.latest at its end (at
+	// the one added last), latestMS. When it lies in the samples of the
+	// current Add (addGen is Compactor.addGen), Compactor.addL[addIdx] says
+	// where, and the Add copies it into Compactor.latest at its end (at
 	// latestSlot; latestDirty until EmitOpen): a key sampled many times in one
-	// call is copied once. (int32: an Add of 2^31 samples would take 400 GiB.)
-	latestMS             int64
-	latestAt, latestSlot int32
-	inAdd, latestDirty   bool
+	// call is copied once, and the copies read addL, not the keys' state.
+	latestMS    int64
+	addGen      uint32
+	addIdx      int32
+	latestSlot  int32
+	latestDirty bool
 
 	occ, idle openRuns
 }
@@ -163,6 +168,11 @@ type openRuns struct {
 	front  openRun
 	lo, hi int64 // hull of the runs after the front (n > 1)
 }
+
+// latestAt is where a key's latest sample lies in the samples of an Add
+// (int32: an Add of 2^31 samples would take 400 GiB), and its slot in
+// Compactor.latest.
+type latestAt struct{ at, slot int32 }
 
 type openRun struct {
 	start, end int64
@@ -334,7 +344,7 @@ func NewCompactor(maxOpen int) *Compactor {
 		maxOpen = DefaultMaxOpenRuns
 	}
 	return &Compactor{maxOpen: maxOpen, keys: map[uint64]int32{}, spill: map[schemas.Key]int32{},
-		seed: maphash.MakeSeed(), mask: math.MaxUint64, keyOf: make([]schemas.Key, 1), st: make([]keyState, 1)}
+		seed: maphash.MakeSeed(), mask: math.MaxUint64, addGen: 1, keyOf: make([]schemas.Key, 1), st: make([]keyState, 1)}
 }
 
 // Stats returns what the Compactor counted so far.
@@ -488,11 +498,8 @@ func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
 			c.link(id)
 		}
 		if s.StartMS >= ks.latestMS {
-			ks.latestMS, ks.latestAt = s.StartMS, int32(i)
-			if !ks.inAdd {
-				ks.inAdd = true
-				c.addL = append(c.addL, id)
-			}
+			ks.latestMS = s.StartMS
+			c.noteLatest(ks, id, i)
 		}
 		start, end := s.StartMS, s.EndMS()
 		b.Occupancy = c.addOcc(b.Occupancy, id, start, end)
@@ -515,21 +522,36 @@ func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
 	}
 }
 
-// keepLatest copies the latest samples that the Add of samples found.
-func (c *Compactor) keepLatest(samples []schemas.Sample) {
-	c.latest = slices.Grow(c.latest, len(c.addL)) // at most one more per key
-	for _, id := range c.addL {
-		ks := &c.st[id]
-		ks.inAdd = false
-		if ks.latestDirty {
-			c.latest[ks.latestSlot] = samples[ks.latestAt]
-			continue
-		}
-		ks.latestDirty, ks.latestSlot = true, int32(len(c.latest))
-		c.latest = append(c.latest, samples[ks.latestAt])
+// noteLatest notes that samples[i] of the current Add is the latest of key id
+// (ks).
+func (c *Compactor) noteLatest(ks *keyState, id int32, i int) {
+	if ks.addGen == c.addGen {
+		c.addL[ks.addIdx].at = int32(i)
+		return
+	}
+	if !ks.latestDirty {
+		ks.latestDirty, ks.latestSlot = true, int32(len(c.dirtyL))
 		c.dirtyL = append(c.dirtyL, id)
 	}
+	ks.addGen, ks.addIdx = c.addGen, int32(len(c.addL))
+	c.addL = append(c.addL, latestAt{at: int32(i), slot: ks.latestSlot})
+}
+
+// keepLatest copies the latest samples that the Add of samples found.
+func (c *Compactor) keepLatest(samples []schemas.Sample) {
+	// The slots past len(c.latest) are those of keys first noted in this
+	// Add: every one is written below.
+	c.latest = slices.Grow(c.latest, len(c.dirtyL)-len(c.latest))[:len(c.dirtyL)]
+	for _, l := range c.addL {
+		c.latest[l.slot] = samples[l.at]
+	}
 	c.addL = c.addL[:0]
+	if c.addGen++; c.addGen == 0 { // after 2^32 calls: no key may look added in this one
+		for i := range c.st {
+			c.st[i].addGen = 0
+		}
+		c.addGen = 1
+	}
 }
 
 // EmitOpen appends to b every open run that grew since it was last emitted,

@@ -94,7 +94,8 @@ func requireStateInvariants(t *testing.T, c *Compactor, maxOpen int) {
 		n := 0
 		for id := range live {
 			ks := &c.st[id]
-			require.False(t, ks.inAdd || ks.latestDirty)
+			require.False(t, ks.latestDirty)
+			require.Less(t, ks.addGen, c.addGen, "no key is in an Add")
 			o := &ks.occ
 			if kind == 1 {
 				o = &ks.idle
