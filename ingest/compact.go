@@ -99,9 +99,10 @@ type Compactor struct {
 	closed []openRun
 
 	// The latest samples that changed since the last EmitOpen, one per key
-	// (latest[i] is dirtyL[i]'s), and where the current Add found them
-	// (addGen counts the Add calls; keyState.addGen tells the keys in addL).
-	latest []schemas.Sample
+	// (latest[i] is dirtyL[i]'s, without the key's fields), and where the
+	// current Add found them (addGen counts the Add calls; keyState.addGen
+	// tells the keys in addL).
+	latest []latestSample
 	dirtyL []int32
 	addL   []latestAt
 	addGen uint32
@@ -167,6 +168,33 @@ type openRuns struct {
 	more   int32 // index into Compactor.more plus one (0: none yet)
 	front  openRun
 	lo, hi int64 // hull of the runs after the front (n > 1)
+}
+
+// latestSample is a key's latest sample but for the fields of its key (the
+// copy of every key's latest at every Add is most of what a Compactor moves
+// at 10^5 keys).
+type latestSample struct {
+	startMS, intervalMS        int64
+	node, gpuUUID              string
+	util                       float64
+	utilKnown                  bool
+	memUsed, memTotal, procs   int64
+	utilSource, schema, holder string
+}
+
+// latestOf returns s without its key's fields.
+func latestOf(s *schemas.Sample) latestSample {
+	return latestSample{startMS: s.StartMS, intervalMS: s.IntervalMS, node: s.Node, gpuUUID: s.GPUUUID,
+		util: s.Util, utilKnown: s.UtilKnown, memUsed: s.MemUsed, memTotal: s.MemTotal, procs: s.Processes,
+		utilSource: s.UtilSource, schema: s.SchemaField, holder: s.HolderRef}
+}
+
+// sample returns the sample l of key k.
+func (l *latestSample) sample(k *schemas.Key) schemas.Sample {
+	return schemas.Sample{StartMS: l.startMS, IntervalMS: l.intervalMS, Node: l.node, GPUUUID: l.gpuUUID,
+		GPUModel: k.GPUModel, InstanceID: k.InstanceID, Profile: k.Profile, Project: k.Project, User: k.User,
+		Util: l.util, UtilKnown: l.utilKnown, MemUsed: l.memUsed, MemTotal: l.memTotal, Processes: l.procs,
+		UtilSource: l.utilSource, SchemaField: l.schema, HolderRef: l.holder}
 }
 
 // latestAt is where a key's latest sample lies in the samples of an Add
@@ -543,7 +571,7 @@ func (c *Compactor) keepLatest(samples []schemas.Sample) {
 	// Add: every one is written below.
 	c.latest = slices.Grow(c.latest, len(c.dirtyL)-len(c.latest))[:len(c.dirtyL)]
 	for _, l := range c.addL {
-		c.latest[l.slot] = samples[l.at]
+		c.latest[l.slot] = latestOf(&samples[l.at])
 	}
 	c.addL = c.addL[:0]
 	if c.addGen++; c.addGen == 0 { // after 2^32 calls: no key may look added in this one
@@ -560,6 +588,7 @@ func (c *Compactor) keepLatest(samples []schemas.Sample) {
 // the key (so a replay of older samples changes none). Afterwards the rows
 // emitted so far cover every sample added so far.
 func (c *Compactor) EmitOpen(b *Batch) {
+	b.Occupancy = slices.Grow(b.Occupancy, len(c.dirtyO)) // at least one run each
 	for _, id := range c.dirtyO {
 		if o := &c.st[id].occ; o.dirty {
 			for i := range int(o.n) {
@@ -571,6 +600,7 @@ func (c *Compactor) EmitOpen(b *Batch) {
 			o.dirty = false
 		}
 	}
+	b.Idle = slices.Grow(b.Idle, len(c.dirtyI))
 	for _, id := range c.dirtyI {
 		if o := &c.st[id].idle; o.dirty {
 			for i := range int(o.n) {
@@ -582,17 +612,13 @@ func (c *Compactor) EmitOpen(b *Batch) {
 			o.dirty = false
 		}
 	}
-	for _, id := range c.dirtyL {
+	b.Latest = slices.Grow(b.Latest, len(c.dirtyL))
+	for i, id := range c.dirtyL {
 		c.st[id].latestDirty = false
+		b.Latest = append(b.Latest, c.latest[i].sample(&c.keyOf[id]))
 	}
-	if len(b.Latest) == 0 {
-		// Hand the samples over instead of copying them; c keeps b's buffer.
-		b.Latest, c.latest = c.latest, b.Latest[:0]
-	} else {
-		b.Latest = append(b.Latest, c.latest...)
-		clear(c.latest)
-		c.latest = c.latest[:0]
-	}
+	clear(c.latest) // drop the strings
+	c.latest = c.latest[:0]
 	c.dirtyO, c.dirtyI, c.dirtyL = c.dirtyO[:0], c.dirtyI[:0], c.dirtyL[:0]
 	// Every open run has just been emitted, so forgetting some loses nothing
 	// but compaction of later samples.
