@@ -99,13 +99,9 @@ type Compactor struct {
 	closed []openRun
 
 	// The latest samples that changed since the last EmitOpen, one per key
-	// (latest[i] is dirtyL[i]'s, without the key's fields), and where the
-	// current Add found them (addGen counts the Add calls; keyState.addGen
-	// tells the keys in addL).
+	// (latest[i] is dirtyL[i]'s, without the key's fields).
 	latest []latestSample
 	dirtyL []int32
-	addL   []latestAt
-	addGen uint32
 
 	// The UTC month last looked up, [monLo, monHi): most samples fall in it.
 	monLo, monHi int64
@@ -142,14 +138,13 @@ type keyState struct {
 	seen         uint32 // round of the last sample
 
 	// The key's latest sample is the one with the greatest start added (ties:
-	// the one added last), latestMS. When it lies in the samples of the
-	// current Add (addGen is Compactor.addGen), Compactor.addL[addIdx] says
-	// where, and the Add copies it into Compactor.latest at its end (at
-	// latestSlot; latestDirty until EmitOpen): a key sampled many times in one
-	// call is copied once, and the copies read addL, not the keys' state.
+	// the one added last), latestMS; while latestDirty (until EmitOpen) it is
+	// in Compactor.latest at latestSlot. Each new latest is copied there at
+	// once, while the sample is in the CPU's caches, writing only what
+	// changed (a key's strings rarely do): copying the latest of each key
+	// once per Add, at its end, read every sample a second time, out of the
+	// caches at 10^5 keys.
 	latestMS    int64
-	addGen      uint32
-	addIdx      int32
 	latestSlot  int32
 	latestDirty bool
 
@@ -171,7 +166,7 @@ type openRuns struct {
 }
 
 // latestSample is a key's latest sample but for the fields of its key (the
-// copy of every key's latest at every Add is most of what a Compactor moves
+// copies of the keys' latest samples are most of the bytes a Compactor moves
 // at 10^5 keys).
 type latestSample struct {
 	startMS, intervalMS        int64
@@ -189,6 +184,24 @@ func latestOf(s *schemas.Sample) latestSample {
 		utilSource: s.UtilSource, schema: s.SchemaField, holder: s.HolderRef}
 }
 
+// set makes l latestOf(s), writing only the strings that changed: a key's
+// strings are the same from sample to sample.
+func (l *latestSample) set(s *schemas.Sample) {
+	l.startMS, l.intervalMS, l.util, l.utilKnown = s.StartMS, s.IntervalMS, s.Util, s.UtilKnown
+	l.memUsed, l.memTotal, l.procs = s.MemUsed, s.MemTotal, s.Processes
+	setString(&l.node, s.Node)
+	setString(&l.gpuUUID, s.GPUUUID)
+	setString(&l.utilSource, s.UtilSource)
+	setString(&l.schema, s.SchemaField)
+	setString(&l.holder, s.HolderRef)
+}
+
+func setString(dst *string, s string) {
+	if *dst != s {
+		*dst = s
+	}
+}
+
 // sample returns the sample l of key k.
 func (l *latestSample) sample(k *schemas.Key) schemas.Sample {
 	return schemas.Sample{StartMS: l.startMS, IntervalMS: l.intervalMS, Node: l.node, GPUUUID: l.gpuUUID,
@@ -196,11 +209,6 @@ func (l *latestSample) sample(k *schemas.Key) schemas.Sample {
 		Util: l.util, UtilKnown: l.utilKnown, MemUsed: l.memUsed, MemTotal: l.memTotal, Processes: l.procs,
 		UtilSource: l.utilSource, SchemaField: l.schema, HolderRef: l.holder}
 }
-
-// latestAt is where a key's latest sample lies in the samples of an Add
-// (int32: an Add of 2^31 samples would take 400 GiB), and its slot in
-// Compactor.latest.
-type latestAt struct{ at, slot int32 }
 
 type openRun struct {
 	start, end int64
@@ -372,7 +380,7 @@ func NewCompactor(maxOpen int) *Compactor {
 		maxOpen = DefaultMaxOpenRuns
 	}
 	return &Compactor{maxOpen: maxOpen, keys: map[uint64]int32{}, spill: map[schemas.Key]int32{},
-		seed: maphash.MakeSeed(), mask: math.MaxUint64, addGen: 1, keyOf: make([]schemas.Key, 1), st: make([]keyState, 1)}
+		seed: maphash.MakeSeed(), mask: math.MaxUint64, keyOf: make([]schemas.Key, 1), st: make([]keyState, 1)}
 }
 
 // Stats returns what the Compactor counted so far.
@@ -513,7 +521,6 @@ func (c *Compactor) Build(samples []schemas.Sample) *Batch {
 // are emitted by the next EmitOpen: until then the samples are not all covered
 // by emitted rows.
 func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
-	defer c.keepLatest(samples)
 	for i := range samples {
 		s := &samples[i]
 		if s.Project == "" {
@@ -527,7 +534,7 @@ func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
 		}
 		if s.StartMS >= ks.latestMS {
 			ks.latestMS = s.StartMS
-			c.noteLatest(ks, id, i)
+			c.noteLatest(ks, id, s)
 		}
 		start, end := s.StartMS, s.EndMS()
 		b.Occupancy = c.addOcc(b.Occupancy, id, start, end)
@@ -550,36 +557,15 @@ func (c *Compactor) Add(b *Batch, samples []schemas.Sample) {
 	}
 }
 
-// noteLatest notes that samples[i] of the current Add is the latest of key id
-// (ks).
-func (c *Compactor) noteLatest(ks *keyState, id int32, i int) {
-	if ks.addGen == c.addGen {
-		c.addL[ks.addIdx].at = int32(i)
+// noteLatest copies s, the latest sample of key id (ks), into c.latest.
+func (c *Compactor) noteLatest(ks *keyState, id int32, s *schemas.Sample) {
+	if ks.latestDirty {
+		c.latest[ks.latestSlot].set(s)
 		return
 	}
-	if !ks.latestDirty {
-		ks.latestDirty, ks.latestSlot = true, int32(len(c.dirtyL))
-		c.dirtyL = append(c.dirtyL, id)
-	}
-	ks.addGen, ks.addIdx = c.addGen, int32(len(c.addL))
-	c.addL = append(c.addL, latestAt{at: int32(i), slot: ks.latestSlot})
-}
-
-// keepLatest copies the latest samples that the Add of samples found.
-func (c *Compactor) keepLatest(samples []schemas.Sample) {
-	// The slots past len(c.latest) are those of keys first noted in this
-	// Add: every one is written below.
-	c.latest = slices.Grow(c.latest, len(c.dirtyL)-len(c.latest))[:len(c.dirtyL)]
-	for _, l := range c.addL {
-		c.latest[l.slot] = latestOf(&samples[l.at])
-	}
-	c.addL = c.addL[:0]
-	if c.addGen++; c.addGen == 0 { // after 2^32 calls: no key may look added in this one
-		for i := range c.st {
-			c.st[i].addGen = 0
-		}
-		c.addGen = 1
-	}
+	ks.latestDirty, ks.latestSlot = true, int32(len(c.dirtyL))
+	c.dirtyL = append(c.dirtyL, id)
+	c.latest = append(c.latest, latestOf(s))
 }
 
 // EmitOpen appends to b every open run that grew since it was last emitted,
