@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/cardhour/cardhour/schemas"
@@ -57,14 +56,15 @@ const RunsPerKey = 4
 // kept.
 //
 // Its state is shaped for fleets of 10^5 keys and more: a key is interned
-// once to a small integer id (its strings copied into one allocation), and
-// everything else it keeps per key is in slices of plain structs indexed by
-// id, without pointers, so the garbage collector does not scan them; the map
-// from a key to its id is keyed by a hash of the key's bytes (no pointers
-// either). A fleet reports in much the same order at every step, so the key
-// that followed a key last time is tried first, before the map: one string
-// comparison per field instead of a hash and a probe, and the keys' state,
-// allocated in the order keys first appear, is then read in order.
+// once to a small integer id, and everything else it keeps per key is in
+// slices of plain structs indexed by id, without pointers, so the garbage
+// collector does not scan them; the map from a key to its id is keyed by a
+// hash of the key's bytes (no pointers either). A fleet reports in much the
+// same order at every step, so the key that followed a key last time is
+// tried first, before the map: a comparison of each field (of pointers, for
+// the decoder's interned strings) instead of a hash and a probe, and the
+// keys' state, allocated in the order keys first appear, is then read in
+// order.
 //
 // A Compactor is not safe for concurrent use.
 type Compactor struct {
@@ -454,8 +454,9 @@ func (c *Compactor) lookup(s *schemas.Sample) int32 {
 	return 0
 }
 
-// newKey adds the key of s (not known): its strings are copied into one
-// allocation, so that the Compactor keeps none of the samples' memory.
+// newKey adds the key of s (not known). It keeps the sample's strings: the
+// decoder interns them (schemas.Decoder), so the samples of a key share them
+// and telling a key by them is mostly comparing pointers.
 func (c *Compactor) newKey(s *schemas.Sample) int32 {
 	var id int32
 	if n := len(c.free); n > 0 {
@@ -465,15 +466,7 @@ func (c *Compactor) newKey(s *schemas.Sample) int32 {
 		c.st = append(c.st, keyState{})
 		c.keyOf = append(c.keyOf, schemas.Key{})
 	}
-	var b strings.Builder
-	b.Grow(len(s.Project) + len(s.User) + len(s.InstanceID) + len(s.GPUModel) + len(s.Profile))
-	for _, f := range [...]string{s.Project, s.User, s.InstanceID, s.GPUModel, s.Profile} {
-		b.WriteString(f)
-	}
-	a, i := b.String(), 0
-	cut := func(n int) string { i += n; return a[i-n : i] }
-	k := schemas.Key{Project: cut(len(s.Project)), User: cut(len(s.User)), InstanceID: cut(len(s.InstanceID)),
-		GPUModel: cut(len(s.GPUModel)), Profile: cut(len(s.Profile))}
+	k := schemas.KeyOf(s)
 	c.keyOf[id] = k
 	c.st[id] = keyState{latestMS: math.MinInt64, seen: c.round}
 	if h := c.hashOf(&k); c.hasHash(h) {
