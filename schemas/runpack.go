@@ -182,20 +182,52 @@ type PackIdleRun struct {
 	MinUtil, MaxUtil float64
 }
 
-// DecodedPack is a decoded run pack; Decode reuses its slices.
+// DecodedPack is a decoded run pack; Decode reuses its slices. Its keys are
+// kept as their encoded bytes (KeyBytes: a map key that costs no
+// allocation) and built only when asked for (Key): a reader looks each key
+// up once per read, not once per pack.
 type DecodedPack struct {
-	Keys []Key
 	Occ  []PackRun
 	Idle []PackIdleRun
+
+	pack    []byte
+	project [2]int   // the project's bytes in pack
+	keys    [][2]int // each key's encoded bytes in pack
+}
+
+// Keys is the number of keys of the pack.
+func (d *DecodedPack) Keys() int { return len(d.keys) }
+
+// ProjectBytes returns the project's bytes (valid while the pack is).
+func (d *DecodedPack) ProjectBytes() []byte { return d.pack[d.project[0]:d.project[1]] }
+
+// KeyBytes returns key i's encoded bytes (user, instance, model, profile):
+// equal bytes are an equal key within one project. Valid while the pack is.
+func (d *DecodedPack) KeyBytes(i int) []byte { return d.pack[d.keys[i][0]:d.keys[i][1]] }
+
+// Key returns key i, its strings copied out of the pack.
+func (d *DecodedPack) Key(i int) Key {
+	r := &packReader{s: string(d.pack[d.keys[i][0]:d.keys[i][1]])}
+	return Key{Project: string(d.ProjectBytes()), User: r.str(), InstanceID: r.str(), GPUModel: r.str(), Profile: r.str()}
 }
 
 var errPack = errors.New("run pack: truncated or corrupt")
 
 // packReader reads a pack's varints; the first error sticks.
 type packReader struct {
-	s   string // the pack, once copied: keys are substrings of it
+	s   string // or b: the pack
+	b   []byte
 	i   int
 	err error
+}
+
+func (r *packReader) len() int { return max(len(r.s), len(r.b)) }
+
+func (r *packReader) at(i int) byte {
+	if r.b != nil {
+		return r.b[i]
+	}
+	return r.s[i]
 }
 
 func (r *packReader) uvarint() uint64 {
@@ -204,8 +236,8 @@ func (r *packReader) uvarint() uint64 {
 	}
 	var v uint64
 	var shift uint
-	for r.i < len(r.s) {
-		b := r.s[r.i]
+	for r.i < r.len() {
+		b := r.at(r.i)
 		r.i++
 		if b < 0x80 {
 			if shift >= 63 && b > 1 {
@@ -233,24 +265,29 @@ func (r *packReader) varint() int64 {
 }
 
 func (r *packReader) str() string {
+	n := r.skipStr()
+	return r.s[r.i-n : r.i]
+}
+
+// skipStr steps over a string and returns its length.
+func (r *packReader) skipStr() int {
 	n := r.uvarint()
-	if r.err != nil || n > uint64(len(r.s)-r.i) {
+	if r.err != nil || n > uint64(r.len()-r.i) {
 		r.err = errPack
-		return ""
+		return 0
 	}
-	v := r.s[r.i : r.i+int(n)]
 	r.i += int(n)
-	return v
+	return int(n)
 }
 
 func (r *packReader) float() float64 {
-	if r.err != nil || len(r.s)-r.i < 8 {
+	if r.err != nil || r.len()-r.i < 8 {
 		r.err = errPack
 		return 0
 	}
 	var v uint64
 	for j := 7; j >= 0; j-- {
-		v = v<<8 | uint64(r.s[r.i+j])
+		v = v<<8 | uint64(r.at(r.i+j))
 	}
 	r.i += 8
 	return math.Float64frombits(v)
@@ -260,7 +297,7 @@ func (r *packReader) float() float64 {
 // takes at least min bytes), so that a corrupt length allocates nothing.
 func (r *packReader) count(minBytes int) int {
 	n := r.uvarint()
-	if r.err == nil && n > uint64((len(r.s)-r.i)/minBytes) {
+	if r.err == nil && n > uint64((r.len()-r.i)/minBytes) {
 		r.err = errPack
 	}
 	if r.err != nil {
@@ -269,18 +306,22 @@ func (r *packReader) count(minBytes int) int {
 	return int(n)
 }
 
-// Decode decodes pack into d (its slices reused, its keys' strings sharing
-// one copy of pack).
+// Decode decodes pack into d, which refers to pack until the next Decode.
 func (d *DecodedPack) Decode(pack []byte) error {
-	r := &packReader{s: string(pack)}
+	d.pack = pack
+	r := &packReader{b: pack}
 	if v := r.uvarint(); r.err == nil && v != runPackVersion {
 		return fmt.Errorf("run pack: version %d, this build reads %d", v, runPackVersion)
 	}
-	project := r.str()
-	nk := r.count(4)
-	d.Keys = d.Keys[:0]
-	for range nk {
-		d.Keys = append(d.Keys, Key{Project: project, User: r.str(), InstanceID: r.str(), GPUModel: r.str(), Profile: r.str()})
+	n := r.skipStr()
+	d.project = [2]int{r.i - n, r.i}
+	d.keys = d.keys[:0]
+	for range r.count(4) {
+		a := r.i
+		for range 4 {
+			r.skipStr()
+		}
+		d.keys = append(d.keys, [2]int{a, r.i})
 	}
 	d.Occ = d.Occ[:0]
 	var prev int64
@@ -294,8 +335,8 @@ func (d *DecodedPack) Decode(pack []byte) error {
 	for range r.count(20) {
 		var x PackIdleRun
 		x.Key = uint32(r.uvarint())
-		if r.err == nil && r.i < len(r.s) {
-			x.Class = r.s[r.i]
+		if r.err == nil && r.i < len(pack) {
+			x.Class = pack[r.i]
 			r.i++
 		}
 		x.StartMS = prev + r.varint()
@@ -304,19 +345,24 @@ func (d *DecodedPack) Decode(pack []byte) error {
 		prev = x.StartMS
 		d.Idle = append(d.Idle, x)
 	}
-	if r.err == nil && r.i != len(r.s) {
+	if r.err == nil && r.i != len(pack) {
 		r.err = errPack
 	}
 	if r.err != nil {
 		return r.err
 	}
+	return d.checkKeys()
+}
+
+// checkKeys fails when a run names a key the pack does not have.
+func (d *DecodedPack) checkKeys() error {
 	for _, x := range d.Occ {
-		if x.Key >= uint32(len(d.Keys)) {
+		if x.Key >= uint32(len(d.keys)) {
 			return errPack
 		}
 	}
 	for _, x := range d.Idle {
-		if x.Key >= uint32(len(d.Keys)) {
+		if x.Key >= uint32(len(d.keys)) {
 			return errPack
 		}
 	}
@@ -325,13 +371,17 @@ func (d *DecodedPack) Decode(pack []byte) error {
 
 // Runs returns the pack's occupancy runs and idle runs as stored rows.
 func (d *DecodedPack) Runs() ([]Run, []IdleRun) {
+	keys := make([]Key, len(d.keys))
+	for i := range keys {
+		keys[i] = d.Key(i)
+	}
 	occ := make([]Run, len(d.Occ))
 	for i, x := range d.Occ {
-		occ[i] = Run{Key: d.Keys[x.Key], StartMS: x.StartMS, EndMS: x.EndMS}
+		occ[i] = Run{Key: keys[x.Key], StartMS: x.StartMS, EndMS: x.EndMS}
 	}
 	idle := make([]IdleRun, len(d.Idle))
 	for i, x := range d.Idle {
-		idle[i] = IdleRun{Run: Run{Key: d.Keys[x.Key], StartMS: x.StartMS, EndMS: x.EndMS}, Class: x.Class, MinUtil: x.MinUtil, MaxUtil: x.MaxUtil}
+		idle[i] = IdleRun{Run: Run{Key: keys[x.Key], StartMS: x.StartMS, EndMS: x.EndMS}, Class: x.Class, MinUtil: x.MinUtil, MaxUtil: x.MaxUtil}
 	}
 	return occ, idle
 }

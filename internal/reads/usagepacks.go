@@ -37,19 +37,13 @@ func (u runUsage) readPacks(ctx context.Context, pr PackedRuns, q schemas.UsageR
 	})
 	maxUtil := billing.MaxIdleThreshold(u.cat) + 1e-9
 	var d schemas.DecodedPack
-	var of []*spans // per key of the pack: its spans, nil when not kept
+	seen := map[string]map[string]*spans{} // project → encoded key → its spans, nil when not kept
+	var of []*spans                         // per key of the pack
 	ok, err := pr.RunPacks(ctx, q.Projects, q.FromMS, q.ToMS, func(pack []byte) error {
 		if err := d.Decode(pack); err != nil {
 			return err
 		}
-		of = of[:0]
-		for _, k := range d.Keys {
-			var x *spans
-			if keep(k) {
-				x = byKey.of(k)
-			}
-			of = append(of, x)
-		}
+		of = packSpans(&d, seen, byKey, keep, of[:0])
 		for _, r := range d.Occ {
 			if x := of[r.Key]; x != nil && r.EndMS > q.FromMS && r.StartMS < q.ToMS {
 				x.held = append(x.held, ival{r.StartMS, r.EndMS})
@@ -61,7 +55,7 @@ func (u runUsage) readPacks(ctx context.Context, pr PackedRuns, q schemas.UsageR
 			if x == nil || (r.Class != schemas.IdleClassNull && r.MinUtil >= maxUtil) {
 				continue // what IdleRuns leaves out
 			}
-			addIdle(u.cat, feed, x, d.Keys[r.Key], r, q.FromMS, q.ToMS)
+			addIdle(u.cat, feed, x, r, q.FromMS, q.ToMS)
 		}
 		return nil
 	})
@@ -77,15 +71,37 @@ func (u runUsage) readPacks(ctx context.Context, pr PackedRuns, q schemas.UsageR
 // addIdle is the idle feeder's Add for a run of x's key k: a run idle
 // entirely is added to x at once (no lookup of its key), one the threshold
 // cuts through waits in feed for its raw samples.
-func addIdle(cat *schemas.Catalog, feed *billing.IdleFeeder, x *spans, k schemas.Key, r *schemas.PackIdleRun, from, to int64) {
+func addIdle(cat *schemas.Catalog, feed *billing.IdleFeeder, x *spans, r *schemas.PackIdleRun, from, to int64) {
 	if r.EndMS <= from || r.StartMS >= to || r.EndMS <= r.StartMS {
 		return
 	}
-	ir := schemas.IdleRun{Run: schemas.Run{Key: k, StartMS: r.StartMS, EndMS: r.EndMS}, Class: r.Class, MinUtil: r.MinUtil, MaxUtil: r.MaxUtil}
+	ir := schemas.IdleRun{Run: schemas.Run{Key: x.key, StartMS: r.StartMS, EndMS: r.EndMS}, Class: r.Class, MinUtil: r.MinUtil, MaxUtil: r.MaxUtil}
 	switch billing.IdleVerdict(cat, &ir) {
 	case billing.AllIdle:
 		x.idle = append(x.idle, ival{r.StartMS, r.EndMS})
 	case billing.Straddle:
 		feed.Add(&ir)
 	}
+}
+
+// packSpans appends to of the spans of each key of d: looked up by the
+// key's encoded bytes in seen (no allocation once a key was seen in this
+// read), built and filtered by keep the first time.
+func packSpans(d *schemas.DecodedPack, seen map[string]map[string]*spans, byKey keySpans, keep func(schemas.Key) bool, of []*spans) []*spans {
+	byRaw := seen[string(d.ProjectBytes())]
+	if byRaw == nil {
+		byRaw = map[string]*spans{}
+		seen[string(d.ProjectBytes())] = byRaw
+	}
+	for i := range d.Keys() {
+		x, ok := byRaw[string(d.KeyBytes(i))]
+		if !ok {
+			if k := d.Key(i); keep(k) {
+				x = byKey.of(k)
+			}
+			byRaw[string(d.KeyBytes(i))] = x
+		}
+		of = append(of, x)
+	}
+	return of
 }

@@ -61,6 +61,7 @@ func (s keyedSource) IdleRuns(ctx context.Context, from, to int64, maxUtil float
 
 // spans are a key's occupancy runs and idle time.
 type spans struct {
+	key        schemas.Key
 	held, idle []ival
 }
 
@@ -73,7 +74,7 @@ type keySpans map[schemas.Key]*spans
 func (m keySpans) of(k schemas.Key) *spans {
 	s := m[k]
 	if s == nil {
-		s = &spans{}
+		s = &spans{key: k}
 		m[k] = s
 	}
 	return s
