@@ -38,7 +38,7 @@ func (u runUsage) readPacks(ctx context.Context, pr PackedRuns, q schemas.UsageR
 	maxUtil := billing.MaxIdleThreshold(u.cat) + 1e-9
 	var d schemas.DecodedPack
 	seen := map[string]map[string]*spans{} // project → encoded key → its spans, nil when not kept
-	var of []*spans                         // per key of the pack
+	var of []*spans                        // per key of the pack
 	ok, err := pr.RunPacks(ctx, q.Projects, q.FromMS, q.ToMS, func(pack []byte) error {
 		if err := d.Decode(pack); err != nil {
 			return err
