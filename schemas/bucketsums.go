@@ -46,12 +46,34 @@ func (b *BucketSums) group(g UsageRow) *bucketAcc {
 
 // Span adds [s, e), clipped to the query's range, to g's held or idle time.
 func (b *BucketSums) Span(g UsageRow, s, e int64, idle bool) {
+	sg := b.Group(g)
+	sg.Span(s, e, idle)
+}
+
+// SpanGroup is one group of a BucketSums, looked up once for the many spans
+// of a key (Group).
+type SpanGroup struct {
+	b *BucketSums
+	g UsageRow
+	a *bucketAcc // nil until a span adds time
+}
+
+// Group returns g's group, to add spans to.
+func (b *BucketSums) Group(g UsageRow) SpanGroup { return SpanGroup{b: b, g: g} }
+
+// Span adds [s, e), clipped to the query's range, to the group's held or
+// idle time (BucketSums.Span).
+func (sg *SpanGroup) Span(s, e int64, idle bool) {
+	b := sg.b
 	q := b.q
 	s, e = max(s, q.FromMS), min(e, q.ToMS)
 	if s >= e {
 		return
 	}
-	a := b.group(g)
+	if sg.a == nil {
+		sg.a = b.group(sg.g)
+	}
+	a := sg.a
 	vals, diff := a.held, a.heldDiff
 	if idle {
 		vals, diff = a.idle, a.idleDiff

@@ -74,7 +74,7 @@ func (s *Store) Migrate(ctx context.Context) (MigrationResult, error) {
 		// Tables are created in the target database: prefix CREATE TABLE names.
 		ddl = qualify(ddl, s.db)
 		if !present {
-			if err := s.conn.Exec(ctx, ddl); err != nil {
+			if err := s.apply(ctx, m, ddl); err != nil {
 				return res, fmt.Errorf("migration %04d_%s failed on ClickHouse %s: %w", m.Version, m.Name, version, err)
 			}
 		}
@@ -94,6 +94,14 @@ func (s *Store) Migrate(ctx context.Context) (MigrationResult, error) {
 		res.Current = max(res.Current, m.Version)
 	}
 	return res, nil
+}
+
+// apply runs one migration: its DDL, or the Go back-fill of run packs.
+func (s *Store) apply(ctx context.Context, m chschema.Migration, ddl string) error {
+	if m.Name == "run_packs_from_runs" {
+		return s.fillPacks(ctx)
+	}
+	return s.conn.Exec(ctx, ddl)
 }
 
 var addColumn = regexp.MustCompile(`(?i)^ALTER TABLE\s+([A-Za-z_][A-Za-z0-9_]*)\s+ADD COLUMN\s+([A-Za-z_][A-Za-z0-9_]*)\s`)

@@ -134,8 +134,8 @@ func (s *Store) table(name string) string { return s.db + "." + name }
 
 const rawColumns = "ts, start_ms, interval_ms, node, gpu_uuid, gpu_model, instance_id, profile, project, user, util, mem_used_bytes, mem_total_bytes, processes, util_source, holder_ref, ingested_at"
 
-// Write implements ingest.Store: raw samples, occupancy runs, idle runs and
-// latest samples, each one native columnar batch insert; the raw insert, the
+// Write implements ingest.Store: raw samples, occupancy runs, idle runs (and
+// their packs, schemas.RunPack) and latest samples, each one native columnar batch insert; the raw insert, the
 // two rollup inserts and the latest samples' insert run concurrently on
 // separate connections. It returns nil only when all were accepted; on error
 // the caller retries the whole batch, which is harmless (ReplacingMergeTree and
@@ -161,8 +161,11 @@ func (s *Store) Write(ctx context.Context, b *ingest.Batch) error {
 			}
 		}
 		if len(b.Idle) > 0 {
-			rollErr = s.writeIdle(ctx, b.Idle)
+			if rollErr = s.writeIdle(ctx, b.Idle); rollErr != nil {
+				return
+			}
 		}
+		rollErr = s.writePacks(ctx, schemas.PackRuns(b.Occupancy, b.Idle))
 	}()
 	var rawErr error
 	if len(b.Samples) > 0 {

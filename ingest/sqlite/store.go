@@ -137,6 +137,16 @@ var migrations = []string{
 	`INSERT OR REPLACE INTO unheld_busy (instance_id, start_ms, user, node, interval_ms, processes, util)
 		SELECT instance_id, start_ms, user, node, interval_ms, processes, util FROM raw_samples
 		WHERE project = '' AND (processes > 0 OR util > 0)`,
+	// Run packs (schemas.RunPack): the occupancy and idle runs of one project
+	// whose start falls on one UTC day, as one batch wrote them, in one
+	// binary value, written in the batch's transaction next to the run rows.
+	// A usage read of a project decodes its few dozen packs instead of
+	// reading its thousands of run rows (reads.PackedRuns). Filled once from
+	// the runs written before, in Go (backfillPacks).
+	`CREATE TABLE IF NOT EXISTS run_packs (
+		project TEXT NOT NULL, day_ms INTEGER NOT NULL, min_ms INTEGER NOT NULL, max_ms INTEGER NOT NULL, runs BLOB NOT NULL)`,
+	`CREATE INDEX IF NOT EXISTS run_packs_project_max ON run_packs (project, max_ms)`,
+	backfillPacks,
 }
 
 const latestColumns = `instance_id, start_ms, interval_ms, node, gpu_uuid, gpu_model, profile, project, user, util, util_known, processes, holder_ref`
@@ -329,7 +339,7 @@ func (s *Store) Migrate(ctx context.Context) (from, to int, err error) {
 		}
 		// An ADD COLUMN already applied is skipped (SQLite has no ADD COLUMN IF NOT EXISTS).
 		if !present {
-			if _, err := s.db.ExecContext(ctx, migrations[i]); err != nil {
+			if err := s.applyMigration(ctx, migrations[i]); err != nil {
 				return v, i, classify(fmt.Errorf("SQLite migration %d of %s failed: %w", i+1, s.cfg.Path, err))
 			}
 		}
@@ -338,6 +348,15 @@ func (s *Store) Migrate(ctx context.Context) (from, to int, err error) {
 		}
 	}
 	return v, len(migrations), nil
+}
+
+// applyMigration runs one migration: SQL, or a migration done in Go.
+func (s *Store) applyMigration(ctx context.Context, m string) error {
+	if m == backfillPacks {
+		return s.inTx(ctx, func(tx *sql.Tx) error { return fillPacks(ctx, tx) })
+	}
+	_, err := s.db.ExecContext(ctx, m)
+	return err
 }
 
 var addColumn = regexp.MustCompile(`^ALTER TABLE (\w+) ADD COLUMN (\w+) `)
@@ -499,6 +518,9 @@ func writeBatch(ctx context.Context, tx *sql.Tx, b *ingest.Batch) error {
 		if _, err = idle.ExecContext(ctx, k.Project, k.User, k.InstanceID, k.GPUModel, k.Profile, int(r.Class), r.MinUtil, r.MaxUtil, r.StartMS, r.EndMS); err != nil {
 			return fmt.Errorf("cannot insert idle run: %w", err)
 		}
+	}
+	if err := writePacks(ctx, tx, schemas.PackRuns(b.Occupancy, b.Idle)); err != nil {
+		return err
 	}
 	if len(b.Latest) == 0 {
 		return nil

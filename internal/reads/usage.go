@@ -254,8 +254,7 @@ func (u *usageSums) add(r schemas.UsageRow) error {
 	a.g.IdleSeconds += r.IdleMS
 	if priced {
 		c := sku.HourlyPrice.Mul(decimal.NewFromInt(r.HeldMS)).Div(decimal.NewFromInt(3_600_000))
-		a.cost = a.cost.Add(c)
-		u.total = u.total.Add(c)
+		a.cost = a.cost.Add(c) // the total is the groups' sum (report): decimal sums are exact, in any order
 	} else {
 		u.rep.UnpricedSeconds += r.HeldMS
 	}
@@ -300,6 +299,7 @@ func (u *usageSums) groupOf(r schemas.UsageRow, sku *schemas.SKU, priced bool) U
 func (u *usageSums) report() *UsageReport {
 	rep := u.rep
 	for _, a := range u.groups {
+		u.total = u.total.Add(a.cost)
 		a.g.HeldSeconds /= 1000
 		a.g.IdleSeconds /= 1000
 		a.g.Cost = billing.Money{Decimal: billing.RoundMoney(a.cost)}

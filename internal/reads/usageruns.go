@@ -61,8 +61,12 @@ func (s keyedSource) IdleRuns(ctx context.Context, from, to int64, maxUtil float
 
 // spans are a key's occupancy runs and idle time.
 type spans struct {
-	held, idle []schemas.Run
+	key        schemas.Key
+	held, idle []ival
 }
+
+// ival is a half-open interval [s, e) of a key's time.
+type ival struct{ s, e int64 }
 
 // keySpans are the spans of each key.
 type keySpans map[schemas.Key]*spans
@@ -70,7 +74,7 @@ type keySpans map[schemas.Key]*spans
 func (m keySpans) of(k schemas.Key) *spans {
 	s := m[k]
 	if s == nil {
-		s = &spans{}
+		s = &spans{key: k}
 		m[k] = s
 	}
 	return s
@@ -90,6 +94,11 @@ func (u runUsage) UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn fun
 // its idle time. A KeyedRuns store returns the runs of those keys only;
 // another store's runs are filtered here.
 func (u runUsage) readSpans(ctx context.Context, q schemas.UsageRowQuery) (keySpans, error) {
+	if pr, ok := u.src.(PackedRuns); ok {
+		if byKey, ok, err := u.readPacks(ctx, pr, q); ok || err != nil {
+			return byKey, err
+		}
+	}
 	src := u.src
 	keep := func(k schemas.Key) bool {
 		return k.Project != "" && inList(q.Projects, k.Project) && inList(q.Users, k.User) &&
@@ -104,14 +113,14 @@ func (u runUsage) readSpans(ctx context.Context, q schemas.UsageRowQuery) (keySp
 	defer cancel()
 	feed := billing.NewIdleSink(u.cat, q.FromMS, q.ToMS, func(k schemas.Key, s, e int64) {
 		x := byKey.of(k)
-		x.idle = append(x.idle, schemas.Run{Key: k, StartMS: s, EndMS: e})
+		x.idle = append(x.idle, ival{s, e})
 	})
 	err := readRuns(ctx, src, runRange{occFrom: q.FromMS, occTo: q.ToMS, idleFrom: q.FromMS, idleTo: q.ToMS, maxUtil: billing.MaxIdleThreshold(u.cat) + 1e-9},
 		func(rows []schemas.Run) {
 			for i := range rows {
 				if keep(rows[i].Key) && rows[i].EndMS > q.FromMS && rows[i].StartMS < q.ToMS {
 					x := byKey.of(rows[i].Key)
-					x.held = append(x.held, rows[i])
+					x.held = append(x.held, ival{rows[i].StartMS, rows[i].EndMS})
 				}
 			}
 		},
@@ -136,15 +145,33 @@ func (u runUsage) readSpans(ctx context.Context, q schemas.UsageRowQuery) (keySp
 func emitSpans(byKey keySpans, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) error {
 	sums := schemas.NewBucketSums(q)
 	for k, x := range byKey {
-		g := q.GroupOf(k, "") // the runs have no node: a query by node reads samples
-		for _, r := range union(x.held) {
-			sums.Span(g, r.StartMS, r.EndMS, false)
+		g := sums.Group(q.GroupOf(k, "")) // the runs have no node: a query by node reads samples
+		for _, r := range unionIvals(x.held) {
+			g.Span(r.s, r.e, false)
 		}
-		for _, r := range union(x.idle) {
-			sums.Span(g, r.StartMS, r.EndMS, true)
+		for _, r := range unionIvals(x.idle) {
+			g.Span(r.s, r.e, true)
 		}
 	}
 	return sums.Emit(fn)
+}
+
+// unionIvals returns the disjoint union of a key's intervals, sorted by
+// start (union, on intervals).
+func unionIvals(rs []ival) []ival {
+	slices.SortFunc(rs, func(a, b ival) int { return cmp.Compare(a.s, b.s) })
+	out := rs[:0]
+	for _, r := range rs {
+		if r.e <= r.s {
+			continue
+		}
+		if n := len(out); n > 0 && r.s <= out[n-1].e {
+			out[n-1].e = max(out[n-1].e, r.e)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // union returns the disjoint union of runs (of one key), sorted by start.

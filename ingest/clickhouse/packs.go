@@ -1,0 +1,103 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/schemas"
+)
+
+// writePacks inserts a batch's run packs (schemas.PackRuns): one INSERT.
+func (s *Store) writePacks(ctx context.Context, packs []schemas.RunPack) error {
+	n := len(packs)
+	if n == 0 {
+		return nil
+	}
+	day, project, lo, hi, runs := make([]time.Time, n), make([]string, n), make([]int64, n), make([]int64, n), make([]string, n)
+	for i := range packs {
+		p := &packs[i]
+		day[i], project[i], lo[i], hi[i], runs[i] = time.UnixMilli(p.DayMS).UTC(), p.Project, p.MinMS, p.MaxMS, string(p.Data)
+	}
+	return s.insert(ctx, "run_packs", "day, project, min_ms, max_ms, runs", n, day, project, lo, hi, runs)
+}
+
+// RunPacks implements reads.PackedRuns: the packs of the projects (all when
+// none is named) that may hold a run overlapping [lo, hi], found by the
+// table's order (project, day). Runs never cross a UTC month boundary, so a
+// run ending at or after lo starts in lo's UTC month or later. Every store
+// of this schema has its packs (migration 0015 filled them).
+func (s *Store) RunPacks(ctx context.Context, projects []string, lo, hi int64, fn func(pack []byte) error) (bool, error) {
+	q := "SELECT runs FROM " + s.table("run_packs") + " WHERE day >= toDate(toDateTime(" + itoa(ingest.MonthStartMS(lo-1)/1000) +
+		")) AND day <= toDate(toDateTime(" + itoa(max(hi, 0)/1000) + ")) AND max_ms >= " + itoa(lo) + " AND min_ms <= " + itoa(hi)
+	var args []any
+	if len(projects) > 0 {
+		q += " AND project IN (?" + strings.Repeat(", ?", len(projects)-1) + ")"
+		for _, p := range projects {
+			args = append(args, p)
+		}
+	}
+	rows, err := s.conn.Query(ctx, q, args...)
+	if err != nil {
+		return true, classify(fmt.Errorf("cannot read run packs: %w", err))
+	}
+	defer func() { _ = rows.Close() }()
+	var b []byte
+	for rows.Next() {
+		if err := rows.Scan(&b); err != nil {
+			return true, fmt.Errorf("cannot read run pack: %w", err)
+		}
+		if err := fn(b); err != nil {
+			return true, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return true, fmt.Errorf("cannot read run packs: %w", err)
+	}
+	return true, nil
+}
+
+// fillPacks is migration 0015: the packs of the runs written before run_packs
+// existed, one UTC month at a time, from the runs as Occupancy and IdleRuns
+// read them (replays merged per start).
+func (s *Store) fillPacks(ctx context.Context) error {
+	var lo, hi int64
+	if err := s.conn.QueryRow(ctx, "SELECT min(s), max(s) FROM (SELECT start_ms AS s FROM "+s.table("occupancy")+
+		" UNION ALL SELECT start_ms AS s FROM "+s.table("idle_spans")+")").Scan(&lo, &hi); err != nil {
+		return classify(fmt.Errorf("cannot read the runs' range: %w", err))
+	}
+	if lo == 0 && hi == 0 {
+		return nil // no runs (min and max of nothing are 0)
+	}
+	for m := ingest.MonthStartMS(lo); m <= hi; m = ingest.MonthStartMS(m + 32*schemas.DayMS) {
+		next := ingest.MonthStartMS(m + 32*schemas.DayMS)
+		var occ []schemas.Run
+		if err := s.Occupancy(ctx, m, next-1, func(rs []schemas.Run) error {
+			for _, r := range rs {
+				if r.StartMS >= m && r.StartMS < next {
+					occ = append(occ, r)
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		var idle []schemas.IdleRun
+		if err := s.IdleRuns(ctx, m, next, 2, func(rs []schemas.IdleRun) error {
+			for _, r := range rs {
+				if r.StartMS >= m && r.StartMS < next {
+					idle = append(idle, r)
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := s.writePacks(ctx, schemas.PackRuns(occ, idle)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

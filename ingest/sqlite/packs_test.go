@@ -1,0 +1,83 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/ingest/sqlite"
+	"github.com/cardhour/cardhour/internal/storetest"
+)
+
+func TestSQLitePackedUsage(t *testing.T) {
+	for seed := range uint64(2) {
+		st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "cardhour.db"), Logger: slog.New(slog.DiscardHandler)})
+		require.NoError(t, err)
+		storetest.RequirePackedUsage(t, st, 200+seed)
+		require.NoError(t, st.Close())
+	}
+}
+
+// A store written before run packs gets them from its runs when migrated:
+// usage from the packs answers as from the runs, and batches written after
+// the migration add packs of their own.
+func TestRunPacksBackfill(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "cardhour.db")
+	log := slog.New(slog.DiscardHandler)
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
+	require.NoError(t, err)
+	samples := storetest.Samples(t, storetest.Trace(t, 12_000, 31))
+	old, later := samples[:len(samples)*2/3], samples[len(samples)*2/3:]
+	mem := ingest.NewMemStore()
+	for _, s := range []ingest.Store{st, mem} {
+		w, err := ingest.NewWriter(ingest.WriterConfig{Store: s, Logger: log})
+		require.NoError(t, err)
+		storetest.WriteStreamed(t, w, old, 1_500, 500)
+	}
+	require.NoError(t, st.Close())
+
+	st = reopenBefore(t, path, "run_packs")
+	require.Positive(t, countPacks(t, path), "the migration filled run_packs")
+	storetest.RequirePacksAsRuns(t, st, mem, old, 5)
+
+	n := countPacks(t, path)
+	for _, s := range []ingest.Store{st, mem} {
+		w, err := ingest.NewWriter(ingest.WriterConfig{Store: s, Logger: log})
+		require.NoError(t, err)
+		storetest.WriteStreamed(t, w, later, 1_000, 500)
+	}
+	require.Greater(t, countPacks(t, path), n, "batches after the migration write packs")
+	n = countPacks(t, path)
+	storetest.RequirePacksAsRuns(t, st, mem, samples, 6)
+
+	// The back-fill run again (a crash before its version was recorded)
+	// replaces every pack by those of the runs, and the answers stay the same.
+	require.NoError(t, st.Close())
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	_, err = db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, sqlite.VersionBefore("-- go: fill run_packs")))
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	st, err = sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	require.Less(t, countPacks(t, path), n, "one pack per project and day, not per batch")
+	storetest.RequirePacksAsRuns(t, st, mem, samples, 7)
+}
+
+func countPacks(t *testing.T, path string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	defer db.Close()
+	var n int
+	require.NoError(t, db.QueryRow(`SELECT count(*) FROM run_packs`).Scan(&n))
+	return n
+}
