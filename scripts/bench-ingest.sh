@@ -34,6 +34,14 @@
 #    (`bench-ingest replay`): rows kept and month close after one pass and after
 #    three, and their ratios. REPLAY_STORE (default: SQLite in a temporary
 #    directory) is the store DSN. Not in the default PARTS: it takes minutes.
+# BASE_BIN=path: a second `cardhour` binary (e.g. built from an older commit)
+# whose pipeline runs in the same invocation, against the same topic, after the
+# same direct loads: in each repeat both pipelines run, in alternating order
+# (A B, B A, …), and the paired ratio base s / this tree's s is printed too.
+# Each pipeline's peak anonymous and file-backed RSS (RssAnon, RssFile of
+# /proc/PID/status, sampled every 50 ms) is printed next to VmHWM.
+# BENCH_NAME (default bench) prefixes the topic, group and database names, so
+# that concurrent invocations (other worktrees) never share them.
 # STORE_PARAMS (default empty) is appended to the ingest store URL, e.g.
 # "?compress=none" for a ClickHouse on the same host (docs/operations.md).
 # The topic is filled by the collector's own Kafka sink (zstd), with messages
@@ -53,7 +61,7 @@ CH=${CLICKHOUSE_ADDR:-127.0.0.1:19000}
 KAFKA=${KAFKA_BROKERS:-127.0.0.1:19092}
 CH_HOST=${CH%:*}
 CH_PORT=${CH##*:}
-RUN=bench_$(date +%s)_$$
+RUN=${BENCH_NAME:-bench}_$(date +%s)_$$
 WORK=$(mktemp -d)
 cleanup() {
 	for db in $(chq "SHOW DATABASES" 2>/dev/null | grep "^${RUN}_" || true); do chq "DROP DATABASE IF EXISTS $db" || true; done
@@ -81,6 +89,49 @@ cpu_end() {
 	fi
 }
 
+# peak_rss PID FILE: until PID exits, samples its RssAnon and RssFile every
+# 50 ms and keeps the highest of each (kB) in FILE ("anon file").
+peak_rss() {
+	local ma=0 mf=0 k v
+	while [[ -r /proc/$1/status ]]; do
+		while read -r k v _; do
+			case $k in
+			RssAnon:) ((v > ma)) && ma=$v ;;
+			RssFile:) ((v > mf)) && mf=$v ;;
+			esac
+		done <"/proc/$1/status" 2>/dev/null || true
+		echo "$ma $mf" >"$2"
+		sleep 0.05
+	done
+}
+# pipeline BIN LABEL I: BIN ingest consumes the whole topic with a fresh group
+# into a fresh database; appends its time, rows, peak RSS and CPU to $WORK/LABEL.*.
+pipeline() {
+	local bin=$1 l=$2 i=$3 db=${RUN}_$2$3 pid sampler lag
+	"$bin" migrate --store "clickhouse://$CH/$db" >/dev/null 2>&1
+	cpu_begin
+	# shellcheck disable=SC2086 # INGEST_FLAGS is a list of flags
+	"$bin" ingest --store "clickhouse://$CH/$db$STORE_PARAMS" --brokers "$KAFKA" --topic "$RUN" \
+		--group "${RUN}_g$l$i" --dlq-topic "${RUN}_dlq" $INGEST_FLAGS --listen "" --log-level warn &
+	pid=$!
+	peak_rss "$pid" "$WORK/peak.$pid" &
+	sampler=$!
+	lag=$("$WORK/bench" waitlag --brokers "$KAFKA" --topic "$RUN" --group "${RUN}_g$l$i")
+	cpu_end "$l" "$(cpu_s "$pid")"
+	awk '/^VmHWM/ {print $2 / 1024}' "/proc/$pid/status" >>"$WORK/$l.rss"
+	kill -TERM "$pid"
+	wait "$pid" || true
+	wait "$sampler" || true
+	awk '{printf "%.0f\n", $1 / 1024}' "$WORK/peak.$pid" >>"$WORK/$l.anon"
+	awk '{printf "%.0f\n", $2 / 1024}' "$WORK/peak.$pid" >>"$WORK/$l.file"
+	echo "$lag" | sed -E 's/.*wall_s=([0-9.]+).*/\1/' >>"$WORK/$l.s"
+	echo "$lag" | sed -E 's/.*first_commit_s=([0-9.]+).*/\1/' >>"$WORK/$l.join"
+	chq "SELECT count() FROM $db.raw_samples" >>"$WORK/$l.rows"
+	occ_rows=$(chq "SELECT count() FROM $db.occupancy")
+	idle_rows=$(chq "SELECT count() FROM $db.idle_spans")
+	chq "DROP DATABASE $db"
+}
+
 echo "== building" >&2
 go build -o "$WORK/cardhour" ./cmd/cardhour
 go build -o "$WORK/bench" ./scripts/bench-ingest
@@ -93,13 +144,12 @@ if [[ " $PARTS " == *" e2e "* ]]; then
 	"$WORK/bench" produce --brokers "$KAFKA" --topic "$RUN" --partitions "$PARTITIONS" "$WORK/s.jsonl"
 	: >"$WORK/tsv.s"
 	: >"$WORK/native.s"
-	: >"$WORK/ingest.s"
-	: >"$WORK/join.s"
-	: >"$WORK/rss.mb"
+	labels="ingest"
+	[[ -n ${BASE_BIN:-} ]] && labels="ingest base"
+	for l in $labels; do : >"$WORK/$l.s" >"$WORK/$l.join" >"$WORK/$l.rss" >"$WORK/$l.anon" >"$WORK/$l.file" >"$WORK/$l.rows"; done
 	for i in $(seq "$REPEAT"); do
 		"$WORK/cardhour" migrate --store "clickhouse://$CH/${RUN}_direct$i" >/dev/null 2>&1
 		"$WORK/cardhour" migrate --store "clickhouse://$CH/${RUN}_native$i" >/dev/null 2>&1
-		"$WORK/cardhour" migrate --store "clickhouse://$CH/${RUN}_ingest$i" >/dev/null 2>&1
 
 		cpu_begin
 		t0=$(now)
@@ -118,41 +168,43 @@ if [[ " $PARTS " == *" e2e "* ]]; then
 		chq "DROP DATABASE ${RUN}_direct$i"
 		chq "DROP DATABASE ${RUN}_native$i"
 
-		cpu_begin
-		# shellcheck disable=SC2086 # INGEST_FLAGS is a list of flags
-		"$WORK/cardhour" ingest --store "clickhouse://$CH/${RUN}_ingest$i$STORE_PARAMS" --brokers "$KAFKA" --topic "$RUN" \
-			--group "${RUN}_g$i" --dlq-topic "${RUN}_dlq" $INGEST_FLAGS --listen "" --log-level warn &
-		pid=$!
-		lag=$("$WORK/bench" waitlag --brokers "$KAFKA" --topic "$RUN" --group "${RUN}_g$i")
-		cpu_end ingest "$(cpu_s "$pid")"
-		awk '/^VmHWM/ {print $2 / 1024}' "/proc/$pid/status" >>"$WORK/rss.mb"
-		kill -TERM "$pid"
-		wait "$pid" || true
-		echo "$lag" | sed -E 's/.*wall_s=([0-9.]+).*/\1/' >>"$WORK/ingest.s"
-		echo "$lag" | sed -E 's/.*first_commit_s=([0-9.]+).*/\1/' >>"$WORK/join.s"
-		ingest_rows=$(chq "SELECT count() FROM ${RUN}_ingest$i.raw_samples")
-		occ_rows=$(chq "SELECT count() FROM ${RUN}_ingest$i.occupancy")
-		idle_rows=$(chq "SELECT count() FROM ${RUN}_ingest$i.idle_spans")
-		chq "DROP DATABASE ${RUN}_ingest$i"
-		printf 'run %d: tsv %.2f s, native %.2f s, ingest %.2f s (first commit %.2f s)\n' "$i" \
-			"$(tail -1 "$WORK/tsv.s")" "$(tail -1 "$WORK/native.s")" "$(tail -1 "$WORK/ingest.s")" "$(tail -1 "$WORK/join.s")" >&2
+		order=$labels
+		((i % 2 == 0)) && [[ -n ${BASE_BIN:-} ]] && order="base ingest"
+		for l in $order; do
+			bin=$WORK/cardhour
+			[[ $l == base ]] && bin=$BASE_BIN
+			pipeline "$bin" "$l" "$i"
+		done
+		line=$(printf 'run %d: tsv %.2f s, native %.2f s' "$i" "$(tail -1 "$WORK/tsv.s")" "$(tail -1 "$WORK/native.s")")
+		for l in $labels; do
+			line+=$(printf ', %s %.2f s (first commit %.2f s, %s rows)' "$l" "$(tail -1 "$WORK/$l.s")" "$(tail -1 "$WORK/$l.join")" "$(tail -1 "$WORK/$l.rows")")
+		done
+		echo "$line" >&2
 	done
 	tsv=$(median <"$WORK/tsv.s")
 	native=$(median <"$WORK/native.s")
-	ingest_s=$(median <"$WORK/ingest.s")
-	join_s=$(median <"$WORK/join.s")
 	printf '\n%-58s %10s %10s %12s\n' "end-to-end, $N samples, median of $REPEAT" "seconds" "rows" "samples/s"
 	printf '%-58s %10.2f %10s %12.0f\n' "clickhouse-client TSV → raw_samples" "$tsv" "$direct_rows" "$(echo "$N / $tsv" | bc -l)"
 	printf '%-58s %10.2f %10s %12.0f\n' "clickhouse-client Native → raw_samples" "$native" "$direct_rows" "$(echo "$N / $native" | bc -l)"
-	printf '%-58s %10.2f %10s %12.0f\n' "Kafka → cardhour ingest → raw_samples + rollups" "$ingest_s" "$ingest_rows" "$(echo "$N / $ingest_s" | bc -l)"
-	printf '%-58s %10.2f\n' "  of which until the first commit (join + first batch)" "$join_s"
-	printf '%-58s %10s\n' "  rollup rows also written: occupancy / idle_spans" "$occ_rows / $idle_rows"
-	printf '%-58s %10.0f\n' "  peak RSS of the ingest process, MiB (VmHWM)" "$(median <"$WORK/rss.mb")"
-	printf '%-58s %10.2f\n' "ratio TSV s / ingest s (target >= 1.0)" "$(echo "$tsv / $ingest_s" | bc -l)"
-	printf '%-58s %10.2f\n' "ratio Native s / ingest s" "$(echo "$native / $ingest_s" | bc -l)"
+	for l in $labels; do
+		ingest_s=$(median <"$WORK/$l.s")
+		what="Kafka → cardhour ingest → raw_samples + rollups"
+		[[ $l == base ]] && what="the same with BASE_BIN"
+		printf '%-58s %10.2f %10s %12.0f\n' "$what" "$ingest_s" "$(median <"$WORK/$l.rows")" "$(echo "$N / $ingest_s" | bc -l)"
+		printf '%-58s %10.2f\n' "  of which until the first commit (join + first batch)" "$(median <"$WORK/$l.join")"
+		printf '%-58s %10.0f\n' "  peak RSS of the ingest process, MiB (VmHWM)" "$(median <"$WORK/$l.rss")"
+		printf '%-58s %10s\n' "  peak anonymous / file-backed RSS, MiB" "$(median <"$WORK/$l.anon") / $(median <"$WORK/$l.file")"
+		printf '%-58s %10.2f\n' "  ratio TSV s / ingest s" "$(echo "$tsv / $ingest_s" | bc -l)"
+		printf '%-58s %10.2f\n' "  ratio Native s / ingest s (target >= 1.0)" "$(echo "$native / $ingest_s" | bc -l)"
+	done
+	printf '%-58s %10s\n' "  rollup rows also written (last run): occupancy / idle_spans" "$occ_rows / $idle_rows"
+	if [[ -n ${BASE_BIN:-} ]]; then
+		printf '%-58s %10.2f\n' "paired ratio BASE_BIN s / this tree's s, median" \
+			"$(paste "$WORK/base.s" "$WORK/ingest.s" | awk '{print $1 / $2}' | median)"
+	fi
 	if [[ -s $WORK/cpu ]]; then
 		printf '\n%-58s %10s %10s %10s\n' "CPU seconds per run, median (machine: $(nproc) cores)" "server" "kafka" "loader"
-		for what in tsv native ingest; do
+		for what in tsv native $labels; do
 			printf '%-58s %10.2f %10.2f %10.2f\n' "  $what" \
 				"$(awk -v w=$what '$1 == w {print $2}' "$WORK/cpu" | median)" \
 				"$(awk -v w=$what '$1 == w {print $3}' "$WORK/cpu" | median)" \
@@ -160,11 +212,15 @@ if [[ " $PARTS " == *" e2e "* ]]; then
 		done
 		# CPU of the whole load, server included: the Native load's (server +
 		# clickhouse-client) over the pipeline's (server + broker + ingest).
-		printf '%-58s %10.2f\n' "ratio CPU s: Native load (server + client) / pipeline (server + kafka + ingest)" \
-			"$(echo "$(awk '$1 == "native" {print $2 + $4}' "$WORK/cpu" | median) / $(awk '$1 == "ingest" {print $2 + $3 + $4}' "$WORK/cpu" | median)" | bc -l)"
+		for l in $labels; do
+			printf '%-58s %10.2f\n' "ratio CPU s: Native load (server + client) / $l pipeline (server + kafka + ingest)" \
+				"$(echo "$(awk '$1 == "native" {print $2 + $4}' "$WORK/cpu" | median) / $(awk -v w="$l" '$1 == w {print $2 + $3 + $4}' "$WORK/cpu" | median)" | bc -l)"
+		done
 	fi
-	printf 'ingest flags: %s; store parameters: %s; topic partitions: %s; all runs: tsv [%s] native [%s] ingest [%s]\n' "$INGEST_FLAGS" "${STORE_PARAMS:-none}" "$PARTITIONS" \
-		"$(paste -sd' ' "$WORK/tsv.s")" "$(paste -sd' ' "$WORK/native.s")" "$(paste -sd' ' "$WORK/ingest.s")"
+	printf 'ingest flags: %s; store parameters: %s; topic partitions: %s; load average at the end: %s; all runs: tsv [%s] native [%s]' "$INGEST_FLAGS" "${STORE_PARAMS:-none}" "$PARTITIONS" \
+		"$(cut -d' ' -f1-3 /proc/loadavg)" "$(paste -sd' ' "$WORK/tsv.s")" "$(paste -sd' ' "$WORK/native.s")"
+	for l in $labels; do printf ' %s [%s]' "$l" "$(paste -sd' ' "$WORK/$l.s")"; done
+	echo
 fi
 
 if [[ " $PARTS " == *" framing "* ]]; then

@@ -100,6 +100,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		// Each consumer holds at most three connections at once (a batch's raw
 		// insert, its intervals and its latest samples); reads take two more.
 		MaxOpenConns: 32,
+		// A connection's encoding buffer grows to its largest block (a rollup
+		// insert of tens of thousands of rows: megabytes); idle connections
+		// would keep it. A raw stream holds its connection, and reuses the
+		// buffer, for its whole batch.
+		FreeBufOnConnRelease: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot connect to ClickHouse at %s: %w", cfg.Addr, unavailable(err))
