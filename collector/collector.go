@@ -30,6 +30,10 @@ const ProfileFull = "full"
 type Process struct {
 	PID        uint32
 	UsedMemory uint64 // bytes; 0 when NVML does not report it
+	// Util is the process's share of the card's SMs in [0,1] over the last
+	// interval (NVML per-process utilisation), valid when UtilKnown.
+	Util      float64
+	UtilKnown bool
 }
 
 // Instance is what a Source read about one GPU instance (a MIG device, or a whole
@@ -47,6 +51,22 @@ type Instance struct {
 	Util       float64 // valid when UtilKnown
 	UtilKnown  bool
 	UtilSource string // UtilSourceNVML, UtilSourceGPM, UtilSourceDCGM or UtilSourceNone
+	// ProcUtilKnown: every process of Processes has its utilisation
+	// (UtilKnown), so shares of the card can be measured (SplitCard).
+	ProcUtilKnown bool
+
+	// A share of the card (schemas.ShareVGPU, ShareHAMi, ShareTimeslice) and
+	// its fractions of the card's memory and compute (0: not known); empty
+	// on whole cards and MIG devices.
+	ShareKind  string
+	ShareMem   float64
+	ShareCores float64
+	// VMID and VMName: the VM of a vGPU instance (empty otherwise); VMID
+	// makes the holder reference vm:<VMID>.
+	VMID, VMName string
+	// Namespace, Pod and Container: the container a Kubernetes share
+	// (HAMi, time-sliced) belongs to (empty otherwise).
+	Namespace, Pod, Container string
 }
 
 // Source reads every GPU instance the node has now.
@@ -75,6 +95,15 @@ type Resolver interface {
 	Resolve(ctx context.Context, insts []Instance) (map[string]Holder, error)
 }
 
+// Splitter replaces instances by the shares they are split into (a whole
+// card shared by several pods: collector/attrib's Kube). Split returns the
+// instances to sample, the ones it does not split unchanged; on error it
+// still returns every instance it could not split, unchanged.
+type Splitter interface {
+	Name() string
+	Split(ctx context.Context, insts []Instance) ([]Instance, error)
+}
+
 // Publisher ships samples. Publish may keep them (a spool) and send them later;
 // it returns an error only when the samples could not be accepted at all.
 type Publisher interface {
@@ -93,6 +122,7 @@ type Config struct {
 	StopAt time.Time
 
 	Source    Source     // required
+	Splitters []Splitter // applied in order to what Source read; may be empty
 	Resolvers []Resolver // tried in order; may be empty
 	Publisher Publisher  // required
 	Clock     Clock      // default RealClock
@@ -119,6 +149,11 @@ func (c *Config) Validate() error {
 	for i, r := range c.Resolvers {
 		if r == nil {
 			errs = append(errs, fmt.Errorf("collector: resolver %d is nil", i))
+		}
+	}
+	for i, sp := range c.Splitters {
+		if sp == nil {
+			errs = append(errs, fmt.Errorf("collector: splitter %d is nil", i))
 		}
 	}
 	return errors.Join(errs...)
@@ -225,6 +260,7 @@ func (c *Collector) tick(ctx context.Context, from, to time.Time, mono time.Dura
 		c.m.sourceErrors.Inc()
 		c.logThrottled("source", "cannot read some devices", err)
 	}
+	insts = c.split(ctx, insts)
 	holders := c.attribute(ctx, insts)
 	c.buf = c.buf[:0]
 	for i := range insts {
@@ -235,6 +271,7 @@ func (c *Collector) tick(ctx context.Context, from, to time.Time, mono time.Dura
 			InstanceID: in.InstanceID, Profile: in.Profile,
 			Util: in.Util, UtilKnown: in.UtilKnown, UtilSource: in.UtilSource,
 			MemUsed: in.MemUsed, MemTotal: in.MemTotal, Processes: int64(len(in.Processes)),
+			ShareKind: in.ShareKind, ShareMem: in.ShareMem, ShareCores: in.ShareCores,
 		}
 		if s.UtilSource == "" {
 			s.UtilSource = UtilSourceNone
@@ -268,6 +305,19 @@ func (c *Collector) model(name string) string {
 		return m
 	}
 	return name
+}
+
+// split applies the splitters in order.
+func (c *Collector) split(ctx context.Context, insts []Instance) []Instance {
+	for _, sp := range c.cfg.Splitters {
+		out, err := sp.Split(ctx, insts)
+		if err != nil {
+			c.m.resolverErrors.WithLabelValues(sp.Name()).Inc()
+			c.logThrottled("splitter:"+sp.Name(), "cannot split shared cards", err, "splitter", sp.Name())
+		}
+		insts = out
+	}
+	return insts
 }
 
 // attribute asks the resolvers in order about the instances still without a holder.

@@ -32,7 +32,7 @@ import (
 type Decoder struct {
 	scratch []byte
 	intern  map[string]string
-	last    [16]string // per field: the value of the previous sample, checked first (a guess: plain only)
+	last    [numFields]string // per field: the value of the previous sample, checked first (a guess: plain only)
 	// Per instance, the values of its last sample: samples of one message are
 	// of different instances, so the previous sample's values (last) rarely
 	// match, but an instance's own previous ones do.
@@ -131,7 +131,7 @@ func plainOr(s string) string {
 
 // canonicalNext is, per field bit, the index in canonicalKeys of the field
 // that follows it.
-var canonicalNext = func() (t [16]int) {
+var canonicalNext = func() (t [numFields]int) {
 	for i, k := range canonicalKeys {
 		t[bits.TrailingZeros(uint(k.bit))] = i + 1
 	}
@@ -141,9 +141,10 @@ var canonicalNext = func() (t [16]int) {
 // canonicalKeys are the field names in the order AppendJSON writes them, each
 // as it appears on the wire with its colon: the decoder tries the next one
 // first, with one comparison, before parsing a key the general way.
-var canonicalKeys = func() (keys [16]canonKey) {
+var canonicalKeys = func() (keys [numFields]canonKey) {
 	for i, name := range []string{"schema", "ts", "interval_s", "node", "gpu_uuid", "gpu_model", "instance_id",
-		"profile", "project", "user", "util", "mem_used_bytes", "mem_total_bytes", "processes", "util_source", "holder_ref"} {
+		"profile", "project", "user", "util", "mem_used_bytes", "mem_total_bytes", "processes", "util_source", "holder_ref",
+		"share_kind", "share_mem", "share_cores"} {
 		bit, _ := fieldBit([]byte(name))
 		k := canonKey{lit: `"` + name + `":`, bit: bit, name: name}
 		for j := 0; j < len(k.lit); j++ {
@@ -230,6 +231,12 @@ const (
 	fSchema
 	fUtilSource
 	fHolderRef
+	fShareKind
+	fShareMem
+	fShareCores
+
+	// numFields is the number of fields the decoder knows (one bit each).
+	numFields = iota
 
 	fRequired = fTS | fInterval | fNode | fGPUUUID | fGPUModel | fInstance | fProfile |
 		fProject | fUser | fUtil | fMemUsed | fMemTotal | fProcesses
@@ -279,6 +286,12 @@ func fieldBit(key []byte) (int, string) {
 		return fUtilSource, "util_source"
 	case "holder_ref":
 		return fHolderRef, "holder_ref"
+	case "share_kind":
+		return fShareKind, "share_kind"
+	case "share_mem":
+		return fShareMem, "share_mem"
+	case "share_cores":
+		return fShareCores, "share_cores"
 	}
 	return 0, ""
 }
@@ -333,7 +346,7 @@ func (d *Decoder) decode(data []byte, s *Sample) error {
 			}
 			var bit int
 			var name string
-			if k := &canonicalKeys[next&15]; k.at(p.data, p.i) {
+			if k := &canonicalKeys[next%numFields]; k.at(p.data, p.i) {
 				p.i += len(k.lit)
 				bit, name = k.bit, k.name
 				next++
@@ -488,6 +501,8 @@ func (d *Decoder) field(p *parser, bit int, name string, s *Sample) error {
 		return utilField(p, name, s)
 	case fMemUsed, fMemTotal, fProcesses:
 		return intField(p, bit, name, s)
+	case fShareMem, fShareCores:
+		return shareField(p, bit, name, s)
 	case fInstance:
 		if m := d.pred; m != nil && m.plainID && p.eatQuoted(m.id) {
 			d.cur = m
@@ -527,6 +542,11 @@ func (d *Decoder) field(p *parser, bit int, name string, s *Sample) error {
 			s.UtilSource = v
 		case fHolderRef:
 			s.HolderRef = v
+		case fShareKind:
+			if !ValidShareKind(v) {
+				return &FieldError{Field: name, Value: quoteString(v), Reason: "unknown kind of share (want vgpu, hami or timeslice)"}
+			}
+			s.ShareKind = v
 		}
 	}
 	return nil
@@ -588,6 +608,32 @@ func utilField(p *parser, name string, s *Sample) error {
 	}
 	s.Util, s.UtilKnown = f, true
 	return nil
+}
+
+// shareField decodes share_mem and share_cores: a number in (0, 1] (absent
+// is 0 in Go, so 0 on the wire is out of range, not absent).
+func shareField(p *parser, bit int, name string, s *Sample) error {
+	num, err := p.number()
+	if err != nil {
+		return typeErr(p, err, name, "a number in (0,1]")
+	}
+	f, ok := shareFrac(num)
+	if !ok {
+		return &FieldError{Field: name, Value: string(num), Reason: "must be a number in (0,1]"}
+	}
+	if bit == fShareMem {
+		s.ShareMem = f
+	} else {
+		s.ShareCores = f
+	}
+	return nil
+}
+
+// shareFrac parses a JSON number that must lie in (0, 1].
+func shareFrac(num []byte) (float64, bool) {
+	// The string does not outlive this call, so it may alias the input.
+	f, err := strconv.ParseFloat(unsafe.String(&num[0], len(num)), 64) //nolint:gosec // G103: see above
+	return f, err == nil && f > 0 && f <= 1
 }
 
 // intField decodes the non-negative integer fields (memory, processes).

@@ -48,6 +48,9 @@ var (
 	fkProcesses   = newFastKey(`,"processes":`)
 	fkUtilSource  = newFastKey(`,"util_source":`)
 	fkHolderRef   = newFastKey(`,"holder_ref":`)
+	fkShareKind   = newFastKey(`,"share_kind":`)
+	fkShareMem    = newFastKey(`,"share_mem":`)
+	fkShareCores  = newFastKey(`,"share_cores":`)
 )
 
 // key consumes k at the parser's position if the input has it there: three
@@ -124,7 +127,41 @@ func (d *Decoder) decodeFast(data []byte, s *Sample) bool {
 			return false
 		}
 	}
+	if p.i < len(p.data) && p.data[p.i] == ',' && !d.fastShare(&p, s) {
+		return false // one byte compared on a line without shares
+	}
 	return p.i == len(p.data)-1 && p.data[p.i] == '}'
+}
+
+// fastShare decodes the share fields that follow the extras, in their order;
+// Decode's Validate then checks that they go together.
+func (d *Decoder) fastShare(p *parser, s *Sample) bool {
+	var ok bool
+	if p.key(&fkShareKind) {
+		if s.ShareKind, ok = d.fastText(p, fShareKind); !ok || !ValidShareKind(s.ShareKind) {
+			return false
+		}
+	}
+	if p.key(&fkShareMem) {
+		if s.ShareMem, ok = fastFrac(p); !ok {
+			return false
+		}
+	}
+	if p.key(&fkShareCores) {
+		if s.ShareCores, ok = fastFrac(p); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// fastFrac is a share fraction: a JSON number in (0, 1].
+func fastFrac(p *parser) (float64, bool) {
+	num, err := p.number()
+	if err != nil {
+		return 0, false
+	}
+	return shareFrac(num)
 }
 
 // fastMiddle decodes the middle of a line field by field, from `,"node":`

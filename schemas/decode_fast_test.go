@@ -180,6 +180,9 @@ func FuzzDecodeFast(f *testing.F) {
 	f.Add([]byte(strings.Replace(canonicalLine, `}`, `,"util_source":"gpm","holder_ref":"k8s:ai101/nb-0"}`, 1)))
 	f.Add([]byte(strings.Replace(canonicalLine, `"util":0.53`, `"util":null`, 1)))
 	f.Add([]byte(strings.Replace(canonicalLine, `"user":"2025020004"`, `"user":"\u5f20\u4e09"`, 1)))
+	for _, share := range shareTails {
+		f.Add([]byte(strings.Replace(canonicalLine, `}`, share+`}`, 1)))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fast, general := NewDecoder(), NewDecoder()
 		var got, want Sample

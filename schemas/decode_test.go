@@ -198,10 +198,38 @@ func refDecode(data []byte) (Sample, bool) {
 		}
 		*f.dst = int64(v)
 	}
-	if s.Validate() != nil {
+	if !refShare(m, &s) || s.Validate() != nil {
 		return Sample{}, false
 	}
 	return s, true
+}
+
+// refShare reads the optional share fields the obvious way.
+func refShare(m map[string]json.RawMessage, s *Sample) bool {
+	if raw, ok := m["share_kind"]; ok {
+		if json.Unmarshal(raw, &s.ShareKind) != nil || !bytes.HasPrefix(bytes.TrimSpace(raw), []byte(`"`)) || !ValidShareKind(s.ShareKind) {
+			return false
+		}
+	}
+	for _, f := range []struct {
+		k   string
+		dst *float64
+	}{{"share_mem", &s.ShareMem}, {"share_cores", &s.ShareCores}} {
+		raw, ok := m[f.k]
+		if !ok {
+			continue
+		}
+		var n json.Number
+		if json.Unmarshal(raw, &n) != nil {
+			return false
+		}
+		v, err := n.Float64()
+		if err != nil || !(v > 0 && v <= 1) {
+			return false
+		}
+		*f.dst = v
+	}
+	return true
 }
 
 func FuzzDecodeSample(f *testing.F) {
@@ -210,6 +238,8 @@ func FuzzDecodeSample(f *testing.F) {
 	f.Add([]byte(`{"ts":"2026-11-01T00:00:00Z"}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(strings.Replace(validLine, `"user":"2023110042"`, `"user":"\ud83d\ude00"`, 1)))
+	f.Add([]byte(strings.Replace(validLine, `}`, `,"share_kind":"hami","share_mem":0.05,"share_cores":0.25}`, 1)))
+	f.Add([]byte(strings.Replace(validLine, `}`, `,"share_cores":0.3333333333333333,"share_kind":"timeslice"}`, 1)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, err := DecodeSample(data)
 		want, ok := refDecode(data)

@@ -37,7 +37,26 @@ func (s *Sample) AppendJSON(b []byte) []byte {
 	if s.HolderRef != "" {
 		b = appendStrField(b, "holder_ref", s.HolderRef)
 	}
+	if s.ShareKind != "" || s.ShareMem != 0 || s.ShareCores != 0 {
+		b = s.appendShare(b)
+	}
 	return append(b, '}')
+}
+
+// appendShare writes the share fields that are present, after the extras.
+func (s *Sample) appendShare(b []byte) []byte {
+	if s.ShareKind != "" {
+		b = appendStrField(b, "share_kind", s.ShareKind)
+	}
+	if s.ShareMem != 0 {
+		b = append(b, `,"share_mem":`...)
+		b = strconv.AppendFloat(b, s.ShareMem, 'f', -1, 64)
+	}
+	if s.ShareCores != 0 {
+		b = append(b, `,"share_cores":`...)
+		b = strconv.AppendFloat(b, s.ShareCores, 'f', -1, 64)
+	}
+	return b
 }
 
 // appendMS writes milliseconds as seconds with up to three decimals (10000 → 10,

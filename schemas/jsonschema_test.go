@@ -66,7 +66,7 @@ func TestSampleSchemaMatchesDecoderFields(t *testing.T) {
 		require.Contains(t, known, r.name)
 	}
 	require.Equal(t, goRequired, required, "required fields (in order)")
-	require.Len(t, known, len(requiredOrder)+3, "plus the optional schema, util_source and holder_ref")
+	require.Len(t, known, len(requiredOrder)+6, "plus the optional schema, util_source, holder_ref and the three share fields")
 }
 
 func TestSampleSchemaAndDecoderAgree(t *testing.T) {
@@ -84,6 +84,20 @@ func TestSampleSchemaAndDecoderAgree(t *testing.T) {
 		r(`"ts":"2026-11-01T08:00:00.250+08:00"`, `"ts":"2026-11-01T00:00:00Z"`),
 		r(`"ts":"2026-11-01T08:00:00.250+08:00"`, `"ts":"2026-11-01T00:00:00.100000Z"`),
 		`{"schema":"cardhour.sample.v1",` + validLine[1:],
+		r(`"processes":1`, `"processes":1,"share_kind":"hami","share_mem":0.05,"share_cores":0.25`),
+		r(`"processes":1`, `"processes":1,"share_kind":"vgpu","share_mem":1`),
+		r(`"processes":1`, `"share_cores":0.25,"processes":1,"share_kind":"timeslice"`),
+		// invalid
+		r(`"processes":1`, `"processes":1,"share_kind":"mig","share_mem":0.5`),
+		r(`"processes":1`, `"processes":1,"share_kind":"","share_mem":0.5`),
+		r(`"processes":1`, `"processes":1,"share_kind":"hami"`),
+		r(`"processes":1`, `"processes":1,"share_mem":0.5`),
+		r(`"processes":1`, `"processes":1,"share_cores":0.5`),
+		r(`"processes":1`, `"processes":1,"share_kind":"hami","share_mem":0`),
+		r(`"processes":1`, `"processes":1,"share_kind":"hami","share_mem":1.5`),
+		r(`"processes":1`, `"processes":1,"share_kind":"hami","share_cores":-0.5`),
+		r(`"processes":1`, `"processes":1,"share_kind":"hami","share_cores":"0.5"`),
+		r(`"processes":1`, `"processes":1,"share_kind":"hami","share_cores":null`),
 		// invalid
 		`[]`,
 		r(`"interval_s":10`, `"interval_s":-10`),

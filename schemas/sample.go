@@ -38,7 +38,27 @@ type Sample struct {
 	Processes   int64
 	UtilSource  string // optional extra: nvml | gpm | dcgm | none
 	SchemaField string // optional "schema" field as received (empty when absent)
-	HolderRef   string // optional "holder_ref": k8s:<ns>/<pod> | slurm:<jobid> | pid:<pid>; not part of Key
+	HolderRef   string // optional "holder_ref": k8s:<ns>/<pod> | slurm:<jobid> | pid:<pid> | vm:<vm id>; not part of Key
+	// A share of a card (a vGPU instance, a HAMi allocation, a time-sliced
+	// replica): ShareKind is ShareVGPU, ShareHAMi or ShareTimeslice, and
+	// ShareMem / ShareCores the share's fraction of the card's memory and
+	// compute, in (0, 1]. All three are absent (empty, 0) on whole cards and
+	// MIG slices; a share has at least one of the two fractions.
+	ShareKind  string  // optional "share_kind"
+	ShareMem   float64 // optional "share_mem"; 0: absent
+	ShareCores float64 // optional "share_cores"; 0: absent
+}
+
+// The kinds of share (share_kind).
+const (
+	ShareVGPU      = "vgpu"      // an NVIDIA vGPU instance on a host (one VM)
+	ShareHAMi      = "hami"      // a HAMi allocation (nvidia.com/gpumem, nvidia.com/gpucores) of a pod's container
+	ShareTimeslice = "timeslice" // time-sliced replicas (device IDs GPU-…::N) of a pod's container
+)
+
+// ValidShareKind reports whether k is a share_kind of the format.
+func ValidShareKind(k string) bool {
+	return k == ShareVGPU || k == ShareHAMi || k == ShareTimeslice
 }
 
 // EndMS is the exclusive end of the covered interval.
@@ -76,8 +96,33 @@ func (s *Sample) Validate() error {
 	case s.SchemaField != "" && s.SchemaField != SampleSchemaV1:
 		return &FieldError{Field: "schema", Value: s.SchemaField, Reason: "unknown sample format version (this build reads " + SampleSchemaV1 + ")"}
 	}
+	return s.validateShare()
+}
+
+// validateShare checks the share fields: a known kind, fractions in (0, 1],
+// at least one fraction with a kind and none without.
+func (s *Sample) validateShare() error {
+	if s.ShareKind == "" && s.ShareMem == 0 && s.ShareCores == 0 {
+		return nil // a whole card or a MIG slice: the common case
+	}
+	switch {
+	case s.ShareKind != "" && !ValidShareKind(s.ShareKind):
+		return &FieldError{Field: "share_kind", Value: quoteString(s.ShareKind), Reason: "unknown kind of share (want vgpu, hami or timeslice)"}
+	case s.ShareMem != 0 && !(s.ShareMem > 0 && s.ShareMem <= 1):
+		return &FieldError{Field: "share_mem", Value: fmt.Sprint(s.ShareMem), Reason: "must be in (0,1]"}
+	case s.ShareCores != 0 && !(s.ShareCores > 0 && s.ShareCores <= 1):
+		return &FieldError{Field: "share_cores", Value: fmt.Sprint(s.ShareCores), Reason: "must be in (0,1]"}
+	case s.ShareKind == "" && s.ShareMem != 0:
+		return &FieldError{Field: "share_mem", Value: fmt.Sprint(s.ShareMem), Reason: "needs share_kind"}
+	case s.ShareKind == "":
+		return &FieldError{Field: "share_cores", Value: fmt.Sprint(s.ShareCores), Reason: "needs share_kind"}
+	case s.ShareMem == 0 && s.ShareCores == 0:
+		return &FieldError{Field: "share_kind", Value: quoteString(s.ShareKind), Reason: "needs share_mem or share_cores"}
+	}
 	return nil
 }
+
+func quoteString(v string) string { return quote([]byte(v)) }
 
 // FieldError is a validation error that names the field and the offending value.
 type FieldError struct {

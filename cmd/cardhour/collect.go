@@ -44,6 +44,8 @@ type collectFlags struct {
 	gcPercent                                             int
 	spoolMax, memLimit                                    int64
 	tls, tlsInsecure, validate, noAutoCreate              bool
+	vgpu, kubeShares                                      bool
+	timesliceReplicas                                     int
 
 	dcgmURL      string
 	dcgmTimeout  time.Duration
@@ -81,6 +83,9 @@ func runCollect(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.socket, "kubelet-socket", attrib.DefaultKubeletSocket, "kubelet PodResources socket")
 	fs.StringVar(&f.userLabel, "kube-user-label", "", "pod label naming the user, read from the API server (e.g. cardhour.io/user); empty: no API calls")
 	fs.StringVar(&f.nsProjects, "kube-namespace-projects", "", "namespace=project pairs, comma-separated (default: project = namespace)")
+	fs.BoolVar(&f.kubeShares, "kube-shares", false, "meter shares of whole cards (HAMi allocations, time-sliced ::N replicas) per pod container; reads the node's pods from the API server ($NODE_NAME) and per-process utilisation")
+	fs.IntVar(&f.timesliceReplicas, "kube-timeslice-replicas", 0, "the device plugin's time-slicing replicas per card (0: counted from the kubelet's allocatable devices)")
+	fs.BoolVar(&f.vgpu, "vgpu", false, "vGPU host: meter each active vGPU instance of a card (share_kind vgpu)")
 	fs.StringVar(&f.dcgmURL, "dcgm-url", "", "dcgm-exporter metrics on this node, e.g. http://$NODE_IP:9400/metrics: utilisation of instances NVML cannot measure (A100/A30 MIG) from DCGM_FI_PROF_GR_ENGINE_ACTIVE (empty: off)")
 	fs.DurationVar(&f.dcgmTimeout, "dcgm-timeout", dcgm.DefaultTimeout, "bound of one dcgm-exporter scrape (less than --interval)")
 	fs.BoolVar(&f.dcgmOverride, "dcgm-override", false, "DCGM's value replaces utilisation NVML measured too (whole cards, GPM); default: DCGM fills only util that is null")
@@ -252,12 +257,13 @@ func collect(ctx context.Context, f collectFlags, stdout io.Writer, log *slog.Lo
 		}
 		defer closeAll()
 	} else {
-		src, err := nvmlsource.New(nvmlsource.Config{Lib: nvml.New(), Logger: log, Registerer: reg})
+		src, err := nvmlsource.New(nvmlsource.Config{Lib: nvml.New(), Logger: log, Registerer: reg,
+			VGPU: f.vgpu, ProcessUtilization: f.kubeShares})
 		if err != nil {
 			return early(err) // ErrNoNVML says what is missing, once, at start
 		}
 		defer src.Close() //nolint:errcheck // NVML shutdown: nothing to do on failure
-		base.Source, base.Resolvers = src, resolvers
+		base.Source, base.Resolvers, base.Splitters = src, resolvers, splitters(resolvers)
 		if f.dcgmURL != "" {
 			ds, err := dcgm.New(src, dcgm.Config{URL: f.dcgmURL, Timeout: f.dcgmTimeout, Override: f.dcgmOverride,
 				Logger: log, Registerer: reg})
@@ -384,6 +390,17 @@ func (f flushingPublisher) Publish(ctx context.Context, s []schemas.Sample) erro
 	return f.p.Flush()
 }
 
+// splitters are the resolvers that also split shared cards (attrib's Kube).
+func splitters(rs []collector.Resolver) []collector.Splitter {
+	var out []collector.Splitter
+	for _, r := range rs {
+		if sp, ok := r.(collector.Splitter); ok {
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
 func collectResolvers(f collectFlags, log *slog.Logger) ([]collector.Resolver, func(), error) {
 	order := f.resolvers
 	if order == "" {
@@ -444,7 +461,8 @@ func collectResolvers(f collectFlags, log *slog.Logger) ([]collector.Resolver, f
 				}
 				nsp[k] = v
 			}
-			k, err := attrib.NewKube(attrib.KubeConfig{Socket: f.socket, UserLabel: f.userLabel, NamespaceProjects: nsp})
+			k, err := attrib.NewKube(attrib.KubeConfig{Socket: f.socket, UserLabel: f.userLabel, NamespaceProjects: nsp,
+				Shares: f.kubeShares, TimeSlicingReplicas: f.timesliceReplicas})
 			if err != nil {
 				errs = append(errs, err)
 				continue

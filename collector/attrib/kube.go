@@ -41,6 +41,18 @@ type KubeConfig struct {
 	Timeout   time.Duration // per call (default 2 s)
 	// HTTPClient overrides the client for the API server (tests).
 	HTTPClient *http.Client
+	// Shares splits whole cards shared by pods (HAMi, time-slicing) into one
+	// instance per (card, pod, container) (Kube.Split). HAMi allocations and
+	// the process → container mapping need the API server's pod list.
+	Shares bool
+	// NodeName is this node, whose pods are listed (default $NODE_NAME).
+	NodeName string
+	// TimeSlicingReplicas is the device plugin's replicas per card
+	// (sharing.timeSlicing.resources[].replicas); 0: counted from the
+	// kubelet's allocatable devices.
+	TimeSlicingReplicas int
+	// ProcRoot is /proc (tests pass a fake tree).
+	ProcRoot string
 }
 
 // Kube attributes instances to pods: kubelet PodResources gives the pod of each
@@ -70,6 +82,12 @@ func NewKube(cfg KubeConfig) (*Kube, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 2 * time.Second
 	}
+	if cfg.ProcRoot == "" {
+		cfg.ProcRoot = "/proc"
+	}
+	if cfg.NodeName == "" {
+		cfg.NodeName = os.Getenv("NODE_NAME")
+	}
 	conn, err := grpc.NewClient("passthrough:///kubelet",
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
@@ -80,7 +98,7 @@ func NewKube(cfg KubeConfig) (*Kube, error) {
 		return nil, fmt.Errorf("kubelet PodResources client: %w", err)
 	}
 	k := &Kube{cfg: cfg, conn: conn, client: podresourcesv1.NewPodResourcesListerClient(conn), labels: map[string]labelEntry{}}
-	if cfg.UserLabel != "" {
+	if cfg.UserLabel != "" || (cfg.Shares && (cfg.APIServer != "" || os.Getenv("KUBERNETES_SERVICE_HOST") != "")) {
 		if err := k.setupAPI(); err != nil {
 			_ = conn.Close()
 			return nil, err
@@ -154,6 +172,9 @@ func (k *Kube) Resolve(ctx context.Context, insts []collector.Instance) (map[str
 	var errs []error
 	for _, in := range insts {
 		p, ok := byDev[in.InstanceID]
+		if in.Pod != "" { // a share of a card: the splitter named its pod
+			p, ok = pod{in.Namespace, in.Pod}, true
+		}
 		if !ok {
 			continue
 		}

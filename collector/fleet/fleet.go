@@ -41,7 +41,12 @@ type Node struct {
 	holders []*HolderSpec
 	inst    map[string]*nvmlmock.Instance // instance UUID → instance
 	byHold  map[*HolderSpec]*nvmlmock.Instance
+	spec    NodeSpec
+	vgpus   map[string]slotRef // vGPU UUID → its card and slot
 }
+
+// slotRef is a slot of a split card: GPU index and slot.
+type slotRef struct{ gpu, slot int }
 
 // ModelNames returns the gpu_model overrides of this fleet (defaults plus the file's).
 func (f *Fleet) ModelNames() map[string]string {
@@ -74,7 +79,8 @@ func Build(spec *Spec, clock collector.Clock, start time.Time) (*Fleet, error) {
 			return nil, fmt.Errorf("node %q: %w", ns.Name, err)
 		}
 		n := &Node{Name: ns.Name, Sim: sim, Lib: sim.Lib(), inst: map[string]*nvmlmock.Instance{},
-			byHold: map[*HolderSpec]*nvmlmock.Instance{}}
+			byHold: map[*HolderSpec]*nvmlmock.Instance{}, spec: ns, vgpus: map[string]slotRef{}}
+		n.enableVGPUs()
 		for _, g := range sim.GPUs {
 			for _, in := range g.Instances {
 				n.inst[in.UUID] = in
@@ -86,17 +92,28 @@ func Build(spec *Spec, clock collector.Clock, start time.Time) (*Fleet, error) {
 	for i := range spec.Holders {
 		h := &spec.Holders[i]
 		n := byName[h.node]
-		in := n.Sim.GPUs[h.gpu].Instances[0]
-		if h.hasSlot {
-			in = n.Sim.GPUs[h.gpu].Instances[h.slot]
-		}
 		n.holders = append(n.holders, h)
-		n.byHold[h] = in
+		g := n.Sim.GPUs[h.gpu]
+		switch {
+		case h.hasSlot && !g.MIG:
+			// A slot of a vGPU or shared card: found by onSlot, not by instance.
+		case h.hasSlot:
+			n.byHold[h] = g.Instances[h.slot]
+		default:
+			n.byHold[h] = g.Instances[0]
+		}
 	}
 	for _, n := range f.Nodes {
-		for _, g := range n.Sim.GPUs {
+		for gi, g := range n.Sim.GPUs {
 			for _, in := range g.Instances {
+				if n.shared(gi) {
+					in.Dynamic(func() State { return f.sharedState(n, gi, in) })
+					continue
+				}
 				in.Dynamic(func() State { return f.state(n, in) })
+			}
+			for slot, v := range g.VGPUs {
+				v.Dynamic(func() nvmlmock.VGPUState { return f.vgpuState(n, gi, slot) })
 			}
 		}
 	}
@@ -109,9 +126,14 @@ type State = nvmlmock.State
 // active returns the holder of in at the current simulated time, and the
 // position inside its window.
 func (f *Fleet) active(n *Node, in *nvmlmock.Instance) (*HolderSpec, int, time.Duration, time.Duration) {
+	return f.activeWhere(n, func(h *HolderSpec) bool { return n.byHold[h] == in })
+}
+
+// activeWhere is active for the holders on returns true for.
+func (f *Fleet) activeWhere(n *Node, on func(h *HolderSpec) bool) (*HolderSpec, int, time.Duration, time.Duration) {
 	rel := f.clock.Now().Sub(f.start)
 	for idx, h := range n.holders {
-		if n.byHold[h] != in {
+		if !on(h) {
 			continue
 		}
 		start := time.Duration(h.Start)
@@ -153,11 +175,15 @@ func (f *Fleet) isReleased(h *HolderSpec, windowStart time.Duration) bool {
 // instance now.
 func (f *Fleet) Release(instanceID string) (holder string, ok bool) {
 	for _, n := range f.Nodes {
-		in := n.inst[instanceID]
-		if in == nil {
+		var h *HolderSpec
+		var rel time.Duration
+		if in := n.inst[instanceID]; in != nil {
+			h, _, _, rel = f.active(n, in)
+		} else if on := n.slotHolder(instanceID); on != nil {
+			h, _, _, rel = f.activeWhere(n, on)
+		} else {
 			continue
 		}
-		h, _, _, rel := f.active(n, in)
 		if h == nil {
 			return "", false
 		}
@@ -191,8 +217,14 @@ func (f *Fleet) state(n *Node, in *nvmlmock.Instance) State {
 	if h == nil {
 		return State{}
 	}
+	return behave(h, idx, w, rel, in.MemTotal)
+}
+
+// behave is what the holder's script runs at w into its window, on memTotal
+// bytes of memory.
+func behave(h *HolderSpec, idx int, w, rel time.Duration, memTotal uint64) State {
 	pid := uint32(10000 + 100*idx)
-	frac := func(p float64) uint64 { return uint64(float64(in.MemTotal) * p) }
+	frac := func(p float64) uint64 { return uint64(float64(memTotal) * p) }
 	switch h.Behaviour {
 	case Training:
 		mem := frac(0.85 + 0.1*noise(idx, rel))
@@ -229,6 +261,9 @@ func (r *resolver) Resolve(_ context.Context, insts []collector.Instance) (map[s
 	for _, ci := range insts {
 		in := r.n.inst[ci.InstanceID]
 		if in == nil {
+			if h := r.f.slotHolderNow(r.n, &ci); h != nil {
+				out[ci.InstanceID] = *h
+			}
 			continue
 		}
 		if h, _, _, _ := r.f.active(r.n, in); h != nil {

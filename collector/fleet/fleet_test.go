@@ -122,3 +122,71 @@ func TestRelease(t *testing.T) {
 	_, ok = f.Release("MIG-not-here")
 	require.False(t, ok)
 }
+
+// The shared fleet: vGPU instances, HAMi and time-sliced shares, each share
+// its own instance, several holders on one card at once, every sample valid.
+func TestSharedFleet(t *testing.T) {
+	spec, err := fleet.Load("../testdata/fleet.shared.yaml")
+	require.NoError(t, err)
+	var out bytes.Buffer
+	pub := collector.NewJSONLPublisher(&out)
+	from := time.Date(2026, 11, 1, 0, 0, 0, 0, time.FixedZone("CST", 8*3600))
+	require.NoError(t, fleet.Simulate(context.Background(), fleet.SimulateConfig{Spec: spec, From: from, To: from.Add(4 * 24 * time.Hour),
+		Interval: 10 * time.Minute, Publisher: pub}))
+	require.NoError(t, pub.Flush())
+	kinds := map[string]int{}
+	heldAt := map[string]map[int64]map[string]bool{} // GPU → ts → holders
+	profiles := map[string]map[string]bool{}
+	_, err = schemas.ReadSamples(bytes.NewReader(out.Bytes()), schemas.ReadOptions{Workers: 1}, func(_ int, ss []schemas.Sample) error {
+		for _, s := range ss {
+			require.NoError(t, s.Validate())
+			kinds[s.ShareKind]++
+			if s.ShareKind == "" {
+				continue
+			}
+			if profiles[s.ShareKind] == nil {
+				profiles[s.ShareKind] = map[string]bool{}
+			}
+			profiles[s.ShareKind][s.Profile] = true
+			if s.Project == "" {
+				continue
+			}
+			if heldAt[s.GPUUUID] == nil {
+				heldAt[s.GPUUUID] = map[int64]map[string]bool{}
+			}
+			if heldAt[s.GPUUUID][s.StartMS] == nil {
+				heldAt[s.GPUUUID][s.StartMS] = map[string]bool{}
+			}
+			require.False(t, heldAt[s.GPUUUID][s.StartMS][s.InstanceID], "one sample per share and tick")
+			heldAt[s.GPUUUID][s.StartMS][s.InstanceID] = true
+			switch s.ShareKind {
+			case schemas.ShareVGPU:
+				require.Regexp(t, `^vm:`, s.HolderRef)
+				require.InDelta(t, 1.0/16, s.ShareMem, 1e-12)
+			case schemas.ShareHAMi:
+				require.Regexp(t, `^GPU-[0-9a-f-]+/share/[a-z-]+/[a-z0-9-]+/main$`, s.InstanceID)
+				require.InDelta(t, 0.05, s.ShareMem, 1e-12)
+				require.InDelta(t, 0.05, s.ShareCores, 1e-12)
+				require.True(t, s.UtilKnown)
+			case schemas.ShareTimeslice:
+				require.InDelta(t, 0.25, s.ShareCores, 1e-12)
+				require.Zero(t, s.ShareMem)
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Positive(t, kinds[schemas.ShareVGPU])
+	require.Positive(t, kinds[schemas.ShareHAMi])
+	require.Positive(t, kinds[schemas.ShareTimeslice])
+	require.Equal(t, map[string]bool{"A16-1Q": true}, profiles[schemas.ShareVGPU])
+	require.Equal(t, map[string]bool{"1/20": true}, profiles[schemas.ShareHAMi])
+	require.Equal(t, map[string]bool{"1/4": true}, profiles[schemas.ShareTimeslice])
+	most := 0
+	for _, byTS := range heldAt {
+		for _, hs := range byTS {
+			most = max(most, len(hs))
+		}
+	}
+	require.GreaterOrEqual(t, most, 10, "many holders on one card at the same time")
+}

@@ -29,7 +29,8 @@ func (f *Fleet) NodeCollectors(base collector.Config, extra ...collector.Resolve
 		models[k] = v
 	}
 	for _, n := range f.Nodes {
-		src, err := nvmlsource.New(nvmlsource.Config{Lib: n.Lib, Logger: base.Logger, Registerer: base.Registerer})
+		src, err := nvmlsource.New(nvmlsource.Config{Lib: n.Lib, Logger: base.Logger, Registerer: base.Registerer,
+			VGPU: n.hasVGPU(), VMName: n.vmName, ProcessUtilization: n.hasShares()})
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("node %q: %w", n.Name, err)
@@ -40,6 +41,9 @@ func (f *Fleet) NodeCollectors(base collector.Config, extra ...collector.Resolve
 		cfg.Source = src
 		cfg.ModelNames = models
 		cfg.Resolvers = append([]collector.Resolver{f.Resolver(n)}, extra...)
+		if n.hasShares() {
+			cfg.Splitters = append([]collector.Splitter{f.Splitter(n)}, base.Splitters...)
+		}
 		c, err := collector.New(cfg)
 		if err != nil {
 			closeAll()

@@ -41,9 +41,70 @@ type NodeSpec struct {
 	line  int
 }
 
-// GPUSpec is one card: MIG profiles, or none for the whole card.
+// GPUSpec is one card: MIG profiles, vGPU instances, shares, or none of
+// them for the whole card.
 type GPUSpec struct {
-	MIG []string `yaml:"mig"`
+	MIG    []string    `yaml:"mig"`
+	VGPU   *VGPUSpec   `yaml:"vgpu"`
+	Shares *SharesSpec `yaml:"shares"`
+}
+
+// VGPUSpec makes the card a vGPU host's: count vGPU instances of one type,
+// each with 1/count of the card's memory; a slot's VM runs while a holder
+// holds it.
+type VGPUSpec struct {
+	Type  string `yaml:"type"` // e.g. A16-1Q
+	Count int    `yaml:"count"`
+}
+
+// SharesSpec shares the card between pods: HAMi (count shares of mem_mb
+// MiB and cores % each) or time-slicing (count replicas).
+type SharesSpec struct {
+	Kind  string `yaml:"kind"` // hami | timeslice
+	Count int    `yaml:"count"`
+	MemMB int64  `yaml:"mem_mb"` // hami: nvidia.com/gpumem
+	Cores int    `yaml:"cores"`  // hami: nvidia.com/gpucores (0: not set)
+}
+
+// slots is how many holders the card takes by slot (0: a whole card).
+func (g *GPUSpec) slots() int {
+	switch {
+	case len(g.MIG) > 0:
+		return len(g.MIG)
+	case g.VGPU != nil:
+		return g.VGPU.Count
+	case g.Shares != nil:
+		return g.Shares.Count
+	}
+	return 0
+}
+
+// validate checks the card's sharing.
+func (g *GPUSpec) validate(add func(format string, a ...any)) {
+	n := 0
+	for _, set := range []bool{len(g.MIG) > 0, g.VGPU != nil, g.Shares != nil} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		add("a GPU has one of mig, vgpu or shares")
+	}
+	if v := g.VGPU; v != nil && (v.Type == "" || v.Count < 1 || v.Count > 64) {
+		add("vgpu: want a type and a count of 1..64")
+	}
+	if sh := g.Shares; sh != nil {
+		switch {
+		case sh.Kind != "hami" && sh.Kind != "timeslice":
+			add("shares: kind %q: want hami or timeslice", sh.Kind)
+		case sh.Count < 1 || sh.Count > 128:
+			add("shares: want a count of 1..128")
+		case sh.Kind == "hami" && sh.MemMB <= 0:
+			add("shares: hami needs mem_mb")
+		case sh.Cores < 0 || sh.Cores > 100:
+			add("shares: cores: want 0..100")
+		}
+	}
 }
 
 // Behaviours a holder can script.
@@ -201,6 +262,11 @@ func (s *Spec) Validate() error {
 		if len(n.GPUs) == 0 || len(n.GPUs) > 16 {
 			add(n.line, "node %q: want 1..16 gpus", n.Name)
 		}
+		for gi := range n.GPUs {
+			n.GPUs[gi].validate(func(format string, a ...any) {
+				add(n.line, "node %q: GPU %d: %s", n.Name, gi, fmt.Sprintf(format, a...))
+			})
+		}
 	}
 	for i := range s.Holders {
 		h := &s.Holders[i]
@@ -258,16 +324,16 @@ func (h *HolderSpec) place(nodes map[string]*NodeSpec, add func(format string, a
 		return
 	}
 	h.gpu = g
-	mig := n.GPUs[g].MIG
+	slots := n.GPUs[g].slots()
 	if len(parts) == 3 {
 		sl, err := strconv.Atoi(parts[2])
-		if err != nil || sl < 0 || sl >= len(mig) {
-			add("holder %q: instance %q: GPU %d has %d MIG slots", h.Name, h.Instance, g, len(mig))
+		if err != nil || sl < 0 || sl >= slots {
+			add("holder %q: instance %q: GPU %d has %d slots (MIG, vGPU or shares)", h.Name, h.Instance, g, slots)
 			return
 		}
 		h.slot, h.hasSlot = sl, true
-	} else if len(mig) > 0 {
-		add("holder %q: instance %q: GPU %d is split by MIG: name the slot (node/gpu/slot)", h.Name, h.Instance, g)
+	} else if slots > 0 {
+		add("holder %q: instance %q: GPU %d is split (MIG, vGPU or shares): name the slot (node/gpu/slot)", h.Name, h.Instance, g)
 	}
 }
 

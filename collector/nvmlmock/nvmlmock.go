@@ -37,10 +37,16 @@ var models = map[string]struct {
 	"a100-80gb": {cfg: gpus.A100_SXM4_80GB},
 	"a100-40gb": {cfg: gpus.A100_SXM4_40GB},
 	"h100-80gb": {cfg: gpus.H100_SXM5_80GB, gpm: true, h: true},
+	// Cards without MIG, shared by vGPU, HAMi or time-slicing (go-nvml's
+	// mock has no such configuration: name and memory as the drivers report).
+	"a16-16gb": {cfg: gpus.Config{Name: "NVIDIA A16", Architecture: nvml.DEVICE_ARCH_AMPERE, Brand: nvml.BRAND_NVIDIA,
+		MemoryMB: 16384, CudaMajor: 8, CudaMinor: 6, PciDeviceId: 0x25B610DE}},
+	"t4-16gb": {cfg: gpus.Config{Name: "Tesla T4", Architecture: nvml.DEVICE_ARCH_TURING, Brand: nvml.BRAND_NVIDIA,
+		MemoryMB: 15360, CudaMajor: 7, CudaMinor: 5, PciDeviceId: 0x1EB810DE}},
 }
 
 // Models returns the short model names New accepts.
-func Models() []string { return []string{"a100-40gb", "a100-80gb", "h100-80gb"} }
+func Models() []string { return []string{"a100-40gb", "a100-80gb", "a16-16gb", "h100-80gb", "t4-16gb"} }
 
 // State is what an instance reports at one moment.
 type State struct {
@@ -49,6 +55,9 @@ type State struct {
 	// Util in [0,1]; on a whole card it is returned by GetUtilizationRates, on a
 	// MIG instance by GPM (when the GPU has GPM).
 	Util float64
+	// ProcUtil is the SM utilisation in [0,1] of each process (by PID) of a
+	// whole card, returned by GetProcessUtilization for the non-zero ones.
+	ProcUtil map[uint32]float64
 }
 
 // Instance is one MIG device, or a whole card.
@@ -99,6 +108,10 @@ type GPU struct {
 	handle *gpuHandle // what Node.Lib hands out for this GPU
 	mu     sync.Mutex
 	fail   nvml.Return
+	// VGPUs are the card's vGPU instances (EnableVGPU); the active ones are
+	// what GetActiveVgpus returns.
+	VGPUs []*VGPU
+	ts    uint64 // the clock of the utilisation samples, one step per call
 }
 
 // Fail makes every call on this GPU and its MIG devices return r (SUCCESS heals it).
@@ -327,6 +340,13 @@ func (h *gpuHandle) GetUtilizationRates() (nvml.Utilization, nvml.Return) {
 }
 func (h *gpuHandle) GpmQueryDeviceSupport() (nvml.GpmSupport, nvml.Return) {
 	return h.GpmQueryDeviceSupportFunc()
+}
+func (h *gpuHandle) GetActiveVgpus() ([]nvml.VgpuInstance, nvml.Return) { return h.g.activeVGPUs() }
+func (h *gpuHandle) GetVgpuUtilization(last uint64) (nvml.ValueType, []nvml.VgpuInstanceUtilizationSample, nvml.Return) {
+	return h.g.vgpuUtilization(last)
+}
+func (h *gpuHandle) GetProcessUtilization(last uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+	return h.g.processUtilization(last)
 }
 
 // lib is Node.Lib: the mock server, with the per-tick calls answered directly.

@@ -7,6 +7,11 @@
 // it: utilisation rates of a whole card (util_source "nvml"), GPM SM utilisation
 // of a MIG instance on Hopper and newer (util_source "gpm"); otherwise util is
 // null (util_source "none"), never guessed.
+//
+// With VGPU on (a vGPU host), a GPU that has active vGPU instances is reported
+// as those instances (share_kind "vgpu"). With ProcessUtilization on, a whole
+// card's processes carry their NVML per-process utilisation, which the
+// Kubernetes splitter sums per share (collector.SplitCard).
 package nvmlsource
 
 import (
@@ -33,6 +38,15 @@ type Config struct {
 	Registerer prometheus.Registerer // nil: metrics are not registered
 	// DisableGPM turns GPM off (util of MIG instances is then null).
 	DisableGPM bool
+	// VGPU reads the active vGPU instances of each GPU (a vGPU host:
+	// nvmlDeviceGetActiveVgpus); a GPU with none is reported whole.
+	VGPU bool
+	// VMName names the VM of a vGPU instance by its VM ID (NVML gives the
+	// ID only); nil: vGPU instances carry no VM name.
+	VMName func(vmID string) string
+	// ProcessUtilization reads per-process utilisation of whole cards
+	// (nvmlDeviceGetProcessUtilization), for shares of a card.
+	ProcessUtilization bool
 }
 
 // Validate reports every problem of the configuration.
@@ -51,11 +65,19 @@ type Source struct {
 	gpmOff bool
 	errs   *prometheus.CounterVec
 
+	vgpu, procUtil bool
+	vmName         func(string) string
+	licensed       *prometheus.GaugeVec
+
 	mu       sync.Mutex
 	profiles map[string]string    // MIG UUID → profile name
 	gpm      map[string]*gpmState // MIG UUID → GPM samples
 	gpmOK    map[string]bool      // GPU UUID → GPM supported
 	metrics  *nvml.GpmMetricsGetType
+
+	vgpuSeen    map[string]uint64  // GPU UUID → last vGPU utilisation sample seen
+	procSeen    map[string]uint64  // GPU UUID → last process utilisation sample seen
+	licenseSeen map[string]float64 // vGPU instance → last license state
 }
 
 type gpmState struct {
@@ -77,13 +99,17 @@ func New(cfg Config) (*Source, error) {
 		Name: "cardhour_collector_nvml_errors_total",
 		Help: "NVML calls that failed, per call.",
 	}, []string{"call"})
+	licensed := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "cardhour_collector_vgpu_licensed",
+		Help: "License state of a vGPU instance: 1 licensed, 0 not licensed (reduced capability).",
+	}, []string{"instance_id", "vm_id"})
 	if cfg.Registerer != nil {
-		if err := cfg.Registerer.Register(errs); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return nil, err
-			}
-			errs = are.ExistingCollector.(*prometheus.CounterVec)
+		var err error
+		if errs, err = register(cfg.Registerer, errs); err != nil {
+			return nil, err
+		}
+		if licensed, err = register(cfg.Registerer, licensed); err != nil {
+			return nil, err
 		}
 	}
 	switch r := cfg.Lib.Init(); r {
@@ -94,12 +120,31 @@ func New(cfg Config) (*Source, error) {
 		return nil, fmt.Errorf("cannot initialise NVML: %s", errString(r))
 	}
 	s := &Source{lib: cfg.Lib, log: cfg.Logger.With("component", "nvml"), gpmOff: cfg.DisableGPM, errs: errs,
-		profiles: map[string]string{}, gpm: map[string]*gpmState{}, gpmOK: map[string]bool{}}
+		profiles: map[string]string{}, gpm: map[string]*gpmState{}, gpmOK: map[string]bool{},
+		vgpu: cfg.VGPU, procUtil: cfg.ProcessUtilization, vmName: cfg.VMName, licensed: licensed,
+		vgpuSeen: map[string]uint64{}, procSeen: map[string]uint64{}, licenseSeen: map[string]float64{}}
 	if v, r := cfg.Lib.SystemGetDriverVersion(); r == nvml.SUCCESS {
 		s.log.Info("NVML initialised", "driver", v)
 	}
 	return s, nil
 }
+
+// register registers c, or returns the collector already registered under its name.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if !errors.As(err, &are) {
+			return c, err
+		}
+		if prev, ok := are.ExistingCollector.(C); ok {
+			return prev, nil
+		}
+		return c, err
+	}
+	return c, nil
+}
+
+func joinErrs(errs []error) error { return errors.Join(errs...) }
 
 // Close frees GPM buffers and shuts NVML down.
 func (s *Source) Close() error {
@@ -193,6 +238,17 @@ func (s *Source) sampleGPU(i int) (out []collector.Instance, err error) {
 	} else if r != nvml.ERROR_NOT_SUPPORTED {
 		return nil, s.fail("GetMigMode", r)
 	}
+	if !mig && s.vgpu {
+		switch vgpus, r := dev.GetActiveVgpus(); r {
+		case nvml.SUCCESS:
+			if len(vgpus) > 0 {
+				return s.vgpuInstances(dev, i, uuid, name, vgpus)
+			}
+		case nvml.ERROR_NOT_SUPPORTED:
+		default:
+			_ = s.fail("GetActiveVgpus", r) // the card is still reported whole
+		}
+	}
 	if !mig {
 		in, err := s.wholeCard(dev, i, uuid, name)
 		if err != nil {
@@ -216,6 +272,9 @@ func (s *Source) wholeCard(dev nvml.Device, idx int, uuid, name string) (collect
 		return in, s.fail("GetComputeRunningProcesses", r)
 	}
 	in.Processes = convertProcs(procs)
+	if s.procUtil {
+		s.processUtil(dev, &in)
+	}
 	switch u, r := dev.GetUtilizationRates(); r {
 	case nvml.SUCCESS:
 		if u.Gpu <= 100 {
