@@ -35,6 +35,20 @@ type jsonResult struct {
 type jsonDataQuality struct {
 	SkippedLines int64          `json:"skipped_lines"`
 	Conflicts    []jsonConflict `json:"conflicts"`
+	// Oversubscribed is there when a card's shares added up to more than it.
+	Oversubscribed []jsonOversubscription `json:"oversubscribed,omitempty"`
+}
+
+type jsonOversubscription struct {
+	GPU          string       `json:"gpu"`
+	Basis        string       `json:"basis"`
+	Peak         string       `json:"peak"`
+	OverSeconds  json.Number  `json:"over_seconds"`
+	First        string       `json:"first"`
+	Last         string       `json:"last"`
+	Instances    []string     `json:"instances,omitempty"`
+	Holders      []jsonHolder `json:"holders"`
+	OtherHolders int          `json:"other_holders,omitempty"`
 }
 
 type jsonConflict struct {
@@ -115,6 +129,15 @@ func WriteJSON(w io.Writer, r *Result) error {
 			jc.Kinds = append(jc.Kinds, jsonKind(k))
 		}
 		out.DataQuality.Conflicts = append(out.DataQuality.Conflicts, jc)
+	}
+	for _, o := range r.Oversubscribed {
+		jo := jsonOversubscription{GPU: o.GPU, Basis: string(o.Basis), Peak: o.Peak.String(), OverSeconds: *seconds(o.OverMS),
+			First: formatRFC3339(o.First, loc), Last: formatRFC3339(o.Last, loc), Instances: o.Instances,
+			Holders: []jsonHolder{}, OtherHolders: o.OtherHolders}
+		for _, h := range o.Holders {
+			jo.Holders = append(jo.Holders, jsonHolder(h))
+		}
+		out.DataQuality.Oversubscribed = append(out.DataQuality.Oversubscribed, jo)
 	}
 	for _, inv := range r.Invoices {
 		ji := jsonInvoice{Project: inv.Project, Name: inv.Name, Funding: inv.Funding, InCatalog: inv.InCatalog,
@@ -310,7 +333,7 @@ func WriteTable(w io.Writer, r *Result) error {
 				u.Sessions, hours(u.UsedMS), hours(u.IdleMS))
 		}
 	}
-	if r.SkippedLines > 0 || len(r.Conflicts) > 0 {
+	if r.SkippedLines > 0 || len(r.Conflicts) > 0 || len(r.Oversubscribed) > 0 {
 		fmt.Fprintf(tw, "\ndata quality (数据质量):\n")
 		if r.SkippedLines > 0 {
 			fmt.Fprintf(tw, "  invalid lines skipped, not billed: %d\n", r.SkippedLines)
@@ -334,6 +357,7 @@ func WriteTable(w io.Writer, r *Result) error {
 					FormatSeconds(c.OverlapMS), formatLocal(c.First, loc), formatLocal(c.Last, loc))
 			}
 		}
+		writeOversubscribed(tw, r)
 	}
 	if len(r.Warnings) > 0 {
 		fmt.Fprintf(tw, "\nwarnings (警告):\n")
@@ -357,4 +381,18 @@ func orDash(s string) string {
 // there are any.
 func formatRFC3339(ms int64, loc *time.Location) string {
 	return time.UnixMilli(ms).In(loc).Format("2006-01-02T15:04:05.999Z07:00")
+}
+
+// writeOversubscribed is the table of the cards whose shares added up to more
+// than the card.
+func writeOversubscribed(tw io.Writer, r *Result) {
+	if len(r.Oversubscribed) == 0 {
+		return
+	}
+	loc := r.Period.Start.Location()
+	fmt.Fprintln(tw, "over-subscribed card (超配)\tbasis\tpeak %\tover s\tfirst\tlast\t")
+	for _, o := range r.Oversubscribed {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", o.GPU, o.Basis, o.Peak.Shift(2).String(),
+			FormatSeconds(o.OverMS), formatLocal(o.First, loc), formatLocal(o.Last, loc))
+	}
 }

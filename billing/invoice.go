@@ -26,6 +26,9 @@ type Result struct {
 	// Conflicts are the instances held by more than one holder, or as more than
 	// one kind, at the same time inside the period, sorted by instance id.
 	Conflicts []Conflict
+	// Oversubscribed are the cards whose shares, held at once, added up to more
+	// than the card (rule 11), sorted by card and basis.
+	Oversubscribed []Oversubscription
 	// SkippedLines is the number of invalid input lines that were skipped and not
 	// billed (bill --skip-invalid), for the data-quality section of the outputs.
 	SkippedLines int64
@@ -42,8 +45,10 @@ const (
 	WarnUnpriced     = "unpriced"
 	WarnNotInCatalog = "project_not_in_catalog"
 	WarnConflict     = "holder_conflict"
-	WarnNoUsage      = "no_usage"
-	WarnInput        = "input"
+	// WarnOversubscribed: a card's shares added up to more than the card.
+	WarnOversubscribed = "oversubscribed"
+	WarnNoUsage        = "no_usage"
+	WarnInput          = "input"
 	// WarnReleaseFailed: an instance idle past its project's release_after
 	// that could not be released; the time it stayed held is billed.
 	WarnReleaseFailed = "release_failed"
@@ -436,6 +441,15 @@ func (a *Accumulator) addDataQuality(res *Result, occ *occupancy) {
 		}
 		res.warn(Warning{Code: WarnConflict, Users: nonEmpty(users...), Message: c.Message(a.period.Start.Location())})
 	}
+	res.Oversubscribed = a.oversubscriptions()
+	for i := range res.Oversubscribed {
+		o := &res.Oversubscribed[i]
+		users := make([]string, 0, len(o.Holders))
+		for _, h := range o.Holders {
+			users = append(users, h.User)
+		}
+		res.warn(Warning{Code: WarnOversubscribed, Users: nonEmpty(users...), Message: o.Message(a.period.Start.Location())})
+	}
 	if !hasUsage(res.Invoices) {
 		res.AddWarning(WarnNoUsage, NoUsageMessage(a.period, ""))
 	}
@@ -552,8 +566,8 @@ func (r *Result) StatementFor(user string) *Result {
 	}
 	for _, msg := range r.Warnings {
 		w := r.WarningFor(msg)
-		// Conflicts are rebuilt below for this user.
-		if w.Code != WarnConflict && w.InStatement(user, func(p string) bool { return projects[p] }) {
+		// Conflicts and over-subscriptions are rebuilt below for this user.
+		if w.Code != WarnConflict && w.Code != WarnOversubscribed && w.InStatement(user, func(p string) bool { return projects[p] }) {
 			out.warn(w)
 		}
 	}
@@ -561,6 +575,12 @@ func (r *Result) StatementFor(user string) *Result {
 		if c, ok := r.Conflicts[i].ForUser(user); ok {
 			out.Conflicts = append(out.Conflicts, c)
 			out.warn(Warning{Code: WarnConflict, Users: nonEmpty(user), Message: c.Message(r.Period.Start.Location())})
+		}
+	}
+	for i := range r.Oversubscribed {
+		if o, ok := r.Oversubscribed[i].ForUser(user); ok {
+			out.Oversubscribed = append(out.Oversubscribed, o)
+			out.warn(Warning{Code: WarnOversubscribed, Users: nonEmpty(user), Message: o.Message(r.Period.Start.Location())})
 		}
 	}
 	if len(out.Invoices) == 0 {

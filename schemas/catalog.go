@@ -71,6 +71,7 @@ type Catalog struct {
 	skuByID    map[string]int
 	skuByModel map[[2]string]int
 	projByID   map[string]int
+	shares     *shareSKUs // the SKUs priced by share, and those derived from them
 }
 
 // Defaults apply to every project unless the project overrides them.
@@ -170,6 +171,15 @@ type SKU struct {
 	MonthlyPrice decimal.Decimal
 	HasMonthly   bool
 	Discounts    map[Term]decimal.Decimal // per-SKU overrides (subset of terms)
+	// ShareOf, on a SKU priced by share, is the id of the whole card's SKU whose
+	// prices it takes in proportion to a share (rule 11 of docs/billing.md);
+	// ShareBy is what it measures the share by. Such a SKU has no profile and
+	// no price of its own: ResolveSKU derives a SKU for each share profile.
+	ShareOf string
+	ShareBy ShareBasis
+	// Share is, on a SKU derived for a share profile, the share's fraction of
+	// the card its prices were taken from (zero on every other SKU).
+	Share decimal.Decimal
 }
 
 // Project is a lab, course or customer that holds instances and gets invoices.
@@ -201,20 +211,24 @@ func (r Reservation) ActiveIn(monthIndex int) bool {
 	return monthIndex >= s && monthIndex < s+r.Term.Months()
 }
 
-// SKUByID returns the SKU with that id.
+// SKUByID returns the SKU with that id: one of the catalog's, or one derived
+// for a share profile ("a100-share[1/20]", see ResolveSKU).
 func (c *Catalog) SKUByID(id string) (*SKU, bool) {
 	i, ok := c.skuByID[id]
 	if !ok {
-		return nil, false
+		return c.derivedByID(id)
 	}
 	return &c.SKUs[i], true
 }
 
-// ResolveSKU finds the SKU priced for (gpu_model, profile).
+// ResolveSKU finds the SKU priced for (gpu_model, profile): the one the
+// catalog lists for that pair, else, for a share profile (ParseShareProfile),
+// the SKU derived from the model's SKU priced by share, if it has one and the
+// profile states the share on its basis.
 func (c *Catalog) ResolveSKU(gpuModel, profile string) (*SKU, bool) {
 	i, ok := c.skuByModel[[2]string{gpuModel, profile}]
 	if !ok {
-		return nil, false
+		return c.derivedFor(gpuModel, profile)
 	}
 	return &c.SKUs[i], true
 }
@@ -367,6 +381,8 @@ type rawSKU struct {
 	HourlyPrice  scalar    `yaml:"hourly_price"`
 	MonthlyPrice scalar    `yaml:"monthly_price"`
 	Discounts    yaml.Node `yaml:"discounts"`
+	ShareOf      scalar    `yaml:"share_of"`
+	Share        scalar    `yaml:"share"`
 }
 
 type rawProject struct {
@@ -389,8 +405,9 @@ type rawReservation struct {
 // ---- validation ----
 
 type catalogValidator struct {
-	name string
-	errs []error
+	name       string
+	errs       []error
+	shareLines []shareLine // the SKUs priced by share, for linkShareSKUs
 }
 
 func (v *catalogValidator) errf(line int, path, format string, args ...any) {
@@ -717,6 +734,7 @@ func (v *catalogValidator) build(_ *yaml.Node, raw *rawCatalog) *Catalog {
 		skuByID:    map[string]int{},
 		skuByModel: map[[2]string]int{},
 		projByID:   map[string]int{},
+		shares:     newShareSKUs(),
 	}
 	c.Currency = v.str(raw.Currency, "currency", true)
 	if c.Currency != "" {
@@ -738,6 +756,7 @@ func (v *catalogValidator) build(_ *yaml.Node, raw *rawCatalog) *Catalog {
 	}
 	// A catalog without SKUs is valid: all usage is then reported as unpriced.
 	eachStrict(v, raw.SKUs, "skus", func(n *yaml.Node, r *rawSKU, path string) { v.sku(n, r, path, c) })
+	v.linkShareSKUs(c)
 	eachStrict(v, raw.Projects, "projects", func(n *yaml.Node, r *rawProject, path string) { v.project(n, r, path, c) })
 	v.terms(raw.Terms, c)
 	return c
@@ -783,10 +802,14 @@ func (v *catalogValidator) sku(n *yaml.Node, r *rawSKU, path string, c *Catalog)
 	s := SKU{
 		ID:       v.str(r.ID, path+".id", true),
 		GPUModel: v.str(r.GPUModel, path+".gpu_model", true),
-		Profile:  v.str(r.Profile, path+".profile", true),
+		Profile:  v.str(r.Profile, path+".profile", !r.ShareOf.Set && !r.Share.Set),
 	}
 	if r.ID.Set && s.ID != "" && !idPattern.MatchString(s.ID) {
 		v.errf(r.ID.Line, path+".id", "%q: use letters, digits and . _ - : / @ +", s.ID)
+	}
+	if r.ShareOf.Set || r.Share.Set {
+		v.shareSKU(n, r, path, &s, c)
+		return
 	}
 	s.HourlyPrice, _ = v.money(r.HourlyPrice, path+".hourly_price", n.Line, true)
 	s.MonthlyPrice, s.HasMonthly = v.money(r.MonthlyPrice, path+".monthly_price", n.Line, false)
@@ -833,6 +856,8 @@ func (v *catalogValidator) reservation(rn *yaml.Node, rr *rawReservation, rpath 
 	if res.SKU != "" {
 		if sku, ok := c.SKUByID(res.SKU); !ok {
 			v.errf(rr.SKU.Line, rpath+".sku", "unknown SKU %q", res.SKU)
+		} else if sku.ShareSKU() {
+			v.errf(rr.SKU.Line, rpath+".sku", "SKU %q is priced by share: reserve one share profile of it, e.g. %q", res.SKU, DerivedSKUID(res.SKU, "1/20"))
 		} else if !sku.HasMonthly {
 			v.errf(rr.SKU.Line, rpath+".sku", "SKU %q has no monthly_price, so it cannot be reserved", res.SKU)
 		}

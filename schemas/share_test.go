@@ -1,105 +1,169 @@
 package schemas
 
 import (
-	"errors"
-	"strings"
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
-// shareTails are share fields as AppendJSON writes them, after the extras.
-var shareTails = []string{
-	`,"share_kind":"hami","share_mem":0.05,"share_cores":0.25`,
-	`,"share_kind":"vgpu","share_mem":0.0625`,
-	`,"share_kind":"timeslice","share_cores":0.3333333333333333`,
-	`,"share_kind":"timeslice","share_cores":1`,
-}
-
-func TestShareRoundTrip(t *testing.T) {
-	base, err := DecodeSample([]byte(canonicalLine))
-	require.NoError(t, err)
-	for _, sh := range []struct {
-		kind       string
-		mem, cores float64
-	}{{ShareHAMi, 0.05, 0.25}, {ShareVGPU, 1.0 / 16, 0}, {ShareTimeslice, 0, 1.0 / 3}, {ShareHAMi, 1e-9, 1}} {
-		s := base
-		s.ShareKind, s.ShareMem, s.ShareCores = sh.kind, sh.mem, sh.cores
-		s.HolderRef, s.UtilSource = "vm:42", "nvml"
-		require.NoError(t, s.Validate())
-		line := string(s.AppendJSON(nil))
-		got, err := decodeBoth(t, []string{canonicalLine, line}, line)
-		require.NoError(t, err, line)
-		require.Equal(t, s, got, line)
-		var fast Sample // the collector's layout takes the fast path
-		require.True(t, NewDecoder().decodeFast([]byte(line), &fast), line)
-		require.Equal(t, s, fast, line)
-	}
-	// Without shares nothing is written: existing lines are unchanged byte for byte.
-	require.NotContains(t, string(base.AppendJSON(nil)), "share")
-	require.Equal(t, canonicalLine, string(base.AppendJSON(nil)))
-}
-
-func TestShareFieldErrors(t *testing.T) {
-	tail := func(s string) string { return strings.Replace(canonicalLine, `}`, s+`}`, 1) }
-	for _, c := range []struct{ line, field string }{
-		{tail(`,"share_kind":"mig","share_mem":0.5`), "share_kind"},
-		{tail(`,"share_kind":"","share_mem":0.5`), "share_kind"},
-		{tail(`,"share_kind":"hami"`), "share_kind"},
-		{tail(`,"share_mem":0.5`), "share_mem"},
-		{tail(`,"share_cores":0.5`), "share_cores"},
-		{tail(`,"share_kind":"hami","share_mem":0`), "share_mem"},
-		{tail(`,"share_kind":"hami","share_mem":-0`), "share_mem"},
-		{tail(`,"share_kind":"hami","share_mem":1.0000001`), "share_mem"},
-		{tail(`,"share_kind":"hami","share_cores":2`), "share_cores"},
-		{tail(`,"share_kind":"hami","share_cores":"0.5"`), "share_cores"},
-		{tail(`,"share_kind":"hami","share_cores":null`), "share_cores"},
-		{tail(`,"share_kind":"hami","share_cores":1e-400`), "share_cores"},
-		{tail(`,"share_kind":7,"share_cores":0.5`), "share_kind"},
-		{tail(`,"share_kind":"hami","share_mem":0.5,"share_mem":0.5`), "share_mem"},
+func TestParseShareProfile(t *testing.T) {
+	for _, tc := range []struct {
+		profile    string
+		mem, cores string // "" = unknown
+	}{
+		{"1/2", "0.5", "0.5"},
+		{"1/20", "0.05", "0.05"},
+		{"1/16", "0.0625", "0.0625"},
+		{"1/4", "0.25", "0.25"},
+		{"1/10000", "0.0001", "0.0001"},
+		{"mem=5%", "0.05", ""},
+		{"cores=30%", "", "0.3"},
+		{"mem=7.5%,cores=30%", "0.075", "0.3"},
+		{"mem=0.01%", "0.0001", ""},
+		{"mem=100%", "1", ""},
 	} {
-		_, err := decodeBoth(t, []string{canonicalLine}, c.line)
-		var fe *FieldError
-		require.True(t, errors.As(err, &fe), "%s: %v", c.line, err)
-		require.Equal(t, c.field, fe.Field, c.line)
-	}
-	// The same rules for a sample built in Go.
-	s, err := DecodeSample([]byte(canonicalLine))
-	require.NoError(t, err)
-	for _, c := range []struct {
-		kind       string
-		mem, cores float64
-		field      string
-	}{{"mig", 0.5, 0, "share_kind"}, {ShareHAMi, 0, 0, "share_kind"}, {"", 0.5, 0, "share_mem"}, {"", 0, 0.5, "share_cores"},
-		{ShareHAMi, 1.5, 0, "share_mem"}, {ShareHAMi, -0.5, 0, "share_mem"}, {ShareVGPU, 0.5, 7, "share_cores"}} {
-		s.ShareKind, s.ShareMem, s.ShareCores = c.kind, c.mem, c.cores
-		var fe *FieldError
-		require.True(t, errors.As(s.Validate(), &fe), "%+v", c)
-		require.Equal(t, c.field, fe.Field, "%+v", c)
-	}
-}
-
-// The share fields in another order and with whitespace: the general path.
-func TestShareGeneralLayout(t *testing.T) {
-	line := `{"share_cores": 0.25, "ts":"2026-11-01T00:00:00Z","interval_s":10,"node":"n","gpu_uuid":"GPU-1","gpu_model":"T4",` +
-		`"instance_id":"GPU-1/share/ai101/nb-0/main","profile":"1/4","project":"ai101","user":"","util":null,` +
-		`"mem_used_bytes":0,"mem_total_bytes":0,"processes":0, "share_kind" : "timeslice"}`
-	got, err := decodeBoth(t, nil, line)
-	require.NoError(t, err)
-	require.Equal(t, ShareTimeslice, got.ShareKind)
-	require.Equal(t, 0.25, got.ShareCores)
-	require.Zero(t, got.ShareMem)
-}
-
-func BenchmarkDecodeSampleShare(b *testing.B) {
-	line := []byte(strings.Replace(canonicalLine, `}`, shareTails[0]+`}`, 1))
-	dec := NewDecoder()
-	var s Sample
-	b.SetBytes(int64(len(line)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := dec.Decode(line, &s); err != nil {
-			b.Fatal(err)
+		s, ok := ParseShareProfile(tc.profile)
+		require.True(t, ok, tc.profile)
+		m, mok := s.By(ShareByMemory)
+		c, cok := s.By(ShareByCores)
+		require.Equal(t, tc.mem != "", mok, tc.profile)
+		require.Equal(t, tc.cores != "", cok, tc.profile)
+		if mok {
+			require.Equal(t, tc.mem, m.String(), tc.profile)
 		}
+		if cok {
+			require.Equal(t, tc.cores, c.String(), tc.profile)
+		}
+	}
+	for _, p := range []string{
+		"", "full", "1g.10gb", "A16-1Q", "share", "1/1", "1/0", "1/3", "1/7", "1/03", "1/+4", "1/20000",
+		"2/20", "mem=0%", "mem=101%", "mem=7.50%", "mem=05%", "mem=7.555%", "mem=-5%", "mem=+5%",
+		"mem=5", "mem=.5%", "mem=5.%", "cores=30%,mem=5%", "mem=5%,mem=5%", "mem=5%,cores=3%,x=1%", "gpu=5%",
+	} {
+		_, ok := ParseShareProfile(p)
+		require.False(t, ok, "%q is not a share profile", p)
+	}
+}
+
+func TestShareByMax(t *testing.T) {
+	s, _ := ParseShareProfile("mem=7.5%,cores=30%")
+	f, ok := s.By(ShareByMax)
+	require.True(t, ok)
+	require.Equal(t, "0.3", f.String())
+	s, _ = ParseShareProfile("mem=40%")
+	f, ok = s.By(ShareByMax)
+	require.True(t, ok)
+	require.Equal(t, "0.4", f.String())
+}
+
+// The collector's profiles are share profiles that state what it measured.
+func TestShareProfileRoundTrips(t *testing.T) {
+	for _, tc := range []struct {
+		mem, cores float64
+		want       string
+	}{
+		{4096.0 / 81920, 0, "1/20"},
+		{0.05, 0.05, "1/20"},
+		{0, 0.25, "1/4"},
+		{0.05, 0.3, "mem=5%,cores=30%"},
+		{0, 1.0 / 3, "cores=33.33%"},
+		{6144.0 / 81920, 0, "mem=7.5%"},
+		{0.000001, 0, "mem=0.01%"},
+		{0, 0, "share"},
+		{1, 0, "mem=100%"},
+	} {
+		got := ShareProfile(tc.mem, tc.cores)
+		require.Equal(t, tc.want, got, "%v %v", tc.mem, tc.cores)
+		if got != "share" {
+			_, ok := ParseShareProfile(got)
+			require.True(t, ok, got)
+		}
+	}
+}
+
+const shareCatalog = `
+currency: CNY
+timezone: Asia/Shanghai
+skus:
+  - {id: a100-full, gpu_model: A100, profile: full, hourly_price: "5.00", monthly_price: "2500", discounts: {year: "0.15"}}
+  - {id: a100-1-20, gpu_model: A100, profile: "1/20", hourly_price: "1.80", monthly_price: "900"}
+  - {id: a100-share, gpu_model: A100, share_of: a100-full, share: %s}
+  - {id: t4, gpu_model: T4, profile: full, hourly_price: "1.80"}
+  - {id: t4-share, gpu_model: T4, share_of: t4, share: cores}
+projects:
+  - id: lab
+    reservations: [{sku: "a100-share[1/10]", quantity: 2, term: year, start: 2026-09}]
+`
+
+func TestShareSKUs(t *testing.T) {
+	cat, err := ParseCatalog([]byte(fmt.Sprintf(shareCatalog, "memory")), "shares")
+	require.NoError(t, err)
+
+	fixed, ok := cat.ResolveSKU("A100", "1/20")
+	require.True(t, ok)
+	require.Equal(t, "a100-1-20", fixed.ID, "a SKU listed for the profile wins over the share price")
+
+	d, ok := cat.ResolveSKU("A100", "mem=7.5%,cores=30%")
+	require.True(t, ok)
+	require.Equal(t, "a100-share[mem=7.5%,cores=30%]", d.ID)
+	require.Equal(t, "0.375", d.HourlyPrice.String()) // 5.00 × 0.075, exact
+	require.Equal(t, "187.5", d.MonthlyPrice.String())
+	require.True(t, d.HasMonthly)
+	require.Equal(t, "0.15", cat.Discount(d, TermYear).String(), "the card's discounts")
+	same, ok := cat.SKUByID(d.ID)
+	require.True(t, ok)
+	require.Same(t, d, same)
+
+	_, ok = cat.ResolveSKU("A100", "cores=30%")
+	require.False(t, ok, "a memory-priced share needs the memory share")
+	_, ok = cat.ResolveSKU("A100", "3g.40gb")
+	require.False(t, ok)
+	_, ok = cat.ResolveSKU("V100", "1/4")
+	require.False(t, ok, "no share SKU for that model")
+
+	t4, ok := cat.ResolveSKU("T4", "1/4")
+	require.True(t, ok)
+	require.Equal(t, "0.45", t4.HourlyPrice.String())
+	require.False(t, t4.HasMonthly)
+
+	res := cat.Projects[0].Reservations[0]
+	r, ok := cat.SKUByID(res.SKU)
+	require.True(t, ok)
+	require.Equal(t, "250", r.MonthlyPrice.String())
+
+	_, ok = cat.SKUByID("a100-share[1/3]")
+	require.False(t, ok)
+	_, ok = cat.SKUByID("a100-full[1/4]")
+	require.False(t, ok, "only a SKU priced by share derives")
+
+	max, err := ParseCatalog([]byte(fmt.Sprintf(shareCatalog, "max")), "shares")
+	require.NoError(t, err)
+	m, ok := max.ResolveSKU("A100", "mem=7.5%,cores=30%")
+	require.True(t, ok)
+	require.Equal(t, "1.5", m.HourlyPrice.String())
+}
+
+// Derived SKUs are made under a lock: one catalog serves many goroutines.
+func TestShareSKUsConcurrently(t *testing.T) {
+	cat, err := ParseCatalog([]byte(fmt.Sprintf(shareCatalog, "memory")), "shares")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	got := make([]*SKU, 8)
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range 200 {
+				s, ok := cat.ResolveSKU("A100", fmt.Sprintf("mem=%d%%", 1+n%50))
+				require.True(t, ok)
+				got[i] = s
+			}
+		}()
+	}
+	wg.Wait()
+	for _, s := range got {
+		require.Same(t, got[0], s)
 	}
 }
