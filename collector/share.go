@@ -1,12 +1,11 @@
 package collector
 
 import (
-	"strconv"
-
 	"github.com/cardhour/cardhour/schemas"
 )
 
-// ProfileShare is the profile of a share that is not exactly 1/N of its card.
+// ProfileShare is the profile of a share whose size is not known
+// (schemas.ShareProfile).
 const ProfileShare = "share"
 
 // ShareAlloc is one share of a whole card as a scheduler allocated it to a
@@ -31,14 +30,6 @@ func (a *ShareAlloc) Key() string { return a.Namespace + "/" + a.Pod + "/" + a.C
 // <gpu_uuid>/share/<namespace>/<pod>/<container>.
 func ShareInstanceID(gpuUUID, namespace, pod, container string) string {
 	return gpuUUID + "/share/" + namespace + "/" + pod + "/" + container
-}
-
-// ShareProfile is "1/N" when part is exactly 1/N of whole, else ProfileShare.
-func ShareProfile(part, whole int64) string {
-	if part <= 0 || whole <= 0 || part > whole || whole%part != 0 {
-		return ProfileShare
-	}
-	return "1/" + strconv.FormatInt(whole/part, 10)
 }
 
 // SplitCard returns the shares of the whole card `card`, one per allocation,
@@ -98,7 +89,6 @@ func shareOf(card *Instance, a *ShareAlloc) Instance {
 		if a.MemBytes > 0 && card.MemTotal > 0 {
 			sh.MemTotal = min(a.MemBytes, card.MemTotal)
 			sh.ShareMem = float64(sh.MemTotal) / float64(card.MemTotal)
-			sh.Profile = ShareProfile(sh.MemTotal, card.MemTotal)
 		}
 		if a.CoresPercent > 0 && a.CoresPercent <= 100 {
 			sh.ShareCores = float64(a.CoresPercent) / 100
@@ -106,9 +96,11 @@ func shareOf(card *Instance, a *ShareAlloc) Instance {
 	case schemas.ShareTimeslice:
 		if a.Replicas > 0 && a.Slots > 0 && a.Slots <= a.Replicas {
 			sh.ShareCores = float64(a.Slots) / float64(a.Replicas)
-			sh.Profile = ShareProfile(int64(a.Slots), int64(a.Replicas))
 		}
 	}
+	// The profile states the share, so that a SKU priced by share prices it
+	// and the shares of a card can be added up (docs/billing.md, rule 11).
+	sh.Profile = schemas.ShareProfile(sh.ShareMem, sh.ShareCores)
 	return sh
 }
 

@@ -122,6 +122,11 @@ func FuzzParseCatalog(f *testing.F) {
 			}
 		}
 		for _, s := range cat.SKUs {
+			if s.ShareSKU() {
+				_, ok := cat.SKUByID(s.ShareOf)
+				require.True(t, ok, "a SKU priced by share names a SKU of the catalog")
+				continue
+			}
 			got, ok := cat.ResolveSKU(s.GPUModel, s.Profile)
 			require.True(t, ok)
 			require.Equal(t, s.ID, got.ID)
