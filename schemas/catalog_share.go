@@ -76,7 +76,7 @@ func (c *Catalog) derive(s *SKU, profile string) (*SKU, bool) {
 	whole := &c.SKUs[card]
 	d := &SKU{
 		ID: id, GPUModel: s.GPUModel, Profile: profile,
-		HourlyPrice: whole.HourlyPrice.Mul(f), MonthlyPrice: whole.MonthlyPrice.Mul(f), HasMonthly: whole.HasMonthly,
+		HourlyPrice: tidy(whole.HourlyPrice.Mul(f)), MonthlyPrice: tidy(whole.MonthlyPrice.Mul(f)), HasMonthly: whole.HasMonthly,
 		Discounts: s.Discounts, ShareOf: s.ShareOf, ShareBy: s.ShareBy, Share: f,
 	}
 	if d.Discounts == nil {
@@ -157,4 +157,17 @@ func (v *catalogValidator) linkShareSKUs(c *Catalog) {
 			s.HasMonthly = c.SKUs[j].HasMonthly
 		}
 	}
+}
+
+// tidy drops the trailing zeros a product carries beyond the cents (5.00 ×
+// 0.1 is 0.500, shown 0.50); the value is unchanged, never rounded.
+func tidy(d decimal.Decimal) decimal.Decimal {
+	for d.Exponent() < -2 {
+		shorter := d.Truncate(-d.Exponent() - 1)
+		if !shorter.Equal(d) {
+			break
+		}
+		d = shorter
+	}
+	return d
 }
