@@ -49,7 +49,7 @@ func TestWorkedExampleShares(t *testing.T) {
 		}
 	}
 	require.Equal(t, map[string]string{
-		"2023110042 a100-80g-1-20":            "1.80 × 7200 s = 3.60",
+		"2023110042 a100-80g-1-20":           "1.80 × 7200 s = 3.60",
 		"2023110043 a100-80g-share[mem=10%]": "0.50 × 3600 s = 0.50",
 		"2023110044 a100-80g-share[mem=96%]": "4.80 × 1800 s = 2.40",
 	}, got)
