@@ -175,13 +175,16 @@ type latestSample struct {
 	utilKnown                  bool
 	memUsed, memTotal, procs   int64
 	utilSource, schema, holder string
+	shareKind                  string
+	shareMem, shareCores       float64
 }
 
 // latestOf returns s without its key's fields.
 func latestOf(s *schemas.Sample) latestSample {
 	return latestSample{startMS: s.StartMS, intervalMS: s.IntervalMS, node: s.Node, gpuUUID: s.GPUUUID,
 		util: s.Util, utilKnown: s.UtilKnown, memUsed: s.MemUsed, memTotal: s.MemTotal, procs: s.Processes,
-		utilSource: s.UtilSource, schema: s.SchemaField, holder: s.HolderRef}
+		utilSource: s.UtilSource, schema: s.SchemaField, holder: s.HolderRef,
+		shareKind: s.ShareKind, shareMem: s.ShareMem, shareCores: s.ShareCores}
 }
 
 // set makes l latestOf(s), writing only the strings that changed: a key's
@@ -194,6 +197,8 @@ func (l *latestSample) set(s *schemas.Sample) {
 	setString(&l.utilSource, s.UtilSource)
 	setString(&l.schema, s.SchemaField)
 	setString(&l.holder, s.HolderRef)
+	setString(&l.shareKind, s.ShareKind)
+	l.shareMem, l.shareCores = s.ShareMem, s.ShareCores
 }
 
 func setString(dst *string, s string) {
@@ -207,7 +212,8 @@ func (l *latestSample) sample(k *schemas.Key) schemas.Sample {
 	return schemas.Sample{StartMS: l.startMS, IntervalMS: l.intervalMS, Node: l.node, GPUUUID: l.gpuUUID,
 		GPUModel: k.GPUModel, InstanceID: k.InstanceID, Profile: k.Profile, Project: k.Project, User: k.User,
 		Util: l.util, UtilKnown: l.utilKnown, MemUsed: l.memUsed, MemTotal: l.memTotal, Processes: l.procs,
-		UtilSource: l.utilSource, SchemaField: l.schema, HolderRef: l.holder}
+		UtilSource: l.utilSource, SchemaField: l.schema, HolderRef: l.holder,
+		ShareKind: l.shareKind, ShareMem: l.shareMem, ShareCores: l.shareCores}
 }
 
 type openRun struct {

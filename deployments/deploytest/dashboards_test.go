@@ -181,6 +181,9 @@ func TestDashboardSQL(t *testing.T) {
 	// The cost panels' price constants are the example catalog's.
 	var keys, prices []string
 	for _, s := range cat.SKUs {
+		if s.ShareSKU() {
+			continue // priced per share profile, not a constant (docs/billing.md, rule 11)
+		}
 		keys = append(keys, "'"+s.GPUModel+"|"+s.Profile+"'")
 		prices = append(prices, "'"+s.HourlyPrice.StringFixed(2)+"'")
 	}
