@@ -2,6 +2,7 @@ package deploytest
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"reflect"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/shopspring/decimal"
@@ -130,7 +132,31 @@ func (x *recRows) finish() {
 		return
 	}
 	sql, compare := x.r.replaySQL(x.sql)
-	x.r.add(step{Kind: "query", SQL: sql, Rows: x.rows, Compare: compare})
+	rows := x.rows
+	if rest, ok := strings.CutPrefix(sql, "SELECT runs FROM "); ok && strings.Contains(sql, ".run_packs ") {
+		// A run pack is bytes, which the replay's JSON cannot carry: compare
+		// them as hex on both servers.
+		sql, rows = "SELECT hex(runs) FROM "+rest, hexRows(rows)
+	}
+	x.r.add(step{Kind: "query", SQL: sql, Rows: rows, Compare: compare})
+}
+
+// hexRows is rows with every []byte or string value as upper-case hex, as
+// ClickHouse's hex() writes it.
+func hexRows(rows [][]any) [][]any {
+	out := make([][]any, len(rows))
+	for i, row := range rows {
+		for _, v := range row {
+			switch b := v.(type) {
+			case []byte:
+				v = strings.ToUpper(hex.EncodeToString(b))
+			case string:
+				v = strings.ToUpper(hex.EncodeToString([]byte(b)))
+			}
+			out[i] = append(out[i], v)
+		}
+	}
+	return out
 }
 
 func (x *recRows) Next() bool {
@@ -290,7 +316,12 @@ func literal(v any) string {
 		return literal(rv.Elem().Interface())
 	}
 	switch x := v.(type) {
+	case []byte:
+		return "unhex('" + hex.EncodeToString(x) + "')" // bytes (a run pack) survive the plan's JSON
 	case string:
+		if !utf8.ValidString(x) {
+			return "unhex('" + hex.EncodeToString([]byte(x)) + "')"
+		}
 		return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(x) + "'"
 	case time.Time:
 		return "'" + x.UTC().Format("2006-01-02 15:04:05") + "'"
