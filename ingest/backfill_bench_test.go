@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"syscall"
@@ -44,10 +45,14 @@ func cpuNow() time.Duration {
 // eight hours), so that every scale has the same share of first samples.
 // The samples are generated batch by batch outside the timer. Reports CPU ns
 // per sample (process CPU around the writes), run rows written per sample and
-// the open runs the compactor forgot.
+// the open runs the compactor forgot. BACKFILL_SHUFFLE=1 shuffles the samples of
+// each step (of one timestamp; outside the timer): every key's samples stay in
+// time order, but the keys no longer come in the same order at every step, so
+// the compactor's guess of the next key fails (nearly) every time.
 func BenchmarkBackfillScale(b *testing.B) {
 	batch := envInt(b, "BACKFILL_BATCH", 50_000)
 	steps := envInt(b, "BACKFILL_STEPS", 96)
+	shuffle := envInt(b, "BACKFILL_SHUFFLE", 0) != 0
 	start := billing.NewPeriod(2026, time.November, time.UTC).StartMS()
 	for _, instances := range []int{7000, 70_000, 100_000} {
 		b.Run(fmt.Sprintf("instances=%d", instances), func(b *testing.B) {
@@ -65,7 +70,17 @@ func BenchmarkBackfillScale(b *testing.B) {
 				})
 				require.NoError(b, err)
 				buf := make([]schemas.Sample, 0, batch)
+				rng := rand.New(rand.NewPCG(1, 2))
 				flush := func() {
+					for i := 0; shuffle && i < len(buf); { // the samples of one step
+						j := i + 1
+						for j < len(buf) && buf[j].StartMS == buf[i].StartMS {
+							j++
+						}
+						step := buf[i:j]
+						rng.Shuffle(len(step), func(a, b int) { step[a], step[b] = step[b], step[a] })
+						i = j
+					}
 					b.StartTimer()
 					c0 := cpuNow()
 					require.NoError(b, w.Write(context.Background(), buf))
