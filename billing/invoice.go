@@ -435,24 +435,25 @@ func (a *Accumulator) addDataQuality(res *Result, occ *occupancy) {
 	res.Conflicts = occ.conflicts()
 	for i := range res.Conflicts {
 		c := &res.Conflicts[i]
-		users := make([]string, 0, len(c.Holders))
-		for _, h := range c.Holders {
-			users = append(users, h.User)
-		}
-		res.warn(Warning{Code: WarnConflict, Users: nonEmpty(users...), Message: c.Message(a.period.Start.Location())})
+		res.warn(Warning{Code: WarnConflict, Users: usersOf(c.Holders), Message: c.Message(a.period.Start.Location())})
 	}
 	res.Oversubscribed = a.oversubscriptions()
 	for i := range res.Oversubscribed {
 		o := &res.Oversubscribed[i]
-		users := make([]string, 0, len(o.Holders))
-		for _, h := range o.Holders {
-			users = append(users, h.User)
-		}
-		res.warn(Warning{Code: WarnOversubscribed, Users: nonEmpty(users...), Message: o.Message(a.period.Start.Location())})
+		res.warn(Warning{Code: WarnOversubscribed, Users: usersOf(o.Holders), Message: o.Message(a.period.Start.Location())})
 	}
 	if !hasUsage(res.Invoices) {
 		res.AddWarning(WarnNoUsage, NoUsageMessage(a.period, ""))
 	}
+}
+
+// usersOf is the non-empty users of holders, for a warning's scope.
+func usersOf(holders []Holder) []string {
+	users := make([]string, 0, len(holders))
+	for _, h := range holders {
+		users = append(users, h.User)
+	}
+	return nonEmpty(users...)
 }
 
 func hasUsage(invoices []Invoice) bool {
