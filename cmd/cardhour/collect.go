@@ -167,7 +167,9 @@ func collect(ctx context.Context, f collectFlags, stdout io.Writer, log *slog.Lo
 			problems = append(problems, errors.New("--dcgm-url reads the exporter of a real node: it cannot be combined with --simulate"))
 		}
 	}
-	if f.dcgmTimeout <= 0 || f.dcgmTimeout >= f.interval {
+	// The scrape's bound matters only when there is a scrape: a 1 s interval
+	// without --dcgm-url needs no --dcgm-timeout below it.
+	if f.dcgmTimeout <= 0 || (f.dcgmURL != "" && f.dcgmTimeout >= f.interval) {
 		problems = append(problems, fmt.Errorf("--dcgm-timeout %v: want more than 0 and less than --interval %v", f.dcgmTimeout, f.interval))
 	}
 	if err := errors.Join(problems...); err != nil {

@@ -9,6 +9,9 @@ import (
 func TestCollectDCGMFlags(t *testing.T) {
 	code, _, errOut := runCLI(t, "", "collect", "--output", "stdout", "--dcgm-url", "http://127.0.0.1:9400/metrics", "--validate")
 	require.Zero(t, code, errOut)
+	// Without a scrape, a 1 s interval needs no --dcgm-timeout below it.
+	code, _, errOut = runCLI(t, "", "collect", "--output", "stdout", "--interval", "1s", "--validate")
+	require.Zero(t, code, errOut)
 
 	for _, tc := range []struct {
 		args []string
