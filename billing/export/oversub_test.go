@@ -225,6 +225,10 @@ func TestCSVAndXLSXOversubscribed(t *testing.T) {
 	require.Contains(t, dump, `fmt="0.0%" "1.11" shown="111.0%"`)
 	golden(t, "invoice-oversub.xlsx.txt", []byte(dump))
 
+	var again bytes.Buffer
+	require.NoError(t, WriteXLSX(&again, nlp))
+	require.Equal(t, xb.Bytes(), again.Bytes(), "the same document gives the same workbook")
+
 	var plain bytes.Buffer
 	require.NoError(t, WriteXLSX(&plain, docByProject(t, fixtureDocs(t), "lab")))
 	require.NotContains(t, dumpXLSX(t, plain.Bytes()), SheetOversubscribed, "no sheet without an over-subscription")
@@ -238,6 +242,7 @@ func TestPDFOversubscribed(t *testing.T) {
 	needPDFTools(t)
 	nlp := sharesDocs(t)["nlp-lab"]
 	pdf := writePDF(t, nlp, PDFOptions{})
+	require.Equal(t, pdf, writePDF(t, nlp, PDFOptions{}), "the same document gives the same PDF")
 	txt := pdfText(t, pdf)
 	for _, want := range []string{"Over-subscribed cards 超配", "GPU-a", "memory 显存", "111 %", "0.50",
 		"nlp-lab/2023110042, nlp-lab/2023110044", "+ 1 other 另有 1 个", "各切片按各自时间计费", "GPU-a/share/nlp/train/main"} {
