@@ -56,7 +56,8 @@ const unpricedNote = billing.CSVUnpricedNote
 // WriteCSV writes the documents as one CSV: UTF-8 with a byte-order mark, CRLF
 // line ends, the bilingual header once, then for each document its marks (a
 // row per Document.Marks: draft, void, credit note), its lines, its
-// unpriced usage, one subtotal row per student, a total row and its warnings. IDs
+// unpriced usage, one subtotal row per student, a total row, a row per
+// over-subscribed card (RowOversubscribed) and its warnings. IDs
 // (project, user, SKU, number) are kept as text and every cell is neutralised
 // against formula injection (billing.CSVText, billing.CSVCell).
 func WriteCSV(w io.Writer, docs ...*Document) error {
@@ -124,6 +125,7 @@ func csvRows(d *Document) [][]string {
 	}
 	rows = append(rows, append(head(RowTotal, ""), "", "", "", "", "", "", "", "", "", "", "", "", "",
 		billing.FormatMoney(d.Total), c(d.Currency), ""))
+	rows = append(rows, oversubscribedRows(d, head)...)
 	for _, wn := range d.Warnings {
 		user := ""
 		if len(wn.Users) == 1 {

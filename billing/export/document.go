@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/schemas"
 	"github.com/shopspring/decimal"
 )
 
@@ -211,6 +212,33 @@ type DataQuality struct {
 	// Conflicts are the holder conflicts of this project's students, each as that
 	// student's statement shows it: their own holders named, others counted.
 	Conflicts []Conflict `json:"conflicts"`
+	// Oversubscribed are the over-subscribed cards (rule 11) on which this
+	// project's holders held a share, each as the project sees it: its holders
+	// and shares named, the other holders counted. Absent when there are none
+	// (and in documents made before they were recorded, which keep their bytes).
+	Oversubscribed []Oversubscription `json:"oversubscribed,omitempty"`
+}
+
+// Oversubscription is a card whose shares, held at the same time, added up to
+// more than the whole card on a basis (see billing.Oversubscription). The
+// amounts are not changed: each share is billed for its own time.
+type Oversubscription struct {
+	GPU   string `json:"gpu"`
+	Basis string `json:"basis"` // memory or cores
+	// Peak is the largest sum of the card's shares held at once, a fraction
+	// of the card ("1.25" is 125 %), as a decimal string.
+	Peak decimal.Decimal `json:"peak"`
+	// OverMS is the time above the whole card inside the period; First and
+	// Last bound it.
+	OverMS int64     `json:"over_ms"`
+	First  time.Time `json:"first"`
+	Last   time.Time `json:"last"`
+	// Instances are the project's shares held while the sum was above the
+	// card (a statement leaves them out); Holders the project's holders (in a
+	// statement, the student alone), the others counted in OtherHolders.
+	Instances    []string `json:"instances"`
+	Holders      []Holder `json:"holders"`
+	OtherHolders int      `json:"other_holders"`
 }
 
 // Conflict is an instance held by more than one holder, or as more than one kind,
@@ -287,8 +315,8 @@ func Build(res *billing.Result, m Meta) []Document {
 			w := res.WarningFor(msg)
 			keep := false
 			switch {
-			case w.Code == billing.WarnConflict:
-				// Added below, once per student of this project.
+			case w.Code == billing.WarnConflict, w.Code == billing.WarnOversubscribed:
+				// Added below, as this project sees them.
 			case w.Project != "":
 				keep = w.Project == inv.Project
 			case len(w.Users) > 0:
@@ -300,30 +328,127 @@ func Build(res *billing.Result, m Meta) []Document {
 				d.Warnings = append(d.Warnings, warningOf(w))
 			}
 		}
-		for ci := range res.Conflicts {
-			c := &res.Conflicts[ci]
-			var students []string
-			for _, h := range c.Holders {
-				if h.Project == inv.Project {
-					students = append(students, h.User)
-				}
-			}
-			slices.Sort(students)
-			for _, u := range slices.Compact(students) {
-				uc, ok := c.ForUser(u)
-				if !ok {
-					continue
-				}
-				d.Warnings = append(d.Warnings, Warning{Code: billing.WarnConflict, Project: inv.Project,
-					Users: []string{u}, Message: uc.Message(loc)})
-				d.DataQuality.Conflicts = append(d.DataQuality.Conflicts, conflictOf(&uc, u, loc))
-			}
-		}
+		d.addConflicts(res, inv.Project, loc)
+		d.addOversubscriptions(res, inv, loc)
 		d.normalize()
 		docs = append(docs, d)
 	}
 	slices.SortFunc(docs, func(x, y Document) int { return cmp.Compare(x.Project, y.Project) })
 	return docs
+}
+
+// addConflicts adds the holder conflicts of the project's students, once per
+// student, as that student's statement shows it, with a warning each.
+func (d *Document) addConflicts(res *billing.Result, project string, loc *time.Location) {
+	for ci := range res.Conflicts {
+		c := &res.Conflicts[ci]
+		var students []string
+		for _, h := range c.Holders {
+			if h.Project == project {
+				students = append(students, h.User)
+			}
+		}
+		slices.Sort(students)
+		for _, u := range slices.Compact(students) {
+			uc, ok := c.ForUser(u)
+			if !ok {
+				continue
+			}
+			d.Warnings = append(d.Warnings, Warning{Code: billing.WarnConflict, Project: project,
+				Users: []string{u}, Message: uc.Message(loc)})
+			d.DataQuality.Conflicts = append(d.DataQuality.Conflicts, conflictOf(&uc, u, loc))
+		}
+	}
+}
+
+// addOversubscriptions adds the over-subscribed cards on which the
+// project's holders held a share, each as the project sees it (forProject),
+// with a warning each about the project and the students it names.
+func (d *Document) addOversubscriptions(res *billing.Result, inv *billing.Invoice, loc *time.Location) {
+	mine := map[string]bool{} // the project's instances
+	for _, s := range inv.Sessions {
+		mine[s.Key.InstanceID] = true
+	}
+	for oi := range res.Oversubscribed {
+		o, ok := forProject(&res.Oversubscribed[oi], inv.Project, mine)
+		if !ok {
+			continue
+		}
+		var users []string
+		for _, h := range o.Holders {
+			if h.User != "" {
+				users = append(users, h.User)
+			}
+		}
+		slices.Sort(users)
+		d.Warnings = append(d.Warnings, Warning{Code: billing.WarnOversubscribed, Project: inv.Project,
+			Users: slices.Compact(users), Message: o.Message(loc)})
+		d.DataQuality.Oversubscribed = append(d.DataQuality.Oversubscribed, oversubscriptionOf(&o, loc))
+	}
+}
+
+// forProject is o as project's invoice shows it: only when one of its
+// holders is the project's, the project's holders named and the others
+// counted, the project's shares only (mine: the instances it held).
+func forProject(o *billing.Oversubscription, project string, mine map[string]bool) (billing.Oversubscription, bool) {
+	p := *o
+	p.Holders, p.Instances = nil, nil
+	for _, h := range o.Holders {
+		if h.Project == project {
+			p.Holders = append(p.Holders, h)
+		}
+	}
+	if len(p.Holders) == 0 {
+		return billing.Oversubscription{}, false
+	}
+	p.OtherHolders = o.OtherHolders + len(o.Holders) - len(p.Holders)
+	for _, inst := range o.Instances {
+		if mine[inst] {
+			p.Instances = append(p.Instances, inst)
+		}
+	}
+	return p, true
+}
+
+func oversubscriptionOf(o *billing.Oversubscription, loc *time.Location) Oversubscription {
+	out := Oversubscription{GPU: o.GPU, Basis: string(o.Basis), Peak: o.Peak, OverMS: o.OverMS,
+		First: time.UnixMilli(o.First).In(loc), Last: time.UnixMilli(o.Last).In(loc),
+		Instances: slices.Clone(o.Instances), Holders: []Holder{}, OtherHolders: o.OtherHolders}
+	if out.Instances == nil {
+		out.Instances = []string{}
+	}
+	for _, h := range o.Holders {
+		out.Holders = append(out.Holders, Holder(h))
+	}
+	return out
+}
+
+// engine is the over-subscription as billing states it, for its message.
+func (o *Oversubscription) engine() billing.Oversubscription {
+	e := billing.Oversubscription{GPU: o.GPU, Basis: schemas.ShareBasis(o.Basis), Peak: o.Peak, OverMS: o.OverMS,
+		First: o.First.UnixMilli(), Last: o.Last.UnixMilli(), Instances: slices.Clone(o.Instances),
+		OtherHolders: o.OtherHolders}
+	for _, h := range o.Holders {
+		e.Holders = append(e.Holders, billing.Holder(h))
+	}
+	return e
+}
+
+// forUser is the over-subscription as user's statement shows it: only when
+// user is one of its holders, the others counted, no share named.
+func (o *Oversubscription) forUser(user string) (Oversubscription, bool) {
+	u := *o
+	u.Holders, u.Instances = []Holder{}, []string{}
+	for _, h := range o.Holders {
+		if h.User == user {
+			u.Holders = append(u.Holders, h)
+		}
+	}
+	if len(u.Holders) == 0 {
+		return Oversubscription{}, false
+	}
+	u.OtherHolders = o.OtherHolders + len(o.Holders) - len(u.Holders)
+	return u, true
 }
 
 func warningOf(w billing.Warning) Warning {
@@ -441,8 +566,12 @@ func (d *Document) Statement(user string) *Document {
 		}
 	}
 	has := len(s.Lines) > 0 || len(s.Unpriced) > 0
+	rebuilt := d.DataQuality != nil && len(d.DataQuality.Oversubscribed) > 0 // their warnings are rebuilt for user below
 	for _, w := range d.Warnings {
 		bw := billing.Warning{Code: w.Code, Project: w.Project, Users: w.Users, Message: w.Message}
+		if rebuilt && w.Code == billing.WarnOversubscribed {
+			continue
+		}
 		if bw.InStatement(user, func(p string) bool { return has && p == d.Project }) {
 			s.Warnings = append(s.Warnings, cloneWarning(w))
 		}
@@ -461,9 +590,30 @@ func (d *Document) Statement(user string) *Document {
 			}
 		}
 		s.DataQuality = dq
+		s.statementOversubscriptions(d.DataQuality.Oversubscribed)
 	}
 	s.normalize()
 	return &s
+}
+
+// statementOversubscriptions adds to statement s the over-subscriptions of
+// its invoice (all) in which its student held a share, as the student sees
+// them, with a warning each, as `cardhour bill --user` words it.
+func (d *Document) statementOversubscriptions(all []Oversubscription) {
+	loc, err := time.LoadLocation(d.Timezone)
+	if err != nil {
+		loc = time.UTC
+	}
+	for i := range all {
+		u, ok := all[i].forUser(d.User)
+		if !ok {
+			continue
+		}
+		e := u.engine()
+		d.DataQuality.Oversubscribed = append(d.DataQuality.Oversubscribed, u)
+		d.Warnings = append(d.Warnings, Warning{Code: billing.WarnOversubscribed, Project: d.Project,
+			Users: []string{d.User}, Message: e.Message(loc)})
+	}
 }
 
 func cloneTime(t *time.Time) *time.Time {
@@ -520,6 +670,21 @@ func (d *Document) normalize() {
 		}
 		slices.SortStableFunc(dq.Conflicts, func(x, y Conflict) int {
 			return cmp.Or(cmp.Compare(x.InstanceID, y.InstanceID), cmp.Compare(x.User, y.User), x.First.Compare(y.First))
+		})
+		if len(dq.Oversubscribed) == 0 {
+			dq.Oversubscribed = nil
+		}
+		for i := range dq.Oversubscribed {
+			o := &dq.Oversubscribed[i]
+			if o.Instances == nil {
+				o.Instances = []string{}
+			}
+			if o.Holders == nil {
+				o.Holders = []Holder{}
+			}
+		}
+		slices.SortStableFunc(dq.Oversubscribed, func(x, y Oversubscription) int {
+			return cmp.Or(cmp.Compare(x.GPU, y.GPU), cmp.Compare(x.Basis, y.Basis), x.First.Compare(y.First))
 		})
 	}
 }
@@ -608,6 +773,11 @@ func (d *Document) clone() *Document {
 	if d.DataQuality != nil {
 		dq := *d.DataQuality
 		dq.Conflicts = slices.Clone(dq.Conflicts)
+		dq.Oversubscribed = slices.Clone(dq.Oversubscribed)
+		for i := range dq.Oversubscribed {
+			o := &dq.Oversubscribed[i]
+			o.Instances, o.Holders = slices.Clone(o.Instances), slices.Clone(o.Holders)
+		}
 		c.DataQuality = &dq
 	}
 	return &c
@@ -666,8 +836,32 @@ func Parse(b []byte) (*Document, error) {
 			return nil, fmt.Errorf("invoice document: releases[%d].instance_id: missing", i)
 		}
 	}
+	if err := checkOversubscribed(d.DataQuality); err != nil {
+		return nil, err
+	}
 	d.normalize()
 	return &d, nil
+}
+
+// checkOversubscribed refuses an over-subscription without its card, on
+// another basis than memory or cores, or whose peak is not above the card.
+func checkOversubscribed(dq *DataQuality) error {
+	if dq == nil {
+		return nil
+	}
+	one := decimal.NewFromInt(1)
+	for i, o := range dq.Oversubscribed {
+		switch {
+		case o.GPU == "":
+			return fmt.Errorf("invoice document: data_quality.oversubscribed[%d].gpu: missing", i)
+		case o.Basis != string(schemas.ShareByMemory) && o.Basis != string(schemas.ShareByCores):
+			return fmt.Errorf("invoice document: data_quality.oversubscribed[%d].basis: %q is neither %q nor %q",
+				i, o.Basis, schemas.ShareByMemory, schemas.ShareByCores)
+		case !o.Peak.GreaterThan(one):
+			return fmt.Errorf("invoice document: data_quality.oversubscribed[%d].peak: %s is not above 1 (the whole card)", i, o.Peak)
+		}
+	}
+	return nil
 }
 
 // checkDiscount refuses a line's discount fields that do not add up: on a

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	js "github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cardhour/cardhour/billing"
@@ -131,6 +132,10 @@ func TestSameContent(t *testing.T) {
 		"a student name":  func(d *Document) { d.Students[0].Name = "Someone Else" },
 		"a release": func(d *Document) {
 			d.Releases = append(d.Releases, Release{InstanceID: "MIG-9", Status: billing.ReleaseDone})
+		},
+		"an over-subscribed card": func(d *Document) {
+			d.DataQuality.Oversubscribed = append(d.DataQuality.Oversubscribed, Oversubscription{GPU: "GPU-x", Basis: "memory",
+				Peak: decimal.RequireFromString("1.5"), OverMS: 1000, First: d.GeneratedAt, Last: d.GeneratedAt})
 		},
 		"the catalog": func(d *Document) { d.CatalogVersion++ },
 		"the funding": func(d *Document) { d.Funding = "NSFC-0" },

@@ -431,6 +431,7 @@ func (r *pdfDoc) render() {
 	r.unpricedTable()
 	r.totalLine()
 	r.releaseList()
+	r.oversubscribedTable()
 	r.warningList()
 	r.notShown()
 }

@@ -69,7 +69,8 @@ const (
 // a summary sheet with a row per funding source and project (a subtotal per
 // funding source and a grand total per currency), a students sheet with each
 // student's subtotal, one detail sheet with a row per invoice line (the student
-// in its columns), and a warnings sheet. Amounts are numbers formatted to two
+// in its columns), a warnings sheet, and, only when a document records one, a
+// sheet of the over-subscribed cards (SheetOversubscribed). Amounts are numbers formatted to two
 // decimals; IDs and every other text are text cells (never formulas). The
 // document properties' times are the latest issue or generation time of the
 // documents and the parts of the archive are written in name order, so the same
@@ -97,13 +98,18 @@ func WriteXLSX(w io.Writer, docs ...*Document) (err error) {
 	if err := f.SetSheetName("Sheet1", SheetSummary); err != nil {
 		return err
 	}
-	for _, name := range []string{SheetStudents, SheetDetail, SheetWarnings} {
+	sheets := []string{SheetSummary, SheetStudents, SheetDetail, SheetWarnings}
+	steps := []func([]*Document) error{x.summary, x.students, x.detail, x.warnings}
+	if hasOversubscribed(docs) { // a sheet of its own, only when there are some
+		sheets, steps = append(sheets, SheetOversubscribed), append(steps, x.oversubscribed)
+	}
+	for _, name := range sheets[1:] {
 		if _, err := f.NewSheet(name); err != nil {
 			return err
 		}
 	}
 	if hf := printedMark(docs); hf != "" {
-		for _, name := range []string{SheetSummary, SheetStudents, SheetDetail, SheetWarnings} {
+		for _, name := range sheets {
 			if err := f.SetHeaderFooter(name, &excelize.HeaderFooterOptions{
 				OddHeader: "&C&\"-,Bold\"&14" + hf, OddFooter: "&C" + hf + " &P/&N"}); err != nil {
 				return err
@@ -115,7 +121,7 @@ func WriteXLSX(w io.Writer, docs ...*Document) (err error) {
 		return cmp.Or(cmp.Compare(a.Funding, b.Funding), cmp.Compare(a.Project, b.Project),
 			cmp.Compare(a.Period, b.Period), cmp.Compare(a.User, b.User))
 	})
-	for _, step := range []func([]*Document) error{x.summary, x.students, x.detail, x.warnings} {
+	for _, step := range steps {
 		if err := step(sorted); err != nil {
 			return err
 		}

@@ -112,3 +112,74 @@ func TestAdviseErrors(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "cat.yaml:4: skus[0].hourly_price")
 }
+
+// shareSamples writes hourly samples of HAMi shares of one A100 80GB card
+// (no MIG) held by ai101: two 1/20 shares (the example catalog's fixed SKU
+// a100-80g-1-20, ¥1.80/h, ¥900/month) all of October 2026, and one 10 %
+// share (priced by share: a100-80g-share[mem=10%], ¥0.50/h, ¥250/month)
+// from September to November (Asia/Shanghai).
+func shareSamples(t *testing.T) string {
+	t.Helper()
+	loc, err := time.LoadLocation("Asia/Shanghai")
+	require.NoError(t, err)
+	var b []byte
+	add := func(pod, profile string, share float64, from, to time.Time) {
+		for ts := from; ts.Before(to); ts = ts.Add(time.Hour) {
+			s := schemas.Sample{StartMS: ts.UnixMilli(), IntervalMS: 3_600_000, Node: "gpu-node-07", GPUUUID: "GPU-a",
+				GPUModel: "NVIDIA A100-SXM4-80GB", InstanceID: "GPU-a/share/ai101/" + pod + "/main", Profile: profile,
+				ShareKind: schemas.ShareHAMi, ShareMem: share, Project: "ai101", User: "2025010001",
+				UtilKnown: true, Util: 0.7, Processes: 1}
+			require.NoError(t, s.Validate())
+			b = append(s.AppendJSON(b), '\n')
+		}
+	}
+	oct, nov := time.Date(2026, 10, 1, 0, 0, 0, 0, loc), time.Date(2026, 11, 1, 0, 0, 0, 0, loc)
+	add("nb-1", "1/20", 0.05, oct, nov)
+	add("nb-2", "1/20", 0.05, oct, nov)
+	add("train", "mem=10%", 0.10, time.Date(2026, 9, 1, 0, 0, 0, 0, loc), time.Date(2026, 12, 1, 0, 0, 0, 0, loc))
+	path := filepath.Join(t.TempDir(), "shares.jsonl")
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	return path
+}
+
+// Advice on shares of a card, with the example catalog: two month
+// reservations of 1/20 shares in October (¥1 800.00 instead of 2 × 744 h ×
+// 1.80 = ¥2 678.40) and a year reservation of the 10 % share (3 × 250 × 0.8
+// = ¥600.00 instead of 2 184 h × 0.50 = ¥1 092.00).
+func TestAdviseShares(t *testing.T) {
+	samples := shareSamples(t)
+	code, out, errOut := runCLI(t, "", "advise", "--catalog", exampleCatalog, "--samples", samples, "--now", "2026-12-01", "--project", "ai101", "--format", "json")
+	require.Equal(t, 0, code, errOut)
+	var rep struct {
+		Advice []struct {
+			Project, SKU, Billed, Advised, Saving string
+			Mix                                   struct {
+				Year  int64
+				Month []int64
+			}
+			Text map[string]string
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	got := map[string]string{}
+	for _, a := range rep.Advice {
+		got[a.SKU] = a.Billed + " → " + a.Advised + " (saving " + a.Saving + ")"
+		switch a.SKU {
+		case "a100-80g-1-20":
+			require.Equal(t, []int64{0, 2, 0}, a.Mix.Month)
+			require.Zero(t, a.Mix.Year)
+			require.Contains(t, a.Text["en"], "Month reservations (2 in 2026-10)")
+		case "a100-80g-share[mem=10%]":
+			require.Equal(t, int64(1), a.Mix.Year)
+		}
+	}
+	require.Equal(t, map[string]string{
+		"a100-80g-1-20":           "2678.40 → 1800.00 (saving 878.40)",
+		"a100-80g-share[mem=10%]": "1092.00 → 600.00 (saving 492.00)",
+	}, got)
+
+	code, out, errOut = runCLI(t, "", "advise", "--catalog", exampleCatalog, "--samples", samples, "--now", "2026-12-01", "--project", "ai101")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "a100-80g-share[mem=10%]")
+	require.Contains(t, out, "可节省 ¥878.40")
+}

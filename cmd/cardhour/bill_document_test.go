@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -196,4 +198,107 @@ func checkBillCSV(t *testing.T, docs map[string]*export.Document, out string, in
 		require.Equal(t, want, amounts[p], "%s: the CSV's lines", p)
 		require.Equal(t, billing.FormatMoney(d.Total), total, "%s: the CSV's total", p)
 	}
+}
+
+// example7Samples writes worked example 7 of docs/billing.md (three HAMi
+// shares of one A100 80GB, nlp-lab, 10 November 2026, a sample a minute) and
+// a share of the same card held by cv-lab's student from 11:40 to 12:00.
+func example7Samples(t *testing.T) string {
+	t.Helper()
+	loc, err := time.LoadLocation("Asia/Shanghai")
+	require.NoError(t, err)
+	at := func(h, m int) time.Time { return time.Date(2026, 11, 10, h, m, 0, 0, loc) }
+	var b []byte
+	hold := func(project, ns, pod, user, profile string, mem float64, from, to time.Time) {
+		for ts := from; ts.Before(to); ts = ts.Add(time.Minute) {
+			s := schemas.Sample{StartMS: ts.UnixMilli(), IntervalMS: 60_000, Node: "gpu-node-07", GPUUUID: "GPU-a",
+				GPUModel: "NVIDIA A100-SXM4-80GB", InstanceID: "GPU-a/share/" + ns + "/" + pod + "/main", Profile: profile,
+				ShareKind: schemas.ShareHAMi, ShareMem: mem, Project: project, User: user, UtilKnown: true, Util: 0.6, Processes: 1}
+			require.NoError(t, s.Validate())
+			b = append(s.AppendJSON(b), '\n')
+		}
+	}
+	hold("nlp-lab", "nlp", "nb-1", "2023110042", "1/20", 0.05, at(10, 0), at(12, 0))
+	hold("nlp-lab", "nlp", "nb-2", "2023110043", "mem=10%", 0.10, at(10, 0), at(11, 0))
+	hold("nlp-lab", "nlp", "train", "2023110044", "mem=96%", 0.96, at(11, 30), at(12, 0))
+	hold("cv-lab", "cv", "exp", "2022310101", "mem=10%", 0.10, at(11, 40), at(12, 0))
+	path := filepath.Join(t.TempDir(), "example7.jsonl")
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	return path
+}
+
+// billOversub is bill's JSON of samples (user's statement when set): its
+// over-subscriptions and warnings, decoded by name.
+func billOversub(t *testing.T, samples, user string) (over []map[string]any, warnings []string) {
+	t.Helper()
+	args := []string{"bill", "--catalog", exampleCatalog, "--samples", samples, "--period", "2026-11", "--format", "json"}
+	if user != "" {
+		args = append(args, "--user", user)
+	}
+	code, out, errOut := runCLI(t, "", args...)
+	require.Equal(t, 0, code, errOut)
+	var doc struct {
+		DataQuality map[string]any `json:"data_quality"`
+		Warnings    []string       `json:"warnings"`
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.UseNumber()
+	require.NoError(t, dec.Decode(&doc))
+	return list(t, doc.DataQuality, "oversubscribed"), doc.Warnings
+}
+
+// The invoice documents say what bill says of an over-subscribed card, each
+// as its project sees it: the same card, basis, peak, time above the card and
+// first and last instant; the project's holders named and every other one
+// counted. Each student's statement says what `bill --user` says, word for word.
+func TestBillAndDocumentsSayTheSameOversubscription(t *testing.T) {
+	samples := example7Samples(t)
+	over, _ := billOversub(t, samples, "")
+	require.Len(t, over, 1)
+	o := over[0]
+	billHolders := list(t, o, "holders")
+	billOthers := 0
+	if n, ok := o["other_holders"].(json.Number); ok {
+		v, err := n.Int64()
+		require.NoError(t, err)
+		billOthers = int(v)
+	}
+	cat, err := schemas.LoadCatalog(exampleCatalog)
+	require.NoError(t, err)
+	f, err := os.Open(samples)
+	require.NoError(t, err)
+	defer f.Close() //nolint:errcheck // read-only
+	res, _, err := billing.BillStream(f, cat, billing.NewPeriod(2026, time.November, cat.Location), schemas.ReadOptions{})
+	require.NoError(t, err)
+	seen := 0
+	for _, d := range export.Build(res, export.Meta{}) {
+		if d.DataQuality == nil || len(d.DataQuality.Oversubscribed) == 0 {
+			continue
+		}
+		require.Len(t, d.DataQuality.Oversubscribed, 1, d.Project)
+		do := d.DataQuality.Oversubscribed[0]
+		require.Equal(t, fields(o, "gpu", "basis", "peak", "first", "last", "over_seconds"),
+			[]string{do.GPU, do.Basis, do.Peak.String(), do.First.Format(time.RFC3339), do.Last.Format(time.RFC3339),
+				billing.FormatSeconds(do.OverMS)}, d.Project)
+		require.Equal(t, len(billHolders)+billOthers, len(do.Holders)+do.OtherHolders, "%s: every holder named or counted", d.Project)
+		for _, h := range do.Holders {
+			require.Equal(t, d.Project, h.Project)
+			require.Contains(t, billHolders, map[string]any{"project": h.Project, "user": h.User})
+			seen++
+			st := d.Statement(h.User)
+			stOver, stWarnings := billOversub(t, samples, h.User)
+			require.Len(t, stOver, 1)
+			require.Len(t, st.DataQuality.Oversubscribed, 1)
+			require.Equal(t, fields(stOver[0], "other_holders"), []string{strconv.Itoa(st.DataQuality.Oversubscribed[0].OtherHolders)})
+			var docWarning string
+			for _, w := range st.Warnings {
+				if w.Code == billing.WarnOversubscribed {
+					docWarning = w.Message
+				}
+			}
+			require.NotEmpty(t, docWarning)
+			require.Contains(t, stWarnings, docWarning, "%s's statement words it as bill --user does", h.User)
+		}
+	}
+	require.Equal(t, 3, seen, "nlp-lab's two holders and cv-lab's one")
 }
