@@ -275,3 +275,145 @@ func TestDashboardMonthsGraceAndErrors(t *testing.T) {
 		})
 	}
 }
+
+// shareSamples writes half an hour up to at of a node with one A100 split
+// into eight HAMi shares of 1/20 (one of them idle), one cut into two MIG
+// slices and one held whole; an A16 vGPU host with three A16-1Q instances;
+// and a T4 time-sliced between two pods (1/4 each). It returns the file
+// and the cards' UUIDs.
+func shareSamples(tb testing.TB, at time.Time) (path string, hami, mig, whole, a16, t4 string) {
+	tb.Helper()
+	hami, mig, whole = "GPU-5a4e0c11-0000-4000-8000-0000000a1001", "GPU-5a4e0c11-0000-4000-8000-0000000a1002", "GPU-5a4e0c11-0000-4000-8000-0000000a1003"
+	a16, t4 = "GPU-a16a16a1-0000-4000-8000-0000000a1601", "GPU-7474a4a4-0000-4000-8000-0000000a7401"
+	const a100 = "NVIDIA A100-SXM4-80GB"
+	var sb strings.Builder
+	line := func(ts time.Time, node, gpu, model, inst, profile, project, user string, util float64, extra string) {
+		fmt.Fprintf(&sb, `{"ts":%q,"interval_s":60,"node":%q,"gpu_uuid":%q,"gpu_model":%q,"instance_id":%q,"profile":%q,`+
+			`"project":%q,"user":%q,"util":%v,"mem_used_bytes":1073741824,"mem_total_bytes":4294967296,"processes":1%s}`+"\n",
+			ts.Format(time.RFC3339), node, gpu, model, inst, profile, project, user, util, extra)
+	}
+	for ts := at.Add(-30 * time.Minute); ts.Before(at); ts = ts.Add(time.Minute) {
+		for i := range 8 {
+			util := 0.4
+			if i == 7 {
+				util = 0.01 // a notebook left open on its share
+			}
+			line(ts, "gpu-mixed-01", hami, a100, fmt.Sprintf("%s/share/ai101/nb-%d/main", hami, i), "1/20", "ai101",
+				fmt.Sprintf("20260102%02d", i), util, `,"share_kind":"hami","share_mem":0.05,"share_cores":0.05`)
+		}
+		for i := range 2 {
+			line(ts, "gpu-mixed-01", mig, a100, fmt.Sprintf("MIG-5a4e0c11-0000-4000-8000-00000000b10%d", i), "1g.10gb", "nlp-lab",
+				fmt.Sprintf("20231100%02d", 50+i), 0.9, "")
+		}
+		line(ts, "gpu-mixed-01", whole, a100, whole, "full", "cv-lab", "2022110399", 0.8, "")
+		for i := range 3 {
+			line(ts, "vgpu-a16-01", a16, "NVIDIA A16", fmt.Sprintf("a16a16a1-0000-4000-8000-00000000c10%d", i), "A16-1Q", "ai101",
+				fmt.Sprintf("20260103%02d", i), 0.5, fmt.Sprintf(`,"holder_ref":"vm:vm-%d","share_kind":"vgpu","share_mem":0.0625`, i))
+		}
+		for i := range 2 {
+			line(ts, "ts-t4-01", t4, "Tesla T4", fmt.Sprintf("%s/share/cv-lab/ts-%d/main", t4, i), "1/4", "cv-lab",
+				fmt.Sprintf("20221104%02d", i), 0.2, `,"share_kind":"timeslice","share_cores":0.25`)
+		}
+	}
+	path = filepath.Join(tb.TempDir(), "shares.jsonl")
+	require.NoError(tb, os.WriteFile(path, []byte(sb.String()), 0o644))
+	return path, hami, mig, whole, a16, t4
+}
+
+// TestDashboardNowShares: in English and Chinese, the Now page shows the
+// rows of a card split into shares under the card's heading (its model,
+// short UUID, how many shares are held and their sum of the card), MIG
+// slices likewise under their GPU, whole cards in the node's table; a
+// share's row says its fraction of the card.
+func TestDashboardNowShares(t *testing.T) {
+	chromium := needChromium(t)
+	samples, hami, mig, whole, a16, t4 := shareSamples(t, heldAt)
+	ds := startDashboard(t, samples, heldAt, afterNovember, map[string]ledger.NewToken{
+		"finance": {Role: ledger.RoleFinance, Name: "browser test", TTL: time.Hour},
+	})
+	// What the API says of them: the card, and a share's fraction.
+	var held api.Page[struct {
+		Instance, GPU, Share, SKU string
+	}]
+	ds.apiGet(t, ds.tokens["finance"], "/api/v1/held", &held)
+	require.Len(t, held.Items, 16)
+	for _, x := range held.Items {
+		require.NotEmpty(t, x.SKU, "priced: %+v", x)
+		switch x.GPU {
+		case hami:
+			require.Equal(t, "0.05", x.Share)
+		case t4:
+			require.Equal(t, "0.25", x.Share)
+		default: // a vGPU type, a MIG slice, a whole card
+			require.Empty(t, x.Share, "%+v", x)
+		}
+	}
+
+	shots := artifactDir(t, "dashboard-shares")
+	type group struct {
+		GPU  string   `json:"gpu"`
+		Head string   `json:"head"`
+		Rows []string `json:"rows"`
+		IDs  []string `json:"ids"`
+	}
+	short := func(id string) string { return id[:12] + "…" + id[len(id)-4:] }
+	for _, lang := range []string{"en", "zh-CN"} {
+		x := map[string]string{"summary": "Instances held: 16 · nodes: 3 · idle: 1", "hami": "8 shares · 40 % of the card",
+			"mig": "2 MIG slices", "a16": "3 shares", "t4": "2 shares · 50 % of the card", "row": "1/20 · 5 % of the card", "whole": "whole GPU"}
+		if lang == "zh-CN" {
+			x = map[string]string{"summary": "3 个节点上共占用 16 个实例，其中 1 个空闲。", "hami": "8 个共享切片 · 共占整卡 40%",
+				"mig": "2 个 MIG 切片", "a16": "3 个共享切片", "t4": "2 个共享切片 · 共占整卡 50%", "row": "1/20 · 占整卡 5%", "whole": "整卡"}
+		}
+		t.Run(lang, func(t *testing.T) {
+			tb := langTab(t, chromium, shots, lang)
+			tb.login(ds.base, ds.tokens["finance"])
+			require.Contains(t, eval[string](tb, `document.getElementById('held-summary').innerText`), x["summary"])
+			groups := func(node string) map[string]group {
+				t.Helper()
+				raw := eval[string](tb, `JSON.stringify([...document.querySelectorAll('#held-`+node+` .gpu-group')].map((g) => ({
+  gpu: g.dataset.gpu, head: g.querySelector('h3').innerText,
+  rows: [...g.querySelectorAll('tbody tr')].map((r) => r.innerText),
+  ids: [...g.querySelectorAll('tbody code')].map((c) => c.title) })))`)
+				var gs []group
+				require.NoError(t, json.Unmarshal([]byte(raw), &gs))
+				out := map[string]group{}
+				for _, g := range gs {
+					out[g.GPU] = g
+				}
+				return out
+			}
+			mixed := groups("gpu-mixed-01")
+			require.Len(t, mixed, 2, "the shared card and the MIG card are grouped; the whole card is not")
+			require.Equal(t, "NVIDIA A100-SXM4-80GB · "+short(hami)+" · "+x["hami"], mixed[hami].Head)
+			require.Len(t, mixed[hami].Rows, 8)
+			for i, id := range mixed[hami].IDs {
+				require.Equal(t, fmt.Sprintf("%s/share/ai101/nb-%d/main", hami, i), id, "the card's shares, in order")
+				require.Contains(t, mixed[hami].Rows[i], x["row"])
+				require.Contains(t, mixed[hami].Rows[i], fmt.Sprintf("ai101/nb-%d/main", i), "a share by its pod")
+				require.NotContains(t, mixed[hami].Rows[i], "NVIDIA A100", "the model is the heading's")
+			}
+			require.Contains(t, mixed[hami].Rows[7], map[string]string{"en": "idle", "zh-CN": "空闲"}[lang], "the forgotten notebook")
+			require.Equal(t, "NVIDIA A100-SXM4-80GB · "+short(mig)+" · "+x["mig"], mixed[mig].Head)
+			require.Len(t, mixed[mig].Rows, 2)
+			require.Contains(t, mixed[mig].Rows[0], "1g.10gb")
+			wholeRows := eval[string](tb, `document.getElementById('held-gpu-mixed-01-whole').innerText`)
+			require.Contains(t, wholeRows, "2022110399")
+			require.Contains(t, wholeRows, x["whole"])
+			require.Contains(t, wholeRows, short(whole))
+			require.Equal(t, 1, eval[int](tb, `document.querySelectorAll('#held-gpu-mixed-01-whole tbody tr').length`), "only the whole card in the node's table")
+			vgpu := groups("vgpu-a16-01")
+			require.Equal(t, "NVIDIA A16 · "+short(a16)+" · "+x["a16"], vgpu[a16].Head, "a vGPU type states no fraction")
+			require.Len(t, vgpu[a16].Rows, 3)
+			require.Contains(t, vgpu[a16].Rows[0], "A16-1Q")
+			ts := groups("ts-t4-01")
+			require.Equal(t, "Tesla T4 · "+short(t4)+" · "+x["t4"], ts[t4].Head)
+			require.Len(t, ts[t4].Rows, 2)
+			if lang == "zh-CN" {
+				page := eval[string](tb, `document.getElementById('page-now').innerText`)
+				require.NotContains(t, page, "shares")
+				require.NotContains(t, page, "of the card")
+			}
+			tb.screenshot(lang + "-21-now-shares")
+		})
+	}
+}

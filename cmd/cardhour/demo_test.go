@@ -274,15 +274,16 @@ func TestDemoFirstHours(t *testing.T) {
 			for {
 				var page struct {
 					Items []struct {
-						Kind      string    `json:"kind"`
-						Project   string    `json:"project"`
-						CreatedAt time.Time `json:"created_at"`
+						Kind       string    `json:"kind"`
+						Project    string    `json:"project"`
+						InstanceID string    `json:"instance_id"`
+						CreatedAt  time.Time `json:"created_at"`
 					} `json:"items"`
 					Next string `json:"next_cursor"`
 				}
 				require.Equal(t, http.StatusOK, call("GET", "/api/v1/alerts?limit=100&kind="+kind+"&cursor="+cursor, d.Token, nil, &page))
 				for _, a := range page.Items {
-					if a.Project == "dl-course" {
+					if a.Project == "dl-course" && !strings.Contains(a.InstanceID, "/share/") { // the pool's slices, not the course's shares
 						if at := a.CreatedAt.Sub(d.From); first < 0 || at < first {
 							first = at
 						}
@@ -303,16 +304,18 @@ func TestDemoFirstHours(t *testing.T) {
 		var rel struct {
 			Items []struct {
 				Project, Status string
+				InstanceID      string `json:"instance_id"`
 			} `json:"items"`
 		}
 		require.Equal(t, http.StatusOK, call("GET", "/api/v1/releases?status=done&limit=100", d.Token, nil, &rel))
 		done := 0
 		for _, r := range rel.Items {
-			if r.Project == "dl-course" {
+			if r.Project == "dl-course" && !strings.Contains(r.InstanceID, "/share/") {
 				done++
 			}
 		}
 		require.Positive(t, done, "the simulated fleet freed teaching-pool slices: %+v", rel.Items)
+		checkDemoShareReleased(t, d)
 		return nil
 	}
 	defer func() { demoAfterRun = nil }()
@@ -326,6 +329,89 @@ func TestDemoFirstHours(t *testing.T) {
 		"--start", "2026-11-23T08:00:00+08:00", "--interval", "2m", "--state", t.TempDir()}, &out, &errOut)
 	require.Equal(t, 0, code, "stderr: %s", tail(errOut.String(), 4000))
 	require.True(t, checked, "the run reached its stop time")
+}
+
+// demoForgottenShare is the pod of the notebook left on a 1/20 HAMi share
+// of hami-a100-01 on Monday (idle from 10:00): its share is the instance
+// <gpu_uuid>/share/dl-course/dl-nb-forgotten/main.
+const demoForgottenShare = "/share/dl-course/dl-nb-forgotten/main"
+
+// checkDemoShareReleased: in the first 15 hours, the notebook forgotten on a
+// 1/20 HAMi share is warned about and released by the watcher through the
+// release webhook, the simulated fleet frees it, and it is no longer held;
+// the card's other shares are held, each named with its card and fraction.
+func checkDemoShareReleased(t *testing.T, d demoRun) {
+	t.Helper()
+	get := func(path string, into any) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, d.URL+path, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+d.Token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close() //nolint:errcheck // test
+		raw, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", path, raw)
+		require.NoError(t, json.Unmarshal(raw, into), "%s: %s", path, raw)
+	}
+	var sink struct {
+		Notifications []struct {
+			Kind  string `json:"kind"`
+			To    struct{ Role string }
+			Facts struct {
+				InstanceID string `json:"instance_id"`
+				Profile    string `json:"profile"`
+				Outcome    string `json:"outcome"`
+			} `json:"facts"`
+		} `json:"notifications"`
+		Releases []demoRelease `json:"releases"`
+	}
+	get("/demo/api/webhooks", &sink)
+	share := ""
+	for _, r := range sink.Releases {
+		if strings.HasSuffix(r.Request.Target.InstanceID, demoForgottenShare) {
+			require.True(t, r.Released, "the release hook freed the forgotten share: %s", r.Detail)
+			require.False(t, r.Request.DryRun)
+			require.Contains(t, r.Detail, "the simulated fleet freed "+r.Request.Target.InstanceID+" on hami-a100-01 (dl-nb-forgotten)")
+			require.Equal(t, "2025030199", r.Request.Target.User)
+			require.Empty(t, share, "one release of the forgotten share")
+			share = r.Request.Target.InstanceID
+		}
+	}
+	require.NotEmpty(t, share, "the watcher asked the release hook to free the forgotten share: %+v", sink.Releases)
+	require.Regexp(t, `^GPU-[0-9a-f-]+`+demoForgottenShare+`$`, share)
+	told := map[string]int{}
+	for _, n := range sink.Notifications {
+		if n.Facts.InstanceID == share && n.To.Role == "holder" {
+			told[n.Kind]++
+			require.Equal(t, "1/20", n.Facts.Profile)
+			if n.Kind == "idle_release" {
+				require.Contains(t, n.Facts.Outcome, "released")
+			}
+		}
+	}
+	require.Positive(t, told["idle_warning"], "the holder of the forgotten share was warned: %v", told)
+	require.Positive(t, told["idle_release"], "and told of its release: %v", told)
+
+	var held struct {
+		Items []struct {
+			Instance, Node, GPU, Share, User, SKU, Profile string
+		} `json:"items"`
+	}
+	get("/api/v1/held", &held)
+	card := strings.TrimSuffix(share, demoForgottenShare)
+	onCard := 0
+	for _, h := range held.Items {
+		require.NotEqual(t, share, h.Instance, "the released share is no longer held")
+		if h.GPU == card {
+			onCard++
+			require.True(t, strings.HasPrefix(h.Instance, card+"/share/"), "a share of the card: %+v", h)
+			require.Equal(t, "0.05", h.Share, "a 1/20 share: %+v", h)
+			require.Equal(t, "a100-80g-1-20", h.SKU)
+		}
+	}
+	require.Positive(t, onCard, "the card's other shares are held (the NLP Lab's fine-tuning): %+v", held.Items)
 }
 
 func TestDemoFlags(t *testing.T) {

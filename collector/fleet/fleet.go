@@ -167,7 +167,8 @@ func (f *Fleet) isReleased(h *HolderSpec, windowStart time.Duration) bool {
 	return f.released[h][windowStart]
 }
 
-// Release frees the instance instanceID (a MIG or GPU UUID) from the holder
+// Release frees the instance instanceID (a MIG or GPU UUID, a vGPU
+// instance's UUID, or a share's <gpu_uuid>/share/<ns>/<pod>/<container>) from the holder
 // that holds it now, as a scheduler that deletes the holder's job or pod
 // would: nobody holds it, and nothing runs on it, for the rest of the
 // holder's current window (a later window of a repeating holder holds it

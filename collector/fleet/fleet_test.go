@@ -190,3 +190,61 @@ func TestSharedFleet(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, most, 10, "many holders on one card at the same time")
 }
+
+// Release frees a share (its instance id <gpu_uuid>/share/<ns>/<pod>/<container>)
+// and a vGPU instance (its UUID) from their holders, as it frees a MIG slice:
+// the holder of that slot only, for the rest of its window; the card's other
+// shares stay held.
+func TestReleaseShares(t *testing.T) {
+	spec, err := fleet.Load("../testdata/fleet.shared.yaml")
+	require.NoError(t, err)
+	from := time.Date(2026, 11, 2, 0, 0, 0, 0, time.FixedZone("CST", 8*3600))
+	clock := collector.NewFastForwardClock(from)
+	f, err := fleet.Build(spec, clock, from)
+	require.NoError(t, err)
+	vgpuNode, hamiNode := f.Nodes[0], f.Nodes[1]
+	card := hamiNode.Sim.GPUs[0].Device.UUID
+	forgotten := card + "/share/dl-course/dl-forgotten/main" // abandoned from 2d on
+	notebook := card + "/share/dl-course/dl-nb-0/main"       // 09:00-17:00 every day
+	vm := vgpuNode.Sim.GPUs[0].VGPUs[15].UUID                // ai101-vm-15, abandoned from 2d14h on
+	holderOf := func(n *fleet.Node, id string) string {
+		t.Helper()
+		got, err := f.Resolver(n).Resolve(context.Background(), []collector.Instance{{InstanceID: id}})
+		require.NoError(t, err)
+		return got[id].User
+	}
+	_, ok := f.Release(forgotten)
+	require.False(t, ok, "nobody holds the forgotten share before day 2")
+	clock.Set(from.Add(3*24*time.Hour + 12*time.Hour)) // day 3, 12:00
+	require.Equal(t, "2025030199", holderOf(hamiNode, forgotten))
+	require.Equal(t, "2025030101", holderOf(hamiNode, notebook))
+	require.Equal(t, "2025010216", holderOf(vgpuNode, vm))
+
+	name, ok := f.Release(forgotten)
+	require.True(t, ok)
+	require.Equal(t, "dl-forgotten", name)
+	require.Empty(t, holderOf(hamiNode, forgotten), "the share is freed")
+	require.Equal(t, "2025030101", holderOf(hamiNode, notebook), "the card's other shares stay held")
+	_, ok = f.Release(forgotten)
+	require.False(t, ok, "released once")
+	// The splitter no longer makes a share of the freed slot.
+	whole := collector.Instance{InstanceID: card, GPUUUID: card, GPUIndex: 0, MemTotal: 80 << 30}
+	shares, err := f.Splitter(hamiNode).Split(context.Background(), []collector.Instance{whole})
+	require.NoError(t, err)
+	var ids []string
+	for _, s := range shares {
+		ids = append(ids, s.InstanceID)
+	}
+	require.Contains(t, ids, notebook)
+	require.NotContains(t, ids, forgotten)
+
+	name, ok = f.Release(vm)
+	require.True(t, ok)
+	require.Equal(t, "ai101-vm-15", name)
+	require.Empty(t, holderOf(vgpuNode, vm), "the vGPU instance is freed")
+	clock.Set(from.Add(5 * 24 * time.Hour))
+	require.Empty(t, holderOf(hamiNode, forgotten), "for the rest of the holder's window")
+	require.Empty(t, holderOf(vgpuNode, vm))
+	_, ok = f.Release(card + "/share/dl-course/nobody/main")
+	require.False(t, ok)
+}

@@ -21,12 +21,18 @@ const HeldLookback = 24 * time.Hour
 type Held struct {
 	InstanceID string `json:"instance"`
 	Node       string `json:"node"`
-	GPUUUID    string `json:"-"` // of the latest sample
+	GPUUUID    string `json:"gpu"` // the card, of the latest sample (a MIG slice's or a share's card)
 	Project    string `json:"project"`
 	User       string `json:"user"`
 	SKU        string `json:"sku,omitempty"` // empty when no catalog SKU prices it
 	GPUModel   string `json:"gpu_model"`
 	Profile    string `json:"profile,omitempty"`
+	// Share is a share's fraction of the card as its profile states it
+	// (schemas.ParseShareProfile; the larger of memory and compute where it
+	// states both), a decimal string ("0.05" for "1/20"); empty for a whole
+	// card, a MIG slice, and a share whose profile states no size (a vGPU
+	// type such as "A16-1Q").
+	Share string `json:"share,omitempty"`
 	// Since is the start of the current occupancy, gaps up to the tolerance
 	// bridged; SinceClipped: the occupancy began before the lookback
 	// (HeldLookback for HeldNow), Since is the lookback's start.
@@ -168,5 +174,19 @@ func heldBy(cat *schemas.Catalog, last *schemas.Sample) Held {
 	if sku, ok := cat.ResolveSKU(last.GPUModel, last.Profile); ok {
 		h.SKU = sku.ID
 	}
+	h.Share = shareOf(last.Profile)
 	return h
+}
+
+// shareOf is Held.Share of a profile.
+func shareOf(profile string) string {
+	sh, ok := schemas.ParseShareProfile(profile)
+	if !ok {
+		return ""
+	}
+	f, ok := sh.By(schemas.ShareByMax)
+	if !ok {
+		return ""
+	}
+	return f.String()
 }

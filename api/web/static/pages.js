@@ -117,20 +117,91 @@ async function nowPage(ctx) {
     const rows = items.filter((x) => x.node === node).sort((a, b) => a.instance.localeCompare(b.instance));
     out.push(h('section', { class: 'node', 'aria-labelledby': 'node-' + node },
       h('h2', { id: 'node-' + node }, node),
-      table(t('now.caption', { node }), [
-        { label: t('now.holder'), value: (x) => [x.user, h('span', { class: 'muted' }, ' · ' + x.project)] },
-        { label: t('now.state'), value: (x) => x.idle
-          ? [badge('idle', t('now.idle')), h('br'), h('small', {}, t('now.idleSince', { t: time(x.idle_since) }))]
-          : badge('busy', t('now.busy')) },
-        // How long: up to the last sample (the server's clock, not this browser's).
-        { label: t('now.since'), value: (x) => [time(x.since), h('br'), h('small', {}, t('now.for', { d: duration(new Date(x.last_sample) - new Date(x.since)) }))] },
-        { label: t('now.gpu'), value: (x) => x.gpu_model },
-        { label: t('now.slice'), value: (x) => (!x.profile || x.profile === 'full' ? t('now.full') : x.profile) },
-        { label: t('now.instance'), value: (x) => h('code', { title: x.instance }, shortID(x.instance)) },
-        { label: t('now.last'), value: (x) => time(x.last_sample) },
-      ], rows, { id: 'held-' + node })));
+      h('div', { id: 'held-' + node }, nodeCards(node, rows))));
   }
   view.replaceChildren(...out);
+}
+
+// heldColumns are the columns of a table of held instances (without the
+// GPU's model under a card's heading, which names it).
+function heldColumns(withGPU = true) {
+  return [
+    { label: t('now.holder'), value: (x) => [x.user, h('span', { class: 'muted' }, ' · ' + x.project)] },
+    { label: t('now.state'), value: (x) => x.idle
+      ? [badge('idle', t('now.idle')), h('br'), h('small', {}, t('now.idleSince', { t: time(x.idle_since) }))]
+      : badge('busy', t('now.busy')) },
+    // How long: up to the last sample (the server's clock, not this browser's).
+    { label: t('now.since'), value: (x) => [time(x.since), h('br'), h('small', {}, t('now.for', { d: duration(new Date(x.last_sample) - new Date(x.since)) }))] },
+    withGPU ? { label: t('now.gpu'), value: (x) => x.gpu_model } : null,
+    { label: t('now.slice'), value: (x) => sliceText(x) },
+    { label: t('now.instance'), value: (x) => h('code', { title: x.instance }, instanceText(x.instance)) },
+    { label: t('now.last'), value: (x) => time(x.last_sample) },
+  ].filter(Boolean);
+}
+
+// instanceText is an instance's ID as the page shows it: a share of a
+// Kubernetes node by its namespace, pod and container (its card is the
+// heading), anything else shortened.
+function instanceText(id) {
+  const i = id.indexOf('/share/');
+  return i >= 0 ? id.slice(i + '/share/'.length) : shortID(id);
+}
+
+// sliceText is what a held instance is of its card: the whole card, a MIG
+// profile, or a share's profile with its fraction of the card.
+function sliceText(x) {
+  if (!x.profile || x.profile === 'full') return t('now.full');
+  if (x.share) return [x.profile, h('span', { class: 'muted' }, ' · ' + t('now.sharePct', { pct: percentOf([x.share]) }))];
+  return x.profile;
+}
+
+// MIG profiles: 1g.10gb, 1g.10gb+me, 1c.3g.40gb (a compute instance).
+const MIG_PROFILE = /^(\d+c\.)?\d+g\.\d+gb/;
+
+// isShare: a share of a card (HAMi, time-slicing: <gpu>/share/…; a vGPU
+// instance: its own UUID with a vGPU type as profile), not a MIG slice.
+function isShare(x) {
+  return Boolean(x.share) || x.instance.includes('/share/') || (x.instance !== x.gpu && !MIG_PROFILE.test(x.profile || ''));
+}
+
+// nodeCards is a node's held instances: the whole cards in one table (as
+// they are their own card), then each card split into MIG slices or
+// shares under a heading that names the card and what is held of it.
+function nodeCards(node, rows) {
+  const whole = rows.filter((x) => !x.gpu || x.instance === x.gpu);
+  const cards = [...new Set(rows.filter((x) => !whole.includes(x)).map((x) => x.gpu))].sort();
+  const out = [];
+  if (whole.length) out.push(table(t('now.caption', { node }), heldColumns(), whole, { id: 'held-' + node + '-whole' }));
+  for (const gpu of cards) {
+    const of = rows.filter((x) => x.gpu === gpu && !whole.includes(x));
+    const shares = of.filter(isShare);
+    let what;
+    if (shares.length) {
+      const known = shares.filter((x) => x.share);
+      const n = shares.length, one = n === 1 ? '1' : '';
+      what = known.length === n
+        ? t('now.shares' + one, { n, pct: percentOf(known.map((x) => x.share)) })
+        : t('now.sharesN' + one, { n });
+    } else {
+      what = t(of.length === 1 ? 'now.migSlices1' : 'now.migSlices', { n: of.length });
+    }
+    const id = 'card-' + gpu.replace(/[^A-Za-z0-9_-]/g, '_');
+    out.push(h('div', { class: 'gpu-group', 'data-gpu': gpu, role: 'group', 'aria-labelledby': id },
+      h('h3', { id, class: 'gpu-head' },
+        h('span', {}, of[0].gpu_model), ' · ', h('code', { title: gpu }, shortID(gpu)), ' · ', h('span', { class: 'gpu-held' }, what)),
+      table(t('now.cardCaption', { node, gpu }), heldColumns(false), of, { id: 'held-' + id })));
+  }
+  return out;
+}
+
+// percentOf is the sum of fractions of a card (decimal strings), in
+// percent, exactly: "0.05" × 8 is "40", "0.3333" is "33.33".
+function percentOf(fractions) {
+  const [ip, fp = ''] = sumMoney(fractions).split('.');
+  const digits = (ip + fp.padEnd(2, '0')).replace(/^0+(?=\d)/, '');
+  const whole = digits.slice(0, digits.length - (fp.length - 2)) || '0';
+  const rest = fp.slice(2).replace(/0+$/, '');
+  return rest ? `${whole}.${rest}` : whole;
 }
 
 function shortID(id) {
