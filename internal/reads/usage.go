@@ -158,7 +158,7 @@ func Usage(ctx context.Context, src UsageRows, cat *schemas.Catalog, q UsageQuer
 	if err != nil {
 		return nil, err
 	}
-	sums := &usageSums{cat: cat, loc: loc, by: by, buckets: rq.BucketMS > 0, groups: map[UsageGroup]*groupSum{},
+	sums := &usageSums{cat: cat, loc: loc, by: by, buckets: rq.BucketMS > 0, groups: map[UsageGroup]*groupSum{}, days: map[int64]string{}, hours: map[int64]string{},
 		rep: &UsageReport{From: q.From, To: q.To, Timezone: cat.Timezone, Currency: cat.Currency, GroupBy: slices.Clone(q.GroupBy)}}
 	handled := false
 	if cu, ok := src.(CompactUsage); ok {
@@ -224,7 +224,8 @@ func usageRowQuery(cat *schemas.Catalog, loc *time.Location, q UsageQuery, by ma
 }
 
 // usageSums merges the store's rows into the groups of a UsageReport, in
-// milliseconds and with exact cost until report.
+// milliseconds until report; cost is computed there, exactly, once per group
+// and SKU from the milliseconds held.
 type usageSums struct {
 	cat     *schemas.Catalog
 	loc     *time.Location
@@ -233,15 +234,24 @@ type usageSums struct {
 	groups  map[UsageGroup]*groupSum
 	rep     *UsageReport
 	total   decimal.Decimal // exact
+	// days and hours name the local day or hour of a bucket start, once per
+	// bucket rather than once per row.
+	days, hours map[int64]string
 }
 
 type groupSum struct {
 	g    UsageGroup
-	cost decimal.Decimal // exact
+	held []skuHeld // the milliseconds held per SKU that prices them
 }
 
-// add adds r to its group, pricing it by its SKU (unpriced when no SKU of the
-// catalog prices its model and profile).
+// skuHeld is the time held of one SKU in a group.
+type skuHeld struct {
+	sku *schemas.SKU
+	ms  int64
+}
+
+// add adds r to its group under the SKU that prices it (unpriced when no
+// SKU of the catalog prices its model and profile).
 func (u *usageSums) add(r schemas.UsageRow) error {
 	sku, priced := u.cat.ResolveSKU(r.GPUModel, r.Profile)
 	k := u.groupOf(r, sku, priced)
@@ -253,14 +263,34 @@ func (u *usageSums) add(r schemas.UsageRow) error {
 	a.g.HeldSeconds += r.HeldMS
 	a.g.IdleSeconds += r.IdleMS
 	if priced {
-		c := sku.HourlyPrice.Mul(decimal.NewFromInt(r.HeldMS)).Div(decimal.NewFromInt(3_600_000))
-		a.cost = a.cost.Add(c) // the total is the groups' sum (report): decimal sums are exact, in any order
+		a.addHeld(sku, r.HeldMS)
 	} else {
 		u.rep.UnpricedSeconds += r.HeldMS
 	}
 	u.rep.Total.HeldSeconds += r.HeldMS
 	u.rep.Total.IdleSeconds += r.IdleMS
 	return nil
+}
+
+// addHeld adds ms to the time held of sku (a group has one SKU or a few).
+func (a *groupSum) addHeld(sku *schemas.SKU, ms int64) {
+	for i := range a.held {
+		if a.held[i].sku == sku {
+			a.held[i].ms += ms
+			return
+		}
+	}
+	a.held = append(a.held, skuHeld{sku: sku, ms: ms})
+}
+
+// cost is the group's exact cost: per SKU, its hourly price times the hours
+// held (a sum of products, exact in any order; one division per SKU).
+func (a *groupSum) cost() decimal.Decimal {
+	var c decimal.Decimal
+	for _, h := range a.held {
+		c = c.Add(h.sku.HourlyPrice.Mul(decimal.NewFromInt(h.ms)).Div(decimal.NewFromInt(3_600_000)))
+	}
+	return c
 }
 
 // groupOf is the group of r: the fields grouped by, its bucket as a local day
@@ -283,15 +313,27 @@ func (u *usageSums) groupOf(r schemas.UsageRow, sku *schemas.SKU, priced bool) U
 		k.SKU = sku.ID
 	}
 	if u.buckets {
-		t := time.UnixMilli(r.BucketMS).In(u.loc)
 		if u.by[ByDay] {
-			k.Day = t.Format(time.DateOnly)
+			k.Day = u.bucketName(u.days, r.BucketMS, func(t time.Time) string { return t.Format(time.DateOnly) })
 		}
 		if u.by[ByHour] {
-			k.Hour = t.Truncate(0).Add(-time.Duration(t.Minute())*time.Minute - time.Duration(t.Second())*time.Second).Format(time.RFC3339)
+			k.Hour = u.bucketName(u.hours, r.BucketMS, func(t time.Time) string {
+				return t.Truncate(0).Add(-time.Duration(t.Minute())*time.Minute - time.Duration(t.Second())*time.Second).Format(time.RFC3339)
+			})
 		}
 	}
 	return k
+}
+
+// bucketName names the bucket starting at ms by name, in the report's zone,
+// remembering it in names.
+func (u *usageSums) bucketName(names map[int64]string, ms int64, name func(time.Time) string) string {
+	if n, ok := names[ms]; ok {
+		return n
+	}
+	n := name(time.UnixMilli(ms).In(u.loc))
+	names[ms] = n
+	return n
 }
 
 // report turns the sums into seconds, rounds each cost once and sorts the
@@ -299,10 +341,11 @@ func (u *usageSums) groupOf(r schemas.UsageRow, sku *schemas.SKU, priced bool) U
 func (u *usageSums) report() *UsageReport {
 	rep := u.rep
 	for _, a := range u.groups {
-		u.total = u.total.Add(a.cost)
+		cost := a.cost()
+		u.total = u.total.Add(cost)
 		a.g.HeldSeconds /= 1000
 		a.g.IdleSeconds /= 1000
-		a.g.Cost = billing.Money{Decimal: billing.RoundMoney(a.cost)}
+		a.g.Cost = billing.Money{Decimal: billing.RoundMoney(cost)}
 		rep.Rows = append(rep.Rows, a.g)
 	}
 	rep.Total.HeldSeconds /= 1000
