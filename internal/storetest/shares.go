@@ -32,13 +32,14 @@ func ShareSamples(at time.Time) [][]schemas.Sample {
 	return [][]schemas.Sample{hami, ts, vgpu}
 }
 
-// requireShares checks, on the store RequireReads wrote, that samples of
-// shares come back with their share fields (share_kind, share_mem,
-// share_cores) from every read that returns samples: held samples by time
-// and by instance, and the latest samples; a replay changes none of them.
-func requireShares(t *testing.T, st ingest.Backend) {
+// RequireShareRoundTrip writes ShareSamples(at) to st, which holds no
+// samples in the hour from at, and checks that they come back with their
+// share fields (share_kind, share_mem, share_cores) from every read that
+// returns samples: held samples by time and by instance, and the latest
+// samples (st holds no later held sample); a replay changes none of them.
+func RequireShareRoundTrip(t *testing.T, st ingest.Backend, at time.Time) {
+	t.Helper()
 	ctx := context.Background()
-	at := utc("2026-11-25T10:00:00Z")
 	shares := ShareSamples(at)
 	c := ingest.NewCompactor(0)
 	want := map[string]map[int64]schemas.Sample{}
@@ -78,4 +79,9 @@ func requireShares(t *testing.T, st ingest.Backend) {
 	require.Equal(t, latest, Latest(t, st, from), "latest samples keep the share fields")
 	require.Equal(t, "1/20", latest[insts[0]].Profile)
 	require.Equal(t, [3]any{schemas.ShareVGPU, 0.0625, 0.0}, [3]any{latest[insts[2]].ShareKind, latest[insts[2]].ShareMem, latest[insts[2]].ShareCores})
+}
+
+// requireShares is RequireShareRoundTrip on the store RequireReads wrote.
+func requireShares(t *testing.T, st ingest.Backend) {
+	RequireShareRoundTrip(t, st, utc("2026-11-25T10:00:00Z"))
 }
