@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cardhour/cardhour/collector/nvmlmock"
+	"github.com/cardhour/cardhour/ingest/clickhouse"
+	"github.com/cardhour/cardhour/internal/testenv"
 )
 
 func TestStandaloneConfigErrors(t *testing.T) {
@@ -204,4 +207,67 @@ func TestStandaloneConfigFollowsAliases(t *testing.T) {
 	c, err := parseStandalone([]byte("store: /x.db\ncatalog: c.yaml\ncollector:\n  node: &n gpu-07\n  attribution:\n    namespace_projects: {ml: *n}\n"), "/etc/s.yaml")
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"ml": "gpu-07"}, c.NamespaceProjects)
+}
+
+// Shares of cards on one machine, end to end through the commands: `cardhour
+// simulate` writes three days of the shared fleet (vGPU, HAMi, time-slicing)
+// and two days of a HAMi card over-subscribed on memory, `cardhour migrate`
+// and `cardhour ingest --from-file` store them in SQLite, and `cardhour bill --store` prints what
+// `cardhour bill --samples` prints, in every format, with the same
+// over-subscription warning.
+func TestSharedFleetBillsFromSQLiteLikeTheFile(t *testing.T) {
+	sharedFleetBillsFromStoreLikeTheFile(t, "sqlite://"+filepath.Join(t.TempDir(), "usage.db"))
+}
+
+// The same from ClickHouse.
+func TestSharedFleetBillsFromClickHouseLikeTheFile(t *testing.T) {
+	addr := testenv.ClickHouseAddr(t)
+	db := testenv.UniqueName(t, "shares")
+	t.Cleanup(func() {
+		ctx := context.Background()
+		st, err := clickhouse.Open(ctx, clickhouse.Config{Addr: addr, Database: db, Logger: slog.New(slog.DiscardHandler), Migrate: true})
+		if err == nil {
+			_ = st.Conn().Exec(ctx, "DROP DATABASE IF EXISTS `"+db+"`")
+			_ = st.Close()
+		}
+	})
+	sharedFleetBillsFromStoreLikeTheFile(t, "clickhouse://"+addr+"/"+db)
+}
+
+func sharedFleetBillsFromStoreLikeTheFile(t *testing.T, store string) {
+	t.Helper()
+	dir := t.TempDir()
+	var all []byte
+	for _, sim := range []struct{ fleet, to string }{
+		{"../../collector/testdata/fleet.shared.yaml", "2026-11-05T00:00:00+08:00"},
+		{"../../ingest/e2e/testdata/fleet.oversub.yaml", "2026-11-04T00:00:00+08:00"},
+	} {
+		out := filepath.Join(dir, filepath.Base(sim.fleet)+".jsonl")
+		code, _, errOut := runCLI(t, "", "simulate", "--fleet", sim.fleet, "--from", "2026-11-02T00:00:00+08:00", "--to", sim.to, "--out", out)
+		require.Equal(t, 0, code, errOut)
+		b, err := os.ReadFile(out)
+		require.NoError(t, err)
+		all = append(all, b...)
+	}
+	samples := filepath.Join(dir, "shares.jsonl")
+	require.NoError(t, os.WriteFile(samples, all, 0o644))
+	code, _, errOut := runCLI(t, "", "migrate", "--store", store)
+	require.Equal(t, 0, code, errOut)
+	code, _, errOut = runCLI(t, "", "ingest", "--store", store, "--from-file", samples, "--listen", "")
+	require.Equal(t, 0, code, errOut)
+	const oversub = `its shares' memory (显存) added up to 120 % of the card (held by dl-course/2025030120, nlp-lab/2024210008) for 18000 s`
+	for _, format := range []string{"json", "table", "csv"} {
+		code, fromFile, fileErr := runCLI(t, "", "bill", "--catalog", exampleCatalog, "--samples", samples, "--period", "2026-11", "--format", format)
+		require.Equal(t, 0, code, fileErr)
+		code, fromStore, storeErr := runCLI(t, "", "bill", "--catalog", exampleCatalog, "--store", store, "--period", "2026-11", "--format", format)
+		require.Equal(t, 0, code, storeErr)
+		require.Equal(t, fromFile, fromStore, format)
+		require.Contains(t, fileErr, oversub, format)
+		require.Contains(t, storeErr, oversub, format)
+		require.NotContains(t, fileErr, "matches no SKU", "every share is priced")
+	}
+	_, js, _ := runCLI(t, "", "bill", "--catalog", exampleCatalog, "--store", store, "--period", "2026-11", "--format", "json")
+	for _, want := range []string{`"oversubscribed"`, `"peak": "1.2"`, `"sku": "a16-1q"`, `"sku": "t4-share[1/4]"`, `"sku": "a100-80g-share[mem=60%,cores=50%]"`} {
+		require.Contains(t, js, want)
+	}
 }

@@ -49,20 +49,26 @@ func (s *Store) HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(*sc
 }
 
 // heldColumns are the columns scanHeld reads, in its order.
-const heldColumns = "instance_id, start_ms, project, user, interval_ms, node, gpu_uuid, gpu_model, profile, util, processes, holder_ref"
+const heldColumns = "instance_id, start_ms, project, user, interval_ms, node, gpu_uuid, gpu_model, profile, util, processes, holder_ref, share_kind, share_mem, share_cores"
 
 // scanHeld hands each row of heldColumns to fn as a sample, and closes rows.
 func scanHeld(rows driver.Rows, fn func(*schemas.Sample) error) error {
 	defer func() { _ = rows.Close() }()
 	for rows.Next() {
 		var x schemas.Sample
-		var util *float64
+		var util, mem, cores *float64
 		if err := rows.Scan(&x.InstanceID, &x.StartMS, &x.Project, &x.User, &x.IntervalMS, &x.Node, &x.GPUUUID, &x.GPUModel,
-			&x.Profile, &util, &x.Processes, &x.HolderRef); err != nil {
+			&x.Profile, &util, &x.Processes, &x.HolderRef, &x.ShareKind, &mem, &cores); err != nil {
 			return fmt.Errorf("cannot read held sample: %w", err)
 		}
 		if util != nil {
 			x.Util, x.UtilKnown = *util, true
+		}
+		if mem != nil {
+			x.ShareMem = *mem
+		}
+		if cores != nil {
+			x.ShareCores = *cores
 		}
 		if err := fn(&x); err != nil {
 			return err

@@ -137,7 +137,7 @@ func (s *Store) Close() error { return s.conn.Close() }
 
 func (s *Store) table(name string) string { return s.db + "." + name }
 
-const rawColumns = "ts, start_ms, interval_ms, node, gpu_uuid, gpu_model, instance_id, profile, project, user, util, mem_used_bytes, mem_total_bytes, processes, util_source, holder_ref, ingested_at"
+const rawColumns = "ts, start_ms, interval_ms, node, gpu_uuid, gpu_model, instance_id, profile, project, user, util, mem_used_bytes, mem_total_bytes, processes, util_source, holder_ref, share_kind, share_mem, share_cores, ingested_at"
 
 // Write implements ingest.Store: raw samples, occupancy runs, idle runs (and
 // their packs, schemas.RunPack) and latest samples, each one native columnar batch insert; the raw insert, the
@@ -187,9 +187,9 @@ type rawCols struct {
 	ts, ingested                                             []time.Time
 	startMS, intervalMS, memUsed, memTotal, procs            []int64
 	node, gpuUUID, model, inst, profile, project, user, usrc []string
-	ref                                                      []string
-	util                                                     []*float64
-	utilVals                                                 []float64
+	ref, shareKind                                           []string
+	util, shareMem, shareCores                               []*float64
+	utilVals, memVals, coresVals                             []float64
 }
 
 var rawPool = sync.Pool{New: func() any { return new(rawCols) }}
@@ -216,7 +216,8 @@ func (c *rawCols) fill(samples []schemas.Sample) {
 	c.node, c.gpuUUID, c.model, c.inst = grow(c.node, n), grow(c.gpuUUID, n), grow(c.model, n), grow(c.inst, n)
 	c.profile, c.project, c.user, c.usrc = grow(c.profile, n), grow(c.project, n), grow(c.user, n), grow(c.usrc, n)
 	c.util, c.utilVals = grow(c.util, n), grow(c.utilVals, n)
-	c.ref = grow(c.ref, n)
+	c.ref, c.shareKind = grow(c.ref, n), grow(c.shareKind, n)
+	c.shareMem, c.shareCores, c.memVals, c.coresVals = grow(c.shareMem, n), grow(c.shareCores, n), grow(c.memVals, n), grow(c.coresVals, n)
 	now := time.Now().UTC().Truncate(time.Second)
 	for i := range samples {
 		x := &samples[i]
@@ -234,19 +235,31 @@ func (c *rawCols) fill(samples []schemas.Sample) {
 			c.util[i] = &c.utilVals[i]
 		}
 		c.memUsed[i], c.memTotal[i], c.procs[i] = x.MemUsed, x.MemTotal, x.Processes
+		c.shareKind[i] = x.ShareKind
+		c.memVals[i], c.coresVals[i] = x.ShareMem, x.ShareCores
+		c.shareMem[i], c.shareCores[i] = fraction(&c.memVals[i]), fraction(&c.coresVals[i])
 		c.ingested[i] = now
 	}
+}
+
+// fraction is a share fraction as raw_samples keeps it: NULL when absent
+// (0 in schemas.Sample).
+func fraction(f *float64) *float64 {
+	if *f == 0 {
+		return nil
+	}
+	return f
 }
 
 // columns are the columns in the order of rawColumns.
 func (c *rawCols) columns() []any {
 	return []any{c.ts, c.startMS, c.intervalMS, c.node, c.gpuUUID, c.model, c.inst, c.profile,
-		c.project, c.user, c.util, c.memUsed, c.memTotal, c.procs, c.usrc, c.ref, c.ingested}
+		c.project, c.user, c.util, c.memUsed, c.memTotal, c.procs, c.usrc, c.ref, c.shareKind, c.shareMem, c.shareCores, c.ingested}
 }
 
 // release drops the references to the batch's strings and pools c.
 func (c *rawCols) release() {
-	for _, col := range [][]string{c.node, c.gpuUUID, c.model, c.inst, c.profile, c.project, c.user, c.usrc, c.ref} {
+	for _, col := range [][]string{c.node, c.gpuUUID, c.model, c.inst, c.profile, c.project, c.user, c.usrc, c.ref, c.shareKind} {
 		clear(col)
 	}
 	rawPool.Put(c)
@@ -421,7 +434,7 @@ func dateTime(ms int64) time.Time {
 	return time.Unix(sec, 0).UTC()
 }
 
-const latestColumns = "instance_id, start_ms, interval_ms, node, gpu_uuid, gpu_model, profile, project, user, util, util_known, processes, holder_ref"
+const latestColumns = "instance_id, start_ms, interval_ms, node, gpu_uuid, gpu_model, profile, project, user, util, util_known, processes, holder_ref, share_kind, share_mem, share_cores"
 
 // writeLatest inserts the latest held samples (unheld ones, which no
 // compactor emits, are skipped: the table holds held samples only).
@@ -430,6 +443,7 @@ func (s *Store) writeLatest(ctx context.Context, samples []schemas.Sample) error
 	inst, node, uuid, model, profile, project, user, ref := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n),
 		make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
 	startMS, intervalMS, procs, util, known := make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([]float64, 0, n), make([]uint8, 0, n)
+	shareKind, shareMem, shareCores := make([]string, 0, n), make([]float64, 0, n), make([]float64, 0, n)
 	for i := range samples {
 		x := &samples[i]
 		if x.Project == "" {
@@ -438,6 +452,7 @@ func (s *Store) writeLatest(ctx context.Context, samples []schemas.Sample) error
 		inst, node, uuid, model, profile = append(inst, x.InstanceID), append(node, x.Node), append(uuid, x.GPUUUID), append(model, x.GPUModel), append(profile, x.Profile)
 		project, user, ref = append(project, x.Project), append(user, x.User), append(ref, x.HolderRef)
 		startMS, intervalMS, procs = append(startMS, x.StartMS), append(intervalMS, x.IntervalMS), append(procs, x.Processes)
+		shareKind, shareMem, shareCores = append(shareKind, x.ShareKind), append(shareMem, x.ShareMem), append(shareCores, x.ShareCores)
 		if x.UtilKnown {
 			util, known = append(util, x.Util), append(known, 1)
 		} else {
@@ -448,7 +463,7 @@ func (s *Store) writeLatest(ctx context.Context, samples []schemas.Sample) error
 		return nil
 	}
 	return s.insert(ctx, "latest_samples", latestColumns, len(inst),
-		inst, startMS, intervalMS, node, uuid, model, profile, project, user, util, known, procs, ref)
+		inst, startMS, intervalMS, node, uuid, model, profile, project, user, util, known, procs, ref, shareKind, shareMem, shareCores)
 }
 
 // LatestSamples implements reads.LatestRows: per instance the row with the
@@ -460,7 +475,7 @@ func (s *Store) LatestSamples(ctx context.Context, fromMS int64, fn func(*schema
 	rows, err := s.conn.Query(ctx, "SELECT instance_id, max(start_ms), argMax(interval_ms, start_ms), argMax(node, start_ms), "+
 		"argMax(gpu_uuid, start_ms), argMax(gpu_model, start_ms), argMax(profile, start_ms), argMax(project, start_ms), "+
 		"argMax(user, start_ms), argMax(util, start_ms), argMax(util_known, start_ms), argMax(processes, start_ms), "+
-		"argMax(holder_ref, start_ms) FROM "+s.table("latest_samples")+" WHERE start_ms >= "+itoa(fromMS)+" GROUP BY instance_id")
+		"argMax(holder_ref, start_ms), argMax(share_kind, start_ms), argMax(share_mem, start_ms), argMax(share_cores, start_ms) FROM "+s.table("latest_samples")+" WHERE start_ms >= "+itoa(fromMS)+" GROUP BY instance_id")
 	if err != nil {
 		return classify(fmt.Errorf("cannot read latest samples: %w", err))
 	}
@@ -469,7 +484,7 @@ func (s *Store) LatestSamples(ctx context.Context, fromMS int64, fn func(*schema
 		var x schemas.Sample
 		var known uint8
 		if err := rows.Scan(&x.InstanceID, &x.StartMS, &x.IntervalMS, &x.Node, &x.GPUUUID, &x.GPUModel, &x.Profile,
-			&x.Project, &x.User, &x.Util, &known, &x.Processes, &x.HolderRef); err != nil {
+			&x.Project, &x.User, &x.Util, &known, &x.Processes, &x.HolderRef, &x.ShareKind, &x.ShareMem, &x.ShareCores); err != nil {
 			return fmt.Errorf("cannot read latest sample: %w", err)
 		}
 		x.UtilKnown = known == 1

@@ -42,7 +42,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	st := open(t, addr, db)
 	latest, err := clickhouse.SchemaVersion()
 	require.NoError(t, err)
-	require.Equal(t, 15, latest)
+	require.Equal(t, 17, latest)
 	res, err := st.Migrate(context.Background())
 	require.NoError(t, err)
 	require.Empty(t, res.Applied, "a second migrate applies nothing")
@@ -287,4 +287,57 @@ func TestDataQualityRollupBackfill(t *testing.T) {
 	require.NoError(t, err)
 	storetest.WriteStreamed(t, w, later, 50, 13)
 	storetest.RequireDataQualityOf(t, st, append(old, later...))
+}
+
+// A database of schema version 15, before raw and latest samples kept the
+// share fields: migrations 16 and 17 add them (on 18.16 as on current
+// releases), rows written before read as no share and bill as before, and
+// samples of shares written after come back with their fields. Applied
+// again, the two find their columns and are recorded without running.
+func TestShareColumnsMigrate(t *testing.T) {
+	addr := testenv.ClickHouseAddr(t)
+	st := open(t, addr, testenv.UniqueName(t, "ch"))
+	ctx := context.Background()
+	db := "`" + st.Database() + "`"
+	data := storetest.Trace(t, 10_000, 23)
+	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	require.NoError(t, w.Write(ctx, storetest.Samples(t, data)))
+
+	for _, table := range []string{"raw_samples", "latest_samples"} {
+		require.NoError(t, st.Conn().Exec(ctx, "ALTER TABLE "+db+"."+table+" DROP COLUMN share_kind, DROP COLUMN share_mem, DROP COLUMN share_cores"))
+	}
+	setVersions := func(last int) {
+		t.Helper()
+		require.NoError(t, st.Conn().Exec(ctx, "TRUNCATE TABLE "+db+".schema_migrations"))
+		rec, err := st.Conn().PrepareBatch(ctx, "INSERT INTO "+db+".schema_migrations (version, name, applied_at)")
+		require.NoError(t, err)
+		for v := 1; v <= last; v++ {
+			require.NoError(t, rec.Append(uint32(v), "m", time.Now().UTC()))
+		}
+		require.NoError(t, rec.Send())
+	}
+	setVersions(15)
+	res, err := st.Migrate(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int{16, 17}, res.Applied)
+	var cols uint64
+	require.NoError(t, st.Conn().QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = ? AND name IN ('share_kind', 'share_mem', 'share_cores')",
+		st.Database()).Scan(&cols))
+	require.EqualValues(t, 6, cols, "three columns in raw_samples and in latest_samples")
+	storetest.RequireSameInvoices(t, data, storetest.Catalogs(t), st)
+	var old int
+	require.NoError(t, st.HeldSamples(ctx, 0, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixMilli(), func(s *schemas.Sample) error {
+		old++
+		require.Equal(t, [3]any{"", 0.0, 0.0}, [3]any{s.ShareKind, s.ShareMem, s.ShareCores}, "a row written before reads as no share")
+		return nil
+	}))
+	require.Positive(t, old)
+	storetest.RequireShareRoundTrip(t, st, time.Date(2026, 12, 20, 10, 0, 0, 0, time.UTC))
+
+	setVersions(15)
+	res, err = st.Migrate(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int{16, 17}, res.Applied, "recorded again without running")
+	require.NoError(t, st.CheckSchema(ctx))
 }

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 
 	"github.com/cardhour/cardhour/schemas"
@@ -20,8 +19,7 @@ func (s *Store) InstanceSamples(ctx context.Context, instances []string, fromMS,
 }
 
 func (s *Store) instanceSamples(ctx context.Context, inst string, fromMS, toMS int64, fn func(*schemas.Sample) error) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT instance_id, start_ms, project, user, interval_ms, node, gpu_uuid, gpu_model, profile,
-		util, processes, holder_ref FROM raw_samples WHERE instance_id = ? AND start_ms >= ? AND start_ms < ? AND project != ''`, inst, fromMS, toMS)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+heldColumns+` FROM raw_samples WHERE instance_id = ? AND start_ms >= ? AND start_ms < ? AND project != ''`, inst, fromMS, toMS)
 	if err != nil {
 		return fmt.Errorf("cannot read the samples of %s: %w", inst, err)
 	}
@@ -29,12 +27,9 @@ func (s *Store) instanceSamples(ctx context.Context, inst string, fromMS, toMS i
 	var buf []schemas.Sample
 	for rows.Next() {
 		var x schemas.Sample
-		var util sql.NullFloat64
-		if err := rows.Scan(&x.InstanceID, &x.StartMS, &x.Project, &x.User, &x.IntervalMS, &x.Node, &x.GPUUUID, &x.GPUModel,
-			&x.Profile, &util, &x.Processes, &x.HolderRef); err != nil {
+		if err := scanHeld(rows, &x); err != nil {
 			return fmt.Errorf("cannot read a sample of %s: %w", inst, err)
 		}
-		x.Util, x.UtilKnown = util.Float64, util.Valid
 		buf = append(buf, x)
 	}
 	if err := rows.Err(); err != nil {

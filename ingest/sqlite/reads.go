@@ -84,20 +84,16 @@ func idleRunsOfSQL(q schemas.UsageRowQuery, from, to int64, maxUtil float64) (st
 
 // HeldSamples implements reads.HeldRows.
 func (s *Store) HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(*schemas.Sample) error) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT instance_id, start_ms, project, user, interval_ms, node, gpu_uuid, gpu_model, profile,
-		util, processes, holder_ref FROM raw_samples WHERE start_ms >= ? AND start_ms < ? AND project != ''`, fromMS, toMS)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+heldColumns+` FROM raw_samples WHERE start_ms >= ? AND start_ms < ? AND project != ''`, fromMS, toMS)
 	if err != nil {
 		return fmt.Errorf("cannot read held samples: %w", err)
 	}
 	defer rows.Close() //nolint:errcheck // errors surface on Next/Err
 	for rows.Next() {
 		var x schemas.Sample
-		var util sql.NullFloat64
-		if err := rows.Scan(&x.InstanceID, &x.StartMS, &x.Project, &x.User, &x.IntervalMS, &x.Node, &x.GPUUUID, &x.GPUModel,
-			&x.Profile, &util, &x.Processes, &x.HolderRef); err != nil {
+		if err := scanHeld(rows, &x); err != nil {
 			return fmt.Errorf("cannot read held sample: %w", err)
 		}
-		x.Util, x.UtilKnown = util.Float64, util.Valid
 		if err := fn(&x); err != nil {
 			return err
 		}
@@ -105,10 +101,26 @@ func (s *Store) HeldSamples(ctx context.Context, fromMS, toMS int64, fn func(*sc
 	return rows.Err()
 }
 
+// heldColumns are the raw_samples columns scanHeld reads, in its order.
+const heldColumns = `instance_id, start_ms, project, user, interval_ms, node, gpu_uuid, gpu_model, profile,
+		util, processes, holder_ref, share_kind, share_mem, share_cores`
+
+// scanHeld reads a row of heldColumns into x.
+func scanHeld(rows *sql.Rows, x *schemas.Sample) error {
+	var util, mem, cores sql.NullFloat64
+	if err := rows.Scan(&x.InstanceID, &x.StartMS, &x.Project, &x.User, &x.IntervalMS, &x.Node, &x.GPUUUID, &x.GPUModel,
+		&x.Profile, &util, &x.Processes, &x.HolderRef, &x.ShareKind, &mem, &cores); err != nil {
+		return err
+	}
+	x.Util, x.UtilKnown = util.Float64, util.Valid
+	x.ShareMem, x.ShareCores = mem.Float64, cores.Float64
+	return nil
+}
+
 // LatestSamples implements reads.LatestRows: one row per instance already.
 func (s *Store) LatestSamples(ctx context.Context, fromMS int64, fn func(*schemas.Sample) error) error {
 	rows, err := s.db.QueryContext(ctx, `SELECT instance_id, start_ms, interval_ms, node, gpu_uuid, gpu_model, profile, project, user,
-		util, util_known, processes, holder_ref FROM latest_samples WHERE start_ms >= ? AND project != ''`, fromMS)
+		util, util_known, processes, holder_ref, share_kind, share_mem, share_cores FROM latest_samples WHERE start_ms >= ? AND project != ''`, fromMS)
 	if err != nil {
 		return fmt.Errorf("cannot read latest samples: %w", err)
 	}
@@ -116,7 +128,7 @@ func (s *Store) LatestSamples(ctx context.Context, fromMS int64, fn func(*schema
 	for rows.Next() {
 		var x schemas.Sample
 		if err := rows.Scan(&x.InstanceID, &x.StartMS, &x.IntervalMS, &x.Node, &x.GPUUUID, &x.GPUModel, &x.Profile,
-			&x.Project, &x.User, &x.Util, &x.UtilKnown, &x.Processes, &x.HolderRef); err != nil {
+			&x.Project, &x.User, &x.Util, &x.UtilKnown, &x.Processes, &x.HolderRef, &x.ShareKind, &x.ShareMem, &x.ShareCores); err != nil {
 			return fmt.Errorf("cannot read latest sample: %w", err)
 		}
 		if !x.UtilKnown {

@@ -147,8 +147,23 @@ var migrations = []string{
 		project TEXT NOT NULL, day_ms INTEGER NOT NULL, min_ms INTEGER NOT NULL, max_ms INTEGER NOT NULL, runs BLOB NOT NULL)`,
 	`CREATE INDEX IF NOT EXISTS run_packs_project_max ON run_packs (project, max_ms)`,
 	backfillPacks,
+	// A share of a card (schemas.Sample: share_kind, share_mem, share_cores;
+	// see the ClickHouse migrations 0016 and 0017): the kind, '' on whole
+	// cards and MIG slices, and the fractions, NULL when absent in
+	// raw_samples (as util) and 0 in latest_samples (as its util). Rows
+	// written before read as no share.
+	`ALTER TABLE raw_samples ADD COLUMN share_kind TEXT NOT NULL DEFAULT ''`,
+	`ALTER TABLE raw_samples ADD COLUMN share_mem REAL`,
+	`ALTER TABLE raw_samples ADD COLUMN share_cores REAL`,
+	`ALTER TABLE latest_samples ADD COLUMN share_kind TEXT NOT NULL DEFAULT ''`,
+	`ALTER TABLE latest_samples ADD COLUMN share_mem REAL NOT NULL DEFAULT 0`,
+	`ALTER TABLE latest_samples ADD COLUMN share_cores REAL NOT NULL DEFAULT 0`,
 }
 
+// latestColumns and latestUpdate are the columns of latest_samples as
+// migration 14 created them, which that migration's back-fill names: frozen
+// with it (a migration never changes). Writers use latestWriteColumns and
+// latestWriteUpdate.
 const latestColumns = `instance_id, start_ms, interval_ms, node, gpu_uuid, gpu_model, profile, project, user, util, util_known, processes, holder_ref`
 
 // latestUpdate replaces a latest sample by one starting at or after it.
@@ -157,6 +172,13 @@ const latestUpdate = `start_ms = excluded.start_ms, interval_ms = excluded.inter
 	project = excluded.project, user = excluded.user, util = excluded.util, util_known = excluded.util_known,
 	processes = excluded.processes, holder_ref = excluded.holder_ref
 	WHERE excluded.start_ms >= latest_samples.start_ms`
+
+// latestWriteColumns are the columns ingest writes to latest_samples.
+const latestWriteColumns = latestColumns + `, share_kind, share_mem, share_cores`
+
+// latestWriteUpdate is latestUpdate with the share fields.
+const latestWriteUpdate = `share_kind = excluded.share_kind, share_mem = excluded.share_mem, share_cores = excluded.share_cores,
+	` + latestUpdate
 
 // SchemaVersion is the schema version this build writes and reads (PRAGMA
 // user_version once every migration ran).
@@ -473,8 +495,9 @@ func (s *Store) DataVersion(ctx context.Context) (string, error) {
 
 func writeBatch(ctx context.Context, tx *sql.Tx, b *ingest.Batch) error {
 	raw, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO raw_samples (instance_id, start_ms, project, user,
-		interval_ms, node, gpu_uuid, gpu_model, profile, util, mem_used_bytes, mem_total_bytes, processes, util_source, holder_ref)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		interval_ms, node, gpu_uuid, gpu_model, profile, util, mem_used_bytes, mem_total_bytes, processes, util_source, holder_ref,
+		share_kind, share_mem, share_cores)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return fmt.Errorf("cannot prepare raw insert: %w", err)
 	}
@@ -486,7 +509,8 @@ func writeBatch(ctx context.Context, tx *sql.Tx, b *ingest.Batch) error {
 			util = x.Util
 		}
 		if _, err = raw.ExecContext(ctx, x.InstanceID, x.StartMS, x.Project, x.User, x.IntervalMS, x.Node, x.GPUUUID,
-			x.GPUModel, x.Profile, util, x.MemUsed, x.MemTotal, x.Processes, x.UtilSource, x.HolderRef); err != nil {
+			x.GPUModel, x.Profile, util, x.MemUsed, x.MemTotal, x.Processes, x.UtilSource, x.HolderRef,
+			x.ShareKind, fraction(x.ShareMem), fraction(x.ShareCores)); err != nil {
 			return fmt.Errorf("cannot insert raw sample: %w", err)
 		}
 	}
@@ -525,8 +549,8 @@ func writeBatch(ctx context.Context, tx *sql.Tx, b *ingest.Batch) error {
 	if len(b.Latest) == 0 {
 		return nil
 	}
-	latest, err := tx.PrepareContext(ctx, `INSERT INTO latest_samples (`+latestColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (instance_id) DO UPDATE SET `+latestUpdate)
+	latest, err := tx.PrepareContext(ctx, `INSERT INTO latest_samples (`+latestWriteColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (instance_id) DO UPDATE SET `+latestWriteUpdate)
 	if err != nil {
 		return fmt.Errorf("cannot prepare latest sample upsert: %w", err)
 	}
@@ -541,11 +565,20 @@ func writeBatch(ctx context.Context, tx *sql.Tx, b *ingest.Batch) error {
 			util, known = x.Util, 1
 		}
 		if _, err = latest.ExecContext(ctx, x.InstanceID, x.StartMS, x.IntervalMS, x.Node, x.GPUUUID, x.GPUModel, x.Profile,
-			x.Project, x.User, util, known, x.Processes, x.HolderRef); err != nil {
+			x.Project, x.User, util, known, x.Processes, x.HolderRef, x.ShareKind, x.ShareMem, x.ShareCores); err != nil {
 			return fmt.Errorf("cannot upsert latest sample: %w", err)
 		}
 	}
 	return nil
+}
+
+// fraction is a share fraction as raw_samples keeps it: NULL when absent
+// (0 in schemas.Sample).
+func fraction(f float64) any {
+	if f == 0 {
+		return nil
+	}
+	return f
 }
 
 // writeActivity writes the data-quality rollup of a batch's samples: a node

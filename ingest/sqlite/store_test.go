@@ -171,3 +171,48 @@ func reopenBefore(t *testing.T, path string, tables ...string) *sqlite.Store {
 	require.Equal(t, [2]int{before, sqlite.SchemaVersion}, [2]int{from, to})
 	return st
 }
+
+// A store of schema version 29, before raw and latest samples kept the
+// share fields, migrates: its rows bill as before (as no share) and samples
+// of shares written after come back with their fields.
+func TestShareColumnsMigrate(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "cardhour.db")
+	log := slog.New(slog.DiscardHandler)
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
+	require.NoError(t, err)
+	data := storetest.Trace(t, 10_000, 23)
+	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: log})
+	require.NoError(t, err)
+	require.NoError(t, w.Write(ctx, storetest.Samples(t, data)))
+	require.NoError(t, st.Close())
+
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	for _, table := range []string{"raw_samples", "latest_samples"} {
+		for _, col := range []string{"share_kind", "share_mem", "share_cores"} {
+			_, err = db.Exec(`ALTER TABLE ` + table + ` DROP COLUMN ` + col)
+			require.NoError(t, err)
+		}
+	}
+	before := sqlite.VersionBefore("ALTER TABLE raw_samples ADD COLUMN share_kind")
+	require.Equal(t, 29, before)
+	_, err = db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, before))
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	st, err = sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
+	require.NoError(t, err)
+	defer st.Close()
+	from, to := st.Migrated()
+	require.Equal(t, [2]int{29, sqlite.SchemaVersion}, [2]int{from, to})
+	storetest.RequireSameInvoices(t, data, storetest.Catalogs(t), st)
+	var old int
+	require.NoError(t, st.HeldSamples(ctx, 0, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixMilli(), func(s *schemas.Sample) error {
+		old++
+		require.Equal(t, [3]any{"", 0.0, 0.0}, [3]any{s.ShareKind, s.ShareMem, s.ShareCores}, "a row written before reads as no share")
+		return nil
+	}))
+	require.Positive(t, old)
+	storetest.RequireShareRoundTrip(t, st, time.Date(2026, 12, 20, 10, 0, 0, 0, time.UTC))
+}

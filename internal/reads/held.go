@@ -64,7 +64,7 @@ type LatestRows interface {
 	// project not empty) of each instance whose latest held sample starts at or after
 	// fromMS, once per instance, in any order. Fields as HeldSamples returns them
 	// (instance, start, interval, node, gpu uuid/model, profile, project, user,
-	// util/UtilKnown, processes, holder_ref).
+	// util/UtilKnown, processes, holder_ref, share_kind/share_mem/share_cores).
 	LatestSamples(ctx context.Context, fromMS int64, fn func(*schemas.Sample) error) error
 }
 

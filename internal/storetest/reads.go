@@ -53,7 +53,8 @@ func utc(s string) time.Time {
 }
 
 // RequireReads checks reads.Usage, reads.HeldNow,
-// reads.CheckDataQuality and the latest samples (reads.LatestRows) on st,
+// reads.CheckDataQuality, the latest samples (reads.LatestRows) and the
+// share fields of samples read back on st,
 // an empty store, against hand-computed answers: every store must give the
 // same (a replayed batch, a DST day, filters by node and SKU, per-project idle
 // thresholds, unpriced and unattributed usage).
@@ -257,4 +258,5 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 	require.Equal(t, [2]uint64{2, 1}, [2]uint64{stats.Misses, stats.Hits}, "one computation per data version")
 
 	requireLatest(t, st, map[string]schemas.Sample{"mig-a": alice[119], "mig-b": bob[29], "x-1": carol[9], "mig-e": dave[9]})
+	requireShares(t, st)
 }
