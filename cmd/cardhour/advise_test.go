@@ -113,12 +113,12 @@ func TestAdviseErrors(t *testing.T) {
 	require.Contains(t, errOut, "cat.yaml:4: skus[0].hourly_price")
 }
 
-// shareSamples writes hourly samples of HAMi shares of one A100 80GB card
+// adviseShareSamples writes hourly samples of HAMi shares of one A100 80GB card
 // (no MIG) held by ai101: two 1/20 shares (the example catalog's fixed SKU
 // a100-80g-1-20, ¥1.80/h, ¥900/month) all of October 2026, and one 10 %
 // share (priced by share: a100-80g-share[mem=10%], ¥0.50/h, ¥250/month)
 // from September to November (Asia/Shanghai).
-func shareSamples(t *testing.T) string {
+func adviseShareSamples(t *testing.T) string {
 	t.Helper()
 	loc, err := time.LoadLocation("Asia/Shanghai")
 	require.NoError(t, err)
@@ -147,7 +147,7 @@ func shareSamples(t *testing.T) string {
 // 1.80 = ¥2 678.40) and a year reservation of the 10 % share (3 × 250 × 0.8
 // = ¥600.00 instead of 2 184 h × 0.50 = ¥1 092.00).
 func TestAdviseShares(t *testing.T) {
-	samples := shareSamples(t)
+	samples := adviseShareSamples(t)
 	code, out, errOut := runCLI(t, "", "advise", "--catalog", exampleCatalog, "--samples", samples, "--now", "2026-12-01", "--project", "ai101", "--format", "json")
 	require.Equal(t, 0, code, errOut)
 	var rep struct {

@@ -3,8 +3,6 @@
 package main
 
 import (
-	"context"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cardhour/cardhour/ingest/clickhouse"
 	"github.com/cardhour/cardhour/internal/testenv"
 )
 
@@ -30,14 +27,7 @@ func TestServeAnswers503WhileClickHouseIsUnreachable(t *testing.T) {
 	addr := proxy.ln.Addr().String()
 	db := testenv.UniqueName(t, "chcut")
 	store := "clickhouse://" + addr + "/" + db
-	t.Cleanup(func() {
-		ctx := context.Background()
-		st, err := clickhouse.Open(ctx, clickhouse.Config{Addr: chAddr, Database: db, Logger: slog.New(slog.DiscardHandler), Migrate: true})
-		if err == nil {
-			_ = st.Conn().Exec(ctx, "DROP DATABASE IF EXISTS `"+db+"`")
-			_ = st.Close()
-		}
-	})
+	dropDatabaseAtEnd(t, chAddr, db)
 	code, out, errOut := runCLI(t, "", "migrate", "--store", store)
 	require.Zero(t, code, out+errOut)
 	code, out, errOut = runCLI(t, "", "ingest", "--store", store, "--from-file", exampleSamples, "--listen", "")

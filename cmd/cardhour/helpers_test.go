@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/cardhour/cardhour/ingest/clickhouse"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -41,4 +45,18 @@ func golden(t *testing.T, name, got string) {
 	want, err := os.ReadFile(path)
 	require.NoError(t, err, "run 'go test ./cmd/cardhour -update' to create it")
 	require.Equal(t, string(want), got, "output differs from %s (rerun with -update if the change is intended)", path)
+}
+
+// dropDatabaseAtEnd drops the ClickHouse database db at addr when the test
+// ends (opened with its migrations, so that it exists to be dropped).
+func dropDatabaseAtEnd(t *testing.T, addr, db string) {
+	t.Helper()
+	t.Cleanup(func() {
+		ctx := context.Background()
+		st, err := clickhouse.Open(ctx, clickhouse.Config{Addr: addr, Database: db, Logger: slog.New(slog.DiscardHandler), Migrate: true})
+		if err == nil {
+			_ = st.Conn().Exec(ctx, "DROP DATABASE IF EXISTS `"+db+"`")
+			_ = st.Close()
+		}
+	})
 }

@@ -3,15 +3,12 @@
 package main
 
 import (
-	"context"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cardhour/cardhour/ingest/clickhouse"
 	"github.com/cardhour/cardhour/internal/testenv"
 )
 
@@ -26,14 +23,7 @@ func TestIdleFromStoreMatchesTheFile(t *testing.T) {
 func TestIdleFromClickHouseMatchesTheFile(t *testing.T) {
 	addr := testenv.ClickHouseAddr(t)
 	db := testenv.UniqueName(t, "idle")
-	t.Cleanup(func() {
-		ctx := context.Background()
-		st, err := clickhouse.Open(ctx, clickhouse.Config{Addr: addr, Database: db, Logger: slog.New(slog.DiscardHandler), Migrate: true})
-		if err == nil {
-			_ = st.Conn().Exec(ctx, "DROP DATABASE IF EXISTS `"+db+"`")
-			_ = st.Close()
-		}
-	})
+	dropDatabaseAtEnd(t, addr, db)
 	idleFromStoreMatchesTheFile(t, "clickhouse://"+addr+"/"+db)
 }
 

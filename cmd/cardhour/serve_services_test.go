@@ -3,14 +3,11 @@
 package main
 
 import (
-	"context"
-	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cardhour/cardhour/ingest/clickhouse"
 	"github.com/cardhour/cardhour/internal/testenv"
 )
 
@@ -25,14 +22,7 @@ func TestServeOnPostgresAndClickHouse(t *testing.T) {
 	store := "clickhouse://" + addr + "/" + db
 	code, _, errOut := runCLI(t, "", "migrate", "--store", store)
 	require.Zero(t, code, errOut)
-	t.Cleanup(func() {
-		ctx := context.Background()
-		st, err := clickhouse.Open(ctx, clickhouse.Config{Addr: addr, Database: db, Logger: slog.New(slog.DiscardHandler), Migrate: true})
-		if err == nil {
-			_ = st.Conn().Exec(ctx, "DROP DATABASE IF EXISTS `"+db+"`")
-			_ = st.Close()
-		}
-	})
+	dropDatabaseAtEnd(t, addr, db)
 	code, out, errOut := runCLI(t, "", "ingest", "--store", store, "--from-file", exampleSamples, "--listen", "")
 	require.Zero(t, code, out+errOut)
 	code, _, errOut = runCLI(t, "", "migrate", "--state", state)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cardhour/cardhour/collector/nvmlmock"
-	"github.com/cardhour/cardhour/ingest/clickhouse"
 	"github.com/cardhour/cardhour/internal/testenv"
 )
 
@@ -223,14 +221,7 @@ func TestSharedFleetBillsFromSQLiteLikeTheFile(t *testing.T) {
 func TestSharedFleetBillsFromClickHouseLikeTheFile(t *testing.T) {
 	addr := testenv.ClickHouseAddr(t)
 	db := testenv.UniqueName(t, "shares")
-	t.Cleanup(func() {
-		ctx := context.Background()
-		st, err := clickhouse.Open(ctx, clickhouse.Config{Addr: addr, Database: db, Logger: slog.New(slog.DiscardHandler), Migrate: true})
-		if err == nil {
-			_ = st.Conn().Exec(ctx, "DROP DATABASE IF EXISTS `"+db+"`")
-			_ = st.Close()
-		}
-	})
+	dropDatabaseAtEnd(t, addr, db)
 	sharedFleetBillsFromStoreLikeTheFile(t, "clickhouse://"+addr+"/"+db)
 }
 

@@ -3,9 +3,7 @@
 package main
 
 import (
-	"context"
 	"database/sql"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cardhour/cardhour/ingest/clickhouse"
 	"github.com/cardhour/cardhour/internal/testenv"
 )
 
@@ -112,14 +109,7 @@ func TestMigrateClickHouse(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, errOut, "deprecated; use --store clickhouse://"+addr+"/"+db)
 	require.Contains(t, out, "database "+db+" at schema version")
-	t.Cleanup(func() {
-		ctx := context.Background()
-		st, err := clickhouse.Open(ctx, clickhouse.Config{Addr: addr, Database: db, Logger: slog.New(slog.DiscardHandler), Migrate: true})
-		if err == nil {
-			_ = st.Conn().Exec(ctx, "DROP DATABASE IF EXISTS `"+db+"`")
-			_ = st.Close()
-		}
-	})
+	dropDatabaseAtEnd(t, addr, db)
 	code, out, errOut = runCLI(t, "", "migrate", "--store", "clickhouse://"+addr+"/"+db)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "applied now: []")
