@@ -85,3 +85,21 @@ func RequireShareRoundTrip(t *testing.T, st ingest.Backend, at time.Time) {
 func requireShares(t *testing.T, st ingest.Backend) {
 	RequireShareRoundTrip(t, st, utc("2026-11-25T10:00:00Z"))
 }
+
+// RequireSharesAfterMigration checks a store that held data (a Trace) before
+// its share columns were added and was migrated since: it bills data as
+// before, every sample written before reads as no share, and samples of
+// shares written after come back with their fields (RequireShareRoundTrip
+// at 2026-12-20 10:00 UTC, after every Trace).
+func RequireSharesAfterMigration(t *testing.T, data []byte, st ingest.Backend) {
+	t.Helper()
+	RequireSameInvoices(t, data, Catalogs(t), st)
+	var old int
+	require.NoError(t, st.HeldSamples(context.Background(), 0, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixMilli(), func(s *schemas.Sample) error {
+		old++
+		require.Equal(t, [3]any{"", 0.0, 0.0}, [3]any{s.ShareKind, s.ShareMem, s.ShareCores}, "a row written before reads as no share")
+		return nil
+	}))
+	require.Positive(t, old)
+	RequireShareRoundTrip(t, st, time.Date(2026, 12, 20, 10, 0, 0, 0, time.UTC))
+}
