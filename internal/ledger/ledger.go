@@ -155,6 +155,9 @@ type Store interface {
 	// WatchStore: alerts, deliveries, releases, exemptions and budgets.
 	WatchStore
 
+	// SessionStore: sessions of people signed in, and login attempts.
+	SessionStore
+
 	Close() error
 }
 

@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"time"
@@ -59,7 +61,7 @@ type Session struct {
 	LogoutHint string
 	CreatedAt  time.Time
 	LastSeenAt time.Time
-	IdleUntil  time.Time // LastSeenAt + Idle
+	IdleUntil  time.Time // LastSeenAt + Idle, never past ExpiresAt
 	ExpiresAt  time.Time // CreatedAt + TTL
 }
 
@@ -93,7 +95,9 @@ type SessionStore interface {
 	// LookupSession finds the session whose secret was presented and
 	// moves its idle limit on (now + Idle, never past ExpiresAt).
 	// ErrNotFound when there is none (or it was ended), ErrSessionExpired
-	// when its idle limit or lifetime passed.
+	// when its idle limit or lifetime passed. To keep reads cheap, the
+	// time last seen is written at most once per SessionSeenEvery of the
+	// store's clock, so the idle limit may lag now + Idle by that much.
 	LookupSession(ctx context.Context, secret string) (Session, error)
 	// SetActiveGrant makes grant i of session id the active one;
 	// ErrInvalidArgument when i is out of range, ErrNotFound when there is
@@ -103,7 +107,9 @@ type SessionStore interface {
 	// its person; ending an ended or unknown one is ErrNotFound.
 	EndSession(ctx context.Context, id int64) (Session, error)
 
-	// BeginLogin stores a login attempt until now + a.TTL.
+	// BeginLogin stores a login attempt until now + a.TTL (ErrConflict
+	// when one with that state is stored already). It deletes the
+	// attempts that expired.
 	BeginLogin(ctx context.Context, a LoginAttempt) error
 	// TakeLogin returns and deletes the attempt with that state, so that a
 	// state is good for one return only: ErrNotFound when there is none
@@ -132,6 +138,47 @@ func CheckNewSession(ns *NewSession) error {
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: session of %s: %w", ErrInvalidArgument, ns.Person, errors.Join(errs...))
+	}
+	return nil
+}
+
+// SessionPrefix starts every session secret (the cookie's value), as
+// TokenPrefix starts a token's.
+const SessionPrefix = "chs_"
+
+// SessionSeenEvery is how often at most LookupSession writes a session's
+// time last seen.
+const SessionSeenEvery = 10 * time.Second
+
+// NewSessionSecret returns a new session secret: SessionPrefix and 32
+// random bytes, base64url.
+func NewSessionSecret() (string, error) { return randomString(SessionPrefix, "a session") }
+
+// NewCSRFToken returns a new CSRF token: 32 random bytes, base64url.
+func NewCSRFToken() (string, error) { return randomString("", "a CSRF token") }
+
+func randomString(prefix, what string) (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("cannot read random bytes for %s: %w", what, err)
+	}
+	return prefix + base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// CheckLoginAttempt reports every problem with a at once.
+func CheckLoginAttempt(a *LoginAttempt) error {
+	var errs []error
+	if a.State == "" {
+		errs = append(errs, errors.New("state is required"))
+	}
+	if a.Provider == "" {
+		errs = append(errs, errors.New("provider is required"))
+	}
+	if a.TTL <= 0 {
+		errs = append(errs, fmt.Errorf("ttl %s: want a positive duration", a.TTL))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: login attempt: %w", ErrInvalidArgument, errors.Join(errs...))
 	}
 	return nil
 }

@@ -92,6 +92,7 @@ func Run(t *testing.T, backend Backend) {
 		{"Exemptions", testExemptions},
 		{"Budgets", testBudgets},
 	}
+	cases = append(cases, sessionCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, backend(t)) })
 	}

@@ -1,0 +1,32 @@
+-- Sessions of people signed in through the site's identity provider, and
+-- the login attempts of redirect sign-ins between leaving for the provider
+-- and coming back (SQLite). A session is kept by the SHA-256 of its secret,
+-- an attempt by the SHA-256 of its state: never what the browser presents.
+
+CREATE TABLE ledger_sessions (
+	id           INTEGER PRIMARY KEY AUTOINCREMENT,
+	hash         BLOB    NOT NULL UNIQUE,
+	person       TEXT    NOT NULL,
+	name         TEXT    NOT NULL DEFAULT '',
+	grants_json  TEXT    NOT NULL,
+	active       INTEGER NOT NULL DEFAULT 0 CHECK (active >= 0),
+	csrf         TEXT    NOT NULL,
+	logout_hint  TEXT    NOT NULL DEFAULT '',
+	created_ms   INTEGER NOT NULL,
+	last_seen_ms INTEGER NOT NULL,
+	idle_ms      INTEGER NOT NULL CHECK (idle_ms > 0),
+	expires_ms   INTEGER NOT NULL,
+	ended_ms     INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE ledger_login_attempts (
+	state_hash BLOB    PRIMARY KEY,
+	provider   TEXT    NOT NULL,
+	nonce      TEXT    NOT NULL DEFAULT '',
+	verifier   TEXT    NOT NULL DEFAULT '',
+	return_to  TEXT    NOT NULL DEFAULT '',
+	created_ms INTEGER NOT NULL,
+	expires_ms INTEGER NOT NULL
+);
+-- Expired attempts are deleted on every BeginLogin.
+CREATE INDEX ledger_login_attempts_expires ON ledger_login_attempts (expires_ms);
