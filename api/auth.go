@@ -65,6 +65,15 @@ func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
 		_ = huma.WriteErr(s.api, ctx, http.StatusUnauthorized, msg)
 	}
 	h := ctx.Header("Authorization")
+	if h == "" {
+		// A person signed in on the dashboard: the session's active grant.
+		if tok, person, found, handled := s.sessionPrincipal(ctx); handled {
+			return
+		} else if found {
+			s.authorize(ctx, next, roles, tok, person)
+			return
+		}
+	}
 	scheme, secret, _ := strings.Cut(h, " ")
 	secret = strings.TrimSpace(secret)
 	if !strings.EqualFold(scheme, "Bearer") || secret == "" {
@@ -87,6 +96,12 @@ func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
 		_ = huma.WriteErr(s.api, ctx, http.StatusServiceUnavailable, "the state store did not answer")
 		return
 	}
+	s.authorize(ctx, next, roles, tok, "token:"+strconv.FormatInt(tok.ID, 10))
+}
+
+// authorize checks the principal's role against the operation's and goes
+// on with the principal and the actor the audit log names.
+func (s *Server) authorize(ctx huma.Context, next func(huma.Context), roles []ledger.Role, tok ledger.Token, actor string) {
 	if (tok.Role == ledger.RoleLead || tok.Role == ledger.RoleStudent) && tok.Project == "" {
 		// Every lead and student token is scoped to one project (token
 		// creation refuses one without); a token stored before that rule
@@ -99,7 +114,7 @@ func (s *Server) authMiddleware(ctx huma.Context, next func(huma.Context)) {
 		_ = huma.WriteErr(s.api, ctx, http.StatusForbidden, "role "+string(tok.Role)+" may not "+ctx.Operation().Summary)
 		return
 	}
-	next(huma.WithValue(ctx, keyPrincipal, tok))
+	next(huma.WithValue(huma.WithValue(ctx, keyPrincipal, tok), keyActor, actor))
 }
 
 // principal is the token of the request.
@@ -108,8 +123,12 @@ func principal(ctx context.Context) ledger.Token {
 	return t
 }
 
-// actor names the token in the audit log.
+// actor names who made the request in the audit log: "token:12", or the
+// signed-in person ("oidc:2022110315").
 func actor(ctx context.Context) string {
+	if a, ok := ctx.Value(keyActor).(string); ok && a != "" {
+		return a
+	}
 	return "token:" + strconv.FormatInt(principal(ctx).ID, 10)
 }
 

@@ -109,7 +109,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	f.seedWatch(ctx)
 	f.srv, err = api.New(api.Config{Ledger: led, Usage: f.usage, UsagePing: f.usage.ping, Invoicing: f.flow, Advice: fakeAdvisor{}, Clock: func() time.Time { return now },
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxBodyBytes: 1 << 20})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxBodyBytes: 1 << 20, SignIn: signInFor(led)})
 	require.NoError(t, err)
 	f.srv.MarkServing(true)
 	f.h = f.srv.Handler()

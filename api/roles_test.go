@@ -116,6 +116,23 @@ var routeTable = []routeCase{
 	{"PUT", "/api/v1/budgets", fixed("/api/v1/budgets"), `{"scope":"student","project":"ai101","user":"s-alice","period":"month","unit":"money","limit":"120.50"}`, "application/json", want{u401, ok, ok, ok, f403}},
 	{"DELETE", "/api/v1/budgets/:id", withID("/api/v1/budgets/%d", "budget-bob"), "", "", want{u401, ok, ok, ok, f403}},
 	{"GET", "/api/v1/audit", fixed("/api/v1/audit"), "", "", want{u401, ok, f403, f403, f403}},
+	// Sign-in (a token changes nothing there: they are the browser's).
+	{"GET", "/auth/providers", fixed("/auth/providers"), "", "", all200},
+	{"GET", "/auth/session", fixed("/auth/session"), "", "", want{u401, u401, u401, u401, u401}},
+	{"POST", "/auth/session/active", fixed("/auth/session/active"), `{"grant":0}`, "application/json", want{u401, u401, u401, u401, u401}},
+	{"POST", "/auth/logout", fixed("/auth/logout"), "", "", want{u401, u401, u401, u401, u401}},
+	{"GET", "/auth/login", fixed("/auth/login"), "", "", want{302, 302, 302, 302, 302}},
+	{"GET", "/auth/callback", fixed("/auth/callback?state=x&code=code-root"), "", "", want{f403, f403, f403, f403, f403}},
+	{"POST", "/auth/ldap", fixed("/auth/ldap"), "user=t0042&password=x", "application/x-www-form-urlencoded", want{f403, f403, f403, f403, f403}},
+	{"GET", "/auth/cas/login", fixed("/auth/cas/login"), "", "", want{302, 302, 302, 302, 302}},
+	{"GET", "/auth/cas/callback", fixed("/auth/cas/callback?state=x&ticket=ST-root"), "", "", want{f403, f403, f403, f403, f403}},
+	{"GET", "/auth/demo", fixed("/auth/demo?as=9"), "", "", want{f403, f403, f403, f403, f403}},
+}
+
+// isSignInPage: the /auth routes answer a browser's refused sign-in with a
+// page, not problem details.
+func isSignInPage(r response) bool {
+	return strings.HasPrefix(r.Header.Get("Content-Type"), "text/html") && strings.Contains(string(r.Body), `id="signin-page"`)
 }
 
 // failedDelivery is the re-send URL of the fixture's delivery failed for good.
@@ -145,12 +162,61 @@ func TestRoleRouteTable(t *testing.T) {
 				}
 				r := f.do(role, rc.method, rc.url(f), body, rc.ctype)
 				require.Equal(t, rc.want[i], r.Status, "%s %s as %s: %s", rc.method, rc.url(f), role, r.Body)
-				if r.Status >= 400 {
+				if r.Status >= 400 && strings.HasPrefix(rc.route, "/auth/") && r.Status == f403 {
+					require.True(t, isSignInPage(r), "a refused sign-in is the sign-in page: %s", r.Body)
+				} else if r.Status >= 400 {
 					require.Equal(t, "application/problem+json", r.Header.Get("Content-Type"), string(r.Body))
 					p := r.json(t)
 					require.Contains(t, []string{"https://cardhour.dev/problems/unauthorized", "https://cardhour.dev/problems/forbidden"}, p["type"])
 					require.NotEmpty(t, p["request_id"])
 				}
+			})
+		}
+	}
+}
+
+// TestRoleRouteTableWithSessions runs the table's API rows as people signed
+// in with a session of each role's grant: the same statuses as the tokens;
+// and every request that changes something and is allowed, made without
+// the session's CSRF token (or with another session's), is 403.
+func TestRoleRouteTableWithSessions(t *testing.T) {
+	grants := map[string]ledger.Grant{"admin": {Role: ledger.RoleAdmin}, "finance": {Role: ledger.RoleFinance},
+		"lead": {Role: ledger.RoleLead, Project: "ai101"}, "student": {Role: ledger.RoleStudent, Project: "ai101", User: "s-alice"}}
+	for _, rc := range routeTable {
+		if !strings.HasPrefix(rc.route, "/api/v1/") || strings.HasPrefix(rc.route, "/api/v1/openapi") {
+			continue
+		}
+		for i, role := range roles[1:] {
+			t.Run(rc.method+" "+rc.route+" as "+role, func(t *testing.T) {
+				f := newFixture(t)
+				body := rc.body
+				switch body {
+				case "catalog":
+					body = changedCatalog(f)
+				case "sha":
+					body = fmt.Sprintf(`{"if_sha256":%q}`, f.sha[f.ids["inv-nov-ai101"]])
+				}
+				secret, sess, err := f.led.CreateSession(context.Background(), ledger.NewSession{Person: "oidc:" + role, Grants: []ledger.Grant{grants[role]},
+					Idle: time.Hour, TTL: 2 * time.Hour})
+				require.NoError(t, err)
+				b := &browser{f: f, cookie: secret}
+				changes := rc.method != "GET" && rc.method != "HEAD"
+				if changes && rc.want[i+1] < 400 {
+					other, _, err := f.led.CreateSession(context.Background(), ledger.NewSession{Person: "oidc:other", Grants: []ledger.Grant{grants[role]}, Idle: time.Hour, TTL: 2 * time.Hour})
+					require.NoError(t, err)
+					otherSess, err := f.led.LookupSession(context.Background(), other)
+					require.NoError(t, err)
+					for _, csrf := range []string{"", otherSess.CSRF} {
+						w := b.do(rc.method, rc.url(f), body, rc.ctype, map[string]string{"X-CSRF-Token": csrf})
+						require.Equal(t, f403, w.Code, "%s %s as %s with CSRF %q: %s", rc.method, rc.url(f), role, csrf, w.Body)
+					}
+				}
+				hdr := map[string]string{}
+				if changes {
+					hdr["X-CSRF-Token"] = sess.CSRF
+				}
+				w := b.do(rc.method, rc.url(f), body, rc.ctype, hdr)
+				require.Equal(t, rc.want[i+1], w.Code, "%s %s as %s (session): %s", rc.method, rc.url(f), role, w.Body)
 			})
 		}
 	}

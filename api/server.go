@@ -74,6 +74,9 @@ type Config struct {
 	// (see exportCache); 0: DefaultExportCacheBytes; negative: every
 	// export is rendered per request.
 	ExportCacheBytes int64
+	// SignIn lets people sign in through the site's identity provider
+	// (signin.go); nil: tokens only.
+	SignIn *SignIn
 }
 
 // Server is the HTTP API.
@@ -104,6 +107,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
+	}
+	if cfg.SignIn != nil {
+		if err := cfg.SignIn.check(); err != nil {
+			return nil, fmt.Errorf("api: %w", err)
+		}
 	}
 	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, DefaultMaxBodyBytes)
 	cfg.Version = cmp.Or(cfg.Version, "dev")
@@ -146,6 +154,7 @@ func New(cfg Config) (*Server, error) {
 	e.GET("/ui/*file", ui)
 	e.HEAD("/ui/*file", ui)
 	e.GET("/", func(c *gin.Context) { c.Redirect(http.StatusFound, "/ui/") })
+	s.routesSignIn(e)
 	s.engine = e
 
 	hc := huma.DefaultConfig("cardhour API", cfg.Version)
@@ -291,6 +300,7 @@ const (
 	keyRequestID ctxKey = iota
 	keyLogger
 	keyPrincipal
+	keyActor
 )
 
 // RequestID is the request's ID ("" outside a request).

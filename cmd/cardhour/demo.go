@@ -236,7 +236,7 @@ func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) (err err
 	tee := collector.NewJSONLPublisher(samplesFile)
 	sink := newDemoSink(fl, log)
 	b := &box{UsagePath: filepath.Join(dir, "usage.db"), StatePath: filepath.Join(dir, "state.db"), CatalogPath: catPath,
-		Addr: o.Addr, Clock: view.Now, Log: log, Tee: tee, FlushEvery: flush}
+		Addr: o.Addr, Clock: view.Now, Log: log, Tee: tee, FlushEvery: flush, SignIn: demoSignIn}
 	defer b.close()
 	if err := b.open(ctx); err != nil {
 		return err
@@ -307,6 +307,7 @@ func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) (err err
 	b.markServing()
 	zone := o.Start.Location()
 	fmt.Fprintf(stdout, "cardhour demo: dashboard  %s/ui/\n", b.url)
+	fmt.Fprintf(stdout, "cardhour demo: sign in with one click as a student, a lead or finance of the simulated lab (demo only), or paste the admin token\n")
 	fmt.Fprintf(stdout, "cardhour demo: admin token %s\n", secret)
 	fmt.Fprintf(stdout, "cardhour demo: alerts and releases received by the demo's webhook sink: %s/demo/\n", b.url)
 	fmt.Fprintf(stdout, "cardhour demo: simulated time starts %s and runs %gx faster; state in %s (Ctrl-C stops)\n",

@@ -55,6 +55,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	exportCache := fs.Int("export-cache-mb", api.DefaultExportCacheBytes>>20, "memory for rendered exports kept by document SHA-256, format and void mark, so that a finalized invoice's PDF is rendered once (0: render every request)")
 	pdfFont := fs.String("pdf-font", "", "a TrueType font (.ttf) tried first for every rune of PDF exports and of the export job, before the default font set (docs/exports.md)")
 	drain := fs.Duration("shutdown-timeout", api.DefaultShutdownTimeout, "on SIGTERM or SIGINT, how long in-flight requests may finish")
+	sf := addSigninFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: cardhour serve --store DSN [--state DSN] [--catalog FILE] [--addr 127.0.0.1:8080] [--tls-cert F --tls-key F]")
 		fs.PrintDefaults()
@@ -84,6 +85,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if *maxBody <= 0 {
 		problems = append(problems, "--max-body-bytes must be positive")
 	}
+	if err := sf.applyConfig(); err != nil {
+		problems = append(problems, err.Error())
+	}
 	stateDSN, err := stateDefault(*state, *store)
 	if err != nil && *store != "" {
 		problems = append(problems, err.Error())
@@ -104,7 +108,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := serve(ctx, serveOptions{stateDSN: stateDSN, store: *store, catalog: *catalogPath, webhookSecret: *webhookSecret,
-		exportCacheMB: *exportCache, maxBody: *maxBody, serve: api.ServeOptions{Addr: *addr, TLSCert: *tlsCert, TLSKey: *tlsKey, ShutdownTimeout: *drain,
+		exportCacheMB: *exportCache, maxBody: *maxBody, signin: sf, serve: api.ServeOptions{Addr: *addr, TLSCert: *tlsCert, TLSKey: *tlsKey, ShutdownTimeout: *drain,
 			Ready: func(a net.Addr) { fmt.Fprintf(stdout, "cardhour serve: listening on %s\n", a) }},
 		jobs: jobOptions{PDFFont: *pdfFont, Grace: *grace, AutoFinalize: *autoFinalize, ExportDir: *exportDir, Every: *jobsEvery, Webhook: invoicing.Webhook{URL: *webhook},
 			UsageCache: *usageCache, UsageMaxStale: *usageStale, Watch: wo}}, log, stderr); err != nil {
@@ -119,6 +123,7 @@ type serveOptions struct {
 	stateDSN, store, catalog, webhookSecret string
 	exportCacheMB                           int
 	maxBody                                 int64
+	signin                                  *signinFlags // nil: tokens only
 	serve                                   api.ServeOptions
 	jobs                                    jobOptions
 }
@@ -168,6 +173,11 @@ func serve(ctx context.Context, o serveOptions, log *slog.Logger, stderr io.Writ
 	cfg.ExportCacheBytes = int64(o.exportCacheMB) << 20
 	if o.exportCacheMB <= 0 {
 		cfg.ExportCacheBytes = -1
+	}
+	if o.signin != nil {
+		if cfg.SignIn, err = o.signin.build(ctx, led, o.serve.TLSCert != ""); err != nil {
+			return early(fmt.Errorf("sign-in: %w", err))
+		}
 	}
 	srv, err := api.New(cfg)
 	if err != nil {

@@ -48,6 +48,8 @@ type box struct {
 	// store write (default 1 s); BatchSize bounds a write (default 20 000).
 	FlushEvery time.Duration
 	BatchSize  int
+	// SignIn, when set, makes the API's sign-in over the state store.
+	SignIn func(api.SignInStore) (*api.SignIn, error)
 
 	led    ledger.Store
 	usage  ingest.Backend // read handle (what serve opens)
@@ -134,6 +136,11 @@ func (b *box) open(ctx context.Context) error {
 	}
 	b.jobs = jobs
 	cfg.Ledger, cfg.Logger, cfg.Version, cfg.Clock = b.led, b.Log, version, b.Clock
+	if b.SignIn != nil {
+		if cfg.SignIn, err = b.SignIn(b.led); err != nil {
+			return err
+		}
+	}
 	if b.srv, err = api.New(cfg); err != nil {
 		return err
 	}

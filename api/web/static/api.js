@@ -1,7 +1,14 @@
-// The HTTP API with the session's bearer token. The token lives in
-// sessionStorage (this tab only) and is sent to this origin alone.
+// The HTTP API, as one of two kinds of caller: with a pasted bearer token
+// (kept in sessionStorage, this tab only, sent to this origin alone), or as
+// a person signed in through the site's identity provider (an HttpOnly
+// session cookie the page never sees; requests that change something carry
+// the session's CSRF token).
 
 const KEY = 'cardhour.token';
+
+let csrf = '';
+// setCSRF records the signed-in session's CSRF token ('' none).
+export function setCSRF(v) { csrf = v || ''; }
 
 export function token() { return sessionStorage.getItem(KEY) || ''; }
 export function setToken(v) { sessionStorage.setItem(KEY, v); }
@@ -39,13 +46,16 @@ export async function request(method, path, { body, query, contentType, raw, tok
   for (const [k, v] of Object.entries(query || {})) {
     if (v !== undefined && v !== null && v !== '') url.searchParams.set(k, Array.isArray(v) ? v.join(',') : v);
   }
-  const headers = { Authorization: 'Bearer ' + (tokenOverride ?? token()), Accept: 'application/json' };
+  const secret = tokenOverride ?? token();
+  const headers = { Accept: 'application/json' };
+  if (secret) headers.Authorization = 'Bearer ' + secret;
+  else if (csrf && method !== 'GET' && method !== 'HEAD') headers['X-CSRF-Token'] = csrf;
   let payload;
   if (body !== undefined) {
     headers['Content-Type'] = contentType || 'application/json';
     payload = typeof body === 'string' ? body : JSON.stringify(body);
   }
-  const res = await fetch(url, { method, headers, body: payload, cache: 'no-store' });
+  const res = await fetch(url, { method, headers, body: payload, cache: 'no-store', credentials: 'same-origin' });
   if (!res.ok) {
     const p = await problemOf(res);
     if (res.status === 401 && tokenOverride === undefined) onUnauthorized();

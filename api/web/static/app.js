@@ -2,7 +2,7 @@
 // and a hash router (#/now, #/usage, #/invoices, #/invoices/ID, #/statements, #/statements/ID, #/runs,
 // #/roster, #/alerts, #/releases, #/exemptions, #/budgets). Each page reads only what the role may read.
 
-import { ApiError, clearSession, get, request, setToken, setUnauthorizedHook, token } from './api.js';
+import { ApiError, clearSession, get, request, setCSRF, setToken, setUnauthorizedHook, token } from './api.js';
 import { errorText, h, setZone } from './format.js';
 import { getLang, pickLang, setLang, t } from './i18n.js';
 import { leave, pages } from './pages.js';
@@ -35,9 +35,34 @@ function me() {
   try { return JSON.parse(sessionStorage.getItem('cardhour.me') || 'null'); } catch { return null; }
 }
 
+// signedIn is the session of a person signed in through the identity
+// provider (GET /auth/session), null when there is none.
+let signedIn = null;
+
 function session() {
   const m = me();
-  return m && token() ? { me: m, currency: sessionStorage.getItem('cardhour.currency') || '', tz: sessionStorage.getItem('cardhour.tz') || '' } : null;
+  const currency = sessionStorage.getItem('cardhour.currency') || '';
+  const tz = sessionStorage.getItem('cardhour.tz') || '';
+  if (m && token()) return { me: m, currency, tz };
+  if (!signedIn) return null;
+  const g = signedIn.grants[signedIn.active] || {};
+  return { me: { role: g.role, project: g.project, user: g.user, name: signedIn.name || signedIn.person }, person: signedIn, currency, tz };
+}
+
+// loadSession asks the server for the cookie's session; a 401 is no session.
+async function loadSession() {
+  try {
+    const res = await fetch('/auth/session', { credentials: 'same-origin', cache: 'no-store', headers: { Accept: 'application/json' } });
+    signedIn = res.ok ? await res.json() : null;
+  } catch {
+    signedIn = null;
+  }
+  setCSRF(signedIn ? signedIn.csrf_token : '');
+  if (signedIn) await learnZone();
+}
+
+function grantLabel(g) {
+  return [t('role.' + g.role), g.project].filter(Boolean).join(' · ');
 }
 
 function parseHash() {
@@ -74,17 +99,78 @@ function renderChrome() {
   nav.append(list);
   const subject = [s.me.project, s.me.user].filter(Boolean).join(' / ') || s.me.name || '';
   who.textContent = `${t('role.' + s.me.role)}${subject ? ' · ' + subject : ''}`;
+  if (s.person) {
+    who.textContent = `${s.person.name || s.person.person} · `;
+    who.title = s.person.person;
+    if (s.person.grants.length > 1) {
+      const sel = h('select', { id: 'grant', 'aria-label': t('signin.grant') },
+        s.person.grants.map((g, i) => h('option', { value: String(i), selected: i === s.person.active ? 'selected' : undefined }, grantLabel(g))));
+      sel.addEventListener('change', () => switchGrant(Number(sel.value)));
+      who.append(sel);
+    } else {
+      who.append(grantLabel(s.person.grants[0]));
+    }
+  }
+}
+
+// switchGrant makes another of the person's grants the active one.
+async function switchGrant(i) {
+  try {
+    signedIn = await request('POST', '/auth/session/active', { body: { grant: i } });
+    setCSRF(signedIn.csrf_token);
+    history.replaceState(null, '', '#/now');
+    render();
+  } catch (e) {
+    say(errorText(e));
+  }
+}
+
+// providerButtons are the sign-in ways the server offers (GET
+// /auth/providers): "Sign in with …" links, the LDAP form, the demo's people.
+async function providerButtons() {
+  let p = {};
+  try {
+    const res = await fetch('/auth/providers', { cache: 'no-store' });
+    if (res.ok) p = await res.json();
+  } catch { /* tokens only */ }
+  const ret = encodeURIComponent('/ui/' + location.hash);
+  const out = [];
+  if (p.oidc) out.push(h('a', { class: 'button-link', id: 'signin-oidc', href: '/auth/login?return=' + ret }, t('signin.with', { name: p.oidc })));
+  if (p.cas) out.push(h('a', { class: 'button-link', id: 'signin-cas', href: '/auth/cas/login?return=' + ret }, t('signin.with', { name: p.cas })));
+  if (p.ldap) {
+    out.push(h('form', { class: 'ldap', id: 'ldap-form', method: 'post', action: '/auth/ldap' },
+      h('h2', {}, t('signin.with', { name: p.ldap })),
+      h('label', { for: 'ldap-user' }, t('signin.user')),
+      h('input', { id: 'ldap-user', name: 'user', autocomplete: 'username', required: true, spellcheck: 'false' }),
+      h('label', { for: 'ldap-password' }, t('signin.password')),
+      h('input', { id: 'ldap-password', name: 'password', type: 'password', autocomplete: 'current-password', required: true }),
+      h('input', { type: 'hidden', name: 'return', value: '/ui/' + location.hash }),
+      h('button', { type: 'submit', id: 'ldap-submit' }, t('login.submit'))));
+  }
+  if (p.demo && p.demo.length) {
+    out.push(h('div', { class: 'demo-people', id: 'signin-demo' },
+      h('p', { class: 'muted' }, t('signin.demo')),
+      ...p.demo.map((label, i) => h('a', { class: 'button-link secondary', href: '/auth/demo?as=' + i, 'data-demo': String(i) }, label))));
+  }
+  return out;
 }
 
 function loginPage(error) {
   const input = h('input', { id: 'token', name: 'token', type: 'password', autocomplete: 'off', required: true, spellcheck: 'false', size: 48 });
   const err = h('p', { class: 'error', id: 'login-error', role: 'alert' }, error || '');
+  const title = h('h1', {}, t('login.title'));
   const form = h('form', { class: 'card login', id: 'login-form', 'aria-describedby': 'login-help' },
-    h('h1', {}, t('login.title')),
+    title,
     h('p', { id: 'login-help' }, t('login.help')),
     h('label', { for: 'token' }, t('login.token')), input,
     h('button', { type: 'submit', id: 'login-submit' }, t('login.submit')),
     err);
+  providerButtons().then((ways) => {
+    if (!ways.length || !form.isConnected) return;
+    title.textContent = t('signin.token');
+    form.querySelector('#login-help').textContent = t('signin.tokenHelp');
+    main.prepend(h('section', { class: 'card login signin-ways', id: 'signin-ways' }, h('h1', {}, t('login.title')), ...ways));
+  });
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const secret = input.value.trim();
@@ -108,6 +194,12 @@ async function signIn(secret) {
   const who = await request('GET', '/api/v1/me', { tokenOverride: secret });
   setToken(secret);
   sessionStorage.setItem('cardhour.me', JSON.stringify(who));
+  await learnZone();
+}
+
+// learnZone learns the catalog's time zone and currency from an empty
+// usage report (every role may read its own usage).
+async function learnZone() {
   const to = new Date();
   const from = new Date(to.getTime() - 60000);
   try {
@@ -173,6 +265,8 @@ function onHash() {
 
 setUnauthorizedHook(() => {
   clearSession();
+  signedIn = null;
+  setCSRF('');
   renderChrome();
   loginPage(t('login.bad', { detail: 'HTTP 401' }));
 });
@@ -185,7 +279,22 @@ document.getElementById('skip-link').addEventListener('click', (e) => {
 
 setLang(pickLang());
 document.getElementById('lang').addEventListener('change', (e) => { setLang(e.target.value); say(''); render(); });
-document.getElementById('logout').addEventListener('click', () => {
+document.getElementById('logout').addEventListener('click', async () => {
+  if (!token() && signedIn) {
+    // End the session on the server (and, where the provider has one, at
+    // the provider: RP-initiated logout).
+    try {
+      const r = await request('POST', '/auth/logout');
+      signedIn = null;
+      setCSRF('');
+      clearSession();
+      location.assign(r.redirect || '/ui/');
+      return;
+    } catch (e) {
+      say(errorText(e));
+      return;
+    }
+  }
   clearSession();
   history.replaceState(null, '', '#/');
   render();
@@ -193,4 +302,4 @@ document.getElementById('logout').addEventListener('click', () => {
 });
 window.addEventListener('hashchange', onHash);
 lastRoute = location.hash;
-render();
+loadSession().then(render);
