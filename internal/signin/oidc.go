@@ -150,6 +150,8 @@ func verifyRefusal(err error) error {
 	switch {
 	case errors.As(err, &expired):
 		return Refused("bad_token", "the ID token has expired", err)
+	case strings.Contains(msg, "fetching keys"):
+		return Refused("provider_unavailable", "the provider's signing keys could not be fetched", err)
 	case strings.Contains(msg, "issued by a different provider"):
 		return Refused("unknown_issuer", "the ID token was issued by another provider", err)
 	case strings.Contains(msg, "expected audience"):

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +31,7 @@ type testOP struct {
 	srv        *httptest.Server
 	key, other *rsa.PrivateKey
 	endSession bool
+	keysDown   atomic.Bool // the key set answers 503
 
 	mu    sync.Mutex
 	codes map[string]grantedCode
@@ -79,6 +81,10 @@ func (op *testOP) discovery(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (op *testOP) keys(w http.ResponseWriter, _ *http.Request) {
+	if op.keysDown.Load() {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+		return
+	}
 	set := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &op.key.PublicKey, KeyID: "k1", Algorithm: "RS256", Use: "sig"}}}
 	_ = json.NewEncoder(w).Encode(set)
 }
@@ -273,6 +279,12 @@ func TestOIDCExchangeCodeRefused(t *testing.T) {
 	requireRefusal(t, err, "bad_token")
 	_, _, err = o.Exchange(context.Background(), "", verifier, "n1")
 	requireRefusal(t, err, "bad_token")
+
+	op.keysDown.Store(true)
+	_, _, err = signIn(t, op, o, good, "n1")
+	requireRefusal(t, err, "provider_unavailable")
+	require.ErrorContains(t, err, "signing keys could not be fetched")
+	op.keysDown.Store(false)
 
 	op.srv.Close()
 	_, _, err = signIn(t, op, o, good, "n1")
