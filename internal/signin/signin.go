@@ -10,6 +10,16 @@
 // (signature, issuer, audience, expiry, nonce), an LDAP user name is checked
 // and escaped before it reaches a filter, a CAS ticket is validated for our
 // own service URL only.
+//
+// The role mapping's format is documented on Mapping, with an example in
+// testdata/mapping.yaml. How each provider is tested: OpenID Connect against
+// an OpenID provider the tests make (discovery, keys and token endpoint over
+// httptest, tokens signed with keys the tests hold), and against a real Dex
+// in the integration tests; LDAP's name checks and filters by unit tests,
+// and the whole bind against the test environment's slapd (LDAP_URL and the
+// others set, else skipped); CAS against the protocol's recorded responses
+// (testdata/cas/*.xml, in the CAS 3.0 specification's format) served by an
+// httptest server, not a live CAS server.
 package signin
 
 import "errors"
