@@ -41,7 +41,7 @@ func (s *Server) openSession(c *gin.Context, id signin.Identity, logoutHint, ret
 		s.signInFailed(c, id.Provider, id.Person(), err)
 		return
 	}
-	s.setSessionCookie(c, secret, sess.ExpiresAt)
+	s.setSessionCookie(c, secret, sess.ExpiresAt.Sub(sess.CreatedAt))
 	c.Header("Cache-Control", "no-store")
 	c.Redirect(http.StatusSeeOther, cmpOr(returnTo, "/ui/"))
 }
@@ -109,8 +109,11 @@ func (s *Server) auditSignIn(ctx context.Context, person, action string, what ma
 	}
 }
 
-func (s *Server) setSessionCookie(c *gin.Context, secret string, expires time.Time) {
-	http.SetCookie(c.Writer, &http.Cookie{Name: sessionCookie, Value: secret, Path: "/", Expires: expires,
+// setSessionCookie sets the cookie for the session's lifetime, relative
+// (Max-Age): the store's clock may not be the browser's (the demo runs a
+// simulated one).
+func (s *Server) setSessionCookie(c *gin.Context, secret string, ttl time.Duration) {
+	http.SetCookie(c.Writer, &http.Cookie{Name: sessionCookie, Value: secret, Path: "/", MaxAge: int(ttl / time.Second),
 		HttpOnly: true, Secure: s.cfg.SignIn.SecureCookie || c.Request.TLS != nil, SameSite: http.SameSiteLaxMode})
 }
 

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -95,7 +96,16 @@ type dashServer struct {
 // catalog and serves the API (with the dashboard) on loopback. Held-now is
 // computed at heldAt (the samples' time); the invoice flow's clock is
 // invoiceNow, after the samples' month and its grace period.
-func startDashboard(tb testing.TB, samples string, heldAt, invoiceNow time.Time, tokens map[string]ledger.NewToken) *dashServer {
+// dashSetup is what a dashOpt may change: the listen address ("" any
+// loopback port) and the sign-in.
+type dashSetup struct {
+	addr   string
+	signIn func(ledger.Store) *api.SignIn
+}
+
+type dashOpt func(*dashSetup)
+
+func startDashboard(tb testing.TB, samples string, heldAt, invoiceNow time.Time, tokens map[string]ledger.NewToken, opts ...dashOpt) *dashServer {
 	tb.Helper()
 	dir := tb.TempDir()
 	store := "sqlite://" + filepath.Join(dir, "usage.db")
@@ -122,10 +132,24 @@ func startDashboard(tb testing.TB, samples string, heldAt, invoiceNow time.Time,
 		Logger:    log,
 		Clock:     func() time.Time { return invoiceNow },
 	}
+	var setup dashSetup
+	for _, o := range opts {
+		o(&setup)
+	}
+	if setup.signIn != nil {
+		cfg.SignIn = setup.signIn(led)
+	}
 	srv, err := api.New(cfg)
 	require.NoError(tb, err)
 	srv.MarkServing(true)
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewUnstartedServer(srv.Handler())
+	if setup.addr != "" {
+		ln, err := net.Listen("tcp", setup.addr)
+		require.NoError(tb, err, "the test listens where the provider redirects to")
+		_ = hs.Listener.Close()
+		hs.Listener = ln
+	}
+	hs.Start()
 	tb.Cleanup(hs.Close)
 	ds := &dashServer{base: hs.URL, tokens: map[string]string{}, led: led}
 	for name, nt := range tokens {

@@ -236,7 +236,7 @@ func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) (err err
 	tee := collector.NewJSONLPublisher(samplesFile)
 	sink := newDemoSink(fl, log)
 	b := &box{UsagePath: filepath.Join(dir, "usage.db"), StatePath: filepath.Join(dir, "state.db"), CatalogPath: catPath,
-		Addr: o.Addr, Clock: view.Now, Log: log, Tee: tee, FlushEvery: flush, SignIn: demoSignIn}
+		Addr: o.Addr, Clock: view.Now, Log: log, Tee: tee, FlushEvery: flush, SignIn: demoSignIn(o.Speed)}
 	defer b.close()
 	if err := b.open(ctx); err != nil {
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	_ "embed"
+	"time"
 
 	"github.com/cardhour/cardhour/api"
 	"github.com/cardhour/cardhour/internal/signin"
@@ -23,11 +24,17 @@ var demoPeople = []api.DemoPerson{
 	{Label: "Chen Jing 陈静 · finance", Identity: signin.Identity{Provider: "demo", ID: "f0007", Name: "Chen Jing 陈静"}},
 }
 
-// demoSignIn is the demo's sign-in over its state store.
-func demoSignIn(store api.SignInStore) (*api.SignIn, error) {
-	m, err := signin.ParseMapping("demodata/signin.yaml", demoMapping)
-	if err != nil {
-		return nil, err
+// demoSignIn is the demo's sign-in over its state store. The store runs on
+// the simulated clock, speed times faster than the wall's: a session's
+// limits are stretched alike, so that it lasts as long as a real one.
+func demoSignIn(speed float64) func(api.SignInStore) (*api.SignIn, error) {
+	return func(store api.SignInStore) (*api.SignIn, error) {
+		m, err := signin.ParseMapping("demodata/signin.yaml", demoMapping)
+		if err != nil {
+			return nil, err
+		}
+		speed = max(speed, 1)
+		return &api.SignIn{Store: store, Mapping: m, Demo: demoPeople,
+			Idle: time.Duration(float64(api.DefaultSessionIdle) * speed), TTL: time.Duration(float64(api.DefaultSessionTTL) * speed)}, nil
 	}
-	return &api.SignIn{Store: store, Mapping: m, Demo: demoPeople}, nil
 }

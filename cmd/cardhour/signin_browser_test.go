@@ -1,0 +1,132 @@
+//go:build !collector
+
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cardhour/cardhour/api"
+	"github.com/cardhour/cardhour/internal/ledger"
+	"github.com/cardhour/cardhour/internal/testenv"
+)
+
+// signinMapping is the browser test's role mapping over the test directory
+// (deployments/testenv/ldap): the lab-dl group leads ai101, course-dl-2026
+// are its students, finance is finance.
+const signinMapping = `help: "Ask the HPC office, room 301."
+help_zh: "请联系高性能计算办公室（301 室）。"
+finance:
+  - group: finance
+projects:
+  ai101:
+    lead:
+      - group: lab-dl
+    student:
+      - group: course-dl-2026
+`
+
+// signinSamples are November's example samples with one of ai101's two
+// students renamed to the directory's student 2022110315, so that ai101
+// has a student who signs in and one who does not.
+func signinSamples(tb testing.TB) string {
+	tb.Helper()
+	b, err := os.ReadFile(novemberSamples(tb))
+	require.NoError(tb, err)
+	path := filepath.Join(tb.TempDir(), "signin.jsonl")
+	require.NoError(tb, os.WriteFile(path, []byte(strings.ReplaceAll(string(b), `"user":"2026010204"`, `"user":"2022110315"`)), 0o644))
+	return path
+}
+
+// oidcServeFlags builds the sign-in the way serve does, from its flags,
+// against the test provider.
+func oidcServeFlags(t *testing.T, p testenv.OIDCProvider) func(ledger.Store) *api.SignIn {
+	dir := t.TempDir()
+	secret, mapping := filepath.Join(dir, "client-secret"), filepath.Join(dir, "mapping.yaml")
+	require.NoError(t, os.WriteFile(secret, []byte(p.ClientSecret+"\n"), 0o600))
+	require.NoError(t, os.WriteFile(mapping, []byte(signinMapping), 0o600))
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	sf := addSigninFlags(fs)
+	require.NoError(t, fs.Parse([]string{"--oidc-issuer", p.Issuer, "--oidc-client-id", p.ClientID, "--oidc-client-secret-file", secret,
+		"--oidc-redirect-url", p.RedirectURL, "--oidc-name", "Campus account", "--role-mapping", mapping}))
+	require.NoError(t, sf.applyConfig())
+	return func(led ledger.Store) *api.SignIn {
+		si, err := sf.build(context.Background(), led, false)
+		require.NoError(t, err)
+		require.NotNil(t, si)
+		return si
+	}
+}
+
+// TestBrowserSignsInThroughTheProvidersOwnPage: headless Chromium signs in
+// through Dex's own login page (its LDAP connector over the test
+// directory) as a student, who sees their own usage and no one else's,
+// signs out, then as the lead of the project, who sees both students; the
+// audit log names each person.
+func TestBrowserSignsInThroughTheProvidersOwnPage(t *testing.T) {
+	chromium := needChromium(t)
+	p := testenv.OIDC(t)
+	redirect, err := url.Parse(p.RedirectURL)
+	require.NoError(t, err)
+	d := startDashboard(t, signinSamples(t), time.Date(2026, 11, 28, 12, 0, 0, 0, shanghai), time.Date(2026, 12, 10, 0, 0, 0, 0, shanghai), nil,
+		func(s *dashSetup) { s.addr, s.signIn = redirect.Host, oidcServeFlags(t, p) })
+	require.Equal(t, "http://"+redirect.Host, d.base)
+	shots := artifactDir(t, "signin")
+	tb := langTab(t, chromium, shots, "en")
+
+	signIn := func(user, password string) {
+		t.Helper()
+		tb.do(chromedp.Navigate(d.base+"/ui/#/usage"),
+			chromedp.WaitVisible(`#signin-oidc`, chromedp.ByQuery),
+			chromedp.Click(`#signin-oidc`, chromedp.ByQuery),
+			// Dex's own login form (its LDAP connector's).
+			chromedp.WaitVisible(`input[name="login"]`, chromedp.ByQuery),
+			chromedp.SendKeys(`input[name="login"]`, user, chromedp.ByQuery),
+			chromedp.SendKeys(`input[name="password"]`, password, chromedp.ByQuery),
+			chromedp.Submit(`input[name="password"]`, chromedp.ByQuery),
+			chromedp.WaitVisible(`#logout`, chromedp.ByQuery),
+			chromedp.WaitVisible(`#page-usage[data-ready="true"]`, chromedp.ByQuery))
+	}
+	var who, page string
+	signIn("2022110315", "student-pass")
+	tb.shot("student-usage")
+	tb.do(chromedp.Text(`#who`, &who, chromedp.ByQuery), chromedp.Text(`#page-usage`, &page, chromedp.ByQuery))
+	require.Contains(t, who, "student")
+	require.Contains(t, page, "2022110315", "the student sees their own usage")
+	require.NotContains(t, page, "2026010203", "and not the other student's")
+
+	tb.do(chromedp.Click(`#logout`, chromedp.ByQuery), chromedp.WaitVisible(`#signin-oidc`, chromedp.ByQuery))
+	code, _ := d.apiDo(t, "", "GET", "/api/v1/me", "")
+	require.Equal(t, 401, code)
+	tb.do(chromedp.ActionFunc(func(ctx context.Context) error { return chromedp.Run(ctx, clearCookies()) }))
+
+	signIn("t0042", "lead-pass")
+	tb.shot("lead-usage")
+	tb.do(chromedp.Text(`#who`, &who, chromedp.ByQuery), chromedp.Text(`#page-usage`, &page, chromedp.ByQuery))
+	require.Contains(t, who, "lead")
+	require.Contains(t, page, "2022110315")
+	require.Contains(t, page, "2026010203", "the lead sees every student of the project")
+	tb.do(chromedp.Click(`#logout`, chromedp.ByQuery), chromedp.WaitVisible(`#signin-oidc`, chromedp.ByQuery))
+	tb.shot("signed-out")
+
+	for _, action := range []string{"session.create", "session.end"} {
+		es, _, err := d.led.Audit(context.Background(), ledger.AuditFilter{Action: action})
+		require.NoError(t, err)
+		var actors []string
+		for _, e := range es {
+			actors = append(actors, e.Actor)
+		}
+		require.ElementsMatch(t, []string{"oidc:2022110315", "oidc:t0042"}, actors, action)
+	}
+}
