@@ -1143,14 +1143,18 @@ cmd_up() {
 	lock
 	mkdir -p "$STATE/logs"
 	rm -f "$ENV_FILE"
+	# Dex is built once, in minutes: the build overlaps with the installs
+	# and the other starts; Dex is started last.
+	local dex_build_failed=""
+	if [[ -n $WANT_DEX && -z ${OIDC_ISSUER:-} ]] && ! dex_build_start; then
+		dex_build_failed=1
+	fi
 	ensure_export_tools
 	ensure_browser
 	local ch_addr="" ch_http="" kafka_addr="" pg_addr="" ch_ext="" kafka_ext="" pg_ext="" failed=()
 	local smtp_addr="" smtp_maildir="" smtp_ext=""
 	local ldap_ok="" ldap_ext="" dex_ok="" dex_ext=""
-
-	# Dex is built once, in minutes: the build overlaps with the other starts.
-	if [[ -n $WANT_DEX && -z ${OIDC_ISSUER:-} ]] && ! dex_build_start; then
+	if [[ -n $dex_build_failed ]]; then
 		failed+=(Dex)
 		dex_ext=1
 	fi
