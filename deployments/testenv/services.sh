@@ -995,7 +995,8 @@ DEX_BUILD_LOG="$STATE/logs/dex-build.log"
 DEX_BUILD_PID=""
 DEX_BUILD_START=0
 
-# dex_build_start: start building Dex in the background unless it is built.
+# dex_build_start: start building Dex in the background unless it is built
+# (niced: the servers starting meanwhile, Kafka's JVM above all, come first).
 dex_build_start() {
 	[[ -x $DEX_BIN || -n $DEX_BUILD_PID ]] && return 0
 	if [[ -z $DEX_VERSION ]]; then
@@ -1011,7 +1012,7 @@ dex_build_start() {
 	DEX_BUILD_START=$SECONDS
 	(
 		cd "$DEX_MODULE" &&
-			GOWORK=off CGO_ENABLED=1 GOFLAGS="-mod=readonly -buildvcs=false" "$GO" build -v -trimpath \
+			GOWORK=off CGO_ENABLED=1 GOFLAGS="-mod=readonly -buildvcs=false" nice -n 10 "$GO" build -v -trimpath \
 				-ldflags "-X github.com/dexidp/dex/version.Version=$DEX_VERSION" \
 				-o "$DEX_BIN.tmp" github.com/dexidp/dex/cmd/dex &&
 			mv -f "$DEX_BIN.tmp" "$DEX_BIN"
