@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Private test services for cardhour: ClickHouse, Kafka (KRaft), PostgreSQL
-# and an SMTP sink (aiosmtpd) on loopback.
+# Private test services for cardhour: ClickHouse, Kafka (KRaft), PostgreSQL,
+# an SMTP sink (aiosmtpd), OpenLDAP (slapd) and Dex (OpenID Connect) on loopback.
 #
 #   services.sh up [SERVICE...]    start what is missing, wait until it answers,
 #                                  print exports (SERVICE: clickhouse, kafka,
-#                                  postgres, smtp; default all)
+#                                  postgres, smtp, ldap, dex; default all)
 #   services.sh down [SERVICE...]  stop what `up` started; safe to call twice
 #   services.sh status   say what runs
 #   services.sh env      print the exports written by the last successful `up`
@@ -56,6 +56,24 @@ SMTP_OUT="$SMTP_DIR/log/smtp-sink.log"
 SMTP_MAILDIR="$SMTP_DIR/maildir"
 SMTP_VENV="$STATE/aiosmtpd-$AIOSMTPD_VERSION"
 SMTP_SINK="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/smtp-sink.py"
+
+LDAP_PORT="${CARDHOUR_TESTENV_LDAP_PORT:-13389}"
+LDAPS_PORT="${CARDHOUR_TESTENV_LDAPS_PORT:-13636}"
+LDAP_TIMEOUT="${CARDHOUR_TESTENV_LDAP_TIMEOUT:-30}"
+LDAP_DIR="$STATE/ldap"
+LDAP_PID="$STATE/ldap.pid"
+LDAP_OUT="$LDAP_DIR/log/slapd.log"
+LDAP_BIND="cn=cardhour,ou=services,dc=example,dc=edu"
+LDAP_BIND_PW=service-pass
+
+DEX_PORT="${CARDHOUR_TESTENV_DEX_PORT:-15556}"
+DEX_TIMEOUT="${CARDHOUR_TESTENV_DEX_TIMEOUT:-30}"
+OIDC_REDIRECT_PORT="${CARDHOUR_TESTENV_OIDC_REDIRECT_PORT:-18481}"
+DEX_DIR="$STATE/dex"
+DEX_PID="$STATE/dex.pid"
+DEX_OUT="$DEX_DIR/log/dex.log"
+DEX_SECRET="$DEX_DIR/client-secret"
+GO="${GO:-go}"
 
 ENV_FILE="$STATE/env"
 
@@ -834,13 +852,276 @@ smtp_wait() {
 	return 1
 }
 
+# ---------------------------------------------------------------- OpenLDAP
+# Debian's slapd (the package's own instance is neither configured nor run:
+# debconf slapd/no_configuration), our own server from ldap/slapd.conf.tmpl
+# as the current user. Every start loads ldap/base.ldif into an empty
+# database with slapadd, then adds ldap/groups.ldif online (memberof overlay).
+LDAP_TEMPLATES="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/ldap"
+ldap_env() {
+	export LDAPTLS_CACERT="$LDAP_DIR/tls/ca.pem" LDAPTLS_REQCERT=demand LDAPCONF=/dev/null LDAPRC=/dev/null
+}
+
+ensure_slapd_installed() {
+	local t ok=1
+	for t in /usr/sbin/slapd /usr/sbin/slapadd ldapwhoami ldapadd ldapsearch; do
+		command -v "$t" >/dev/null 2>&1 || ok=""
+	done
+	[[ -n $ok ]] && return 0
+	if [[ $(id -u) -ne 0 ]]; then
+		fail_service OpenLDAP "slapd/ldap-utils are not installed and we are not root; run: sudo apt-get install -y slapd ldap-utils (or set LDAP_URL and the other LDAP_* variables to your own server)"
+		return 1
+	fi
+	local log="$STATE/logs/apt-slapd.log"
+	mkdir -p "$STATE/logs"
+	say "OpenLDAP: installing slapd ldap-utils with apt-get, without configuring Debian's own instance (log: $log)"
+	if ! { echo "slapd slapd/no_configuration boolean true" | debconf-set-selections &&
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y slapd ldap-utils; } >"$log" 2>&1; then
+		fail_service OpenLDAP "apt-get install slapd ldap-utils failed" "$log"
+		return 1
+	fi
+}
+
+# ldap_tls: a CA and a server certificate for 127.0.0.1 and localhost (made
+# once; kept while they are valid for another day).
+ldap_tls() {
+	local d="$LDAP_DIR/tls" log="$LDAP_DIR/log/openssl.log"
+	if [[ -s $d/server.pem ]] && openssl x509 -checkend 86400 -noout -in "$d/server.pem" >/dev/null 2>&1; then
+		return 0
+	fi
+	mkdir -p "$d"
+	say "OpenLDAP: making a test CA and a server certificate (127.0.0.1, localhost) in $d"
+	cat >"$d/server.ext" <<EXT
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature, keyEncipherment
+extendedKeyUsage = serverAuth
+subjectAltName = IP:127.0.0.1, DNS:localhost
+EXT
+	if ! {
+		openssl req -x509 -new -nodes -newkey rsa:2048 -sha256 -days 3650 -subj "/CN=cardhour testenv CA" \
+			-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+			-keyout "$d/ca-key.pem" -out "$d/ca.pem" &&
+			openssl req -new -nodes -newkey rsa:2048 -sha256 -subj "/CN=127.0.0.1" \
+				-keyout "$d/server-key.pem" -out "$d/server.csr" &&
+			openssl x509 -req -in "$d/server.csr" -CA "$d/ca.pem" -CAkey "$d/ca-key.pem" -CAcreateserial \
+				-days 825 -sha256 -extfile "$d/server.ext" -out "$d/server.pem"
+	} >"$log" 2>&1; then
+		fail_service OpenLDAP "openssl could not make the test certificates" "$log"
+		return 1
+	fi
+	chmod 600 "$d/ca-key.pem" "$d/server-key.pem"
+}
+
+LDAP_FRESH=""
+ldap_start() {
+	ensure_slapd_installed || return 1
+	if pid_alive "$LDAP_PID"; then
+		say "OpenLDAP: already running (pid $(<"$LDAP_PID"))"
+		return 0
+	fi
+	if port_open "$LDAP_PORT" || port_open "$LDAPS_PORT"; then
+		fail_service OpenLDAP "port $HOST:$LDAP_PORT or $HOST:$LDAPS_PORT is already in use by a process this script did not start; stop it, pick other ports (CARDHOUR_TESTENV_LDAP_PORT / CARDHOUR_TESTENV_LDAPS_PORT) or point LDAP_URL at it"
+		return 1
+	fi
+	mkdir -p "$LDAP_DIR/log" "$LDAP_DIR/run"
+	ldap_tls || return 1
+	sed "s#@LDAP_DIR@#$LDAP_DIR#g" "$LDAP_TEMPLATES/slapd.conf.tmpl" >"$LDAP_DIR/slapd.conf"
+	local log="$LDAP_DIR/log/slapadd.log"
+	rm -rf "$LDAP_DIR/data"
+	mkdir -p "$LDAP_DIR/data"
+	if ! /usr/sbin/slapadd -f "$LDAP_DIR/slapd.conf" -l "$LDAP_TEMPLATES/base.ldif" >"$log" 2>&1; then
+		fail_service OpenLDAP "slapadd of $LDAP_TEMPLATES/base.ldif failed" "$log"
+		return 1
+	fi
+	say "OpenLDAP: starting slapd on ldap://$HOST:$LDAP_PORT (StartTLS) and ldaps://$HOST:$LDAPS_PORT, data in $LDAP_DIR/data"
+	if ! start_bg "$LDAP_PID" "$LDAP_OUT" /usr/sbin/slapd -d stats -f "$LDAP_DIR/slapd.conf" \
+		-h "ldap://$HOST:$LDAP_PORT/ ldaps://$HOST:$LDAPS_PORT/"; then
+		fail_service OpenLDAP "process did not start" "$LDAP_OUT"
+		return 1
+	fi
+	LDAP_FRESH=1
+}
+
+ldap_ping() {
+	(
+		ldap_env
+		ldapwhoami -x -ZZ -H "ldap://$HOST:$LDAP_PORT" -D "$LDAP_BIND" -w "$LDAP_BIND_PW" &&
+			ldapwhoami -x -H "ldaps://$HOST:$LDAPS_PORT" -D "$LDAP_BIND" -w "$LDAP_BIND_PW"
+	) >/dev/null 2>&1
+}
+
+ldap_wait() {
+	local deadline=$((SECONDS + LDAP_TIMEOUT)) log="$LDAP_DIR/log/ldapadd.log"
+	while ((SECONDS < deadline)); do
+		if ldap_ping; then
+			if [[ -n $LDAP_FRESH ]] && ! (ldap_env && ldapadd -x -ZZ -H "ldap://$HOST:$LDAP_PORT" \
+				-D "cn=admin,dc=example,dc=edu" -w admin-pass -f "$LDAP_TEMPLATES/groups.ldif") >"$log" 2>&1; then
+				fail_service OpenLDAP "ldapadd of $LDAP_TEMPLATES/groups.ldif failed" "$log" "$LDAP_OUT"
+				return 1
+			fi
+			say "OpenLDAP: ready on ldap://$HOST:$LDAP_PORT (StartTLS) and ldaps://$HOST:$LDAPS_PORT, CA $LDAP_DIR/tls/ca.pem"
+			return 0
+		fi
+		if ! pid_alive "$LDAP_PID"; then
+			fail_service OpenLDAP "slapd exited during startup" "$LDAP_OUT"
+			rm -f "$LDAP_PID"
+			return 1
+		fi
+		sleep 0.2
+	done
+	fail_service OpenLDAP "the service account cannot bind with StartTLS on ldap://$HOST:$LDAP_PORT and on ldaps://$HOST:$LDAPS_PORT within ${LDAP_TIMEOUT}s (still running as pid $(cat "$LDAP_PID" 2>/dev/null); 'services.sh down ldap' stops it)" "$LDAP_OUT"
+	return 1
+}
+
+# ldap_exports: the LDAP_* lines of the env file.
+ldap_exports() {
+	printf 'export LDAP_URL=%q\n' "ldap://$HOST:$LDAP_PORT"
+	printf 'export LDAPS_URL=%q\n' "ldaps://$HOST:$LDAPS_PORT"
+	printf 'export LDAP_CA_FILE=%q\n' "$LDAP_DIR/tls/ca.pem"
+	printf 'export LDAP_BIND_DN=%q\n' "$LDAP_BIND"
+	printf 'export LDAP_BIND_PASSWORD=%q\n' "$LDAP_BIND_PW"
+	printf 'export LDAP_BASE_DN=%q\n' "ou=people,dc=example,dc=edu"
+	printf 'export LDAP_GROUP_BASE_DN=%q\n' "ou=groups,dc=example,dc=edu"
+}
+
+# ---------------------------------------------------------------- Dex
+# Dex (OpenID Connect) built from the module in dex/ (go.mod pins the
+# version) into $STATE/bin/dex-<version>, once; minutes the first time, so
+# `up` starts the build in the background before the other services.
+DEX_MODULE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/dex"
+DEX_VERSION=$(awk '$1 == "require" && $2 == "github.com/dexidp/dex" { print $3 } $1 == "github.com/dexidp/dex" { print $2 }' "$DEX_MODULE/go.mod" 2>/dev/null | head -n1)
+DEX_BIN="$STATE/bin/dex-${DEX_VERSION:-unknown}"
+DEX_BUILD_LOG="$STATE/logs/dex-build.log"
+DEX_BUILD_PID=""
+DEX_BUILD_START=0
+
+# dex_build_start: start building Dex in the background unless it is built
+# (niced: the servers starting meanwhile, Kafka's JVM above all, come first).
+dex_build_start() {
+	[[ -x $DEX_BIN || -n $DEX_BUILD_PID ]] && return 0
+	if [[ -z $DEX_VERSION ]]; then
+		fail_service Dex "no github.com/dexidp/dex version in $DEX_MODULE/go.mod"
+		return 1
+	fi
+	if ! command -v "$GO" >/dev/null 2>&1; then
+		fail_service Dex "the Go toolchain ($GO) is needed to build Dex $DEX_VERSION (or set OIDC_ISSUER and the other OIDC_* variables to your own provider)"
+		return 1
+	fi
+	mkdir -p "$STATE/bin" "$STATE/logs"
+	say "Dex: building github.com/dexidp/dex/cmd/dex $DEX_VERSION into $DEX_BIN in the background (once; minutes the first time; log: $DEX_BUILD_LOG)"
+	DEX_BUILD_START=$SECONDS
+	(
+		cd "$DEX_MODULE" &&
+			GOWORK=off CGO_ENABLED=1 GOFLAGS="-mod=readonly -buildvcs=false" nice -n 10 "$GO" build -v -trimpath \
+				-ldflags "-X github.com/dexidp/dex/version.Version=$DEX_VERSION" \
+				-o "$DEX_BIN.tmp" github.com/dexidp/dex/cmd/dex &&
+			mv -f "$DEX_BIN.tmp" "$DEX_BIN"
+	) >"$DEX_BUILD_LOG" 2>&1 </dev/null 9>&- &
+	DEX_BUILD_PID=$!
+}
+
+# dex_build_wait: wait for the background build, saying how far it is.
+dex_build_wait() {
+	[[ -z $DEX_BUILD_PID ]] && { [[ -x $DEX_BIN ]] || dex_build_start || return 1; }
+	[[ -z $DEX_BUILD_PID ]] && return 0
+	local next=$((SECONDS + 30))
+	while kill -0 "$DEX_BUILD_PID" 2>/dev/null; do
+		if ((SECONDS >= next)); then
+			say "Dex: still building ($((SECONDS - DEX_BUILD_START)) s, $(wc -l <"$DEX_BUILD_LOG") packages so far)"
+			next=$((SECONDS + 30))
+		fi
+		sleep 1
+	done
+	local rc=0
+	wait "$DEX_BUILD_PID" || rc=$?
+	DEX_BUILD_PID=""
+	if ((rc != 0)) || [[ ! -x $DEX_BIN ]]; then
+		rm -f "$DEX_BIN.tmp"
+		fail_service Dex "go build of github.com/dexidp/dex/cmd/dex $DEX_VERSION failed (exit $rc)" "$DEX_BUILD_LOG"
+		return 1
+	fi
+	say "Dex: built $DEX_BIN in $((SECONDS - DEX_BUILD_START)) s"
+}
+
+dex_issuer() { echo "http://$HOST:$DEX_PORT/dex"; }
+
+dex_start() {
+	dex_build_wait || return 1
+	if pid_alive "$DEX_PID"; then
+		say "Dex: already running (pid $(<"$DEX_PID"))"
+		return 0
+	fi
+	if port_open "$DEX_PORT"; then
+		fail_service Dex "port $HOST:$DEX_PORT is already in use by a process this script did not start; stop it, pick another port (CARDHOUR_TESTENV_DEX_PORT) or point OIDC_ISSUER at it"
+		return 1
+	fi
+	mkdir -p "$DEX_DIR/log"
+	if [[ ! -s $DEX_SECRET ]]; then
+		(umask 077 && openssl rand -hex 24 >"$DEX_SECRET")
+	fi
+	sed -e "s#@ISSUER@#$(dex_issuer)#" -e "s#@DEX_ADDR@#$HOST:$DEX_PORT#" \
+		-e "s#@REDIRECT_IP@#http://127.0.0.1:$OIDC_REDIRECT_PORT/auth/callback#" \
+		-e "s#@REDIRECT_LOCALHOST@#http://localhost:$OIDC_REDIRECT_PORT/auth/callback#" \
+		-e "s#@LDAP_HOSTPORT@#$HOST:$LDAP_PORT#" -e "s#@LDAP_CA@#$LDAP_DIR/tls/ca.pem#" \
+		"$DEX_MODULE/config.yaml.tmpl" >"$DEX_DIR/config.yaml"
+	pid_alive "$LDAP_PID" || say "WARNING: Dex: our OpenLDAP does not run; logins will fail until 'services.sh up ldap'"
+	say "Dex: starting $DEX_VERSION on $(dex_issuer) (LDAP connector: ldap://$HOST:$LDAP_PORT with StartTLS)"
+	if ! CARDHOUR_TESTENV_OIDC_CLIENT_SECRET=$(<"$DEX_SECRET") start_bg "$DEX_PID" "$DEX_OUT" \
+		"$DEX_BIN" serve "$DEX_DIR/config.yaml"; then
+		fail_service Dex "process did not start" "$DEX_OUT"
+		return 1
+	fi
+}
+
+dex_ping() {
+	curl -fsS --max-time 3 "$(dex_issuer)/.well-known/openid-configuration" 2>/dev/null | grep -qF "\"issuer\": \"$(dex_issuer)\"" ||
+		curl -fsS --max-time 3 "$(dex_issuer)/.well-known/openid-configuration" 2>/dev/null | grep -qF "\"issuer\":\"$(dex_issuer)\""
+}
+
+dex_wait() {
+	local deadline=$((SECONDS + DEX_TIMEOUT))
+	while ((SECONDS < deadline)); do
+		if dex_ping; then
+			say "Dex: ready on $(dex_issuer)"
+			return 0
+		fi
+		if ! pid_alive "$DEX_PID"; then
+			fail_service Dex "dex exited during startup" "$DEX_OUT"
+			rm -f "$DEX_PID"
+			return 1
+		fi
+		sleep 0.2
+	done
+	fail_service Dex "no discovery document at $(dex_issuer)/.well-known/openid-configuration within ${DEX_TIMEOUT}s (still running as pid $(cat "$DEX_PID" 2>/dev/null); 'services.sh down dex' stops it)" "$DEX_OUT"
+	return 1
+}
+
+# dex_exports: the OIDC_* lines of the env file.
+dex_exports() {
+	printf 'export OIDC_ISSUER=%q\n' "$(dex_issuer)"
+	printf 'export OIDC_CLIENT_ID=%q\n' cardhour
+	printf 'export OIDC_CLIENT_SECRET=%q\n' "$(<"$DEX_SECRET")"
+	printf 'export OIDC_CLIENT_SECRET_FILE=%q\n' "$DEX_SECRET"
+	printf 'export OIDC_REDIRECT_URL=%q\n' "http://127.0.0.1:$OIDC_REDIRECT_PORT/auth/callback"
+}
+
+# pass_exports NAME...: export lines for the variables of the environment that are set.
+pass_exports() {
+	local n
+	for n in "$@"; do
+		[[ -n ${!n:-} ]] && printf 'export %s=%q\n' "$n" "${!n}"
+	done
+	true
+}
+
 # ---------------------------------------------------------------- commands
-# want_services ARGS...: sets WANT_CH, WANT_KAFKA, WANT_PG, WANT_SMTP from the
-# service names given (clickhouse, kafka, postgres, smtp); none given means all.
-WANT_CH=1 WANT_KAFKA=1 WANT_PG=1 WANT_SMTP=1
+# want_services ARGS...: sets WANT_CH, WANT_KAFKA, WANT_PG, WANT_SMTP, WANT_LDAP,
+# WANT_DEX from the service names given (clickhouse, kafka, postgres, smtp, ldap,
+# dex); none given means all.
+WANT_CH=1 WANT_KAFKA=1 WANT_PG=1 WANT_SMTP=1 WANT_LDAP=1 WANT_DEX=1
 want_services() {
 	(($#)) || return 0
-	WANT_CH="" WANT_KAFKA="" WANT_PG="" WANT_SMTP=""
+	WANT_CH="" WANT_KAFKA="" WANT_PG="" WANT_SMTP="" WANT_LDAP="" WANT_DEX=""
 	local s
 	for s in "$@"; do
 		case $s in
@@ -848,8 +1129,10 @@ want_services() {
 		kafka) WANT_KAFKA=1 ;;
 		postgres | postgresql) WANT_PG=1 ;;
 		smtp) WANT_SMTP=1 ;;
+		ldap | openldap | slapd) WANT_LDAP=1 ;;
+		dex | oidc) WANT_DEX=1 ;;
 		*)
-			say "unknown service '$s' (want clickhouse, kafka, postgres or smtp)"
+			say "unknown service '$s' (want clickhouse, kafka, postgres, smtp, ldap or dex)"
 			exit 2
 			;;
 		esac
@@ -861,10 +1144,21 @@ cmd_up() {
 	lock
 	mkdir -p "$STATE/logs"
 	rm -f "$ENV_FILE"
+	# Dex is built once, in minutes: the build overlaps with the installs
+	# and the other starts; Dex is started last.
+	local dex_build_failed=""
+	if [[ -n $WANT_DEX && -z ${OIDC_ISSUER:-} ]] && ! dex_build_start; then
+		dex_build_failed=1
+	fi
 	ensure_export_tools
 	ensure_browser
 	local ch_addr="" ch_http="" kafka_addr="" pg_addr="" ch_ext="" kafka_ext="" pg_ext="" failed=()
 	local smtp_addr="" smtp_maildir="" smtp_ext=""
+	local ldap_ok="" ldap_ext="" dex_ok="" dex_ext=""
+	if [[ -n $dex_build_failed ]]; then
+		failed+=(Dex)
+		dex_ext=1
+	fi
 
 	if [[ -n ${CLICKHOUSE_ADDR:-} ]]; then
 		ch_addr=$CLICKHOUSE_ADDR ch_http=${CLICKHOUSE_HTTP_ADDR:-} ch_ext=1
@@ -889,6 +1183,16 @@ cmd_up() {
 		say "SMTP sink: SMTP_ADDR=$smtp_addr is set; not starting one"
 		addr_reachable "$smtp_addr" || say "WARNING: SMTP server at $smtp_addr does not accept TCP connections"
 	fi
+	local ldap_pass="" dex_pass=""
+	if [[ -n ${LDAP_URL:-} ]]; then
+		ldap_ext=1 ldap_pass=1
+		say "OpenLDAP: LDAP_URL=$LDAP_URL is set; not starting one (the LDAP_* variables are passed on)"
+		addr_reachable "$(sed -E 's#^[a-z]+://([^/]*).*#\1#' <<<"$LDAP_URL")" || say "WARNING: LDAP server at $LDAP_URL does not accept TCP connections"
+	fi
+	if [[ -n ${OIDC_ISSUER:-} ]]; then
+		dex_ext=1 dex_pass=1
+		say "Dex: OIDC_ISSUER=$OIDC_ISSUER is set; not starting one (the OIDC_* variables are passed on)"
+	fi
 	# Services not asked for are passed on when they already run.
 	if [[ -z $WANT_CH && -z $ch_ext ]]; then
 		ch_ext=1
@@ -907,8 +1211,17 @@ cmd_up() {
 		pid_alive "$SMTP_PID" && smtp_addr="$HOST:$SMTP_PORT" smtp_maildir=$SMTP_MAILDIR
 	fi
 
+	if [[ -z $WANT_LDAP && -z $ldap_ext ]]; then
+		ldap_ext=1
+		pid_alive "$LDAP_PID" && ldap_ok=1
+	fi
+	if [[ -z $WANT_DEX && -z $dex_ext ]]; then
+		dex_ext=1
+		pid_alive "$DEX_PID" && dex_ok=1
+	fi
+
 	# Start all first, then wait for all: the startups overlap.
-	local ch_started="" kafka_started="" pg_started="" smtp_started=""
+	local ch_started="" kafka_started="" pg_started="" smtp_started="" ldap_started=""
 	if [[ -z $ch_ext ]]; then
 		if clickhouse_start; then ch_started=1; else failed+=(ClickHouse); fi
 	fi
@@ -920,6 +1233,9 @@ cmd_up() {
 	fi
 	if [[ -z $smtp_ext ]]; then
 		if smtp_start; then smtp_started=1; else failed+=("SMTP sink"); fi
+	fi
+	if [[ -z $ldap_ext ]]; then
+		if ldap_start; then ldap_started=1; else failed+=(OpenLDAP); fi
 	fi
 	if [[ -n $ch_started ]]; then
 		if clickhouse_wait; then
@@ -937,6 +1253,13 @@ cmd_up() {
 	if [[ -n $smtp_started ]]; then
 		if smtp_wait; then smtp_addr="$HOST:$SMTP_PORT" smtp_maildir=$SMTP_MAILDIR; else failed+=("SMTP sink"); fi
 	fi
+	if [[ -n $ldap_started ]]; then
+		if ldap_wait; then ldap_ok=1; else failed+=(OpenLDAP); fi
+	fi
+	# Dex last: it waits for its build, and its logins need our slapd.
+	if [[ -z $dex_ext ]]; then
+		if dex_start && dex_wait; then dex_ok=1; else failed+=(Dex); fi
+	fi
 
 	# The env file holds what is usable, even after a partial failure.
 	{
@@ -945,6 +1268,10 @@ cmd_up() {
 		[[ -n $pg_addr ]] && printf 'export POSTGRES_DSN=%q\n' "$pg_addr"
 		[[ -n $smtp_addr ]] && printf 'export SMTP_ADDR=%q\n' "$smtp_addr"
 		[[ -n $smtp_maildir ]] && printf 'export SMTP_MAILDIR=%q\n' "$smtp_maildir"
+		[[ -n $ldap_ok ]] && ldap_exports
+		[[ -n $dex_ok ]] && dex_exports
+		[[ -n $ldap_pass ]] && pass_exports LDAP_URL LDAPS_URL LDAP_CA_FILE LDAP_BIND_DN LDAP_BIND_PASSWORD LDAP_BASE_DN LDAP_GROUP_BASE_DN
+		[[ -n $dex_pass ]] && pass_exports OIDC_ISSUER OIDC_CLIENT_ID OIDC_CLIENT_SECRET OIDC_CLIENT_SECRET_FILE OIDC_REDIRECT_URL
 		[[ -n $ch_http ]] && printf 'export CLICKHOUSE_HTTP_ADDR=%q\n' "$ch_http"
 		[[ -n $ch_addr ]] && printf 'export CLICKHOUSE_ADDR=%q\n' "$ch_addr"
 		[[ -n $kafka_addr ]] && printf 'export KAFKA_BROKERS=%q\n' "$kafka_addr"
@@ -966,6 +1293,8 @@ cmd_up() {
 cmd_down() {
 	want_services "$@"
 	lock
+	[[ -n $WANT_DEX ]] && stop_pid Dex "$DEX_PID"
+	[[ -n $WANT_LDAP ]] && stop_pid OpenLDAP "$LDAP_PID"
 	[[ -n $WANT_SMTP ]] && stop_pid "SMTP sink" "$SMTP_PID"
 	[[ -n $WANT_PG ]] && postgres_stop
 	[[ -n $WANT_KAFKA ]] && stop_pid Kafka "$KAFKA_PID"
@@ -1017,7 +1346,29 @@ cmd_status() {
 		echo "SMTP sink: not running (log: $SMTP_OUT)"
 		rc=3
 	fi
+	if pid_alive "$LDAP_PID"; then
+		if ldap_ping; then
+			echo "OpenLDAP: running (pid $(<"$LDAP_PID")) on ldap://$HOST:$LDAP_PORT and ldaps://$HOST:$LDAPS_PORT, answering"
+		else
+			echo "OpenLDAP: running (pid $(<"$LDAP_PID")) on ldap://$HOST:$LDAP_PORT, NOT answering yet"
+		fi
+	else
+		echo "OpenLDAP: not running (log: $LDAP_OUT)"
+		rc=3
+	fi
+	if pid_alive "$DEX_PID"; then
+		if dex_ping; then
+			echo "Dex: running (pid $(<"$DEX_PID")) on $(dex_issuer), answering"
+		else
+			echo "Dex: running (pid $(<"$DEX_PID")) on $(dex_issuer), NOT answering yet"
+		fi
+	else
+		echo "Dex: not running (log: $DEX_OUT; binary: $DEX_BIN$([[ -x $DEX_BIN ]] || echo ', not built yet'))"
+		rc=3
+	fi
 	[[ -n ${SMTP_ADDR:-} ]] && echo "SMTP_ADDR=$SMTP_ADDR is set in this environment (external SMTP server)"
+	[[ -n ${LDAP_URL:-} ]] && echo "LDAP_URL=$LDAP_URL is set in this environment (external LDAP server)"
+	[[ -n ${OIDC_ISSUER:-} ]] && echo "OIDC_ISSUER=$OIDC_ISSUER is set in this environment (external OpenID Connect provider)"
 	[[ -n ${CLICKHOUSE_HTTP_ADDR:-} ]] && echo "CLICKHOUSE_HTTP_ADDR=$CLICKHOUSE_HTTP_ADDR is set in this environment"
 	[[ -n ${CLICKHOUSE_ADDR:-} ]] && echo "CLICKHOUSE_ADDR=$CLICKHOUSE_ADDR is set in this environment (external ClickHouse)"
 	[[ -n ${KAFKA_BROKERS:-} ]] && echo "KAFKA_BROKERS=$KAFKA_BROKERS is set in this environment (external Kafka)"
@@ -1038,13 +1389,13 @@ cmd_clean() {
 	cmd_down
 	local pg_real=""
 	[[ -L $STATE/postgres ]] && pg_real=$(readlink -f "$STATE/postgres")
-	say "removing $CH_DIR $KAFKA_DIR $SMTP_DIR $STATE/postgres${pg_real:+ ($pg_real)} $STATE/logs (the jar cache $STATE/kafka-jars and the aiosmtpd venv stay)"
+	say "removing $CH_DIR $KAFKA_DIR $SMTP_DIR $LDAP_DIR $DEX_DIR $STATE/postgres${pg_real:+ ($pg_real)} $STATE/logs (the jar cache $STATE/kafka-jars, the aiosmtpd venv and the Dex binary in $STATE/bin stay)"
 	[[ -n $pg_real ]] && rm -rf "$pg_real"
-	rm -rf "$CH_DIR" "$KAFKA_DIR" "$SMTP_DIR" "$STATE/postgres" "$STATE/logs"
+	rm -rf "$CH_DIR" "$KAFKA_DIR" "$SMTP_DIR" "$LDAP_DIR" "$DEX_DIR" "$STATE/postgres" "$STATE/logs"
 }
 
 usage() {
-	echo "usage: $0 up|down [clickhouse|kafka|postgres|smtp...] | status|env|clean" >&2
+	echo "usage: $0 up|down [clickhouse|kafka|postgres|smtp|ldap|dex...] | status|env|clean" >&2
 	exit 2
 }
 

@@ -2,8 +2,9 @@
 # with-services.sh CMD [ARGS...]
 #
 # Starts the test services (services.sh up), exports CLICKHOUSE_ADDR,
-# CLICKHOUSE_HTTP_ADDR, KAFKA_BROKERS and POSTGRES_DSN, runs CMD, stops the services again and exits with CMD's
-# status.
+# CLICKHOUSE_HTTP_ADDR, KAFKA_BROKERS, POSTGRES_DSN, SMTP_ADDR, SMTP_MAILDIR, the
+# LDAP_* and the OIDC_* variables, runs CMD, stops the services again and exits
+# with CMD's status.
 #
 # - Services that were already all running before (e.g. `make services-up`)
 #   are left running; so is everything when CARDHOUR_TESTENV_KEEP=1.
@@ -27,6 +28,10 @@ esac
 
 RULE='##########################################################################'
 
+# The test directory (OpenLDAP) and OpenID Connect provider (Dex).
+LDAP_OIDC_VARS=(LDAP_URL LDAPS_URL LDAP_CA_FILE LDAP_BIND_DN LDAP_BIND_PASSWORD LDAP_BASE_DN LDAP_GROUP_BASE_DN
+	OIDC_ISSUER OIDC_CLIENT_ID OIDC_CLIENT_SECRET OIDC_CLIENT_SECRET_FILE OIDC_REDIRECT_URL)
+
 # Were our services all running already? Then they are not ours to stop.
 stop_after=1
 if bash "$SERVICES" status >/dev/null 2>&1; then
@@ -49,8 +54,8 @@ trap 'exit 143' TERM
 
 if exports=$(bash "$SERVICES" up); then
 	eval "$exports"
-	export CLICKHOUSE_ADDR CLICKHOUSE_HTTP_ADDR KAFKA_BROKERS POSTGRES_DSN SMTP_ADDR SMTP_MAILDIR
-	echo "with-services: CLICKHOUSE_ADDR=$CLICKHOUSE_ADDR CLICKHOUSE_HTTP_ADDR=${CLICKHOUSE_HTTP_ADDR:-<unset>} KAFKA_BROKERS=$KAFKA_BROKERS POSTGRES_DSN=${POSTGRES_DSN:-<unset>} SMTP_ADDR=${SMTP_ADDR:-<unset>}" >&2
+	export CLICKHOUSE_ADDR CLICKHOUSE_HTTP_ADDR KAFKA_BROKERS POSTGRES_DSN SMTP_ADDR SMTP_MAILDIR "${LDAP_OIDC_VARS[@]}"
+	echo "with-services: CLICKHOUSE_ADDR=$CLICKHOUSE_ADDR CLICKHOUSE_HTTP_ADDR=${CLICKHOUSE_HTTP_ADDR:-<unset>} KAFKA_BROKERS=$KAFKA_BROKERS POSTGRES_DSN=${POSTGRES_DSN:-<unset>} SMTP_ADDR=${SMTP_ADDR:-<unset>} LDAP_URL=${LDAP_URL:-<unset>} OIDC_ISSUER=${OIDC_ISSUER:-<unset>}" >&2
 else
 	if [[ $ci == true ]]; then
 		{
@@ -63,7 +68,7 @@ else
 	fi
 	# Partial success: export what does answer (up wrote it to its env file).
 	eval "$(bash "$SERVICES" env 2>/dev/null || true)"
-	export CLICKHOUSE_ADDR CLICKHOUSE_HTTP_ADDR KAFKA_BROKERS POSTGRES_DSN
+	export CLICKHOUSE_ADDR CLICKHOUSE_HTTP_ADDR KAFKA_BROKERS POSTGRES_DSN SMTP_ADDR SMTP_MAILDIR "${LDAP_OIDC_VARS[@]}"
 	{
 		echo
 		echo "$RULE"
@@ -74,6 +79,8 @@ else
 		echo "#    CLICKHOUSE_HTTP_ADDR=${CLICKHOUSE_HTTP_ADDR:-<unset>}"
 		echo "#    KAFKA_BROKERS=${KAFKA_BROKERS:-<unset>}"
 		echo "#    POSTGRES_DSN=${POSTGRES_DSN:-<unset>}"
+		echo "#    LDAP_URL=${LDAP_URL:-<unset>}"
+		echo "#    OIDC_ISSUER=${OIDC_ISSUER:-<unset>}"
 		echo "#  Fix the error, or run 'make services-up', or point CLICKHOUSE_ADDR /"
 		echo "#  KAFKA_BROKERS / POSTGRES_DSN at your own servers. In CI (CI=true) this"
 		echo "#  is fatal."
