@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
@@ -23,11 +25,10 @@ import (
 
 // signinMapping is the browser test's role mapping over the test directory
 // (deployments/testenv/ldap): the lab-dl group leads ai101, course-dl-2026
-// are its students, finance is finance.
+// are its students; the finance group is not mapped, so that f0007 has no
+// role here.
 const signinMapping = `help: "Ask the HPC office, room 301."
 help_zh: "请联系高性能计算办公室（301 室）。"
-finance:
-  - group: finance
 projects:
   ai101:
     lead:
@@ -88,37 +89,66 @@ func TestBrowserSignsInThroughTheProvidersOwnPage(t *testing.T) {
 	signIn := func(user, password string) {
 		t.Helper()
 		tb.do(chromedp.Navigate(d.base+"/ui/#/usage"),
-			chromedp.WaitVisible(`#signin-oidc`, chromedp.ByQuery),
-			chromedp.Click(`#signin-oidc`, chromedp.ByQuery),
+			chromedp.WaitVisible(chromedp.CSS(`#signin-oidc`)),
+			chromedp.Click(chromedp.CSS(`#signin-oidc`)),
 			// Dex's own login form (its LDAP connector's).
-			chromedp.WaitVisible(`input[name="login"]`, chromedp.ByQuery),
-			chromedp.SendKeys(`input[name="login"]`, user, chromedp.ByQuery),
-			chromedp.SendKeys(`input[name="password"]`, password, chromedp.ByQuery),
-			chromedp.Submit(`input[name="password"]`, chromedp.ByQuery),
-			chromedp.WaitVisible(`#logout`, chromedp.ByQuery),
-			chromedp.WaitVisible(`#page-usage[data-ready="true"]`, chromedp.ByQuery))
+			chromedp.WaitVisible(chromedp.CSS(`input[name="login"]`)),
+			chromedp.SendKeys(chromedp.CSS(`input[name="login"]`), user),
+			chromedp.SendKeys(chromedp.CSS(`input[name="password"]`), password),
+			chromedp.Submit(chromedp.CSS(`input[name="password"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#logout`)),
+			chromedp.WaitVisible(chromedp.CSS(`#page-usage[data-ready="true"]`)))
 	}
 	var who, page string
 	signIn("2022110315", "student-pass")
-	tb.shot("student-usage")
-	tb.do(chromedp.Text(`#who`, &who, chromedp.ByQuery), chromedp.Text(`#page-usage`, &page, chromedp.ByQuery))
+	tb.screenshot("student-usage")
+	who, page = tb.text("#who"), tb.text("#page-usage")
 	require.Contains(t, who, "student")
-	require.Contains(t, page, "2022110315", "the student sees their own usage")
-	require.NotContains(t, page, "2026010203", "and not the other student's")
+	// 2022110315 held 0.50 card-hours of ai101's 1.50 in November.
+	require.Contains(t, page, "over 0.50 card-hours", "the student sees their own usage")
+	for u, b := range tb.bodies() {
+		require.NotContains(t, b, "2026010203", "no answer to the student names the other student: %s", u)
+	}
 
-	tb.do(chromedp.Click(`#logout`, chromedp.ByQuery), chromedp.WaitVisible(`#signin-oidc`, chromedp.ByQuery))
+	tb.do(chromedp.Click(chromedp.CSS(`#logout`)), chromedp.WaitVisible(chromedp.CSS(`#signin-oidc`)))
 	code, _ := d.apiDo(t, "", "GET", "/api/v1/me", "")
 	require.Equal(t, 401, code)
-	tb.do(chromedp.ActionFunc(func(ctx context.Context) error { return chromedp.Run(ctx, clearCookies()) }))
+	// Dex may remember who signed in there; the lead signs in afresh.
+	_, err = chromedp.Call(tb.ctx, network.ClearBrowserCookies, cdp.Empty{})
+	require.NoError(t, err)
 
 	signIn("t0042", "lead-pass")
-	tb.shot("lead-usage")
-	tb.do(chromedp.Text(`#who`, &who, chromedp.ByQuery), chromedp.Text(`#page-usage`, &page, chromedp.ByQuery))
+	tb.route("#/usage?period=2026-11&by=user", "usage")
+	tb.screenshot("lead-usage")
+	who, page = tb.text("#who"), tb.text("#page-usage")
 	require.Contains(t, who, "lead")
+	require.Contains(t, page, "over 1.50 card-hours")
 	require.Contains(t, page, "2022110315")
 	require.Contains(t, page, "2026010203", "the lead sees every student of the project")
-	tb.do(chromedp.Click(`#logout`, chromedp.ByQuery), chromedp.WaitVisible(`#signin-oidc`, chromedp.ByQuery))
-	tb.shot("signed-out")
+	tb.do(chromedp.Click(chromedp.CSS(`#logout`)), chromedp.WaitVisible(chromedp.CSS(`#signin-oidc`)))
+	tb.screenshot("signed-out")
+
+	// A person the mapping gives no role: the page says whom to ask, in
+	// both languages, and no session is opened.
+	_, err = chromedp.Call(tb.ctx, network.ClearBrowserCookies, cdp.Empty{})
+	require.NoError(t, err)
+	tb.do(chromedp.Navigate(d.base+"/ui/"), chromedp.WaitVisible(chromedp.CSS(`#signin-oidc`)), chromedp.Click(chromedp.CSS(`#signin-oidc`)),
+		chromedp.WaitVisible(chromedp.CSS(`input[name="login"]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name="login"]`), "f0007"), chromedp.SendKeys(chromedp.CSS(`input[name="password"]`), "finance-pass"),
+		chromedp.Submit(chromedp.CSS(`input[name="password"]`)), chromedp.WaitVisible(chromedp.CSS(`#signin-page`)))
+	tb.screenshot("no-role")
+	page = tb.text("#signin-page")
+	require.Contains(t, page, "oidc:f0007")
+	require.Contains(t, page, "Ask the HPC office, room 301.")
+	require.Contains(t, page, "请联系高性能计算办公室（301 室）。")
+	tb.do(chromedp.Navigate(d.base + "/ui/"), chromedp.WaitVisible(chromedp.CSS(`#signin-oidc`)))
+
+	// The sign-in page in Chinese.
+	zh := langTab(t, chromium, shots, "zh-CN")
+	zh.do(chromedp.Navigate(d.base+"/ui/"), chromedp.WaitVisible(chromedp.CSS(`#signin-oidc`)))
+	zh.screenshot("signin-zh")
+	require.Equal(t, "使用Campus account登录", zh.text("#signin-oidc"))
+	require.Contains(t, zh.text("#main"), "或粘贴 API 令牌")
 
 	for _, action := range []string{"session.create", "session.end"} {
 		es, _, err := d.led.Audit(context.Background(), ledger.AuditFilter{Action: action})
@@ -129,4 +159,11 @@ func TestBrowserSignsInThroughTheProvidersOwnPage(t *testing.T) {
 		}
 		require.ElementsMatch(t, []string{"oidc:2022110315", "oidc:t0042"}, actors, action)
 	}
+}
+
+func (t *tab) text(sel string) string {
+	t.tb.Helper()
+	v, err := chromedp.Run(t.ctx, chromedp.Text(chromedp.CSS(sel)))
+	require.NoError(t.tb, err, sel)
+	return v
 }
