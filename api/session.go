@@ -287,6 +287,28 @@ func (s *Server) sessionPrincipal(ctx huma.Context) (tok ledger.Token, person st
 		}
 	}
 	g := sess.Grant()
+	if g.Via == ledger.GrantViaRoster {
+		// The roster alone made this person a student: taken off it, they
+		// lose the project at their next request, not at the next sign-in.
+		on, err := s.onRoster(r.Context(), g.Project, g.User)
+		if err != nil {
+			writeUnavailable(ctx, err)
+			return ledger.Token{}, "", true, true
+		}
+		if !on {
+			_ = huma.WriteErr(s.api, ctx, http.StatusForbidden, "you are no longer on the roster of project "+g.Project+": sign in again to see what you may still do")
+			return ledger.Token{}, "", true, true
+		}
+	}
 	return ledger.Token{Role: g.Role, Project: g.Project, User: g.User, Name: sess.Person, CreatedBy: sess.Person,
 		CreatedAt: sess.CreatedAt, ExpiresAt: sess.ExpiresAt}, sess.Person, true, false
+}
+
+// onRoster reports whether user is on project's roster.
+func (s *Server) onRoster(ctx context.Context, project, user string) (bool, error) {
+	page, _, err := s.cfg.SignIn.Store.Students(ctx, ledger.StudentFilter{Project: project, User: user, Limit: 1})
+	if err != nil {
+		return false, err
+	}
+	return len(page) > 0 && page[0].User == user && page[0].Project == project, nil
 }

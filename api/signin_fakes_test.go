@@ -25,7 +25,7 @@ func (m fakeMapper) Grants(ctx context.Context, id signin.Identity, rosters sign
 		return nil, err
 	}
 	for _, p := range projects {
-		gs = append(gs, ledger.Grant{Role: ledger.RoleStudent, Project: p, User: id.ID})
+		gs = append(gs, ledger.Grant{Role: ledger.RoleStudent, Project: p, User: id.ID, Via: ledger.GrantViaRoster})
 	}
 	return gs, nil
 }

@@ -182,6 +182,14 @@ func TestRosterMakesAStudentOfEveryProjectAndTheGrantCanBeSwitched(t *testing.T)
 	me = jsonOf(t, b.do("GET", "/api/v1/me", "", "", nil).Body.Bytes())
 	require.NotEqual(t, first, me["project"])
 	require.Equal(t, http.StatusUnprocessableEntity, b.do("POST", "/auth/session/active", `{"grant":2}`, "application/json", map[string]string{"X-CSRF-Token": b.csrf}).Code)
+
+	// Taken off the roster of the project she acts in, she loses it at her
+	// next request, not at her next sign-in.
+	_, err = f.led.ImportRoster(ctx, "cli:test", ledger.RosterImport{Mode: ledger.RosterReplace, Projects: []string{me["project"].(string)}})
+	require.NoError(t, err)
+	w = b.do("GET", "/api/v1/me", "", "", nil)
+	require.Equal(t, http.StatusForbidden, w.Code, w.Body.String())
+	require.Contains(t, w.Body.String(), "no longer on the roster")
 }
 
 func TestLDAPFormFromAnotherSiteAndWrongPasswordAreRefused(t *testing.T) {

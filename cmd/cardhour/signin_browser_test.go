@@ -4,8 +4,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -166,4 +168,96 @@ func (t *tab) text(sel string) string {
 	v, err := chromedp.Run(t.ctx, chromedp.Text(chromedp.CSS(sel)))
 	require.NoError(t.tb, err, sel)
 	return v
+}
+
+// TestServeSignsInWithLDAPOnly: serve's --ldap-* flags against the test
+// directory (StartTLS with its CA): the login form signs the student and
+// the lead in; a wrong password, an injection in the user name and a form
+// from another site are refused with the page and an audit entry, and open
+// no session.
+func TestServeSignsInWithLDAPOnly(t *testing.T) {
+	l := testenv.LDAP(t)
+	dir := t.TempDir()
+	pw, mapping := filepath.Join(dir, "bind-password"), filepath.Join(dir, "mapping.yaml")
+	require.NoError(t, os.WriteFile(pw, []byte(l.BindPassword), 0o600))
+	require.NoError(t, os.WriteFile(mapping, []byte(signinMapping), 0o600))
+	cfg := filepath.Join(dir, "signin.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("ldap-url: "+l.URL+"\nldap-start-tls: true\nldap-ca-file: "+l.CAFile+
+		"\nldap-bind-dn: \""+l.BindDN+"\"\nldap-bind-password-file: "+pw+"\nldap-base-dn: \""+l.BaseDN+"\"\nrole-mapping: "+mapping+"\n"), 0o600))
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	sf := addSigninFlags(fs)
+	require.NoError(t, fs.Parse([]string{"--signin-config", cfg}))
+	require.NoError(t, sf.applyConfig())
+	d := startDashboard(t, signinSamples(t), time.Date(2026, 11, 28, 12, 0, 0, 0, shanghai), time.Date(2026, 12, 10, 0, 0, 0, 0, shanghai), nil,
+		func(s *dashSetup) {
+			s.signIn = func(led ledger.Store) *api.SignIn {
+				si, err := sf.build(context.Background(), led, false)
+				require.NoError(t, err)
+				return si
+			}
+		})
+	post := func(user, password, origin string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest("POST", d.base+"/auth/ldap", strings.NewReader(url.Values{"user": {user}, "password": {password}}.Encode()))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		res, err := c.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close() //nolint:errcheck // read to the end
+		b, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		return res, string(b)
+	}
+	me := func(res *http.Response) map[string]any {
+		t.Helper()
+		var cookie *http.Cookie
+		for _, c := range res.Cookies() {
+			if c.Name == "cardhour_session" {
+				cookie = c
+			}
+		}
+		require.NotNil(t, cookie, "a session cookie")
+		req, _ := http.NewRequest("GET", d.base+"/api/v1/me", nil)
+		req.AddCookie(cookie)
+		r, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer r.Body.Close() //nolint:errcheck // decoded
+		var m map[string]any
+		require.NoError(t, json.NewDecoder(r.Body).Decode(&m))
+		return m
+	}
+	res, body := post("2022110315", "student-pass", d.base)
+	require.Equal(t, http.StatusSeeOther, res.StatusCode, body)
+	m := me(res)
+	require.Equal(t, "student", m["role"])
+	require.Equal(t, "ai101", m["project"])
+	require.Equal(t, "2022110315", m["user"])
+	res, body = post("t0042", "lead-pass", "")
+	require.Equal(t, http.StatusSeeOther, res.StatusCode, body)
+	require.Equal(t, "lead", me(res)["role"])
+
+	for _, c := range []struct{ user, password, origin, code string }{
+		{"2022110315", "wrong", "", "bad_credentials"},
+		{"nobody", "student-pass", "", "bad_credentials"},
+		{"*)(uid=*", "student-pass", "", "bad_user_name"},
+		{"2022110315)(|(uid=*", "x", "", "bad_user_name"},
+		{"2022110315", "", "", "bad_credentials"},
+		{"2022110315", "student-pass", "https://evil.example", "cross_site"},
+	} {
+		res, body := post(c.user, c.password, c.origin)
+		require.Equal(t, http.StatusForbidden, res.StatusCode, "%+v: %s", c, body)
+		require.Contains(t, body, `data-code="`+c.code+`"`, "%+v", c)
+		require.Empty(t, res.Cookies(), "%+v: no session", c)
+	}
+	refused, _, err := d.led.Audit(context.Background(), ledger.AuditFilter{Action: "signin.refused"})
+	require.NoError(t, err)
+	require.Len(t, refused, 6)
+	created, _, err := d.led.Audit(context.Background(), ledger.AuditFilter{Action: "session.create"})
+	require.NoError(t, err)
+	require.Len(t, created, 2)
 }

@@ -31,7 +31,14 @@ type Grant struct {
 	Role    Role   `json:"role" enum:"admin,finance,lead,student"`
 	Project string `json:"project,omitempty"`
 	User    string `json:"user,omitempty"`
+	// Via is "roster" for a student grant that only the project's roster
+	// gave (no group or ID in the mapping): it holds while the person is on
+	// the roster, so that taking them off ends it at their next request.
+	Via string `json:"via,omitempty"`
 }
+
+// GrantViaRoster is Grant.Via of a grant the roster alone gave.
+const GrantViaRoster = "roster"
 
 // NewSession describes a session to open.
 type NewSession struct {

@@ -318,10 +318,10 @@ func (m *Mapping) Grants(ctx context.Context, id Identity, rosters RosterLookup)
 	if id.ID == "" {
 		return out, nil // a student grant names the user
 	}
-	students := map[string]bool{}
+	students := map[string]string{} // project → Via
 	for _, name := range names {
 		if anyMatches(m.projects[name].Student, id) {
-			students[name] = true
+			students[name] = ""
 		}
 	}
 	if rosters != nil {
@@ -330,8 +330,11 @@ func (m *Mapping) Grants(ctx context.Context, id Identity, rosters RosterLookup)
 			return nil, fmt.Errorf("role mapping: the rosters of %s: %w", id.ID, err)
 		}
 		for _, name := range onRoster {
+			if _, mapped := students[name]; mapped {
+				continue
+			}
 			if pr := m.projects[name]; name != "" && (pr == nil || pr.Roster) {
-				students[name] = true
+				students[name] = ledger.GrantViaRoster
 			}
 		}
 	}
@@ -341,7 +344,7 @@ func (m *Mapping) Grants(ctx context.Context, id Identity, rosters RosterLookup)
 	}
 	slices.Sort(studentOf)
 	for _, name := range studentOf {
-		out = append(out, ledger.Grant{Role: ledger.RoleStudent, Project: name, User: id.ID})
+		out = append(out, ledger.Grant{Role: ledger.RoleStudent, Project: name, User: id.ID, Via: students[name]})
 	}
 	return out, nil
 }

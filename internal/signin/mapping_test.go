@@ -56,10 +56,11 @@ func TestGrantsOrderAndDeduplication(t *testing.T) {
 		{Role: ledger.RoleAdmin},
 		{Role: ledger.RoleFinance},
 		{Role: ledger.RoleLead, Project: "dl-course"},
-		// nlp turns its roster off; projects the file does not name still count.
-		{Role: ledger.RoleStudent, Project: "a-unnamed", User: "2022110315"},
+		// nlp turns its roster off; projects the file does not name still
+		// count, through the roster alone (they hold while on it).
+		{Role: ledger.RoleStudent, Project: "a-unnamed", User: "2022110315", Via: ledger.GrantViaRoster},
 		{Role: ledger.RoleStudent, Project: "dl-course", User: "2022110315"},
-		{Role: ledger.RoleStudent, Project: "zz-other", User: "2022110315"},
+		{Role: ledger.RoleStudent, Project: "zz-other", User: "2022110315", Via: ledger.GrantViaRoster},
 	}, got)
 	for _, g := range got {
 		nt := ledger.NewToken{Role: g.Role, Project: g.Project, User: g.User, TTL: 1}
