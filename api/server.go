@@ -7,8 +7,10 @@
 // It is built on gin with huma v2 (code-first: the document cannot drift
 // from the handlers). Errors are RFC 9457 problem details; problems.go maps
 // store and flow errors to statuses in one place. Every request under
-// /api/v1 except the document carries Authorization: Bearer <token>; the
-// roles each operation allows are part of its registration (roles.go).
+// /api/v1 except the document carries Authorization: Bearer <token>, or
+// comes from a person signed in on the dashboard with the session cookie
+// (signin.go; then with X-CSRF-Token when it changes something); the roles
+// each operation allows are part of its registration (auth.go).
 package api
 
 import (

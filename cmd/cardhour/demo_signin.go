@@ -33,8 +33,11 @@ func demoSignIn(speed float64) func(api.SignInStore) (*api.SignIn, error) {
 		if err != nil {
 			return nil, err
 		}
-		speed = max(speed, 1)
+		// Capped far below time.Duration's range at the fastest speeds.
+		stretch := func(d time.Duration) time.Duration {
+			return time.Duration(min(float64(d)*max(speed, 1), float64(100*365*24*time.Hour)))
+		}
 		return &api.SignIn{Store: store, Mapping: m, Demo: demoPeople,
-			Idle: time.Duration(float64(api.DefaultSessionIdle) * speed), TTL: time.Duration(float64(api.DefaultSessionTTL) * speed)}, nil
+			Idle: stretch(api.DefaultSessionIdle), TTL: stretch(api.DefaultSessionTTL)}, nil
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cardhour/cardhour/internal/ledger"
 )
 
 // TestDemoWeek runs `cardhour demo` for a simulated week at high speed (about
@@ -316,6 +319,7 @@ func TestDemoFirstHours(t *testing.T) {
 		}
 		require.Positive(t, done, "the simulated fleet freed teaching-pool slices: %+v", rel.Items)
 		checkDemoShareReleased(t, d)
+		checkDemoSignIn(t, d)
 		return nil
 	}
 	defer func() { demoAfterRun = nil }()
@@ -462,5 +466,55 @@ func TestDemoPprof(t *testing.T) {
 		} else {
 			require.Equal(t, http.StatusNotFound, status, "no profiles without --pprof: %s", body)
 		}
+	}
+}
+
+// checkDemoSignIn: each of the demo's one-click people opens a session of
+// their role in the simulated lab (the lead of two projects has both).
+func checkDemoSignIn(t *testing.T, d demoRun) {
+	t.Helper()
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for i, want := range []struct {
+		role, project, user string
+		grants              int
+	}{
+		{"student", "cv-lab", "2022110315", 1},
+		{"student", "ai101", "2025010104", 1},
+		{"lead", "cv-lab", "", 1},
+		{"lead", "ai101", "", 2},
+		{"finance", "", "", 1},
+	} {
+		resp, err := noRedirect.Get(fmt.Sprintf("%s/auth/demo?as=%d", d.URL, i))
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "demo person %d", i)
+		var cookie *http.Cookie
+		for _, c := range resp.Cookies() {
+			if c.Name == "cardhour_session" {
+				cookie = c
+			}
+		}
+		require.NotNil(t, cookie, "demo person %d: a session", i)
+		require.Positive(t, cookie.MaxAge, "the cookie's lifetime is relative, whatever the simulated clock says")
+		get := func(path string, into any) {
+			req, err := http.NewRequest("GET", d.URL+path, nil)
+			require.NoError(t, err)
+			req.AddCookie(cookie)
+			r, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			defer r.Body.Close() //nolint:errcheck // decoded
+			require.Equal(t, http.StatusOK, r.StatusCode, path)
+			require.NoError(t, json.NewDecoder(r.Body).Decode(into))
+		}
+		var me ledger.Token
+		get("/api/v1/me", &me)
+		require.Equal(t, want.role, string(me.Role), "demo person %d", i)
+		require.Equal(t, want.project, me.Project, "demo person %d", i)
+		require.Equal(t, want.user, me.User, "demo person %d", i)
+		var sess struct {
+			Grants []ledger.Grant `json:"grants"`
+		}
+		get("/auth/session", &sess)
+		require.Len(t, sess.Grants, want.grants, "demo person %d", i)
 	}
 }
