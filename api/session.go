@@ -180,13 +180,11 @@ func (s *Server) sessionUsable(c *gin.Context, ok bool, err error) bool {
 	return false
 }
 
-// csrfOK: the request carries the session's CSRF token (header, or the
-// csrf_token form field of a plain form).
+// csrfOK: the request carries the session's CSRF token in its header (a
+// form another site makes a browser post cannot set a header, nor read the
+// token from /auth/session).
 func csrfOK(r *http.Request, sess ledger.Session) bool {
 	got := r.Header.Get(csrfHeader)
-	if got == "" && r.Header.Get("Content-Type") == "application/x-www-form-urlencoded" {
-		got = r.PostFormValue("csrf_token")
-	}
 	return sess.CSRF != "" && subtle.ConstantTimeCompare([]byte(got), []byte(sess.CSRF)) == 1
 }
 
