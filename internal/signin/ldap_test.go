@@ -13,6 +13,7 @@ import (
 
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/signin"
+	"github.com/cardhour/cardhour/internal/testenv"
 )
 
 func TestNewLDAPRequiresTLS(t *testing.T) {
@@ -103,28 +104,18 @@ func TestLDAPUnreachable(t *testing.T) {
 	requireRefusal(t, err, "provider_unavailable")
 }
 
-// testLDAP is the test environment's slapd (deployments/testenv): LDAP_URL
-// (ldaps://, or ldap:// with StartTLS when LDAP_CA_FILE is set, plaintext
-// to a loopback host when it is not), LDAP_CA_FILE, LDAP_BIND_DN,
-// LDAP_BIND_PASSWORD and LDAP_BASE_DN. Its DIT is dc=example,dc=edu with
-// people in ou=people and groups (groupOfNames) in ou=groups.
+// testLDAP is the test environment's slapd (deployments/testenv, through
+// internal/testenv: skipped loudly without it, failed under CI=true), over
+// StartTLS with its CA. Its DIT is dc=example,dc=edu with people in
+// ou=people and groups (groupOfNames) in ou=groups.
 func testLDAP(t *testing.T) *signin.LDAP {
 	t.Helper()
-	env := map[string]string{}
-	for _, k := range []string{"LDAP_URL", "LDAP_CA_FILE", "LDAP_BIND_DN", "LDAP_BIND_PASSWORD", "LDAP_BASE_DN"} {
-		env[k] = os.Getenv(k)
-		if env[k] == "" && k != "LDAP_CA_FILE" {
-			t.Skipf("SKIPPED: the LDAP integration test needs %s (and LDAP_URL, LDAP_CA_FILE, LDAP_BIND_DN, LDAP_BIND_PASSWORD, LDAP_BASE_DN) from deployments/testenv's slapd", k)
-		}
-	}
-	plain := strings.HasPrefix(env["LDAP_URL"], "ldap://")
+	d := testenv.LDAP(t)
 	l, err := signin.NewLDAP(signin.LDAPConfig{
-		URL: env["LDAP_URL"], CAFile: env["LDAP_CA_FILE"],
-		StartTLS: plain && env["LDAP_CA_FILE"] != "", AllowPlaintext: plain && env["LDAP_CA_FILE"] == "",
-		BindDN: env["LDAP_BIND_DN"], BindPassword: env["LDAP_BIND_PASSWORD"],
-		BaseDN:      "ou=people," + env["LDAP_BASE_DN"],
-		GroupBaseDN: "ou=groups," + env["LDAP_BASE_DN"],
-		Timeout:     10 * time.Second,
+		URL: d.URL, CAFile: d.CAFile, StartTLS: true,
+		BindDN: d.BindDN, BindPassword: d.BindPassword,
+		BaseDN: d.BaseDN, GroupBaseDN: d.GroupBaseDN,
+		Timeout: 10 * time.Second,
 	})
 	require.NoError(t, err)
 	return l
