@@ -50,7 +50,7 @@ func addSigninFlags(fs *flag.FlagSet) *signinFlags {
 	f.oidcSecretFile = str("oidc-client-secret-file", "", "file holding the OpenID Connect client secret")
 	f.oidcRedirect = str("oidc-redirect-url", "", "the callback URL registered with the provider: https://<dashboard host>/auth/callback")
 	f.oidcUserClaim = str("oidc-user-claim", "preferred_username", "the ID token claim holding the student or staff ID")
-	f.oidcGroupsClaim = str("oidc-groups-claim", "groups", "the ID token claim holding the person's groups (\"\": none)")
+	f.oidcGroupsClaim = str("oidc-groups-claim", "groups", "the ID token claim holding the person's groups")
 	f.oidcName = str("oidc-name", "", "the sign-in button's name (default: OpenID Connect), e.g. 统一身份认证")
 	f.ldapURL = str("ldap-url", "", "LDAP directory for the dashboard's login form: ldaps://host:636, or ldap://host:389 with --ldap-start-tls")
 	f.names = append(f.names, "ldap-start-tls")
