@@ -84,7 +84,7 @@ func TestSigninExampleMapping(t *testing.T) {
 	require.Equal(t, []ledger.Grant{{Role: ledger.RoleLead, Project: "ai101"}, {Role: ledger.RoleLead, Project: "thesis-h100"}},
 		grants(signin.Identity{Provider: "oidc", ID: "t0100"}, nil))
 	// Rosters: ai101's makes students, thesis-h100's does not.
-	require.Equal(t, []ledger.Grant{{Role: ledger.RoleStudent, Project: "ai101", User: "2025010104"}},
+	require.Equal(t, []ledger.Grant{{Role: ledger.RoleStudent, Project: "ai101", User: "2025010104", Via: ledger.GrantViaRoster}},
 		grants(signin.Identity{Provider: "oidc", ID: "2025010104"}, map[string][]string{"2025010104": {"ai101", "thesis-h100"}}))
 	// Nobody the file names: no grant (the no-role page with the help text).
 	require.Empty(t, grants(signin.Identity{Provider: "oidc", ID: "2019000001", Groups: []string{"alumni"}}, nil))
