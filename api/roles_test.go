@@ -29,6 +29,18 @@ type routeCase struct {
 	want          want
 }
 
+// bodyFor is the row's request body: "catalog" is the fixture's catalog
+// changed, "sha" the finalize body of the November ai101 draft.
+func (rc routeCase) bodyFor(f *fixture) string {
+	switch rc.body {
+	case "catalog":
+		return changedCatalog(f)
+	case "sha":
+		return fmt.Sprintf(`{"if_sha256":%q}`, f.sha[f.ids["inv-nov-ai101"]])
+	}
+	return rc.body
+}
+
 func fixed(u string) func(*fixture) string { return func(*fixture) string { return u } }
 
 func withID(format, name string) func(*fixture) string {
@@ -152,14 +164,7 @@ func TestRoleRouteTable(t *testing.T) {
 		for i, role := range roles {
 			t.Run(rc.method+" "+rc.route+" as "+role, func(t *testing.T) {
 				f := newFixture(t)
-				body := rc.body
-				switch body {
-				case "catalog":
-					body = changedCatalog(f)
-				case "sha":
-					id := f.ids["inv-nov-ai101"]
-					body = fmt.Sprintf(`{"if_sha256":%q}`, f.sha[id])
-				}
+				body := rc.bodyFor(f)
 				r := f.do(role, rc.method, rc.url(f), body, rc.ctype)
 				require.Equal(t, rc.want[i], r.Status, "%s %s as %s: %s", rc.method, rc.url(f), role, r.Body)
 				if r.Status >= 400 && strings.HasPrefix(rc.route, "/auth/") && r.Status == f403 {
@@ -189,13 +194,7 @@ func TestRoleRouteTableWithSessions(t *testing.T) {
 		for i, role := range roles[1:] {
 			t.Run(rc.method+" "+rc.route+" as "+role, func(t *testing.T) {
 				f := newFixture(t)
-				body := rc.body
-				switch body {
-				case "catalog":
-					body = changedCatalog(f)
-				case "sha":
-					body = fmt.Sprintf(`{"if_sha256":%q}`, f.sha[f.ids["inv-nov-ai101"]])
-				}
+				body := rc.bodyFor(f)
 				secret, sess, err := f.led.CreateSession(context.Background(), ledger.NewSession{Person: "oidc:" + role, Grants: []ledger.Grant{grants[role]},
 					Idle: time.Hour, TTL: 2 * time.Hour})
 				require.NoError(t, err)

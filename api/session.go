@@ -188,13 +188,23 @@ func csrfOK(r *http.Request, sess ledger.Session) bool {
 	return sess.CSRF != "" && subtle.ConstantTimeCompare([]byte(got), []byte(sess.CSRF)) == 1
 }
 
-func (s *Server) authSetActive(c *gin.Context) {
+// sessionChange is the session of a request to /auth that changes it, with
+// its CSRF token; ok false when it answered the request itself.
+func (s *Server) sessionChange(c *gin.Context) (ledger.Session, bool) {
 	sess, ok, err := s.sessionOf(c.Request)
 	if !s.sessionUsable(c, ok, err) {
-		return
+		return sess, false
 	}
 	if !csrfOK(c.Request, sess) {
 		s.writeProblem(c, newProblem(http.StatusForbidden, ProblemForbidden, "this request needs the session's "+csrfHeader))
+		return sess, false
+	}
+	return sess, true
+}
+
+func (s *Server) authSetActive(c *gin.Context) {
+	sess, ok := s.sessionChange(c)
+	if !ok {
 		return
 	}
 	var in struct {
@@ -208,7 +218,7 @@ func (s *Server) authSetActive(c *gin.Context) {
 		s.writeProblem(c, newProblem(http.StatusUnprocessableEntity, ProblemValidation, "grant: no such grant of this session"))
 		return
 	}
-	sess, err = s.cfg.SignIn.Store.SetActiveGrant(c.Request.Context(), sess.ID, *in.Grant)
+	sess, err := s.cfg.SignIn.Store.SetActiveGrant(c.Request.Context(), sess.ID, *in.Grant)
 	if !s.sessionUsable(c, true, err) {
 		return
 	}
@@ -219,12 +229,8 @@ func (s *Server) authSetActive(c *gin.Context) {
 // provider's logout (RP-initiated logout) when it has one, else the
 // dashboard.
 func (s *Server) authLogout(c *gin.Context) {
-	sess, ok, err := s.sessionOf(c.Request)
-	if !s.sessionUsable(c, ok, err) {
-		return
-	}
-	if !csrfOK(c.Request, sess) {
-		s.writeProblem(c, newProblem(http.StatusForbidden, ProblemForbidden, "this request needs the session's "+csrfHeader))
+	sess, ok := s.sessionChange(c)
+	if !ok {
 		return
 	}
 	if _, err := s.cfg.SignIn.Store.EndSession(c.Request.Context(), sess.ID); err != nil && !errors.Is(err, ledger.ErrNotFound) {
