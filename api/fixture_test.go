@@ -35,6 +35,7 @@ type fixture struct {
 	tokens map[string]string // role name → secret ("" for anonymous)
 	ids    map[string]int64  // named objects: inv-oct-ai101 (finalized), inv-nov-ai101 (draft), spare-token
 	sha    map[int64]string
+	signIn *api.SignIn // the server's sign-in (signInFor)
 }
 
 func catalogYAML(t *testing.T) []byte {
@@ -108,8 +109,9 @@ func newFixture(t *testing.T) *fixture {
 		f.tokens[name] = secret
 	}
 	f.seedWatch(ctx)
+	f.signIn = signInFor(led)
 	f.srv, err = api.New(api.Config{Ledger: led, Usage: f.usage, UsagePing: f.usage.ping, Invoicing: f.flow, Advice: fakeAdvisor{}, Clock: func() time.Time { return now },
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxBodyBytes: 1 << 20, SignIn: signInFor(led)})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxBodyBytes: 1 << 20, SignIn: f.signIn})
 	require.NoError(t, err)
 	f.srv.MarkServing(true)
 	f.h = f.srv.Handler()

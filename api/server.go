@@ -26,6 +26,7 @@ import (
 	"reflect"
 	"regexp"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -91,6 +92,9 @@ type Server struct {
 	serving atomic.Bool
 	cats    *catalogs.Cache
 	exports *exportCache
+	// rechecked: when each LDAP session's grants were last read again
+	// (session ID → time; see recheck).
+	rechecked sync.Map
 
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -238,6 +240,7 @@ func (s *Server) authLogout(c *gin.Context) {
 		s.writeProblem(c, newProblem(http.StatusServiceUnavailable, ProblemUnavailable, "the state store did not answer; the session is still open"))
 		return
 	}
+	s.rechecked.Delete(sess.ID)
 	s.clearSessionCookie(c.Writer, c.Request)
 	next := "/ui/"
 	if si := s.cfg.SignIn; si.OIDC != nil && sess.LogoutHint != "" {
@@ -291,6 +294,11 @@ func (s *Server) sessionPrincipal(ctx huma.Context) (tok ledger.Token, person st
 		}
 	}
 	g := sess.Grant()
+	if lost := s.recheck(r.Context(), sess); lost != "" {
+		ctx.AppendHeader("Set-Cookie", (&http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode}).String())
+		_ = huma.WriteErr(s.api, ctx, http.StatusUnauthorized, lost+": sign in again to see what you may still do")
+		return ledger.Token{}, "", true, true
+	}
 	if g.Via == ledger.GrantViaRoster {
 		// The roster alone made this person a student: taken off it, they
 		// lose the project at their next request, not at the next sign-in.
@@ -315,4 +323,56 @@ func (s *Server) onRoster(ctx context.Context, project, user string) (bool, erro
 		return false, err
 	}
 	return len(page) > 0 && page[0].User == user && page[0].Project == project, nil
+}
+
+// recheck reads a person the LDAP form signed in again from the directory
+// once RecheckEvery has passed since the last look (on this replica; since
+// sign-in at first) and ends the session when the mapping no longer gives
+// its active grant; it returns why ("" when the session holds). A directory
+// that does not answer is logged and asked again at the next request: it
+// never ends a session.
+func (s *Server) recheck(ctx context.Context, sess ledger.Session) string {
+	si := s.cfg.SignIn
+	lookup, ok := si.LDAP.(IdentityLookup)
+	id, isLDAP := strings.CutPrefix(sess.Person, "ldap:")
+	if !ok || !isLDAP {
+		return ""
+	}
+	every := si.RecheckEvery
+	if every == 0 {
+		every = si.Idle
+	}
+	now := s.now()
+	last := sess.CreatedAt
+	if v, ok := s.rechecked.Load(sess.ID); ok {
+		last = v.(time.Time)
+	}
+	if every > 0 && now.Sub(last) < every {
+		return ""
+	}
+	person, err := lookup.Lookup(ctx, id)
+	var grants []ledger.Grant
+	if err == nil {
+		grants, err = si.Mapping.Grants(ctx, person, s.rosterLookup)
+	}
+	if r := signin.AsRefusal(err); err != nil && (r == nil || r.Code != "gone") {
+		logFrom(ctx).Warn("cannot re-check a session's grants; asked again at the next request", "person", sess.Person, "err", err)
+		return ""
+	}
+	active := sess.Grant()
+	if slices.ContainsFunc(grants, func(g ledger.Grant) bool {
+		return g.Role == active.Role && g.Project == active.Project && g.User == active.User
+	}) {
+		s.rechecked.Store(sess.ID, now)
+		return ""
+	}
+	s.rechecked.Delete(sess.ID)
+	if _, err := si.Store.EndSession(ctx, sess.ID); err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		logFrom(ctx).Error("cannot end a session whose grant was withdrawn", "person", sess.Person, "err", err)
+	}
+	what := string(active.Role)
+	if active.Project != "" {
+		what += " of " + active.Project
+	}
+	return "the directory no longer gives you " + what
 }

@@ -65,6 +65,13 @@ type LDAPProvider interface {
 	Authenticate(ctx context.Context, user, password string) (signin.Identity, error)
 }
 
+// IdentityLookup is a provider that can read a person again without them
+// (LDAP, through its service account): the sessions it opened re-check
+// their grants every RecheckEvery.
+type IdentityLookup interface {
+	Lookup(ctx context.Context, id string) (signin.Identity, error)
+}
+
 // CASProvider is a CAS 3.0 client (internal/signin's CAS).
 type CASProvider interface {
 	LoginURL(state string) string
@@ -92,6 +99,11 @@ type SignIn struct {
 	Demo     []DemoPerson
 	// Idle and TTL bound a session (DefaultSessionIdle, DefaultSessionTTL).
 	Idle, TTL time.Duration
+	// RecheckEvery is how often a session the LDAP form opened reads the
+	// person's groups again (IdentityLookup) and loses a grant the mapping
+	// no longer gives; 0: Idle, so that leaving a group ends what it gave
+	// within the idle limit; negative: at every request.
+	RecheckEvery time.Duration
 	// SecureCookie marks the cookie Secure; serve sets it when it speaks
 	// TLS (a request that came over TLS gets it anyway).
 	SecureCookie bool

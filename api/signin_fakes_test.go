@@ -65,7 +65,17 @@ func (o *fakeOIDC) EndSessionURL(hint, post string) string {
 	return "https://idp.example.edu/logout?" + url.Values{"id_token_hint": {hint}, "post_logout_redirect_uri": {post}}.Encode()
 }
 
-type fakeLDAP struct{ passwords map[string]string }
+type fakeLDAP struct {
+	passwords map[string]string
+	gone      map[string]bool // people taken out of the directory since
+}
+
+func (l fakeLDAP) Lookup(_ context.Context, id string) (signin.Identity, error) {
+	if l.gone[id] {
+		return signin.Identity{}, signin.Refused("gone", "the directory no longer has "+id, nil)
+	}
+	return signin.Identity{Provider: "ldap", ID: id}, nil
+}
 
 func (l fakeLDAP) Authenticate(_ context.Context, user, password string) (signin.Identity, error) {
 	if p, ok := l.passwords[user]; !ok || p != password || password == "" {
@@ -97,7 +107,7 @@ func signInFor(store api.SignInStore) *api.SignIn {
 			"root":  {{Role: ledger.RoleAdmin}},
 		}},
 		OIDC: &fakeOIDC{issued: map[string][2]string{}}, OIDCName: "Campus account",
-		LDAP: fakeLDAP{passwords: map[string]string{"t0042": "lead-pass", "s-alice": "alice-pass"}},
+		LDAP: fakeLDAP{passwords: map[string]string{"t0042": "lead-pass", "s-alice": "alice-pass"}, gone: map[string]bool{}},
 		CAS:  fakeCAS{},
 		Demo: []api.DemoPerson{{Label: "Alice (student)", Identity: signin.Identity{Provider: "demo", ID: "s-alice"}}},
 	}

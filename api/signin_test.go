@@ -286,3 +286,21 @@ func jsonOf(t *testing.T, b []byte) map[string]any {
 }
 
 func itoa(i int64) string { return strconv.FormatInt(i, 10) }
+
+func TestLDAPSessionLosesAGrantTheDirectoryNoLongerGives(t *testing.T) {
+	f := newFixture(t)
+	f.signIn.RecheckEvery = -1 // at every request
+	b := &browser{f: f}
+	w := b.do("POST", "/auth/ldap", url.Values{"user": {"t0042"}, "password": {"lead-pass"}}.Encode(), "application/x-www-form-urlencoded", nil)
+	require.Equal(t, http.StatusSeeOther, w.Code, w.Body.String())
+	require.Equal(t, "lead", jsonOf(t, b.do("GET", "/api/v1/me", "", "", nil).Body.Bytes())["role"])
+	f.signIn.LDAP.(fakeLDAP).gone["t0042"] = true
+	w = b.do("GET", "/api/v1/me", "", "", nil)
+	require.Equal(t, http.StatusUnauthorized, w.Code, w.Body.String())
+	require.Contains(t, w.Body.String(), "the directory no longer gives you lead of ai101")
+	require.Empty(t, b.cookie, "the cookie is cleared")
+	es, _, err := f.led.Audit(context.Background(), ledger.AuditFilter{Action: "session.end"})
+	require.NoError(t, err)
+	require.Len(t, es, 1)
+	require.Equal(t, "ldap:t0042", es[0].Actor)
+}

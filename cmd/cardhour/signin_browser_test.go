@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"flag"
 	"io"
@@ -18,6 +20,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	ldapv3 "github.com/go-ldap/ldap/v3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cardhour/cardhour/api"
@@ -143,7 +146,7 @@ func TestBrowserSignsInThroughTheProvidersOwnPage(t *testing.T) {
 	require.Contains(t, page, "oidc:f0007")
 	require.Contains(t, page, "Ask the HPC office, room 301.")
 	require.Contains(t, page, "请联系高性能计算办公室（301 室）。")
-	tb.do(chromedp.Navigate(d.base + "/ui/"), chromedp.WaitVisible(chromedp.CSS(`#signin-oidc`)))
+	tb.do(chromedp.Navigate(d.base+"/ui/"), chromedp.WaitVisible(chromedp.CSS(`#signin-oidc`)))
 
 	// The sign-in page in Chinese.
 	zh := langTab(t, chromium, shots, "zh-CN")
@@ -194,6 +197,7 @@ func TestServeSignsInWithLDAPOnly(t *testing.T) {
 			s.signIn = func(led ledger.Store) *api.SignIn {
 				si, err := sf.build(context.Background(), led, false)
 				require.NoError(t, err)
+				si.RecheckEvery = -1 // the directory is read again at every request
 				return si
 			}
 		})
@@ -241,6 +245,31 @@ func TestServeSignsInWithLDAPOnly(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, res.StatusCode, body)
 	require.Equal(t, "lead", me(res)["role"])
 
+	// Taken out of course-dl-2026 in the directory, the second student
+	// loses ai101 at the next look (every request here; the idle limit by
+	// default). (Nobody else's test uses 2022110316: the others run on.)
+	res, body = post("2022110316", "student2-pass", "")
+	require.Equal(t, http.StatusSeeOther, res.StatusCode, body)
+	require.Equal(t, "student", me(res)["role"])
+	leaveGroup(t, l, "cn=course-dl-2026,"+l.GroupBaseDN, "uid=2022110316,"+l.BaseDN)
+	var cookie *http.Cookie
+	for _, c := range res.Cookies() {
+		if c.Name == "cardhour_session" {
+			cookie = c
+		}
+	}
+	req, _ := http.NewRequest("GET", d.base+"/api/v1/me", nil)
+	req.AddCookie(cookie)
+	r, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(r.Body)
+	_ = r.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, r.StatusCode, string(b))
+	require.Contains(t, string(b), "the directory no longer gives you student of ai101")
+	res, body = post("2022110316", "student2-pass", "")
+	require.Equal(t, http.StatusForbidden, res.StatusCode, "signing in again: no role any more")
+	require.Contains(t, body, "ldap:2022110316")
+
 	for _, c := range []struct{ user, password, origin, code string }{
 		{"2022110315", "wrong", "", "bad_credentials"},
 		{"nobody", "student-pass", "", "bad_credentials"},
@@ -259,5 +288,46 @@ func TestServeSignsInWithLDAPOnly(t *testing.T) {
 	require.Len(t, refused, 6)
 	created, _, err := d.led.Audit(context.Background(), ledger.AuditFilter{Action: "session.create"})
 	require.NoError(t, err)
-	require.Len(t, created, 2)
+	require.Len(t, created, 3)
+}
+
+// leaveGroup removes member from the test directory's group as its admin,
+// and puts them back when the test ends.
+func leaveGroup(t *testing.T, l testenv.LDAPServer, group, member string) {
+	t.Helper()
+	modify := func(op func(*ldapv3.ModifyRequest)) error {
+		conn, err := ldapv3.DialURL(l.URL)
+		if err != nil {
+			return err
+		}
+		defer conn.Close() //nolint:errcheck // test
+		pool := x509.NewCertPool()
+		pem, err := os.ReadFile(l.CAFile)
+		if err != nil {
+			return err
+		}
+		pool.AppendCertsFromPEM(pem)
+		if err := conn.StartTLS(&tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}); err != nil {
+			return err
+		}
+		if err := conn.Bind("cn=admin,dc=example,dc=edu", "admin-pass"); err != nil {
+			return err
+		}
+		req := ldapv3.NewModifyRequest(group, nil)
+		op(req)
+		return conn.Modify(req)
+	}
+	// A groupOfNames has at least one member: the service account holds
+	// the place meanwhile (in one request, applied at once).
+	placeholder := l.BindDN
+	require.NoError(t, modify(func(r *ldapv3.ModifyRequest) {
+		r.Add("member", []string{placeholder})
+		r.Delete("member", []string{member})
+	}))
+	t.Cleanup(func() {
+		require.NoError(t, modify(func(r *ldapv3.ModifyRequest) {
+			r.Add("member", []string{member})
+			r.Delete("member", []string{placeholder})
+		}))
+	})
 }

@@ -234,10 +234,48 @@ func (l *LDAP) authenticate(conn *ldap.Conn, user, password string) (Identity, e
 	return l.identity(entry, groups)
 }
 
+// Lookup reads the person whose ID is id again through the service account,
+// without their password: what a session re-checks its grants with, so that
+// a person taken out of a group loses what the group gave within the
+// session's idle limit. A person no longer in the directory is a Refusal
+// with code "gone".
+func (l *LDAP) Lookup(ctx context.Context, id string) (Identity, error) {
+	if err := checkUserName(id); err != nil {
+		return Identity{}, err
+	}
+	conn, err := l.dial()
+	if err != nil {
+		return Identity{}, err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	if err := conn.Bind(l.cfg.BindDN, l.cfg.BindPassword); err != nil {
+		return Identity{}, unavailable("the service account's bind", err)
+	}
+	entry, err := l.findEntry(conn, "("+l.cfg.IDAttribute+"=%s)", id)
+	if r := AsRefusal(err); r != nil && r.Code == "bad_credentials" {
+		return Identity{}, Refused("gone", "the directory no longer has "+id, err)
+	}
+	if err != nil {
+		return Identity{}, err
+	}
+	groups, err := l.searchGroups(conn, entry.DN)
+	if err != nil {
+		return Identity{}, err
+	}
+	return l.identity(entry, groups)
+}
+
 // findUser searches exactly one entry for user.
 func (l *LDAP) findUser(conn *ldap.Conn, user string) (*ldap.Entry, error) {
+	return l.findEntry(conn, l.cfg.UserFilter, user)
+}
+
+// findEntry searches exactly one entry of filter with value (escaped).
+func (l *LDAP) findEntry(conn *ldap.Conn, filter, user string) (*ldap.Entry, error) {
 	req := ldap.NewSearchRequest(l.cfg.BaseDN, ldap.ScopeWholeSubtree, ldap.NeverDerefAliases,
-		2, int(l.cfg.Timeout/time.Second), false, fillFilter(l.cfg.UserFilter, user),
+		2, int(l.cfg.Timeout/time.Second), false, fillFilter(filter, user),
 		[]string{"*", l.cfg.GroupAttribute}, nil)
 	res, err := conn.Search(req)
 	if ldap.IsErrorWithCode(err, ldap.LDAPResultSizeLimitExceeded) {

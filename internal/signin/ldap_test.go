@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -166,4 +167,23 @@ projects:
 	requireRefusal(t, err, "bad_user_name")
 	_, err = l.Authenticate(ctx, "t0042", "")
 	requireRefusal(t, err, "bad_credentials")
+}
+
+// TestLDAPLookupReadsThePersonAgain: the service account reads a person by
+// ID without their password, groups included; someone the directory does
+// not have is "gone".
+func TestLDAPLookupReadsThePersonAgain(t *testing.T) {
+	l := testLDAP(t)
+	ctx := context.Background()
+	id, err := l.Lookup(ctx, "t0042")
+	require.NoError(t, err)
+	require.Equal(t, "ldap", id.Provider)
+	require.Equal(t, "t0042", id.ID)
+	require.True(t, slices.ContainsFunc(id.Groups, func(g string) bool { return strings.HasPrefix(strings.ToLower(g), "cn=lab-dl,") }), "%v", id.Groups)
+	_, err = l.Lookup(ctx, "nobody")
+	r := signin.AsRefusal(err)
+	require.NotNil(t, r, "%v", err)
+	require.Equal(t, "gone", r.Code)
+	_, err = l.Lookup(ctx, "*)(uid=*")
+	require.Equal(t, "bad_user_name", signin.AsRefusal(err).Code)
 }
