@@ -183,6 +183,11 @@ func (l *LDAP) Authenticate(ctx context.Context, user, password string) (Identit
 		// An empty password is an unauthenticated bind, which succeeds.
 		return Identity{}, Refused("bad_credentials", "the password is empty", nil)
 	}
+	return l.withConn(ctx, func(conn *ldap.Conn) (Identity, error) { return l.authenticate(conn, user, password) })
+}
+
+// withConn runs f on a new connection, closed when f returns or ctx ends.
+func (l *LDAP) withConn(ctx context.Context, f func(*ldap.Conn) (Identity, error)) (Identity, error) {
 	conn, err := l.dial()
 	if err != nil {
 		return Identity{}, err
@@ -190,9 +195,9 @@ func (l *LDAP) Authenticate(ctx context.Context, user, password string) (Identit
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	id, err := l.authenticate(conn, user, password)
+	id, err := f(conn)
 	if err != nil && ctx.Err() != nil {
-		return Identity{}, unavailable("the sign-in was cancelled", ctx.Err())
+		return Identity{}, unavailable("the request was cancelled", ctx.Err())
 	}
 	return id, err
 }
@@ -243,13 +248,10 @@ func (l *LDAP) Lookup(ctx context.Context, id string) (Identity, error) {
 	if err := checkUserName(id); err != nil {
 		return Identity{}, err
 	}
-	conn, err := l.dial()
-	if err != nil {
-		return Identity{}, err
-	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
+	return l.withConn(ctx, func(conn *ldap.Conn) (Identity, error) { return l.lookup(conn, id) })
+}
+
+func (l *LDAP) lookup(conn *ldap.Conn, id string) (Identity, error) {
 	if err := conn.Bind(l.cfg.BindDN, l.cfg.BindPassword); err != nil {
 		return Identity{}, unavailable("the service account's bind", err)
 	}
