@@ -127,18 +127,9 @@ func (s *Store) purgeSessions(ctx context.Context, tx *sql.Tx, now time.Time) er
 
 // LookupSession implements ledger.Store.
 func (s *Store) LookupSession(ctx context.Context, secret string) (ledger.Session, error) {
-	want := ledger.HashToken(secret)
-	var got []byte
-	r, err := scanSession(s.db.QueryRowContext(ctx, s.d.Rebind(`SELECT `+sessionCols+`, hash FROM ledger_sessions WHERE hash = ?`), want), &got)
-	if errors.Is(err, sql.ErrNoRows) {
-		return ledger.Session{}, fmt.Errorf("%w: no such session", ledger.ErrNotFound)
-	}
+	r, err := bySecret(ctx, s, "session", "SELECT "+sessionCols+", hash FROM ledger_sessions WHERE hash = ?", secret, scanSession)
 	if err != nil {
-		return ledger.Session{}, fmt.Errorf("%s ledger: cannot look up session: %w", s.d.Name, err)
-	}
-	// As for tokens: compare again in constant time.
-	if subtle.ConstantTimeCompare(got, want) != 1 {
-		return ledger.Session{}, fmt.Errorf("%w: no such session", ledger.ErrNotFound)
+		return ledger.Session{}, err
 	}
 	if !r.ended.IsZero() {
 		return ledger.Session{}, fmt.Errorf("%w: session %d was ended", ledger.ErrNotFound, r.ID)

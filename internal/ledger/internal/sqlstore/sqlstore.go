@@ -763,19 +763,9 @@ func (s *Store) CreateToken(ctx context.Context, actor string, nt ledger.NewToke
 
 // LookupToken implements ledger.Store.
 func (s *Store) LookupToken(ctx context.Context, secret string) (ledger.Token, error) {
-	want := ledger.HashToken(secret)
-	var got []byte
-	t, err := scanToken(s.db.QueryRowContext(ctx, s.d.Rebind(`SELECT `+tokenCols+`, hash FROM ledger_tokens WHERE hash = ?`), want), &got)
-	if errors.Is(err, sql.ErrNoRows) {
-		return ledger.Token{}, fmt.Errorf("%w: no such token", ledger.ErrNotFound)
-	}
+	t, err := bySecret(ctx, s, "token", "SELECT "+tokenCols+", hash FROM ledger_tokens WHERE hash = ?", secret, scanToken)
 	if err != nil {
-		return ledger.Token{}, fmt.Errorf("%s ledger: cannot look up token: %w", s.d.Name, err)
-	}
-	// The database found the row by its hash; compare again in constant
-	// time, so that no timing of ours depends on how much of it matched.
-	if subtle.ConstantTimeCompare(got, want) != 1 {
-		return ledger.Token{}, fmt.Errorf("%w: no such token", ledger.ErrNotFound)
+		return ledger.Token{}, err
 	}
 	if !t.RevokedAt.IsZero() {
 		return t, fmt.Errorf("%w: token %d was revoked at %s", ledger.ErrTokenRevoked, t.ID, t.RevokedAt.Format(time.RFC3339))
@@ -994,6 +984,27 @@ func (s *Store) update(ctx context.Context, tx *sql.Tx, now time.Time, rec ledge
 
 // rowScanner is a row to read: *sql.Row or *sql.Rows.
 type rowScanner interface{ Scan(...any) error }
+
+// bySecret reads the row whose hash is secret's (query selects scan's
+// columns, then the hash): ledger.ErrNotFound when there is none. The
+// database found the row by its hash; it is compared again in constant
+// time, so that no timing of ours depends on how much of it matched.
+func bySecret[T any](ctx context.Context, s *Store, noun, query, secret string, scan func(rowScanner, ...any) (T, error)) (T, error) {
+	want := ledger.HashToken(secret)
+	var got []byte
+	v, err := scan(s.db.QueryRowContext(ctx, s.d.Rebind(query), want), &got)
+	var zero T
+	if errors.Is(err, sql.ErrNoRows) {
+		return zero, fmt.Errorf("%w: no such %s", ledger.ErrNotFound, noun)
+	}
+	if err != nil {
+		return zero, fmt.Errorf("%s ledger: cannot look up %s: %w", s.d.Name, noun, err)
+	}
+	if subtle.ConstantTimeCompare(got, want) != 1 {
+		return zero, fmt.Errorf("%w: no such %s", ledger.ErrNotFound, noun)
+	}
+	return v, nil
+}
 
 // readRow reads the one row query selects with scan; what names it in errors
 // ("exemption 7"): ledger.ErrNotFound when there is none.
