@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -45,14 +46,7 @@ func (s *Server) openSession(c *gin.Context, id signin.Identity, logoutHint, ret
 	}
 	s.setSessionCookie(c, secret, sess.ExpiresAt.Sub(sess.CreatedAt))
 	c.Header("Cache-Control", "no-store")
-	c.Redirect(http.StatusSeeOther, cmpOr(returnTo, "/ui/"))
-}
-
-func cmpOr(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
+	c.Redirect(http.StatusSeeOther, cmp.Or(returnTo, "/ui/"))
 }
 
 // rosterLookup is the rosters' part of the role mapping: the projects on

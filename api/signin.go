@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -375,15 +376,6 @@ func (s *Server) demoLogin(c *gin.Context) {
 }
 
 func indexParam(v string, n int) (int, bool) {
-	i := 0
-	if v == "" || len(v) > 4 {
-		return 0, false
-	}
-	for _, r := range v {
-		if r < '0' || r > '9' {
-			return 0, false
-		}
-		i = i*10 + int(r-'0')
-	}
-	return i, i < n
+	i, err := strconv.Atoi(v)
+	return i, err == nil && i >= 0 && i < n
 }
