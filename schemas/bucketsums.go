@@ -12,6 +12,8 @@ type BucketSums struct {
 	base, n int64
 	groups  map[UsageRow]*bucketAcc
 	order   []*bucketAcc
+	last    *bucketAcc // the group found last: spans come in runs of one group
+	slab    []int64    // where the next groups' buckets are cut from
 }
 
 type bucketAcc struct {
@@ -35,12 +37,22 @@ func (b *BucketSums) Base() int64    { return b.base }
 func (b *BucketSums) Buckets() int64 { return b.n }
 
 func (b *BucketSums) group(g UsageRow) *bucketAcc {
+	if b.last != nil && b.last.g == g {
+		return b.last
+	}
 	a := b.groups[g]
 	if a == nil {
-		a = &bucketAcc{g: g, held: make([]int64, b.n+1), idle: make([]int64, b.n+1), heldDiff: make([]int64, b.n+1), idleDiff: make([]int64, b.n+1)}
+		a = &bucketAcc{g: g}
+		w := int(b.n + 1)
+		if len(b.slab) < 4*w {
+			b.slab = make([]int64, 4*w*max(1, min(64, 1<<12/w)))
+		}
+		a.held, a.idle, a.heldDiff, a.idleDiff = b.slab[:w:w], b.slab[w:2*w:2*w], b.slab[2*w:3*w:3*w], b.slab[3*w:4*w:4*w]
+		b.slab = b.slab[4*w:]
 		b.groups[g] = a
 		b.order = append(b.order, a)
 	}
+	b.last = a
 	return a
 }
 

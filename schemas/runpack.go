@@ -385,3 +385,50 @@ func (d *DecodedPack) Runs() ([]Run, []IdleRun) {
 	}
 	return occ, idle
 }
+
+// MergePacks returns the runs of packs as packs again, merged as the run
+// tables merge a run written twice: an occupancy run by key and start, an
+// idle run by key, class, start and utilisation bounds, each keeping the
+// latest end. Packs of one project and day give one pack; reads of it give
+// what reads of the packs gave (the unions absorbed the repeats).
+func MergePacks(packs [][]byte) ([]RunPack, error) {
+	type occAt struct {
+		k     Key
+		start int64
+	}
+	type idleAt struct {
+		k                Key
+		class            uint8
+		start            int64
+		minUtil, maxUtil uint64 // the bits: NaN merges with NaN
+	}
+	var occ []Run
+	var idle []IdleRun
+	occOf, idleOf := map[occAt]int{}, map[idleAt]int{}
+	var d DecodedPack
+	for _, p := range packs {
+		if err := d.Decode(p); err != nil {
+			return nil, err
+		}
+		o, id := d.Runs()
+		for _, r := range o {
+			at := occAt{r.Key, r.StartMS}
+			if i, ok := occOf[at]; ok {
+				occ[i].EndMS = max(occ[i].EndMS, r.EndMS)
+				continue
+			}
+			occOf[at] = len(occ)
+			occ = append(occ, r)
+		}
+		for _, r := range id {
+			at := idleAt{r.Key, r.Class, r.StartMS, math.Float64bits(r.MinUtil), math.Float64bits(r.MaxUtil)}
+			if i, ok := idleOf[at]; ok {
+				idle[i].EndMS = max(idle[i].EndMS, r.EndMS)
+				continue
+			}
+			idleOf[at] = len(idle)
+			idle = append(idle, r)
+		}
+	}
+	return PackRuns(occ, idle), nil
+}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/schemas"
 )
@@ -39,7 +41,9 @@ func (s *Store) RunPacks(ctx context.Context, projects []string, lo, hi int64, f
 			args = append(args, p)
 		}
 	}
-	rows, err := s.conn.Query(ctx, q, args...)
+	// A project's packs are a few hundred rows of one part: one thread reads
+	// them sooner than a pipeline of as many threads as cores is set up.
+	rows, err := s.conn.Query(ch.Context(ctx, ch.WithSettings(ch.Settings{"max_threads": 1})), q, args...)
 	if err != nil {
 		return true, classify(fmt.Errorf("cannot read run packs: %w", err))
 	}

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -89,6 +90,69 @@ func writePacks(ctx context.Context, tx *sql.Tx, packs []schemas.RunPack) error 
 	return nil
 }
 
+// packMergeAt is the most packs a project and day keeps: a batch that
+// leaves more merges them into one, so that a usage read decodes at most
+// packMergeAt+1 packs per project and day however small the batches were,
+// and each run is rewritten about once per packMergeAt batches of its day.
+const packMergeAt = 4
+
+// mergePacks merges the packs of every project and day the batch's runs
+// touched that has more than packMergeAt of them (schemas.MergePacks), in
+// the batch's transaction.
+func mergePacks(ctx context.Context, tx *sql.Tx, occ []schemas.Run, idle []schemas.IdleRun) error {
+	type pd struct {
+		project string
+		day     int64
+	}
+	touched := map[pd]bool{}
+	for i := range occ {
+		touched[pd{occ[i].Key.Project, dayOf(occ[i].StartMS)}] = true
+	}
+	for i := range idle {
+		touched[pd{idle[i].Key.Project, dayOf(idle[i].StartMS)}] = true
+	}
+	for g := range touched {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM run_packs WHERE project = ? AND day_ms = ?`, g.project, g.day).Scan(&n); err != nil {
+			return fmt.Errorf("cannot count the run packs of %s: %w", g.project, err)
+		}
+		if n > packMergeAt {
+			if err := mergeDay(ctx, tx, g.project, g.day); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// mergeDay replaces the packs of one project and day by their merge.
+func mergeDay(ctx context.Context, tx *sql.Tx, project string, day int64) error {
+	rows, err := tx.QueryContext(ctx, `SELECT runs FROM run_packs WHERE project = ? AND day_ms = ?`, project, day)
+	if err != nil {
+		return fmt.Errorf("cannot read the run packs of %s: %w", project, err)
+	}
+	var packs [][]byte
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			_ = rows.Close()
+			return fmt.Errorf("cannot read a run pack of %s: %w", project, err)
+		}
+		packs = append(packs, b)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return fmt.Errorf("cannot read the run packs of %s: %w", project, err)
+	}
+	merged, err := schemas.MergePacks(packs)
+	if err != nil {
+		return fmt.Errorf("cannot merge the run packs of %s: %w", project, err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM run_packs WHERE project = ? AND day_ms = ?`, project, day); err != nil {
+		return fmt.Errorf("cannot replace the run packs of %s: %w", project, err)
+	}
+	return writePacks(ctx, tx, merged)
+}
+
 // RunPacks implements reads.PackedRuns: the packs of the projects (all when
 // none is named) holding a run that may overlap [lo, hi], through the index
 // on (project, max_ms). Every store of this schema has its packs.
@@ -120,3 +184,6 @@ func (s *Store) RunPacks(ctx context.Context, projects []string, lo, hi int64, f
 	}
 	return true, nil
 }
+
+// dayOf is the start of the UTC day of ms, as schemas.PackRuns cuts packs.
+func dayOf(ms int64) int64 { return ms - ((ms%schemas.DayMS)+schemas.DayMS)%schemas.DayMS }

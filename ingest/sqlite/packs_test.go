@@ -81,3 +81,35 @@ func countPacks(t *testing.T, path string) int {
 	require.NoError(t, db.QueryRow(`SELECT count(*) FROM run_packs`).Scan(&n))
 	return n
 }
+
+// Small batches do not pile up packs: a project and day keeps at most a few
+// (the batch that would leave more merges them), and usage from the merged
+// packs answers as from the run rows and from a MemStore, replays included.
+func TestRunPacksMergeSmallBatches(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "cardhour.db")
+	log := slog.New(slog.DiscardHandler)
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	samples := storetest.Samples(t, storetest.Trace(t, 6_000, 41))
+	mem := ingest.NewMemStore()
+	batches := 0
+	for _, s := range []ingest.Store{st, mem} {
+		w, err := ingest.NewWriter(ingest.WriterConfig{Store: s, Logger: log})
+		require.NoError(t, err)
+		batches = storetest.WriteStreamed(t, w, samples, 60, 60)
+		// a stretch written again, in other batches
+		w, err = ingest.NewWriter(ingest.WriterConfig{Store: s, Logger: log})
+		require.NoError(t, err)
+		storetest.WriteStreamed(t, w, samples[1_000:2_500], 45, 45)
+	}
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	defer db.Close()
+	var most, days int
+	require.NoError(t, db.QueryRow(`SELECT max(n), count(*) FROM (SELECT count(*) AS n FROM run_packs GROUP BY project, day_ms)`).Scan(&most, &days))
+	require.Greater(t, batches, 5*days, "the test writes many batches per project and day")
+	require.LessOrEqual(t, most, 5, "packs of one project and day after %d batches over %d project-days", batches, days)
+	storetest.RequirePacksAsRuns(t, st, mem, samples, 8)
+}

@@ -158,6 +158,10 @@ var migrations = []string{
 	`ALTER TABLE latest_samples ADD COLUMN share_kind TEXT NOT NULL DEFAULT ''`,
 	`ALTER TABLE latest_samples ADD COLUMN share_mem REAL NOT NULL DEFAULT 0`,
 	`ALTER TABLE latest_samples ADD COLUMN share_cores REAL NOT NULL DEFAULT 0`,
+	// Each batch writes a pack per project and day it touched; when a project
+	// and day has more than packMergeAt of them, the batch merges them into
+	// one (mergePacks), found through this index.
+	`CREATE INDEX IF NOT EXISTS run_packs_project_day ON run_packs (project, day_ms)`,
 }
 
 // latestColumns and latestUpdate are the columns of latest_samples as
@@ -544,6 +548,9 @@ func writeBatch(ctx context.Context, tx *sql.Tx, b *ingest.Batch) error {
 		}
 	}
 	if err := writePacks(ctx, tx, schemas.PackRuns(b.Occupancy, b.Idle)); err != nil {
+		return err
+	}
+	if err := mergePacks(ctx, tx, b.Occupancy, b.Idle); err != nil {
 		return err
 	}
 	if len(b.Latest) == 0 {

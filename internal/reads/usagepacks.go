@@ -25,25 +25,22 @@ type PackedRuns interface {
 // rows (repeats included, which the unions absorb), filtered by key once per
 // pack key, by time per run as readSpans does, and idle runs decided as the
 // idle feeder decides them. It returns false when pr keeps no packs.
-func (u runUsage) readPacks(ctx context.Context, pr PackedRuns, q schemas.UsageRowQuery) (keySpans, bool, error) {
+func (u runUsage) readPacks(ctx context.Context, pr PackedRuns, q schemas.UsageRowQuery, byKey *keySpans) (bool, error) {
 	keep := func(k schemas.Key) bool {
 		return k.Project != "" && inList(q.Projects, k.Project) && inList(q.Users, k.User) &&
 			(q.Models == nil || slices.Contains(q.Models, [2]string{k.GPUModel, k.Profile}))
 	}
-	byKey := keySpans{}
 	feed := billing.NewIdleSink(u.cat, q.FromMS, q.ToMS, func(k schemas.Key, s, e int64) {
 		x := byKey.of(k)
 		x.idle = append(x.idle, ival{s, e})
 	})
 	maxUtil := billing.MaxIdleThreshold(u.cat) + 1e-9
-	var d schemas.DecodedPack
-	seen := map[string]map[string]*spans{} // project → encoded key → its spans, nil when not kept
-	var of []*spans                        // per key of the pack
+	d := &byKey.pack
 	ok, err := pr.RunPacks(ctx, q.Projects, q.FromMS, q.ToMS, func(pack []byte) error {
 		if err := d.Decode(pack); err != nil {
 			return err
 		}
-		of = packSpans(&d, seen, byKey, keep, of[:0])
+		of := packSpans(d, byKey, keep)
 		for _, r := range d.Occ {
 			if x := of[r.Key]; x != nil && r.EndMS > q.FromMS && r.StartMS < q.ToMS {
 				x.held = append(x.held, ival{r.StartMS, r.EndMS})
@@ -60,12 +57,9 @@ func (u runUsage) readPacks(ctx context.Context, pr PackedRuns, q schemas.UsageR
 		return nil
 	})
 	if !ok || err != nil {
-		return nil, ok, err
+		return ok, err
 	}
-	if err := ResolveIdle(ctx, feed, u.src); err != nil {
-		return nil, true, err
-	}
-	return byKey, true, nil
+	return true, ResolveIdle(ctx, feed, u.src)
 }
 
 // addIdle is the idle feeder's Add for a run of x's key k: a run idle
@@ -84,15 +78,17 @@ func addIdle(cat *schemas.Catalog, feed *billing.IdleFeeder, x *spans, r *schema
 	}
 }
 
-// packSpans appends to of the spans of each key of d: looked up by the
-// key's encoded bytes in seen (no allocation once a key was seen in this
-// read), built and filtered by keep the first time.
-func packSpans(d *schemas.DecodedPack, seen map[string]map[string]*spans, byKey keySpans, keep func(schemas.Key) bool, of []*spans) []*spans {
-	byRaw := seen[string(d.ProjectBytes())]
+// packSpans returns the spans of each key of d (nil for a key keep drops),
+// in byKey.of: looked up by the key's encoded bytes in byKey.seen (no
+// allocation once a key was seen in this read), built and filtered by keep
+// the first time.
+func packSpans(d *schemas.DecodedPack, byKey *keySpans, keep func(schemas.Key) bool) []*spans {
+	byRaw := byKey.seen[string(d.ProjectBytes())]
 	if byRaw == nil {
 		byRaw = map[string]*spans{}
-		seen[string(d.ProjectBytes())] = byRaw
+		byKey.seen[string(d.ProjectBytes())] = byRaw
 	}
+	of := byKey.packOf[:0]
 	for i := range d.Keys() {
 		x, ok := byRaw[string(d.KeyBytes(i))]
 		if !ok {
@@ -103,5 +99,6 @@ func packSpans(d *schemas.DecodedPack, seen map[string]map[string]*spans, byKey 
 		}
 		of = append(of, x)
 	}
+	byKey.packOf = of
 	return of
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"sync"
 
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/schemas"
@@ -68,22 +69,76 @@ type spans struct {
 // ival is a half-open interval [s, e) of a key's time.
 type ival struct{ s, e int64 }
 
-// keySpans are the spans of each key.
-type keySpans map[schemas.Key]*spans
+// keySpans are the spans of each key, in the order the keys came: a table
+// kept between reads (spanPool) so that reads at a high rate reuse their
+// memory rather than hand it to the collector.
+type keySpans struct {
+	m      map[schemas.Key]*spans
+	chunks [][]spans // the spans, spanChunk to a chunk; the first n are in use
+	n      int
+	// seen and pack are readPacks': each project's keys by their encoded
+	// bytes (nil where the query keeps the key), and the pack decoder.
+	seen   map[string]map[string]*spans
+	pack   schemas.DecodedPack
+	packOf []*spans
+}
 
-func (m keySpans) of(k schemas.Key) *spans {
-	s := m[k]
-	if s == nil {
-		s = &spans{key: k}
-		m[k] = s
+const spanChunk = 256
+
+func (m *keySpans) of(k schemas.Key) *spans {
+	if s := m.m[k]; s != nil {
+		return s
 	}
+	c := m.n / spanChunk
+	if c == len(m.chunks) {
+		m.chunks = append(m.chunks, make([]spans, spanChunk))
+	}
+	s := &m.chunks[c][m.n%spanChunk]
+	m.n++
+	s.key = k
+	m.m[k] = s
 	return s
+}
+
+// each calls fn with the spans of every key, in the order they came.
+func (m *keySpans) each(fn func(*spans)) {
+	for i := range m.n {
+		fn(&m.chunks[i/spanChunk][i%spanChunk])
+	}
+}
+
+var spanPool = sync.Pool{New: func() any {
+	return &keySpans{m: map[schemas.Key]*spans{}, seen: map[string]map[string]*spans{}}
+}}
+
+// getSpans returns an empty table from the pool.
+func getSpans() *keySpans { return spanPool.Get().(*keySpans) }
+
+// putSpans empties m and returns it to the pool, unless one read made it so
+// large that keeping it would hold that read's memory for every later one.
+func putSpans(m *keySpans) {
+	kept := 0
+	m.each(func(x *spans) {
+		kept += cap(x.held) + cap(x.idle)
+		*x = spans{held: x.held[:0], idle: x.idle[:0]}
+	})
+	if kept > 1<<20 || m.n > 1<<16 {
+		return
+	}
+	clear(m.m)
+	for _, byRaw := range m.seen {
+		clear(byRaw)
+	}
+	m.n = 0
+	m.packOf = m.packOf[:0]
+	spanPool.Put(m)
 }
 
 // UsageRows implements UsageRows over compact rows.
 func (u runUsage) UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) error {
-	byKey, err := u.readSpans(ctx, q)
-	if err != nil {
+	byKey := getSpans()
+	defer putSpans(byKey)
+	if err := u.readSpans(ctx, q, byKey); err != nil {
 		return err
 	}
 	return emitSpans(byKey, q, fn)
@@ -93,10 +148,10 @@ func (u runUsage) UsageRows(ctx context.Context, q schemas.UsageRowQuery, fn fun
 // at once and returns, for each key q selects, its runs within the range and
 // its idle time. A KeyedRuns store returns the runs of those keys only;
 // another store's runs are filtered here.
-func (u runUsage) readSpans(ctx context.Context, q schemas.UsageRowQuery) (keySpans, error) {
+func (u runUsage) readSpans(ctx context.Context, q schemas.UsageRowQuery, byKey *keySpans) error {
 	if pr, ok := u.src.(PackedRuns); ok {
-		if byKey, ok, err := u.readPacks(ctx, pr, q); ok || err != nil {
-			return byKey, err
+		if ok, err := u.readPacks(ctx, pr, q, byKey); ok || err != nil {
+			return err
 		}
 	}
 	src := u.src
@@ -108,7 +163,6 @@ func (u runUsage) readSpans(ctx context.Context, q schemas.UsageRowQuery) (keySp
 		src = keyedSource{UsageSource: u.src, runs: kr, q: q}
 		keep = func(schemas.Key) bool { return true }
 	}
-	byKey := keySpans{}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	feed := billing.NewIdleSink(u.cat, q.FromMS, q.ToMS, func(k schemas.Key, s, e int64) {
@@ -132,27 +186,24 @@ func (u runUsage) readSpans(ctx context.Context, q schemas.UsageRowQuery) (keySp
 			}
 		})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := ResolveIdle(ctx, feed, u.src); err != nil {
-		return nil, err
-	}
-	return byKey, nil
+	return ResolveIdle(ctx, feed, u.src)
 }
 
 // emitSpans sums each key's union of runs (held) and of idle time into q's
 // groups and buckets, and calls fn with each sum.
-func emitSpans(byKey keySpans, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) error {
+func emitSpans(byKey *keySpans, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) error {
 	sums := schemas.NewBucketSums(q)
-	for k, x := range byKey {
-		g := sums.Group(q.GroupOf(k, "")) // the runs have no node: a query by node reads samples
+	byKey.each(func(x *spans) {
+		g := sums.Group(q.GroupOf(x.key, "")) // the runs have no node: a query by node reads samples
 		for _, r := range unionIvals(x.held) {
 			g.Span(r.s, r.e, false)
 		}
 		for _, r := range unionIvals(x.idle) {
 			g.Span(r.s, r.e, true)
 		}
-	}
+	})
 	return sums.Emit(fn)
 }
 

@@ -18,10 +18,12 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -57,7 +59,12 @@ func run() error {
 	inflight := flag.Int("inflight", 32, "with -rate: at most this many queries at once; a query due when as many run is shed (counted, not run), as a server at its limit would answer 503")
 	bill := flag.Bool("bill", true, "after the sequential calls, time three full-month BillFrom")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the timed reads to this file")
+	memprofile := flag.String("memprofile", "", "write an allocation profile to this file at the end")
 	flag.Parse()
+	if *memprofile != "" {
+		runtime.MemProfileRate = 64 << 10
+		defer writeAllocs(*memprofile)
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -228,4 +235,17 @@ func openLoop(ctx context.Context, st reads.UsageRows, cat *schemas.Catalog, p b
 		group, p, len(ps), n, sent.Round(time.Millisecond), float64(n)/sent.Seconds(), answered, float64(answered)/done.Seconds(), done.Round(time.Millisecond),
 		failed, timeout, nshed, inflight, pct(0.5), pct(0.9), pct(0.99), pct(1))
 	return nil
+}
+
+// writeAllocs writes the allocation profile to path (errors go to stderr:
+// the benchmark's figures are printed already).
+func writeAllocs(path string) {
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.Lookup("allocs").WriteTo(f, 0)
+		err = errors.Join(err, f.Close())
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "memprofile:", err)
+	}
 }
