@@ -2,8 +2,10 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -78,11 +80,18 @@ func RequirePacksAsRuns(t *testing.T, st ingest.Backend, ref reads.UsageRows, sa
 		first, last = min(first, samples[i].StartMS), max(last, samples[i].StartMS)
 	}
 	cats := Catalogs(t)
+	type asked struct {
+		cat  *schemas.Catalog
+		q    reads.UsageQuery
+		want *reads.UsageReport
+	}
+	var all []asked
 	for name, cat := range cats {
 		for i := range 12 {
 			q := randomUsageQuery(rng, dims, cat, first, last)
 			want, err := reads.Usage(ctx, ref, cat, q)
 			require.NoError(t, err)
+			all = append(all, asked{cat, q, want})
 			fromRows, err := reads.Usage(ctx, rows, cat, q)
 			require.NoError(t, err)
 			before := read.Load()
@@ -94,6 +103,26 @@ func RequirePacksAsRuns(t *testing.T, st ingest.Backend, ref reads.UsageRows, sa
 				require.Greater(t, read.Load(), before, "catalog %s, query %d: read from packs", name, i)
 			}
 		}
+	}
+	// The same questions at once, each reader in its own order: reads share
+	// their scratch memory through a pool, and none may see another's.
+	var wg sync.WaitGroup
+	wrong := make(chan string, len(all)*4)
+	for r := range 4 {
+		wg.Go(func() {
+			for j := range all {
+				a := all[(j*(r+1)+r)%len(all)]
+				got, err := reads.Usage(ctx, packed, a.cat, a.q)
+				if err != nil || !reflect.DeepEqual(a.want, got) {
+					wrong <- fmt.Sprintf("reader %d, query %+v: %v", r, a.q, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(wrong)
+	for w := range wrong {
+		t.Error("concurrent read differs:", w)
 	}
 }
 
