@@ -98,8 +98,11 @@ func (s *Store) Migrate(ctx context.Context) (MigrationResult, error) {
 
 // apply runs one migration: its DDL, or the Go back-fill of run packs.
 func (s *Store) apply(ctx context.Context, m chschema.Migration, ddl string) error {
-	if m.Name == "run_packs_from_runs" {
+	switch m.Name {
+	case "run_packs_from_runs":
 		return s.fillPacks(ctx)
+	case "run_packs_granules":
+		return s.regranulePacks(ctx)
 	}
 	return s.conn.Exec(ctx, ddl)
 }

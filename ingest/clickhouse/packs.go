@@ -63,6 +63,56 @@ func (s *Store) RunPacks(ctx context.Context, projects []string, lo, hi int64, f
 	return true, nil
 }
 
+// packGranule is the index granularity of run_packs (migration 0018).
+const packGranule = 16
+
+// regranulePacks is migration 0018: run_packs recreated with granules of
+// packGranule rows, so that a read of one project reads that project's
+// packs only. Each step can be repeated: a crash leaves either the old
+// table in place (and a partial copy, dropped and made again) or the new
+// one (and perhaps the old beside it, whose packs not yet copied are copied
+// before it is dropped). A pack written to the old table between the copy
+// and the rename is copied after the rename; copies are harmless repeats.
+func (s *Store) regranulePacks(ctx context.Context) error {
+	next, old := s.table("run_packs_regranule"), s.table("run_packs_before_regranule")
+	var create string
+	if err := s.conn.QueryRow(ctx, "SELECT create_table_query FROM system.tables WHERE database = ? AND name = 'run_packs'", s.cfg.Database).Scan(&create); err != nil {
+		return classify(fmt.Errorf("cannot read the definition of run_packs: %w", err))
+	}
+	if !strings.Contains(create, "index_granularity = "+itoa(packGranule)) {
+		steps := []string{
+			"DROP TABLE IF EXISTS " + next,
+			"CREATE TABLE " + next + " (day Date, project String, min_ms Int64, max_ms Int64, runs String) ENGINE = MergeTree" +
+				" PARTITION BY toYYYYMM(day) ORDER BY (project, day) SETTINGS index_granularity = " + itoa(packGranule),
+			"INSERT INTO " + next + " SELECT day, project, min_ms, max_ms, runs FROM " + s.table("run_packs"),
+			"RENAME TABLE " + s.table("run_packs") + " TO " + old + ", " + next + " TO " + s.table("run_packs"),
+		}
+		for _, q := range steps {
+			if err := s.conn.Exec(ctx, q); err != nil {
+				return classify(fmt.Errorf("cannot recreate run_packs: %w", err))
+			}
+		}
+	}
+	var left uint64
+	if err := s.conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = ? AND name = 'run_packs_before_regranule'", s.cfg.Database).Scan(&left); err != nil {
+		return classify(fmt.Errorf("cannot read the tables of %s: %w", s.cfg.Database, err))
+	}
+	if left == 0 {
+		return nil
+	}
+	packID := "project, day, min_ms, max_ms, cityHash64(runs)"
+	for _, q := range []string{
+		"INSERT INTO " + s.table("run_packs") + " SELECT day, project, min_ms, max_ms, runs FROM " + old +
+			" WHERE (" + packID + ") NOT IN (SELECT " + packID + " FROM " + s.table("run_packs") + ")",
+		"DROP TABLE " + old,
+	} {
+		if err := s.conn.Exec(ctx, q); err != nil {
+			return classify(fmt.Errorf("cannot finish recreating run_packs: %w", err))
+		}
+	}
+	return nil
+}
+
 // fillPacks is migration 0015: the packs of the runs written before run_packs
 // existed, one UTC month at a time, from the runs as Occupancy and IdleRuns
 // read them (replays merged per start).

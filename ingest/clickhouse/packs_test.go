@@ -63,3 +63,67 @@ func TestRunPacksBackfill(t *testing.T) {
 	require.Greater(t, count(), n, "batches after the migration write packs")
 	storetest.RequirePacksAsRuns(t, st, mem, samples, 6)
 }
+
+// Migration 0018 recreates run_packs with small granules, from a table of
+// the default granularity, and, run again after a crash that left the old
+// table beside an empty new one, copies the old table's packs over and drops
+// it; usage from the packs answers as before either way.
+func TestRunPacksRegranule(t *testing.T) {
+	st := open(t, testenv.ClickHouseAddr(t), testenv.UniqueName(t, "ch"))
+	ctx := context.Background()
+	db := "`" + st.Database() + "`"
+	log := slog.New(slog.DiscardHandler)
+	samples := storetest.Samples(t, storetest.Trace(t, 8_000, 43))
+	mem := ingest.NewMemStore()
+	for _, s := range []ingest.Store{st, mem} {
+		w, err := ingest.NewWriter(ingest.WriterConfig{Store: s, Logger: log})
+		require.NoError(t, err)
+		storetest.WriteStreamed(t, w, samples, 1_000, 500)
+	}
+	exec := func(q string) { t.Helper(); require.NoError(t, st.Conn().Exec(ctx, q)) }
+	scalar := func(q string) (v string) { t.Helper(); require.NoError(t, st.Conn().QueryRow(ctx, q).Scan(&v)); return v }
+	definition := func() string {
+		return scalar("SELECT create_table_query FROM system.tables WHERE database = '" + st.Database() + "' AND name = 'run_packs'")
+	}
+	tables := func() string {
+		return scalar("SELECT arrayStringConcat(groupArray(name), ',') FROM (SELECT name FROM system.tables WHERE database = '" +
+			st.Database() + "' AND name LIKE 'run_packs%' ORDER BY name)")
+	}
+	forget18 := func() {
+		exec("ALTER TABLE " + db + ".schema_migrations DELETE WHERE version = 18")
+		require.Eventually(t, func() bool {
+			return scalar("SELECT toString(count()) FROM "+db+".schema_migrations WHERE version = 18") == "0"
+		}, 10*time.Second, 50*time.Millisecond)
+	}
+	migrate := func() {
+		t.Helper()
+		res, err := st.Migrate(ctx)
+		require.NoError(t, err)
+		require.Equal(t, []int{18}, res.Applied)
+	}
+	packs := scalar("SELECT toString(count()) FROM " + db + ".run_packs")
+	require.Contains(t, definition(), "index_granularity = 16", "a new database has small granules")
+
+	// A database migrated before 0018: run_packs with the default granules.
+	exec("RENAME TABLE " + db + ".run_packs TO " + db + ".run_packs_copy")
+	exec("CREATE TABLE " + db + ".run_packs (day Date, project String, min_ms Int64, max_ms Int64, runs String) ENGINE = MergeTree PARTITION BY toYYYYMM(day) ORDER BY (project, day)")
+	exec("INSERT INTO " + db + ".run_packs SELECT * FROM " + db + ".run_packs_copy")
+	exec("DROP TABLE " + db + ".run_packs_copy")
+	require.Contains(t, definition(), "index_granularity = 8192")
+	forget18()
+	migrate()
+	require.Contains(t, definition(), "index_granularity = 16")
+	require.Equal(t, "run_packs", tables(), "nothing left beside run_packs")
+	require.Equal(t, packs, scalar("SELECT toString(count()) FROM "+db+".run_packs"))
+	storetest.RequirePacksAsRuns(t, st, mem, samples, 9)
+
+	// A crash after the rename, before the packs written meanwhile were
+	// copied: here every pack is still in the old table.
+	exec("RENAME TABLE " + db + ".run_packs TO " + db + ".run_packs_before_regranule")
+	exec("CREATE TABLE " + db + ".run_packs (day Date, project String, min_ms Int64, max_ms Int64, runs String) ENGINE = MergeTree PARTITION BY toYYYYMM(day) ORDER BY (project, day) SETTINGS index_granularity = 16")
+	forget18()
+	migrate()
+	require.Equal(t, "run_packs", tables(), "the old table is dropped")
+	require.Equal(t, packs, scalar("SELECT toString(count()) FROM "+db+".run_packs"), "every pack copied once")
+	storetest.RequirePacksAsRuns(t, st, mem, samples, 10)
+}
