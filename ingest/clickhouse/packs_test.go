@@ -81,7 +81,11 @@ func TestRunPacksRegranule(t *testing.T) {
 		storetest.WriteStreamed(t, w, samples, 1_000, 500)
 	}
 	exec := func(q string) { t.Helper(); require.NoError(t, st.Conn().Exec(ctx, q)) }
-	scalar := func(q string) (v string) { t.Helper(); require.NoError(t, st.Conn().QueryRow(ctx, q).Scan(&v)); return v }
+	scalar := func(q string) (v string) {
+		t.Helper()
+		require.NoError(t, st.Conn().QueryRow(ctx, q).Scan(&v))
+		return v
+	}
 	definition := func() string {
 		return scalar("SELECT create_table_query FROM system.tables WHERE database = '" + st.Database() + "' AND name = 'run_packs'")
 	}
