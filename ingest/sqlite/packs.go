@@ -96,28 +96,19 @@ func writePacks(ctx context.Context, tx *sql.Tx, packs []schemas.RunPack) error 
 // and each run is rewritten about once per packMergeAt batches of its day.
 const packMergeAt = 4
 
-// mergePacks merges the packs of every project and day the batch's runs
-// touched that has more than packMergeAt of them (schemas.MergePacks), in
-// the batch's transaction.
-func mergePacks(ctx context.Context, tx *sql.Tx, occ []schemas.Run, idle []schemas.IdleRun) error {
-	type pd struct {
-		project string
-		day     int64
-	}
-	touched := map[pd]bool{}
-	for i := range occ {
-		touched[pd{occ[i].Key.Project, dayOf(occ[i].StartMS)}] = true
-	}
-	for i := range idle {
-		touched[pd{idle[i].Key.Project, dayOf(idle[i].StartMS)}] = true
-	}
-	for g := range touched {
+// mergePacks merges, for each pack the batch wrote (one per project and
+// day, schemas.PackRuns), the packs of its project and day when there are
+// more than packMergeAt of them (schemas.MergePacks), in the batch's
+// transaction.
+func mergePacks(ctx context.Context, tx *sql.Tx, written []schemas.RunPack) error {
+	for i := range written {
+		p := &written[i]
 		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM run_packs WHERE project = ? AND day_ms = ?`, g.project, g.day).Scan(&n); err != nil {
-			return fmt.Errorf("cannot count the run packs of %s: %w", g.project, err)
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM run_packs WHERE project = ? AND day_ms = ?`, p.Project, p.DayMS).Scan(&n); err != nil {
+			return fmt.Errorf("cannot count the run packs of %s: %w", p.Project, err)
 		}
 		if n > packMergeAt {
-			if err := mergeDay(ctx, tx, g.project, g.day); err != nil {
+			if err := mergeDay(ctx, tx, p.Project, p.DayMS); err != nil {
 				return err
 			}
 		}
@@ -184,6 +175,3 @@ func (s *Store) RunPacks(ctx context.Context, projects []string, lo, hi int64, f
 	}
 	return true, nil
 }
-
-// dayOf is the start of the UTC day of ms, as schemas.PackRuns cuts packs.
-func dayOf(ms int64) int64 { return ms - ((ms%schemas.DayMS)+schemas.DayMS)%schemas.DayMS }

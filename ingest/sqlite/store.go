@@ -547,10 +547,11 @@ func writeBatch(ctx context.Context, tx *sql.Tx, b *ingest.Batch) error {
 			return fmt.Errorf("cannot insert idle run: %w", err)
 		}
 	}
-	if err := writePacks(ctx, tx, schemas.PackRuns(b.Occupancy, b.Idle)); err != nil {
+	packs := schemas.PackRuns(b.Occupancy, b.Idle)
+	if err := writePacks(ctx, tx, packs); err != nil {
 		return err
 	}
-	if err := mergePacks(ctx, tx, b.Occupancy, b.Idle); err != nil {
+	if err := mergePacks(ctx, tx, packs); err != nil {
 		return err
 	}
 	if len(b.Latest) == 0 {
