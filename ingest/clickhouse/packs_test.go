@@ -2,7 +2,6 @@ package clickhouse_test
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -25,15 +24,10 @@ func TestRunPacksBackfill(t *testing.T) {
 	st := open(t, testenv.ClickHouseAddr(t), testenv.UniqueName(t, "ch"))
 	ctx := context.Background()
 	db := "`" + st.Database() + "`"
-	log := slog.New(slog.DiscardHandler)
 	samples := storetest.Samples(t, storetest.Trace(t, 12_000, 37))
 	old, later := samples[:len(samples)*2/3], samples[len(samples)*2/3:]
 	mem := ingest.NewMemStore()
-	for _, s := range []ingest.Store{st, mem} {
-		w, err := ingest.NewWriter(ingest.WriterConfig{Store: s, Logger: log})
-		require.NoError(t, err)
-		storetest.WriteStreamed(t, w, old, 1_500, 500)
-	}
+	storetest.WriteStreamedTo(t, old, 1_500, 500, st, mem)
 	// Back to the schema before run packs: the table gone, 0014 and 0015
 	// not recorded.
 	require.NoError(t, st.Conn().Exec(ctx, "DROP TABLE "+db+".run_packs"))
@@ -55,11 +49,7 @@ func TestRunPacksBackfill(t *testing.T) {
 	storetest.RequirePacksAsRuns(t, st, mem, old, 5)
 
 	n := count()
-	for _, s := range []ingest.Store{st, mem} {
-		w, err := ingest.NewWriter(ingest.WriterConfig{Store: s, Logger: log})
-		require.NoError(t, err)
-		storetest.WriteStreamed(t, w, later, 1_000, 500)
-	}
+	storetest.WriteStreamedTo(t, later, 1_000, 500, st, mem)
 	require.Greater(t, count(), n, "batches after the migration write packs")
 	storetest.RequirePacksAsRuns(t, st, mem, samples, 6)
 }
@@ -72,14 +62,9 @@ func TestRunPacksRegranule(t *testing.T) {
 	st := open(t, testenv.ClickHouseAddr(t), testenv.UniqueName(t, "ch"))
 	ctx := context.Background()
 	db := "`" + st.Database() + "`"
-	log := slog.New(slog.DiscardHandler)
 	samples := storetest.Samples(t, storetest.Trace(t, 8_000, 43))
 	mem := ingest.NewMemStore()
-	for _, s := range []ingest.Store{st, mem} {
-		w, err := ingest.NewWriter(ingest.WriterConfig{Store: s, Logger: log})
-		require.NoError(t, err)
-		storetest.WriteStreamed(t, w, samples, 1_000, 500)
-	}
+	storetest.WriteStreamedTo(t, samples, 1_000, 500, st, mem)
 	exec := func(q string) { t.Helper(); require.NoError(t, st.Conn().Exec(ctx, q)) }
 	scalar := func(q string) (v string) {
 		t.Helper()

@@ -36,11 +36,7 @@ func TestRunPacksBackfill(t *testing.T) {
 	samples := storetest.Samples(t, storetest.Trace(t, 12_000, 31))
 	old, later := samples[:len(samples)*2/3], samples[len(samples)*2/3:]
 	mem := ingest.NewMemStore()
-	for _, s := range []ingest.Store{st, mem} {
-		w, err := ingest.NewWriter(ingest.WriterConfig{Store: s, Logger: log})
-		require.NoError(t, err)
-		storetest.WriteStreamed(t, w, old, 1_500, 500)
-	}
+	storetest.WriteStreamedTo(t, old, 1_500, 500, st, mem)
 	require.NoError(t, st.Close())
 
 	st = reopenBefore(t, path, "run_packs")
@@ -48,11 +44,7 @@ func TestRunPacksBackfill(t *testing.T) {
 	storetest.RequirePacksAsRuns(t, st, mem, old, 5)
 
 	n := countPacks(t, path)
-	for _, s := range []ingest.Store{st, mem} {
-		w, err := ingest.NewWriter(ingest.WriterConfig{Store: s, Logger: log})
-		require.NoError(t, err)
-		storetest.WriteStreamed(t, w, later, 1_000, 500)
-	}
+	storetest.WriteStreamedTo(t, later, 1_000, 500, st, mem)
 	require.Greater(t, countPacks(t, path), n, "batches after the migration write packs")
 	n = countPacks(t, path)
 	storetest.RequirePacksAsRuns(t, st, mem, samples, 6)
@@ -94,16 +86,8 @@ func TestRunPacksMergeSmallBatches(t *testing.T) {
 	t.Cleanup(func() { _ = st.Close() })
 	samples := storetest.Samples(t, storetest.Trace(t, 6_000, 41))
 	mem := ingest.NewMemStore()
-	batches := 0
-	for _, s := range []ingest.Store{st, mem} {
-		w, err := ingest.NewWriter(ingest.WriterConfig{Store: s, Logger: log})
-		require.NoError(t, err)
-		batches = storetest.WriteStreamed(t, w, samples, 60, 60)
-		// a stretch written again, in other batches
-		w, err = ingest.NewWriter(ingest.WriterConfig{Store: s, Logger: log})
-		require.NoError(t, err)
-		storetest.WriteStreamed(t, w, samples[1_000:2_500], 45, 45)
-	}
+	batches := storetest.WriteStreamedTo(t, samples, 60, 60, st, mem)
+	storetest.WriteStreamedTo(t, samples[1_000:2_500], 45, 45, st, mem) // a stretch written again, in other batches
 	db, err := sql.Open("sqlite", path)
 	require.NoError(t, err)
 	defer db.Close()

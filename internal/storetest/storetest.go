@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -45,6 +46,19 @@ func WriteStreamed(t testing.TB, w *ingest.Writer, samples []schemas.Sample, bat
 		require.NoError(t, st.Close())
 		require.NoError(t, w.FlushRuns(ctx))
 		n++
+	}
+	return n
+}
+
+// WriteStreamedTo writes samples to each store through a fresh Writer, as
+// WriteStreamed does, and returns the number of batches each got.
+func WriteStreamedTo(t testing.TB, samples []schemas.Sample, batch, piece int, stores ...ingest.Store) int {
+	t.Helper()
+	n := 0
+	for _, s := range stores {
+		w, err := ingest.NewWriter(ingest.WriterConfig{Store: s, Logger: slog.New(slog.DiscardHandler)})
+		require.NoError(t, err)
+		n = WriteStreamed(t, w, samples, batch, piece)
 	}
 	return n
 }
