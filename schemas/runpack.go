@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
+
+	"github.com/pierrec/lz4/v4"
 )
 
 // A run pack mirrors, in one compact binary value, the occupancy runs and
@@ -28,7 +31,21 @@ import (
 //
 // where a string is its uvarint length and bytes, and "previous start" is
 // the previous run's of the same list (0 for the first).
-const runPackVersion = 1
+//
+// A pack the writer could shrink is stored sealed, as version 2:
+//
+//	uvarint version (2)
+//	uvarint length of the version-1 pack
+//	the version-1 pack as one LZ4 block
+//
+// Keys and runs repeat from pack to pack and day to day, so a sealed pack is
+// about a fifth of its version-1 bytes: a store reads, and sends to its
+// reader, a fifth as much for one read (docs/benchmarks.md). Readers take
+// both versions, so packs written before version 2 stay as they are.
+const (
+	runPackVersion = 1
+	sealedVersion  = 2
+)
 
 // DayMS is the length of a UTC day, the span of a run pack.
 const DayMS = 86_400_000
@@ -83,7 +100,7 @@ func PackRuns(occ []Run, idle []IdleRun) []RunPack {
 	out := make([]RunPack, 0, len(order))
 	for _, g := range order {
 		b := groups[g]
-		out = append(out, RunPack{Project: g.project, DayMS: g.day, MinMS: b.min, MaxMS: b.max, Data: b.encode(g.project)})
+		out = append(out, RunPack{Project: g.project, DayMS: g.day, MinMS: b.min, MaxMS: b.max, Data: seal(b.encode(g.project))})
 	}
 	return out
 }
@@ -158,6 +175,75 @@ func (b *packBuilder) encode(project string) []byte {
 	return buf
 }
 
+var compressors = sync.Pool{New: func() any { return new(lz4.Compressor) }}
+
+// seal returns pack (version 1) as a sealed pack (version 2), or pack itself
+// when LZ4 cannot make it smaller.
+func seal(pack []byte) []byte {
+	out := make([]byte, 0, 2*binary.MaxVarintLen64+lz4.CompressBlockBound(len(pack)))
+	out = binary.AppendUvarint(out, sealedVersion)
+	out = binary.AppendUvarint(out, uint64(len(pack)))
+	c := compressors.Get().(*lz4.Compressor)
+	n, err := c.CompressBlock(pack, out[len(out):cap(out)])
+	compressors.Put(c)
+	if err != nil || n == 0 || len(out)+n >= len(pack) {
+		return pack // incompressible (n 0) or no smaller
+	}
+	return out[:len(out)+n]
+}
+
+// Reseal returns pack sealed, and true, when it is a version-1 pack that
+// decodes and that LZ4 makes smaller; otherwise pack itself and false (a
+// sealed pack, a small one, or one that is corrupt and stays as it is for
+// its readers to report). The stores' migrations reseal the packs written
+// before version 2.
+func Reseal(pack []byte) ([]byte, bool) {
+	if v, _ := binary.Uvarint(pack); v != runPackVersion {
+		return pack, false
+	}
+	var d DecodedPack
+	if d.Decode(pack) != nil {
+		return pack, false
+	}
+	if s := seal(pack); len(s) < len(pack) {
+		return s, true
+	}
+	return pack, false
+}
+
+// Unseal returns the version-1 bytes of a sealed pack, or pack itself when
+// it is not sealed.
+func Unseal(pack []byte) ([]byte, error) {
+	if v, _ := binary.Uvarint(pack); v != sealedVersion {
+		return pack, nil
+	}
+	return unseal(pack, nil)
+}
+
+// unseal returns the version-1 pack inside sealed (version 2), decompressed
+// into buf (grown as needed). The declared length is bounded by what LZ4 can
+// expand the block to, so a corrupt header allocates nothing unreasonable.
+func unseal(sealed, buf []byte) ([]byte, error) {
+	r := &packReader{b: sealed}
+	r.uvarint() // the version, known to be sealedVersion
+	n := r.uvarint()
+	if r.err != nil || n == 0 || n > 255*uint64(len(sealed)-r.i)+16 {
+		return buf, errPack
+	}
+	if uint64(cap(buf)) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	got, err := lz4.UncompressBlock(sealed[r.i:], buf)
+	if err != nil || uint64(got) != n {
+		return buf, errPack
+	}
+	if v, _ := binary.Uvarint(buf); v != runPackVersion {
+		return buf, fmt.Errorf("run pack: a sealed pack holds version %d, want %d", v, runPackVersion)
+	}
+	return buf, nil
+}
+
 // appendRun appends r's key, start delta and length. A run whose end is
 // before its start (never written by the compactor) is stored with length
 // 0: readers skip empty runs either way.
@@ -191,6 +277,7 @@ type DecodedPack struct {
 	Idle []PackIdleRun
 
 	pack    []byte
+	raw     []byte   // a sealed pack's version-1 bytes, reused by the next Decode
 	project [2]int   // the project's bytes in pack
 	keys    [][2]int // each key's encoded bytes in pack
 }
@@ -306,12 +393,21 @@ func (r *packReader) count(minBytes int) int {
 	return int(n)
 }
 
-// Decode decodes pack into d, which refers to pack until the next Decode.
+// Decode decodes pack (version 1 or sealed) into d, which refers to pack
+// until the next Decode.
 func (d *DecodedPack) Decode(pack []byte) error {
+	if v, _ := binary.Uvarint(pack); v == sealedVersion {
+		var err error
+		if d.raw, err = unseal(pack, d.raw); err != nil {
+			d.pack, d.keys, d.Occ, d.Idle = nil, d.keys[:0], d.Occ[:0], d.Idle[:0]
+			return err
+		}
+		pack = d.raw
+	}
 	d.pack = pack
 	r := &packReader{b: pack}
 	if v := r.uvarint(); r.err == nil && v != runPackVersion {
-		return fmt.Errorf("run pack: version %d, this build reads %d", v, runPackVersion)
+		return fmt.Errorf("run pack: version %d, this build reads %d and %d (sealed)", v, runPackVersion, sealedVersion)
 	}
 	n := r.skipStr()
 	d.project = [2]int{r.i - n, r.i}

@@ -103,6 +103,8 @@ func (s *Store) apply(ctx context.Context, m chschema.Migration, ddl string) err
 		return s.fillPacks(ctx)
 	case "run_packs_granules":
 		return s.regranulePacks(ctx)
+	case "run_packs_sealed":
+		return s.resealPacks(ctx)
 	}
 	return s.conn.Exec(ctx, ddl)
 }

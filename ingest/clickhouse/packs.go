@@ -82,8 +82,7 @@ func (s *Store) regranulePacks(ctx context.Context) error {
 	if !strings.Contains(create, "index_granularity = "+itoa(packGranule)) {
 		steps := []string{
 			"DROP TABLE IF EXISTS " + next,
-			"CREATE TABLE " + next + " (day Date, project String, min_ms Int64, max_ms Int64, runs String) ENGINE = MergeTree" +
-				" PARTITION BY toYYYYMM(day) ORDER BY (project, day) SETTINGS index_granularity = " + itoa(packGranule),
+			packsTable(next),
 			"INSERT INTO " + next + " SELECT day, project, min_ms, max_ms, runs FROM " + s.table("run_packs"),
 			"RENAME TABLE " + s.table("run_packs") + " TO " + old + ", " + next + " TO " + s.table("run_packs"),
 		}
@@ -112,6 +111,109 @@ func (s *Store) regranulePacks(ctx context.Context) error {
 	}
 	return nil
 }
+
+// packsTable is the definition of run_packs since migration 0018, for a
+// table of that (qualified) name.
+func packsTable(name string) string {
+	return "CREATE TABLE " + name + " (day Date, project String, min_ms Int64, max_ms Int64, runs String) ENGINE = MergeTree" +
+		" PARTITION BY toYYYYMM(day) ORDER BY (project, day) SETTINGS index_granularity = " + itoa(packGranule)
+}
+
+// resealPacks is migration 0019: every version-1 pack sealed
+// (schemas.Reseal). Like regranulePacks, each step can be repeated: until
+// the rename, a crash leaves the old table in place and a partial copy that
+// is made again; after it, the old table (with the packs written to it
+// during the copy) is sealed into a side table, whose packs the new table
+// lacks are copied over, and both are dropped. Sealing is deterministic, so
+// a pack copied twice is the same row twice, a harmless repeat.
+func (s *Store) resealPacks(ctx context.Context) error {
+	packs, next, old, gap := s.table("run_packs"), s.table("run_packs_sealing"), s.table("run_packs_before_sealing"), s.table("run_packs_sealing_gap")
+	left, err := s.tableExists(ctx, "run_packs_before_sealing")
+	if err != nil {
+		return err
+	}
+	if !left {
+		if err := s.sealInto(ctx, "run_packs", "run_packs_sealing"); err != nil {
+			return err
+		}
+		if err := s.conn.Exec(ctx, "RENAME TABLE "+packs+" TO "+old+", "+next+" TO "+packs); err != nil {
+			return classify(fmt.Errorf("cannot put the sealed run_packs in place: %w", err))
+		}
+	}
+	if err := s.sealInto(ctx, "run_packs_before_sealing", "run_packs_sealing_gap"); err != nil {
+		return err
+	}
+	packID := "project, day, min_ms, max_ms, cityHash64(runs)"
+	for _, q := range []string{
+		"INSERT INTO " + packs + " SELECT day, project, min_ms, max_ms, runs FROM " + gap +
+			" WHERE (" + packID + ") NOT IN (SELECT " + packID + " FROM " + packs + ")",
+		"DROP TABLE " + old,
+		"DROP TABLE " + gap,
+	} {
+		if err := s.conn.Exec(ctx, q); err != nil {
+			return classify(fmt.Errorf("cannot finish sealing run_packs: %w", err))
+		}
+	}
+	return nil
+}
+
+// tableExists reports whether the store's database has the table.
+func (s *Store) tableExists(ctx context.Context, name string) (bool, error) {
+	var n uint64
+	if err := s.conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = ? AND name = ?", s.cfg.Database, name).Scan(&n); err != nil {
+		return false, classify(fmt.Errorf("cannot read the tables of %s: %w", s.cfg.Database, err))
+	}
+	return n > 0, nil
+}
+
+// sealInto makes table to afresh (a table of packs) and copies every pack of
+// table from into it, sealed, sealBatch packs per insert.
+func (s *Store) sealInto(ctx context.Context, from, to string) error {
+	for _, q := range []string{"DROP TABLE IF EXISTS " + s.table(to), packsTable(s.table(to))} {
+		if err := s.conn.Exec(ctx, q); err != nil {
+			return classify(fmt.Errorf("cannot make %s: %w", to, err))
+		}
+	}
+	rows, err := s.conn.Query(ctx, "SELECT day, project, min_ms, max_ms, runs FROM "+s.table(from))
+	if err != nil {
+		return classify(fmt.Errorf("cannot read %s: %w", from, err))
+	}
+	defer func() { _ = rows.Close() }()
+	var day []time.Time
+	var project, runs []string
+	var lo, hi []int64
+	flush := func() error {
+		if len(day) == 0 {
+			return nil
+		}
+		err := s.insert(ctx, to, "day, project, min_ms, max_ms, runs", len(day), day, project, lo, hi, runs)
+		day, project, lo, hi, runs = day[:0], project[:0], lo[:0], hi[:0], runs[:0]
+		return err
+	}
+	for rows.Next() {
+		var d time.Time
+		var p string
+		var a, b int64
+		var pack []byte
+		if err := rows.Scan(&d, &p, &a, &b, &pack); err != nil {
+			return classify(fmt.Errorf("cannot read a pack of %s: %w", from, err))
+		}
+		sealed, _ := schemas.Reseal(pack)
+		day, project, lo, hi, runs = append(day, d), append(project, p), append(lo, a), append(hi, b), append(runs, string(sealed))
+		if len(day) == sealBatch {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return classify(fmt.Errorf("cannot read %s: %w", from, err))
+	}
+	return flush()
+}
+
+// sealBatch is how many sealed packs one insert of resealPacks carries.
+const sealBatch = 2000
 
 // fillPacks is migration 0015: the packs of the runs written before run_packs
 // existed, one UTC month at a time, from the runs as Occupancy and IdleRuns

@@ -2,6 +2,7 @@ package clickhouse_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/internal/storetest"
 	"github.com/cardhour/cardhour/internal/testenv"
+	"github.com/cardhour/cardhour/schemas"
 )
 
 func TestClickHousePackedUsage(t *testing.T) {
@@ -115,4 +117,113 @@ func TestRunPacksRegranule(t *testing.T) {
 	require.Equal(t, "run_packs", tables(), "the old table is dropped")
 	require.Equal(t, packs, scalar("SELECT toString(count()) FROM "+db+".run_packs"), "every pack copied once")
 	storetest.RequirePacksAsRuns(t, st, mem, samples, 10)
+}
+
+// Migration 0019 seals the version-1 packs of a database written before
+// packs were sealed, and, run again after a crash that left the old table
+// (holding packs the new one lacks) beside the new, seals and copies those
+// and drops it; usage from the packs answers as before either way.
+func TestRunPacksReseal(t *testing.T) {
+	st := open(t, testenv.ClickHouseAddr(t), testenv.UniqueName(t, "ch"))
+	ctx := context.Background()
+	db := "`" + st.Database() + "`"
+	samples := storetest.Samples(t, storetest.Trace(t, 8_000, 47))
+	mem := ingest.NewMemStore()
+	storetest.WriteStreamedTo(t, samples, 4_000, 500, st, mem)
+	exec := func(q string) { t.Helper(); require.NoError(t, st.Conn().Exec(ctx, q)) }
+	scalar := func(q string) (v string) {
+		t.Helper()
+		require.NoError(t, st.Conn().QueryRow(ctx, q).Scan(&v))
+		return v
+	}
+	tables := func() string {
+		return scalar("SELECT arrayStringConcat(groupArray(name), ',') FROM (SELECT name FROM system.tables WHERE database = '" +
+			st.Database() + "' AND name LIKE 'run_packs%' ORDER BY name)")
+	}
+	// versions counts the packs by their first byte: "plain,sealed".
+	versions := func() string {
+		return scalar("SELECT concat(toString(countIf(substring(runs, 1, 1) = unhex('01'))), ',', toString(countIf(substring(runs, 1, 1) = unhex('02')))) FROM " +
+			db + ".run_packs")
+	}
+	// unsealTo replaces table's packs by their version-1 bytes, as a build
+	// before sealing wrote them.
+	type pack struct {
+		day     time.Time
+		project string
+		lo, hi  int64
+		runs    []byte
+	}
+	var all []pack
+	rows, err := st.Conn().Query(ctx, "SELECT day, project, min_ms, max_ms, runs FROM "+db+".run_packs")
+	require.NoError(t, err)
+	for rows.Next() {
+		var p pack
+		require.NoError(t, rows.Scan(&p.day, &p.project, &p.lo, &p.hi, &p.runs))
+		p.runs, err = schemas.Unseal(p.runs)
+		require.NoError(t, err)
+		all = append(all, p)
+	}
+	require.NoError(t, rows.Err())
+	writePlain := func(table string, packs []pack) {
+		t.Helper()
+		b, err := st.Conn().PrepareBatch(ctx, "INSERT INTO "+db+"."+table+" (day, project, min_ms, max_ms, runs)")
+		require.NoError(t, err)
+		for _, p := range packs {
+			require.NoError(t, b.Append(p.day, p.project, p.lo, p.hi, string(p.runs)))
+		}
+		require.NoError(t, b.Send())
+	}
+	forget19 := func() {
+		exec("ALTER TABLE " + db + ".schema_migrations DELETE WHERE version = 19")
+		require.Eventually(t, func() bool {
+			return scalar("SELECT toString(count()) FROM "+db+".schema_migrations WHERE version = 19") == "0"
+		}, 10*time.Second, 50*time.Millisecond)
+	}
+	migrate := func() {
+		t.Helper()
+		res, err := st.Migrate(ctx)
+		require.NoError(t, err)
+		require.Equal(t, []int{19}, res.Applied)
+	}
+	n, k := len(all), 0 // packs, of which LZ4 makes k smaller
+	for _, p := range all {
+		if _, ok := schemas.Reseal(p.runs); ok {
+			k++
+		}
+	}
+	require.Greater(t, n, 3)
+	require.Greater(t, k, n/2)
+	sealed := versions()
+	require.Equal(t, strconv.Itoa(n-k)+","+strconv.Itoa(k), sealed, "a new database writes packs sealed where that makes them smaller")
+
+	// A database written before 0019: version-1 packs.
+	exec("DROP TABLE " + db + ".run_packs")
+	exec("CREATE TABLE " + db + ".run_packs (day Date, project String, min_ms Int64, max_ms Int64, runs String) ENGINE = MergeTree PARTITION BY toYYYYMM(day) ORDER BY (project, day) SETTINGS index_granularity = 16")
+	writePlain("run_packs", all)
+	require.Equal(t, strconv.Itoa(n)+",0", versions())
+	storetest.RequirePacksAsRuns(t, st, mem, samples, 11)
+	forget19()
+	migrate()
+	require.Equal(t, "run_packs", tables(), "nothing left beside run_packs")
+	require.Equal(t, sealed, versions(), "every pack sealed, none lost or repeated")
+	storetest.RequirePacksAsRuns(t, st, mem, samples, 12)
+
+	// A crash after the rename, before the packs written to the old table
+	// during the copy were copied: the new table has the first half of the
+	// packs, sealed; the old one all of them, unsealed.
+	exec("CREATE TABLE " + db + ".run_packs_before_sealing AS " + db + ".run_packs")
+	writePlain("run_packs_before_sealing", all)
+	exec("DROP TABLE " + db + ".run_packs")
+	exec("CREATE TABLE " + db + ".run_packs AS " + db + ".run_packs_before_sealing")
+	half := make([]pack, n/2)
+	for i := range half {
+		half[i] = all[i]
+		half[i].runs, _ = schemas.Reseal(all[i].runs)
+	}
+	writePlain("run_packs", half)
+	forget19()
+	migrate()
+	require.Equal(t, "run_packs", tables(), "the old table and the side table are dropped")
+	require.Equal(t, sealed, versions(), "the other half sealed and copied, the first half not again")
+	storetest.RequirePacksAsRuns(t, st, mem, samples, 13)
 }

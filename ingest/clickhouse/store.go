@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"regexp"
 	"strconv"
 	"sync"
@@ -32,8 +33,9 @@ type Config struct {
 	// DialTimeout and ReadTimeout bound each connection attempt and each query.
 	DialTimeout time.Duration
 	ReadTimeout time.Duration
-	// Compression of the data sent and received: lz4 (default), zstd or none
-	// (none saves CPU on both ends when ClickHouse is on the same host).
+	// Compression of the data sent and received: lz4, zstd or none; unset,
+	// none for a server on a loopback address (compressing would cost both
+	// ends CPU and save no network) and lz4 for any other.
 	Compression string
 	// Migrate creates the database if needed and applies pending migrations on
 	// Open. Without it, Open checks that the database holds this build's schema
@@ -45,6 +47,22 @@ type Config struct {
 }
 
 var compressions = map[string]ch.CompressionMethod{"": ch.CompressionLZ4, "lz4": ch.CompressionLZ4, "zstd": ch.CompressionZSTD, "none": ch.CompressionNone}
+
+// CompressionMethod is the compression a connection of c uses: the one
+// named, or, none named, none for a loopback address and lz4 for any other.
+func (c *Config) CompressionMethod() ch.CompressionMethod {
+	if c.Compression != "" {
+		return compressions[c.Compression]
+	}
+	host, _, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		host = c.Addr
+	}
+	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+		return ch.CompressionNone
+	}
+	return ch.CompressionLZ4
+}
 
 var identPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -96,7 +114,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		Auth:        ch.Auth{Username: cfg.Username, Password: cfg.Password},
 		DialTimeout: cfg.DialTimeout,
 		ReadTimeout: cfg.ReadTimeout,
-		Compression: &ch.Compression{Method: compressions[cfg.Compression]},
+		Compression: &ch.Compression{Method: cfg.CompressionMethod()},
 		// Each consumer holds at most three connections at once (a batch's raw
 		// insert, its intervals and its latest samples); reads take two more.
 		MaxOpenConns: 32,

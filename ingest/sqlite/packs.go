@@ -15,6 +15,48 @@ import (
 // before it, done in Go (fillPacks): SQL cannot encode a pack.
 const backfillPacks = `-- go: fill run_packs from occupancy and idle_spans`
 
+// resealPacks is the migration that seals the packs written before packs
+// were sealed (schemas.Reseal), done in Go (sealPacks).
+const resealPacks = `-- go: seal the version-1 packs of run_packs`
+
+// sealPacks rewrites each version-1 pack of run_packs sealed, in the
+// migration's transaction, a thousand rows at a time in rowid order.
+func sealPacks(ctx context.Context, tx *sql.Tx) error {
+	type row struct {
+		id   int64
+		pack []byte
+	}
+	for after := int64(-1 << 63); ; {
+		rows, err := tx.QueryContext(ctx, `SELECT rowid, runs FROM run_packs WHERE rowid > ? ORDER BY rowid LIMIT 1000`, after)
+		if err != nil {
+			return fmt.Errorf("cannot read run packs: %w", err)
+		}
+		var page []row
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.id, &r.pack); err != nil {
+				_ = rows.Close()
+				return fmt.Errorf("cannot read run pack: %w", err)
+			}
+			page = append(page, r)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return fmt.Errorf("cannot read run packs: %w", err)
+		}
+		if len(page) == 0 {
+			return nil
+		}
+		for _, r := range page {
+			if sealed, ok := schemas.Reseal(r.pack); ok {
+				if _, err := tx.ExecContext(ctx, `UPDATE run_packs SET runs = ? WHERE rowid = ?`, sealed, r.id); err != nil {
+					return fmt.Errorf("cannot seal run pack: %w", err)
+				}
+			}
+		}
+		after = page[len(page)-1].id
+	}
+}
+
 // fillPacks writes the packs of every stored run, in the migration's
 // transaction: what was in run_packs before (an attempt that crashed
 // before recording its version) is replaced, so that it is safe to run

@@ -13,6 +13,7 @@ import (
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/sqlite"
 	"github.com/cardhour/cardhour/internal/storetest"
+	"github.com/cardhour/cardhour/schemas"
 )
 
 func TestSQLitePackedUsage(t *testing.T) {
@@ -95,5 +96,62 @@ func TestRunPacksMergeSmallBatches(t *testing.T) {
 	require.NoError(t, db.QueryRow(`SELECT max(n), count(*) FROM (SELECT count(*) AS n FROM run_packs GROUP BY project, day_ms)`).Scan(&most, &days))
 	require.Greater(t, batches, 5*days, "the test writes many batches per project and day")
 	require.LessOrEqual(t, most, 5, "packs of one project and day after %d batches over %d project-days", batches, days)
+	storetest.RequirePacksAsRuns(t, st, mem, samples, 8)
+}
+
+// A store written before packs were sealed has its version-1 packs sealed
+// when migrated (user_version 37), and usage from them answers as before.
+func TestRunPacksReseal(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "cardhour.db")
+	log := slog.New(slog.DiscardHandler)
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
+	require.NoError(t, err)
+	samples := storetest.Samples(t, storetest.Trace(t, 8_000, 53))
+	mem := ingest.NewMemStore()
+	storetest.WriteStreamedTo(t, samples, 4_000, 500, st, mem)
+	require.NoError(t, st.Close())
+
+	// versions counts the packs by version: plain (1) and sealed (2).
+	versions := func() (plain, sealed int) {
+		db, err := sql.Open("sqlite", path)
+		require.NoError(t, err)
+		defer db.Close()
+		require.NoError(t, db.QueryRow(`SELECT count(*) FILTER (WHERE substr(runs, 1, 1) = x'01'), count(*) FILTER (WHERE substr(runs, 1, 1) = x'02') FROM run_packs`).Scan(&plain, &sealed))
+		return plain, sealed
+	}
+	plain, sealed := versions()
+	require.Greater(t, sealed, 2*plain, "packs are written sealed where that makes them smaller")
+
+	// Back to version-1 packs and the version before the migration.
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	rows, err := db.Query(`SELECT rowid, runs FROM run_packs`)
+	require.NoError(t, err)
+	unsealed := map[int64][]byte{}
+	for rows.Next() {
+		var id int64
+		var b []byte
+		require.NoError(t, rows.Scan(&id, &b))
+		b, err = schemas.Unseal(b)
+		require.NoError(t, err)
+		unsealed[id] = b
+	}
+	require.NoError(t, rows.Err())
+	for id, b := range unsealed {
+		_, err := db.Exec(`UPDATE run_packs SET runs = ? WHERE rowid = ?`, b, id)
+		require.NoError(t, err)
+	}
+	_, err = db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, sqlite.VersionBefore("-- go: seal the version-1 packs")))
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	p, s := versions()
+	require.Equal(t, [2]int{plain + sealed, 0}, [2]int{p, s})
+
+	st, err = sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	p, s = versions()
+	require.Equal(t, [2]int{plain, sealed}, [2]int{p, s}, "the migration sealed what a new store seals")
 	storetest.RequirePacksAsRuns(t, st, mem, samples, 8)
 }

@@ -162,6 +162,10 @@ var migrations = []string{
 	// and day has more than packMergeAt of them, the batch merges them into
 	// one (mergePacks), found through this index.
 	`CREATE INDEX IF NOT EXISTS run_packs_project_day ON run_packs (project, day_ms)`,
+	// Packs are written sealed (schemas.RunPack, version 2: LZ4, about a
+	// fifth of the bytes); the packs written before are sealed in Go
+	// (sealPacks).
+	resealPacks,
 }
 
 // latestColumns and latestUpdate are the columns of latest_samples as
@@ -378,8 +382,11 @@ func (s *Store) Migrate(ctx context.Context) (from, to int, err error) {
 
 // applyMigration runs one migration: SQL, or a migration done in Go.
 func (s *Store) applyMigration(ctx context.Context, m string) error {
-	if m == backfillPacks {
+	switch m {
+	case backfillPacks:
 		return s.inTx(ctx, func(tx *sql.Tx) error { return fillPacks(ctx, tx) })
+	case resealPacks:
+		return s.inTx(ctx, func(tx *sql.Tx) error { return sealPacks(ctx, tx) })
 	}
 	_, err := s.db.ExecContext(ctx, m)
 	return err

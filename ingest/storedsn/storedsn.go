@@ -2,7 +2,8 @@
 //
 //	clickhouse://host:port/database   ClickHouse, native protocol (user and
 //	                                  password may be given as user:pass@;
-//	                                  ?compress=lz4|zstd|none, default lz4)
+//	                                  ?compress=lz4|zstd|none, default none
+//	                                  on a loopback address, lz4 otherwise)
 //	sqlite:///path/to/file.db          embedded SQLite (sqlite://relative.db too)
 package storedsn
 

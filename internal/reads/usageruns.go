@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"slices"
-	"sync"
 
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/schemas"
@@ -70,7 +69,7 @@ type spans struct {
 type ival struct{ s, e int64 }
 
 // keySpans are the spans of each key, in the order the keys came: a table
-// kept between reads (spanPool) so that reads at a high rate reuse their
+// kept between reads (spanFree) so that reads at a high rate reuse their
 // memory rather than hand it to the collector.
 type keySpans struct {
 	m      map[schemas.Key]*spans
@@ -107,14 +106,24 @@ func (m *keySpans) each(fn func(*spans)) {
 	}
 }
 
-var spanPool = sync.Pool{New: func() any {
-	return &keySpans{m: map[schemas.Key]*spans{}, seen: map[string]map[string]*spans{}}
-}}
+// spanFree holds the tables of finished reads for the next ones. A channel,
+// not a sync.Pool: at a high read rate the collector runs every few reads
+// and a sync.Pool hands its tables to it, so that each read would build its
+// table (and grow its slices) again; spanFree keeps up to as many tables as
+// reads usually run at once, however often the collector runs.
+var spanFree = make(chan *keySpans, 16)
 
-// getSpans returns an empty table from the pool.
-func getSpans() *keySpans { return spanPool.Get().(*keySpans) }
+// getSpans returns an empty table: a finished read's, or a new one.
+func getSpans() *keySpans {
+	select {
+	case m := <-spanFree:
+		return m
+	default:
+		return &keySpans{m: map[schemas.Key]*spans{}, seen: map[string]map[string]*spans{}}
+	}
+}
 
-// putSpans empties m and returns it to the pool, unless one read made it so
+// putSpans empties m and keeps it for the next read, unless one read made it so
 // large that keeping it would hold that read's memory for every later one.
 func putSpans(m *keySpans) {
 	kept := 0
@@ -131,7 +140,10 @@ func putSpans(m *keySpans) {
 	}
 	m.n = 0
 	m.packOf = m.packOf[:0]
-	spanPool.Put(m)
+	select {
+	case spanFree <- m:
+	default: // as many kept as reads usually run at once
+	}
 }
 
 // UsageRows implements UsageRows over compact rows.
