@@ -92,12 +92,8 @@ func (s *Store) regranulePacks(ctx context.Context) error {
 			}
 		}
 	}
-	var left uint64
-	if err := s.conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = ? AND name = 'run_packs_before_regranule'", s.cfg.Database).Scan(&left); err != nil {
-		return classify(fmt.Errorf("cannot read the tables of %s: %w", s.cfg.Database, err))
-	}
-	if left == 0 {
-		return nil
+	if left, err := s.tableExists(ctx, "run_packs_before_regranule"); err != nil || !left {
+		return err
 	}
 	packID := "project, day, min_ms, max_ms, cityHash64(runs)"
 	for _, q := range []string{

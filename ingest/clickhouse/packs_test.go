@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cardhour/cardhour/ingest"
+	"github.com/cardhour/cardhour/ingest/clickhouse"
 	"github.com/cardhour/cardhour/internal/storetest"
 	"github.com/cardhour/cardhour/internal/testenv"
 	"github.com/cardhour/cardhour/schemas"
@@ -62,35 +63,14 @@ func TestRunPacksBackfill(t *testing.T) {
 // it; usage from the packs answers as before either way.
 func TestRunPacksRegranule(t *testing.T) {
 	st := open(t, testenv.ClickHouseAddr(t), testenv.UniqueName(t, "ch"))
-	ctx := context.Background()
 	db := "`" + st.Database() + "`"
 	samples := storetest.Samples(t, storetest.Trace(t, 8_000, 43))
 	mem := ingest.NewMemStore()
 	storetest.WriteStreamedTo(t, samples, 1_000, 500, st, mem)
-	exec := func(q string) { t.Helper(); require.NoError(t, st.Conn().Exec(ctx, q)) }
-	scalar := func(q string) (v string) {
-		t.Helper()
-		require.NoError(t, st.Conn().QueryRow(ctx, q).Scan(&v))
-		return v
-	}
+	d := packsDB{t, st}
+	exec, scalar, tables := d.exec, d.scalar, d.tables
 	definition := func() string {
 		return scalar("SELECT create_table_query FROM system.tables WHERE database = '" + st.Database() + "' AND name = 'run_packs'")
-	}
-	tables := func() string {
-		return scalar("SELECT arrayStringConcat(groupArray(name), ',') FROM (SELECT name FROM system.tables WHERE database = '" +
-			st.Database() + "' AND name LIKE 'run_packs%' ORDER BY name)")
-	}
-	forget18 := func() {
-		exec("ALTER TABLE " + db + ".schema_migrations DELETE WHERE version = 18")
-		require.Eventually(t, func() bool {
-			return scalar("SELECT toString(count()) FROM "+db+".schema_migrations WHERE version = 18") == "0"
-		}, 10*time.Second, 50*time.Millisecond)
-	}
-	migrate := func() {
-		t.Helper()
-		res, err := st.Migrate(ctx)
-		require.NoError(t, err)
-		require.Equal(t, []int{18}, res.Applied)
 	}
 	packs := scalar("SELECT toString(count()) FROM " + db + ".run_packs")
 	require.Contains(t, definition(), "index_granularity = 16", "a new database has small granules")
@@ -101,8 +81,7 @@ func TestRunPacksRegranule(t *testing.T) {
 	exec("INSERT INTO " + db + ".run_packs SELECT * FROM " + db + ".run_packs_copy")
 	exec("DROP TABLE " + db + ".run_packs_copy")
 	require.Contains(t, definition(), "index_granularity = 8192")
-	forget18()
-	migrate()
+	d.rerun(18)
 	require.Contains(t, definition(), "index_granularity = 16")
 	require.Equal(t, "run_packs", tables(), "nothing left beside run_packs")
 	require.Equal(t, packs, scalar("SELECT toString(count()) FROM "+db+".run_packs"))
@@ -112,8 +91,7 @@ func TestRunPacksRegranule(t *testing.T) {
 	// copied: here every pack is still in the old table.
 	exec("RENAME TABLE " + db + ".run_packs TO " + db + ".run_packs_before_regranule")
 	exec("CREATE TABLE " + db + ".run_packs (day Date, project String, min_ms Int64, max_ms Int64, runs String) ENGINE = MergeTree PARTITION BY toYYYYMM(day) ORDER BY (project, day) SETTINGS index_granularity = 16")
-	forget18()
-	migrate()
+	d.rerun(18)
 	require.Equal(t, "run_packs", tables(), "the old table is dropped")
 	require.Equal(t, packs, scalar("SELECT toString(count()) FROM "+db+".run_packs"), "every pack copied once")
 	storetest.RequirePacksAsRuns(t, st, mem, samples, 10)
@@ -130,23 +108,15 @@ func TestRunPacksReseal(t *testing.T) {
 	samples := storetest.Samples(t, storetest.Trace(t, 8_000, 47))
 	mem := ingest.NewMemStore()
 	storetest.WriteStreamedTo(t, samples, 4_000, 500, st, mem)
-	exec := func(q string) { t.Helper(); require.NoError(t, st.Conn().Exec(ctx, q)) }
-	scalar := func(q string) (v string) {
-		t.Helper()
-		require.NoError(t, st.Conn().QueryRow(ctx, q).Scan(&v))
-		return v
-	}
-	tables := func() string {
-		return scalar("SELECT arrayStringConcat(groupArray(name), ',') FROM (SELECT name FROM system.tables WHERE database = '" +
-			st.Database() + "' AND name LIKE 'run_packs%' ORDER BY name)")
-	}
+	d := packsDB{t, st}
+	exec, scalar, tables := d.exec, d.scalar, d.tables
 	// versions counts the packs by their first byte: "plain,sealed".
 	versions := func() string {
 		return scalar("SELECT concat(toString(countIf(substring(runs, 1, 1) = unhex('01'))), ',', toString(countIf(substring(runs, 1, 1) = unhex('02')))) FROM " +
 			db + ".run_packs")
 	}
-	// unsealTo replaces table's packs by their version-1 bytes, as a build
-	// before sealing wrote them.
+	// The packs as a build before sealing wrote them (version 1), which
+	// writePlain inserts into a table.
 	type pack struct {
 		day     time.Time
 		project string
@@ -173,18 +143,6 @@ func TestRunPacksReseal(t *testing.T) {
 		}
 		require.NoError(t, b.Send())
 	}
-	forget19 := func() {
-		exec("ALTER TABLE " + db + ".schema_migrations DELETE WHERE version = 19")
-		require.Eventually(t, func() bool {
-			return scalar("SELECT toString(count()) FROM "+db+".schema_migrations WHERE version = 19") == "0"
-		}, 10*time.Second, 50*time.Millisecond)
-	}
-	migrate := func() {
-		t.Helper()
-		res, err := st.Migrate(ctx)
-		require.NoError(t, err)
-		require.Equal(t, []int{19}, res.Applied)
-	}
 	n, k := len(all), 0 // packs, of which LZ4 makes k smaller
 	for _, p := range all {
 		if _, ok := schemas.Reseal(p.runs); ok {
@@ -202,8 +160,7 @@ func TestRunPacksReseal(t *testing.T) {
 	writePlain("run_packs", all)
 	require.Equal(t, strconv.Itoa(n)+",0", versions())
 	storetest.RequirePacksAsRuns(t, st, mem, samples, 11)
-	forget19()
-	migrate()
+	d.rerun(19)
 	require.Equal(t, "run_packs", tables(), "nothing left beside run_packs")
 	require.Equal(t, sealed, versions(), "every pack sealed, none lost or repeated")
 	storetest.RequirePacksAsRuns(t, st, mem, samples, 12)
@@ -221,9 +178,46 @@ func TestRunPacksReseal(t *testing.T) {
 		half[i].runs, _ = schemas.Reseal(all[i].runs)
 	}
 	writePlain("run_packs", half)
-	forget19()
-	migrate()
+	d.rerun(19)
 	require.Equal(t, "run_packs", tables(), "the old table and the side table are dropped")
 	require.Equal(t, sealed, versions(), "the other half sealed and copied, the first half not again")
 	storetest.RequirePacksAsRuns(t, st, mem, samples, 13)
+}
+
+// packsDB runs the statements of the run_packs migration tests on a store's
+// database.
+type packsDB struct {
+	t  *testing.T
+	st *clickhouse.Store
+}
+
+func (d packsDB) exec(q string) {
+	d.t.Helper()
+	require.NoError(d.t, d.st.Conn().Exec(context.Background(), q))
+}
+
+func (d packsDB) scalar(q string) (v string) {
+	d.t.Helper()
+	require.NoError(d.t, d.st.Conn().QueryRow(context.Background(), q).Scan(&v))
+	return v
+}
+
+// tables lists the database's tables named run_packs…, comma-separated.
+func (d packsDB) tables() string {
+	return d.scalar("SELECT arrayStringConcat(groupArray(name), ',') FROM (SELECT name FROM system.tables WHERE database = '" +
+		d.st.Database() + "' AND name LIKE 'run_packs%' ORDER BY name)")
+}
+
+// rerun forgets that migration v was applied and migrates, which must apply
+// v alone (as after a crash before its version was recorded).
+func (d packsDB) rerun(v int) {
+	d.t.Helper()
+	db := "`" + d.st.Database() + "`"
+	d.exec("ALTER TABLE " + db + ".schema_migrations DELETE WHERE version = " + strconv.Itoa(v))
+	require.Eventually(d.t, func() bool {
+		return d.scalar("SELECT toString(count()) FROM "+db+".schema_migrations WHERE version = "+strconv.Itoa(v)) == "0"
+	}, 10*time.Second, 50*time.Millisecond)
+	res, err := d.st.Migrate(context.Background())
+	require.NoError(d.t, err)
+	require.Equal(d.t, []int{v}, res.Applied)
 }

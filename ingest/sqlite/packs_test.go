@@ -53,16 +53,23 @@ func TestRunPacksBackfill(t *testing.T) {
 	// The back-fill run again (a crash before its version was recorded)
 	// replaces every pack by those of the runs, and the answers stay the same.
 	require.NoError(t, st.Close())
-	db, err := sql.Open("sqlite", path)
-	require.NoError(t, err)
-	_, err = db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, sqlite.VersionBefore("-- go: fill run_packs")))
-	require.NoError(t, err)
-	require.NoError(t, db.Close())
+	setUserVersion(t, path, sqlite.VersionBefore("-- go: fill run_packs"))
 	st, err = sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	require.Less(t, countPacks(t, path), n, "one pack per project and day, not per batch")
 	storetest.RequirePacksAsRuns(t, st, mem, samples, 7)
+}
+
+// setUserVersion sets the store's schema version, as a store that has
+// applied only the migrations before v would have it.
+func setUserVersion(t *testing.T, path string, v int) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, v))
+	require.NoError(t, err)
 }
 
 func countPacks(t *testing.T, path string) int {
@@ -112,46 +119,41 @@ func TestRunPacksReseal(t *testing.T) {
 	storetest.WriteStreamedTo(t, samples, 4_000, 500, st, mem)
 	require.NoError(t, st.Close())
 
-	// versions counts the packs by version: plain (1) and sealed (2).
-	versions := func() (plain, sealed int) {
-		db, err := sql.Open("sqlite", path)
-		require.NoError(t, err)
-		defer db.Close()
-		require.NoError(t, db.QueryRow(`SELECT count(*) FILTER (WHERE substr(runs, 1, 1) = x'01'), count(*) FILTER (WHERE substr(runs, 1, 1) = x'02') FROM run_packs`).Scan(&plain, &sealed))
-		return plain, sealed
-	}
-	plain, sealed := versions()
-	require.Greater(t, sealed, 2*plain, "packs are written sealed where that makes them smaller")
-
-	// Back to version-1 packs and the version before the migration.
 	db, err := sql.Open("sqlite", path)
 	require.NoError(t, err)
+	defer db.Close()
+	// versions counts the packs by version: plain (1) and sealed (2).
+	versions := func() [2]int {
+		var v [2]int
+		require.NoError(t, db.QueryRow(`SELECT count(*) FILTER (WHERE substr(runs, 1, 1) = x'01'), count(*) FILTER (WHERE substr(runs, 1, 1) = x'02') FROM run_packs`).Scan(&v[0], &v[1]))
+		return v
+	}
+	written := versions()
+	require.Greater(t, written[1], 2*written[0], "packs are written sealed where that makes them smaller")
+
+	// Back to version-1 packs, as a build before sealing wrote them, and to
+	// the version before the migration.
 	rows, err := db.Query(`SELECT rowid, runs FROM run_packs`)
 	require.NoError(t, err)
-	unsealed := map[int64][]byte{}
+	plain := map[int64][]byte{}
 	for rows.Next() {
 		var id int64
 		var b []byte
 		require.NoError(t, rows.Scan(&id, &b))
-		b, err = schemas.Unseal(b)
+		plain[id], err = schemas.Unseal(b)
 		require.NoError(t, err)
-		unsealed[id] = b
 	}
 	require.NoError(t, rows.Err())
-	for id, b := range unsealed {
+	for id, b := range plain {
 		_, err := db.Exec(`UPDATE run_packs SET runs = ? WHERE rowid = ?`, b, id)
 		require.NoError(t, err)
 	}
-	_, err = db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, sqlite.VersionBefore("-- go: seal the version-1 packs")))
-	require.NoError(t, err)
-	require.NoError(t, db.Close())
-	p, s := versions()
-	require.Equal(t, [2]int{plain + sealed, 0}, [2]int{p, s})
+	require.Equal(t, [2]int{written[0] + written[1], 0}, versions())
+	setUserVersion(t, path, sqlite.VersionBefore("-- go: seal the version-1 packs"))
 
 	st, err = sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	p, s = versions()
-	require.Equal(t, [2]int{plain, sealed}, [2]int{p, s}, "the migration sealed what a new store seals")
+	require.Equal(t, written, versions(), "the migration sealed what a new store seals")
 	storetest.RequirePacksAsRuns(t, st, mem, samples, 8)
 }
