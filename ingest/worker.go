@@ -370,6 +370,9 @@ type consumer struct {
 	uncommitted []kafka.Message
 	lastCommit  time.Time
 	onCommit    func()
+	// The batch whose raw insert is being ended in the background while the
+	// next batch streams (nil when none): see startClose.
+	closing *closing
 	// backlog: since the last batch that ended at the end of its partitions,
 	// some message had backlogMessages or more behind it.
 	backlog bool
@@ -627,6 +630,14 @@ func (c *consumer) writeBatches(ctx, wctx context.Context, stopFetch func(), fre
 	// CommitInterval has passed, between batches.
 	ticker := time.NewTicker(max(cfg.CommitInterval/4, 10*time.Millisecond))
 	defer ticker.Stop()
+	fail := func(err error) {
+		if werr = err; werr != nil {
+			stopFetch()
+			if ctx.Err() != nil {
+				c.log.Warn("shutdown: batch abandoned uncommitted; it will be consumed again", "err", werr)
+			}
+		}
+	}
 loop:
 	for {
 		select {
@@ -638,11 +649,12 @@ loop:
 				c.recycle(p, free)
 				continue
 			}
-			if st, werr = c.writePiece(wctx, st, p, free); werr != nil {
-				stopFetch()
-				if ctx.Err() != nil {
-					c.log.Warn("shutdown: batch abandoned uncommitted; it will be consumed again", "err", werr)
-				}
+			var err error
+			st, err = c.writePiece(wctx, st, p, free)
+			fail(err)
+		case err := <-c.closeDone():
+			if err = c.completeClose(wctx, err, free, werr == nil); werr == nil {
+				fail(err)
 			}
 		case <-ticker.C:
 			if werr == nil && st == nil && len(c.uncommitted) > 0 && time.Since(c.lastCommit) >= cfg.CommitInterval {
@@ -655,6 +667,11 @@ loop:
 	if st != nil {
 		st.Abort()
 	}
+	if c.closing != nil {
+		if err := c.completeClose(wctx, <-c.closing.done, free, werr == nil); werr == nil {
+			werr = err
+		}
+	}
 	if werr == nil && len(c.uncommitted) > 0 {
 		// Stored batches that waited for the commit interval: write their
 		// intervals and commit them within the grace period.
@@ -666,18 +683,73 @@ loop:
 }
 
 // writePiece writes p's samples to the open stream of its batch (begun by the
-// batch's first piece), or, p being the batch's end, finishes the batch and
-// its stream; it returns the stream still open (nil after a batch's end) and
-// gives p's buffer back.
+// batch's first piece) and gives p's buffer back, or, p being the batch's end,
+// completes the batch before it (awaitClose) and starts ending this one's
+// stream in the background (startClose); it returns the stream still open
+// (nil after a batch's end).
 func (c *consumer) writePiece(ctx context.Context, st *Stream, p piece, free chan<- *batch) (*Stream, error) {
-	defer c.recycle(p, free)
 	if st == nil {
 		st = c.writer.BeginStream(ctx, c.w.cfg.BatchAge)
 	}
 	if p.b == nil {
+		defer c.recycle(p, free)
 		return st, st.Write(ctx, p.samples)
 	}
-	return nil, c.finish(ctx, p.b, st)
+	if err := c.awaitClose(ctx, free); err != nil {
+		st.Abort()
+		c.recycle(p, free)
+		return nil, err
+	}
+	c.startClose(p.b, st)
+	return nil, nil
+}
+
+// closing is a batch whose stream is being closed in the background.
+type closing struct {
+	b    *batch
+	done chan error // Stream.Close's result
+}
+
+// startClose ends st, the stream of batch b, in the background. The server
+// writes a batch's rows when its insert ends, which takes a good part of the
+// time the batch took to stream: meanwhile the fetcher and the writer go on
+// with the next batch, on another connection. Batches are still completed,
+// and committed, in fetch order: the next batch's end, the writer's
+// shutdown, or the result itself (closeDone) completes b first.
+func (c *consumer) startClose(b *batch, st *Stream) {
+	done := make(chan error, 1)
+	go func() { done <- st.Close() }()
+	c.closing = &closing{b: b, done: done}
+}
+
+// closeDone is the channel of the background close's result (nil, which
+// blocks, when none).
+func (c *consumer) closeDone() <-chan error {
+	if c.closing == nil {
+		return nil
+	}
+	return c.closing.done
+}
+
+// awaitClose waits for the background close, if any, and completes its batch.
+func (c *consumer) awaitClose(ctx context.Context, free chan<- *batch) error {
+	if c.closing == nil {
+		return nil
+	}
+	return c.completeClose(ctx, <-c.closing.done, free, true)
+}
+
+// completeClose completes the batch of the background close, whose result is
+// err: when finish is set and the close succeeded, its dead letters and
+// offsets (finish); then its buffer goes back to the fetcher.
+func (c *consumer) completeClose(ctx context.Context, err error, free chan<- *batch, finish bool) error {
+	b := c.closing.b
+	c.closing = nil
+	defer c.recycle(piece{b: b}, free)
+	if err != nil || !finish {
+		return err
+	}
+	return c.finish(ctx, b)
 }
 
 // recycle gives p's buffer back: its samples' to the pool, or its batch to
@@ -860,16 +932,16 @@ func (c *consumer) decodeMessage(msg *kafka.Message, b *batch, next func()) (val
 	return valid
 }
 
-// finish ends the batch's raw insert, writes its invalid messages to the
-// dead-letter topic and records them in the store as rejects, and then, if the
-// batch is not full or CommitInterval has passed, writes the intervals of this
-// and the batches staged before it and commits their offsets.
-func (c *consumer) finish(ctx context.Context, b *batch, st *Stream) error {
+// finish completes a batch whose raw insert has ended: it writes its invalid
+// messages to the dead-letter topic and records them in the store as rejects,
+// and then, if the batch is not full or CommitInterval has passed, writes the
+// intervals of this and the batches staged before it and commits their
+// offsets. The intervals written then may also cover samples of the batch
+// streaming meanwhile: a row that outruns its raw samples, which are consumed
+// again if they fail, and absorbed like any repeat.
+func (c *consumer) finish(ctx context.Context, b *batch) error {
 	cfg := &c.w.cfg
 	m := cfg.Metrics
-	if err := st.Close(); err != nil {
-		return err
-	}
 	if len(b.dead) > 0 {
 		err := Retry(ctx, c.log, cfg.RetryMin, cfg.RetryMax, m, c.w.notePause, "dead-letter write", func(ctx context.Context) error {
 			if err := c.w.dlq.WriteMessages(ctx, b.dead...); err != nil {
