@@ -33,6 +33,7 @@ type Activity struct {
 	Nodes  []NodeMinute
 	Unheld []schemas.Sample
 	seen   map[NodeMinute]struct{}
+	last   NodeMinute // the pair of the last sample added (in seen)
 }
 
 // UnheldBusy reports whether s is an unheld sample that the data-quality
@@ -60,9 +61,14 @@ func (a *Activity) Add(samples []schemas.Sample) {
 	for i := range samples {
 		s := &samples[i]
 		m := NodeMinute{Node: s.Node, MinuteMS: MinuteOf(s.StartMS)}
-		if _, ok := a.seen[m]; !ok {
-			a.seen[m] = struct{}{}
-			a.Nodes = append(a.Nodes, m)
+		// Samples come in runs of one node and tick (a message): only the
+		// first of a run looks the pair up.
+		if m != a.last || len(a.Nodes) == 0 {
+			a.last = m
+			if _, ok := a.seen[m]; !ok {
+				a.seen[m] = struct{}{}
+				a.Nodes = append(a.Nodes, m)
+			}
 		}
 		if UnheldBusy(s) {
 			a.Unheld = append(a.Unheld, *s)

@@ -328,6 +328,9 @@ func (r *rawStream) Append(samples []schemas.Sample) error {
 // both were accepted.
 func (r *rawStream) Finish() error {
 	r.done = true
+	// Every row is sent: the columns are not needed while the server ends
+	// the insert (the next batch streams meanwhile, with columns of its own).
+	r.releaseCols()
 	act := make(chan error, 1)
 	go func() { act <- r.s.writeActivity(r.ctx, &r.act) }()
 	err := r.b.Send()
@@ -346,6 +349,10 @@ func (r *rawStream) Abort() {
 		r.done = true
 		_ = r.b.Abort()
 	}
+	r.releaseCols()
+}
+
+func (r *rawStream) releaseCols() {
 	if r.c != nil {
 		r.c.release()
 		r.c = nil
