@@ -76,6 +76,12 @@ func (a *Activity) Add(samples []schemas.Sample) {
 	}
 }
 
+// Seal drops the lookup table of the pairs seen, once no more samples come
+// (the rows stay): a streamed batch's rollup waits for its insert to end while
+// the next batch's grows. Samples added after Seal may list a pair again, which
+// the stores absorb like a replay.
+func (a *Activity) Seal() { a.seen = nil }
+
 // Empty reports whether the rollup has no row to write.
 func (a *Activity) Empty() bool { return len(a.Nodes) == 0 && len(a.Unheld) == 0 }
 

@@ -331,6 +331,7 @@ func (r *rawStream) Finish() error {
 	// Every row is sent: the columns are not needed while the server ends
 	// the insert (the next batch streams meanwhile, with columns of its own).
 	r.releaseCols()
+	r.act.Seal()
 	act := make(chan error, 1)
 	go func() { act <- r.s.writeActivity(r.ctx, &r.act) }()
 	err := r.b.Send()
