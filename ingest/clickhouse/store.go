@@ -115,8 +115,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		DialTimeout: cfg.DialTimeout,
 		ReadTimeout: cfg.ReadTimeout,
 		Compression: &ch.Compression{Method: cfg.CompressionMethod()},
-		// Each consumer holds at most three connections at once (a batch's raw
-		// insert, its intervals and its latest samples); reads take two more.
+		// Each consumer holds at most five connections at once: the raw
+		// insert of the batch being read and of the one whose insert is
+		// ending, that one's activity rollup, and at a commit the intervals
+		// and the latest samples. Reads take two more.
 		MaxOpenConns: 32,
 		// A connection's encoding buffer grows to its largest block (a rollup
 		// insert of tens of thousands of rows: megabytes); idle connections
