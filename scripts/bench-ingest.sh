@@ -138,6 +138,18 @@ pipeline() {
 	chq "DROP DATABASE $db"
 }
 
+# load LABEL DB FORMAT FILE: clickhouse-client inserts FILE into DB.raw_samples;
+# appends the seconds to $WORK/LABEL.s and the CPU to $WORK/cpu.
+load() {
+	cpu_begin
+	local t0
+	t0=$(now)
+	/usr/bin/time -f '%U %S' -o "$WORK/client.cpu" clickhouse-client --host "$CH_HOST" --port "$CH_PORT" \
+		--query "INSERT INTO $2.raw_samples ($COLS) FORMAT $3" <"$4"
+	echo "$(now) - $t0" | bc -l >>"$WORK/$1.s"
+	cpu_end "$1" "$(awk '{print $1 + $2}' "$WORK/client.cpu")"
+}
+
 echo "== building" >&2
 go build -o "$WORK/cardhour" ./cmd/cardhour
 go build -o "$WORK/bench" ./scripts/bench-ingest
@@ -157,12 +169,7 @@ if [[ " $PARTS " == *" e2e "* ]]; then
 	for i in $(seq "$REPEAT"); do
 		"$WORK/cardhour" migrate --store "clickhouse://$CH/${RUN}_direct$i" >/dev/null 2>&1
 
-		cpu_begin
-		t0=$(now)
-		/usr/bin/time -f '%U %S' -o "$WORK/client.cpu" clickhouse-client --host "$CH_HOST" --port "$CH_PORT" \
-			--query "INSERT INTO ${RUN}_direct$i.raw_samples ($COLS) FORMAT TabSeparated" <"$WORK/s.tsv"
-		echo "$(now) - $t0" | bc -l >>"$WORK/tsv.s"
-		cpu_end tsv "$(awk '{print $1 + $2}' "$WORK/client.cpu")"
+		load tsv "${RUN}_direct$i" TabSeparated "$WORK/s.tsv"
 		if [[ ! -s $WORK/s.native ]]; then
 			# The same rows as Native, in the order they arrive (a Log table
 			# keeps the order of its inserts) and in the table's order.
@@ -176,12 +183,7 @@ if [[ " $PARTS " == *" e2e "* ]]; then
 			f=$WORK/s.native
 			[[ $o == sorted ]] && f=$WORK/s.sorted.native
 			"$WORK/cardhour" migrate --store "clickhouse://$CH/${RUN}_$o$i" >/dev/null 2>&1
-			cpu_begin
-			t0=$(now)
-			/usr/bin/time -f '%U %S' -o "$WORK/client.cpu" clickhouse-client --host "$CH_HOST" --port "$CH_PORT" \
-				--query "INSERT INTO ${RUN}_$o$i.raw_samples ($COLS) FORMAT Native" <"$f"
-			echo "$(now) - $t0" | bc -l >>"$WORK/$o.s"
-			cpu_end "$o" "$(awk '{print $1 + $2}' "$WORK/client.cpu")"
+			load "$o" "${RUN}_$o$i" Native "$f"
 			chq "DROP DATABASE ${RUN}_$o$i"
 		done
 		direct_rows=$(chq "SELECT count() FROM ${RUN}_direct$i.raw_samples")
