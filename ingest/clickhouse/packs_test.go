@@ -62,12 +62,8 @@ func TestRunPacksBackfill(t *testing.T) {
 // table beside an empty new one, copies the old table's packs over and drops
 // it; usage from the packs answers as before either way.
 func TestRunPacksRegranule(t *testing.T) {
-	st := open(t, testenv.ClickHouseAddr(t), testenv.UniqueName(t, "ch"))
-	db := "`" + st.Database() + "`"
-	samples := storetest.Samples(t, storetest.Trace(t, 8_000, 43))
-	mem := ingest.NewMemStore()
-	storetest.WriteStreamedTo(t, samples, 1_000, 500, st, mem)
-	d := packsDB{t, st}
+	d, samples, mem := newPacksDB(t, 43, 1_000)
+	st, db := d.st, d.name()
 	exec, scalar, tables := d.exec, d.scalar, d.tables
 	definition := func() string {
 		return scalar("SELECT create_table_query FROM system.tables WHERE database = '" + st.Database() + "' AND name = 'run_packs'")
@@ -102,13 +98,9 @@ func TestRunPacksRegranule(t *testing.T) {
 // (holding packs the new one lacks) beside the new, seals and copies those
 // and drops it; usage from the packs answers as before either way.
 func TestRunPacksReseal(t *testing.T) {
-	st := open(t, testenv.ClickHouseAddr(t), testenv.UniqueName(t, "ch"))
+	d, samples, mem := newPacksDB(t, 47, 4_000)
+	st, db := d.st, d.name()
 	ctx := context.Background()
-	db := "`" + st.Database() + "`"
-	samples := storetest.Samples(t, storetest.Trace(t, 8_000, 47))
-	mem := ingest.NewMemStore()
-	storetest.WriteStreamedTo(t, samples, 4_000, 500, st, mem)
-	d := packsDB{t, st}
 	exec, scalar, tables := d.exec, d.scalar, d.tables
 	// versions counts the packs by their first byte: "plain,sealed".
 	versions := func() string {
@@ -191,6 +183,20 @@ type packsDB struct {
 	st *clickhouse.Store
 }
 
+// newPacksDB opens a fresh database and streams 8 000 samples of a trace
+// (seed) into it in batches of batch, and into a MemStore to compare with.
+func newPacksDB(t *testing.T, seed uint64, batch int) (packsDB, []schemas.Sample, *ingest.MemStore) {
+	t.Helper()
+	st := open(t, testenv.ClickHouseAddr(t), testenv.UniqueName(t, "ch"))
+	samples := storetest.Samples(t, storetest.Trace(t, 8_000, seed))
+	mem := ingest.NewMemStore()
+	storetest.WriteStreamedTo(t, samples, batch, 500, st, mem)
+	return packsDB{t, st}, samples, mem
+}
+
+// name is the database's quoted name.
+func (d packsDB) name() string { return "`" + d.st.Database() + "`" }
+
 func (d packsDB) exec(q string) {
 	d.t.Helper()
 	require.NoError(d.t, d.st.Conn().Exec(context.Background(), q))
@@ -212,7 +218,7 @@ func (d packsDB) tables() string {
 // v alone (as after a crash before its version was recorded).
 func (d packsDB) rerun(v int) {
 	d.t.Helper()
-	db := "`" + d.st.Database() + "`"
+	db := d.name()
 	d.exec("ALTER TABLE " + db + ".schema_migrations DELETE WHERE version = " + strconv.Itoa(v))
 	require.Eventually(d.t, func() bool {
 		return d.scalar("SELECT toString(count()) FROM "+db+".schema_migrations WHERE version = "+strconv.Itoa(v)) == "0"

@@ -30,10 +30,7 @@ func TestSQLitePackedUsage(t *testing.T) {
 // the migration add packs of their own.
 func TestRunPacksBackfill(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "cardhour.db")
-	log := slog.New(slog.DiscardHandler)
-	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
-	require.NoError(t, err)
+	st, path, log := openTemp(t)
 	samples := storetest.Samples(t, storetest.Trace(t, 12_000, 31))
 	old, later := samples[:len(samples)*2/3], samples[len(samples)*2/3:]
 	mem := ingest.NewMemStore()
@@ -54,7 +51,7 @@ func TestRunPacksBackfill(t *testing.T) {
 	// replaces every pack by those of the runs, and the answers stay the same.
 	require.NoError(t, st.Close())
 	setUserVersion(t, path, sqlite.VersionBefore("-- go: fill run_packs"))
-	st, err = sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	require.Less(t, countPacks(t, path), n, "one pack per project and day, not per batch")
@@ -86,11 +83,7 @@ func countPacks(t *testing.T, path string) int {
 // (the batch that would leave more merges them), and usage from the merged
 // packs answers as from the run rows and from a MemStore, replays included.
 func TestRunPacksMergeSmallBatches(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "cardhour.db")
-	log := slog.New(slog.DiscardHandler)
-	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
-	require.NoError(t, err)
+	st, path, _ := openTemp(t)
 	t.Cleanup(func() { _ = st.Close() })
 	samples := storetest.Samples(t, storetest.Trace(t, 6_000, 41))
 	mem := ingest.NewMemStore()
@@ -110,10 +103,7 @@ func TestRunPacksMergeSmallBatches(t *testing.T) {
 // when migrated (user_version 37), and usage from them answers as before.
 func TestRunPacksReseal(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "cardhour.db")
-	log := slog.New(slog.DiscardHandler)
-	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
-	require.NoError(t, err)
+	st, path, log := openTemp(t)
 	samples := storetest.Samples(t, storetest.Trace(t, 8_000, 53))
 	mem := ingest.NewMemStore()
 	storetest.WriteStreamedTo(t, samples, 4_000, 500, st, mem)

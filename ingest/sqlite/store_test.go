@@ -21,10 +21,7 @@ import (
 
 func TestBillFromSQLiteEqualsFile(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "cardhour.db")
-	log := slog.New(slog.DiscardHandler)
-	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
-	require.NoError(t, err)
+	st, path, log := openTemp(t)
 	data := storetest.Trace(t, 40_000, 13)
 	cats := storetest.Catalogs(t)
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: log})
@@ -50,10 +47,7 @@ func TestBillFromSQLiteEqualsFile(t *testing.T) {
 // samples when migrated: per instance the held sample with the greatest start.
 func TestLatestSamplesBackfill(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "cardhour.db")
-	log := slog.New(slog.DiscardHandler)
-	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
-	require.NoError(t, err)
+	st, path, log := openTemp(t)
 	samples := storetest.Samples(t, storetest.Trace(t, 20_000, 23))
 	require.NoError(t, st.Write(ctx, &ingest.Batch{Samples: samples})) // raw rows only
 	require.Empty(t, storetest.Latest(t, st, 0))
@@ -77,10 +71,7 @@ func TestLatestSamplesBackfill(t *testing.T) {
 // cut through a class read raw samples, and fail loudly once those are gone.
 func TestOldIdleRunsMigrateAndRawFallback(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "cardhour.db")
-	log := slog.New(slog.DiscardHandler)
-	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
-	require.NoError(t, err)
+	st, path, log := openTemp(t)
 	data := storetest.Trace(t, 20_000, 17)
 	cats := storetest.Catalogs(t)
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: log})
@@ -135,10 +126,7 @@ func TestOldIdleRunsMigrateAndRawFallback(t *testing.T) {
 // samples written after the migration add to the rollup.
 func TestDataQualityRollupBackfill(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "cardhour.db")
-	log := slog.New(slog.DiscardHandler)
-	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
-	require.NoError(t, err)
+	st, path, _ := openTemp(t)
 	old, later := storetest.QualityTraceBefore(t, time.Date(2026, 11, 1, 0, 30, 0, 0, time.UTC))
 	require.NoError(t, st.Write(ctx, &ingest.Batch{Samples: old}))
 	require.NoError(t, st.Close())
@@ -177,10 +165,7 @@ func reopenBefore(t *testing.T, path string, tables ...string) *sqlite.Store {
 // of shares written after come back with their fields.
 func TestShareColumnsMigrate(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "cardhour.db")
-	log := slog.New(slog.DiscardHandler)
-	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log})
-	require.NoError(t, err)
+	st, path, log := openTemp(t)
 	data := storetest.Trace(t, 10_000, 23)
 	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: log})
 	require.NoError(t, err)
@@ -207,4 +192,15 @@ func TestShareColumnsMigrate(t *testing.T) {
 	from, to := st.Migrated()
 	require.Equal(t, [2]int{29, sqlite.SchemaVersion}, [2]int{from, to})
 	storetest.RequireSharesAfterMigration(t, data, st)
+}
+
+// openTemp opens a store in a fresh file of t's temporary directory; the path
+// and the logger serve to open it again.
+func openTemp(t *testing.T) (st *sqlite.Store, path string, log *slog.Logger) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "cardhour.db")
+	log = slog.New(slog.DiscardHandler)
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: path, Logger: log})
+	require.NoError(t, err)
+	return st, path, log
 }
