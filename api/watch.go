@@ -140,25 +140,47 @@ func (s *Server) exemptionBody(e ledger.Exemption) ExemptionBody {
 // Not ledger.Budget: the limit is shown as text with the currency's
 // minor digits (LimitText), and no thresholds as [].
 type BudgetBody struct {
-	ID         int64     `json:"id"`
-	Scope      string    `json:"scope" enum:"project,student"`
-	Project    string    `json:"project"`
-	User       string    `json:"user,omitempty"`
-	Period     string    `json:"period" enum:"month,term"`
-	Unit       string    `json:"unit" enum:"money,card_hours"`
-	Limit      string    `json:"limit" doc:"decimal string: money in the catalog's currency with its minor digits (880.00), or card-hours as set"`
-	Thresholds []int     `json:"thresholds" doc:"percent of the limit that alert, ascending"`
-	Action     string    `json:"action" enum:"warn,release" doc:"at 100 %: warn only, or also release the held instances"`
-	CreatedBy  string    `json:"created_by"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
+	ID         int64             `json:"id"`
+	Scope      string            `json:"scope" enum:"project,student"`
+	Project    string            `json:"project"`
+	User       string            `json:"user,omitempty"`
+	Period     string            `json:"period" enum:"month,term"`
+	Unit       string            `json:"unit" enum:"money,card_hours"`
+	Limit      string            `json:"limit" doc:"decimal string: money in the catalog's currency with its minor digits (880.00), or card-hours as set"`
+	Thresholds []int             `json:"thresholds" doc:"percent of the limit that alert, ascending"`
+	Action     string            `json:"action" enum:"warn,release" doc:"at 100 %: warn only, or also release the held instances"`
+	CreatedBy  string            `json:"created_by"`
+	CreatedAt  time.Time         `json:"created_at"`
+	UpdatedAt  time.Time         `json:"updated_at"`
+	Status     *BudgetStatusBody `json:"status,omitempty" doc:"what the watcher last measured in the budget's current period; absent when it has not measured this period yet"`
 }
 
-func budgetBody(b ledger.Budget) BudgetBody {
+// BudgetStatusBody is a budget's use in its current period (billing.ProjectBudget).
+type BudgetStatusBody struct {
+	Period      string    `json:"period" doc:"the month (YYYY-MM) or the term's ID"`
+	PeriodStart time.Time `json:"period_start"`
+	PeriodEnd   time.Time `json:"period_end" doc:"exclusive"`
+	AsOf        time.Time `json:"as_of" doc:"when the watcher measured it"`
+	Used        string    `json:"used" doc:"decimal string in the unit: money as the month-to-date bill charges it (for a term: the list price of the held hours), card-hours to 0.01"`
+	Left        string    `json:"left" doc:"limit - used; negative when over"`
+	Percent     int64     `json:"percent" doc:"used / limit x 100, rounded down"`
+	Reached     bool      `json:"reached" doc:"used >= limit"`
+	Forecast    string    `json:"forecast" doc:"the use at the period's end if it goes on at the average rate of the period so far (used x period / elapsed, at as_of)"`
+	ReachesAt   time.Time `json:"reaches_limit_at,omitzero" doc:"when that rate reaches the limit, if before the period's end and not yet reached"`
+}
+
+// budgetBody is b as the API shows it at now.
+func budgetBody(b ledger.Budget, now time.Time) BudgetBody {
 	out := BudgetBody{ID: b.ID, Scope: string(b.Scope), Project: b.Project, User: b.User, Period: string(b.Period), Unit: string(b.Unit),
 		Limit: b.LimitText(), Thresholds: b.Thresholds, Action: string(b.Action), CreatedBy: b.CreatedBy, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt}
 	if out.Thresholds == nil {
 		out.Thresholds = []int{}
+	}
+	if u := b.Usage; u.Period != "" && now.Before(u.End) {
+		p := billing.ProjectBudget(b.Unit, b.LimitDecimal(), u.Money, u.CardMS, u.Start, u.End, u.AsOf)
+		out.Status = &BudgetStatusBody{Period: u.Period, PeriodStart: u.Start, PeriodEnd: u.End, AsOf: u.AsOf,
+			Used: b.Unit.Format(p.Used), Left: b.Unit.Format(p.Left), Percent: p.Percent, Reached: p.Reached,
+			Forecast: b.Unit.Format(p.Forecast), ReachesAt: p.ReachesAt}
 	}
 	return out
 }
@@ -537,7 +559,8 @@ func (s *Server) listBudgets(ctx context.Context, in *budgetListInput) (*body[Pa
 	if err != nil {
 		return nil, err
 	}
-	return pageBody(page, next, budgetBody), nil
+	now := s.now()
+	return pageBody(page, next, func(b ledger.Budget) BudgetBody { return budgetBody(b, now) }), nil
 }
 
 func (s *Server) putBudget(ctx context.Context, in *budgetInput) (*body[BudgetBody], error) {
@@ -566,7 +589,7 @@ func (s *Server) putBudget(ctx context.Context, in *budgetInput) (*body[BudgetBo
 	if err != nil {
 		return nil, err
 	}
-	return &body[BudgetBody]{budgetBody(b)}, nil
+	return &body[BudgetBody]{budgetBody(b, s.now())}, nil
 }
 
 // budgetRef names a budget in a path.
@@ -585,5 +608,5 @@ func (s *Server) deleteBudget(ctx context.Context, in *budgetRef) (*body[BudgetB
 	if err := s.cfg.Ledger.DeleteBudget(ctx, actor(ctx), in.ID); err != nil {
 		return nil, err
 	}
-	return &body[BudgetBody]{budgetBody(b)}, nil
+	return &body[BudgetBody]{budgetBody(b, s.now())}, nil
 }

@@ -1,11 +1,17 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
+	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/internal/ledger"
 )
 
 // items reads a list answer's items and next cursor.
@@ -251,4 +257,58 @@ func TestBudgets(t *testing.T) {
 	require.Equal(t, 404, f.do("lead", "DELETE", fmt.Sprintf("/api/v1/budgets/%d", f.ids["budget-bob"]), "", "").Status)
 	projects, _ := items(t, f.do("admin", "GET", "/api/v1/budgets?scope=project", "", ""))
 	require.Equal(t, []any{"ai101"}, field(projects, "project"))
+}
+
+// A budget's status is what the watcher last measured in its current
+// period, projected by the engine: used, left, percent, forecast and the
+// date the limit is reached; a measure of a period that has ended is not
+// shown; a student sees only their own budgets' status.
+func TestBudgetStatus(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	dec := decimal.RequireFromString
+	dec2026 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	require.NoError(t, f.led.RecordBudgetUsage(ctx, map[int64]ledger.BudgetUsage{
+		// ai101: 500.00 a month, 400.00 used after 8 of 31 days.
+		f.ids["budget-ai101"]: {Period: "2026-12", Start: dec2026, End: dec2026.AddDate(0, 1, 0), Money: dec("400.00"), AsOf: dec2026.AddDate(0, 0, 8)},
+		// s-bob: 40 card-hours, 60.5 used: over.
+		f.ids["budget-bob"]: {Period: "2026-12", Start: dec2026, End: dec2026.AddDate(0, 1, 0), CardMS: 60*3_600_000 + 1_800_000, AsOf: now},
+	}))
+	all, _ := items(t, f.do("finance", "GET", "/api/v1/budgets", "", ""))
+	byID := map[float64]map[string]any{}
+	for _, b := range all {
+		byID[b["id"].(float64)] = b
+	}
+	st := byID[float64(f.ids["budget-ai101"])]["status"].(map[string]any)
+	require.Equal(t, map[string]any{"period": "2026-12", "period_start": "2026-12-01T00:00:00Z", "period_end": "2027-01-01T00:00:00Z",
+		"as_of": "2026-12-09T00:00:00Z", "used": "400.00", "left": "100.00", "percent": 80.0, "reached": false,
+		"forecast": "1550.00", // 400 × 31 / 8
+		"reaches_limit_at": "2026-12-11T00:00:00Z", // 8 days × 500 / 400
+	}, st)
+	bob := byID[float64(f.ids["budget-bob"])]["status"].(map[string]any)
+	require.Equal(t, "60.5", bob["used"])
+	require.Equal(t, "-20.5", bob["left"])
+	require.Equal(t, 151.0, bob["percent"])
+	require.Equal(t, true, bob["reached"])
+	require.NotContains(t, bob, "reaches_limit_at", "reached already")
+
+	// The student sees their own budget and its status, nobody else's.
+	alice, err := f.led.PutBudget(ctx, "cli:test", ledger.Budget{Scope: billing.BudgetStudent, Project: "ai101", User: "s-alice",
+		Period: billing.BudgetMonth, Unit: billing.BudgetMoney, Limit: "1500"})
+	require.NoError(t, err)
+	require.NoError(t, f.led.RecordBudgetUsage(ctx, map[int64]ledger.BudgetUsage{
+		alice.ID: {Period: "2026-12", Start: dec2026, End: dec2026.AddDate(0, 1, 0), Money: dec("2417.00"), AsOf: now}}))
+	mine, _ := items(t, f.do("student", "GET", "/api/v1/budgets", "", ""))
+	require.Len(t, mine, 1)
+	require.Equal(t, "s-alice", mine[0]["user"])
+	require.Equal(t, "2417.00", mine[0]["status"].(map[string]any)["used"])
+	require.Equal(t, 161.0, mine[0]["status"].(map[string]any)["percent"])
+	require.Equal(t, "-917.00", mine[0]["status"].(map[string]any)["left"])
+	// Last month's measure says nothing of this month.
+	nov := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	require.NoError(t, f.led.RecordBudgetUsage(ctx, map[int64]ledger.BudgetUsage{
+		f.ids["budget-ai101"]: {Period: "2026-11", Start: nov, End: dec2026, Money: dec("9.00"), AsOf: dec2026}}))
+	projects, _ := items(t, f.do("finance", "GET", "/api/v1/budgets?scope=project", "", ""))
+	require.Len(t, projects, 1)
+	require.NotContains(t, projects[0], "status", "a measure of an ended period is not shown")
 }

@@ -90,6 +90,7 @@ type dashServer struct {
 	base   string
 	tokens map[string]string // finance, student, lead, admin
 	led    ledger.Store
+	store  string // the usage store's DSN
 }
 
 // startDashboard ingests samples into a SQLite store, seeds the example
@@ -151,7 +152,7 @@ func startDashboard(tb testing.TB, samples string, heldAt, invoiceNow time.Time,
 	}
 	hs.Start()
 	tb.Cleanup(hs.Close)
-	ds := &dashServer{base: hs.URL, tokens: map[string]string{}, led: led}
+	ds := &dashServer{base: hs.URL, tokens: map[string]string{}, led: led, store: store}
 	for name, nt := range tokens {
 		secret, _, err := led.CreateToken(ctx, "cli:test", nt)
 		require.NoError(tb, err)

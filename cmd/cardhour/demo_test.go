@@ -320,6 +320,7 @@ func TestDemoFirstHours(t *testing.T) {
 		require.Positive(t, done, "the simulated fleet freed teaching-pool slices: %+v", rel.Items)
 		checkDemoShareReleased(t, d)
 		checkDemoSignIn(t, d)
+		checkDemoBudgets(t, d)
 		return nil
 	}
 	defer func() { demoAfterRun = nil }()
@@ -517,4 +518,39 @@ func checkDemoSignIn(t *testing.T, d demoRun) {
 		get("/auth/session", &sess)
 		require.Len(t, sess.Grants, want.grants, "demo person %d", i)
 	}
+}
+
+// checkDemoBudgets: within the first hours the watcher has measured every
+// month budget of the demo: the budgets page has their use, percent and
+// forecast for November.
+func checkDemoBudgets(t *testing.T, d demoRun) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, d.URL+"/api/v1/budgets", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+d.Token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close() //nolint:errcheck // test
+	var page struct {
+		Items []struct {
+			ID     int64
+			Period string
+			Status *struct {
+				Period, Used, Forecast string
+				Percent                int64
+			}
+		}
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&page))
+	months := 0
+	for _, b := range page.Items {
+		if b.Period != "month" {
+			continue
+		}
+		months++
+		require.NotNil(t, b.Status, "budget %d measured", b.ID)
+		require.Equal(t, "2026-11", b.Status.Period)
+		require.NotEmpty(t, b.Status.Forecast)
+	}
+	require.Positive(t, months, "the demo has month budgets")
 }

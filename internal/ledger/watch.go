@@ -96,6 +96,11 @@ type WatchStore interface {
 	Budget(ctx context.Context, id int64) (Budget, error)
 	// Budgets lists budgets, newest first, filtered and paginated.
 	Budgets(ctx context.Context, f BudgetFilter) (page []Budget, next string, err error)
+	// RecordBudgetUsage stores what the watcher measured of each budget
+	// (by ID), in one transaction, not audited (it is measured every
+	// cycle). A budget deleted meanwhile is skipped; its limit, thresholds
+	// and action are never changed.
+	RecordBudgetUsage(ctx context.Context, usage map[int64]BudgetUsage) error
 }
 
 // ---------------------------------------------------------------- alerts
@@ -456,6 +461,19 @@ type Budget struct {
 	CreatedBy  string
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+	// Usage is what the watcher last measured of it (zero Period: never).
+	Usage BudgetUsage
+}
+
+// BudgetUsage is what a budget's subject used in one period of the budget,
+// measured by the watcher at AsOf: money (the month-to-date bill, or the
+// term's list price) and card-milliseconds held.
+type BudgetUsage struct {
+	Period     string // "2026-11", or the term's ID
+	Start, End time.Time
+	Money      decimal.Decimal
+	CardMS     int64
+	AsOf       time.Time
 }
 
 // LimitDecimal is the budget's limit.

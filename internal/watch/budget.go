@@ -76,23 +76,11 @@ func (w *Watcher) budgets(ctx context.Context, cat *schemas.Catalog, held []read
 	if needTerm && term.Start.Before(since) {
 		since = term.Start
 	}
-	recorded := map[string]bool{}
-	cursor = ""
-	for {
-		page, next, err := w.cfg.Ledger.Alerts(ctx, ledger.AlertFilter{Kind: billing.AlertBudgetThreshold, Since: since, Cursor: cursor, Limit: ledger.MaxLimit})
-		if err != nil {
-			return fmt.Errorf("watch: budget alerts: %w", err)
-		}
-		for _, a := range page {
-			recorded[a.Key] = true
-		}
-		if next == "" {
-			break
-		}
-		cursor = next
+	recorded, err := w.budgetAlertKeys(ctx, since)
+	if err != nil {
+		return err
 	}
 	var monthly, termly map[subject]spent
-	var err error
 	if needMonth {
 		if monthly, err = w.monthSpent(ctx, cat, month); err != nil {
 			return err
@@ -105,27 +93,54 @@ func (w *Watcher) budgets(ctx context.Context, cat *schemas.Catalog, held []read
 	}
 	st := &state{alerts: recorded}
 	var errs []error
+	usage := make(map[int64]ledger.BudgetUsage, len(all))
 	for _, b := range all {
 		rep.Budgets++
 		var used spent
 		var period string
+		var start, end time.Time
 		switch b.Period {
 		case billing.BudgetMonth:
-			used, period = monthly[subject{b.Project, b.User}], month.String()
+			used, period, start, end = monthly[subject{b.Project, b.User}], month.String(), month.Start, month.End
 		case billing.BudgetTerm:
 			if !inTerm {
 				continue // between terms nothing is counted
 			}
-			used, period = termly[subject{b.Project, b.User}], term.ID
+			used, period, start, end = termly[subject{b.Project, b.User}], term.ID, term.Start, term.End
 		}
+		usage[b.ID] = ledger.BudgetUsage{Period: period, Start: start, End: end, Money: used.money, CardMS: used.ms, AsOf: now}
 		if err := w.budget(ctx, cat, st, b, used, period, held, now, rep); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	// What the budgets page shows (limit left, forecast): recorded even
+	// when an alert failed, since the measure itself holds.
+	if err := w.cfg.Ledger.RecordBudgetUsage(ctx, usage); err != nil {
+		errs = append(errs, fmt.Errorf("watch: record budget usage: %w", err))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("watch: budgets: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// budgetAlertKeys are the natural keys of the budget alerts recorded since.
+func (w *Watcher) budgetAlertKeys(ctx context.Context, since time.Time) (map[string]bool, error) {
+	recorded := map[string]bool{}
+	cursor := ""
+	for {
+		page, next, err := w.cfg.Ledger.Alerts(ctx, ledger.AlertFilter{Kind: billing.AlertBudgetThreshold, Since: since, Cursor: cursor, Limit: ledger.MaxLimit})
+		if err != nil {
+			return nil, fmt.Errorf("watch: budget alerts: %w", err)
+		}
+		for _, a := range page {
+			recorded[a.Key] = true
+		}
+		if next == "" {
+			return recorded, nil
+		}
+		cursor = next
+	}
 }
 
 func (w *Watcher) monthSpent(ctx context.Context, cat *schemas.Catalog, p billing.Period) (map[subject]spent, error) {

@@ -28,6 +28,7 @@ type Ledger interface {
 
 	Exemptions(ctx context.Context, f ledger.ExemptionFilter) (page []ledger.Exemption, next string, err error)
 	Budgets(ctx context.Context, f ledger.BudgetFilter) (page []ledger.Budget, next string, err error)
+	RecordBudgetUsage(ctx context.Context, usage map[int64]ledger.BudgetUsage) error
 	Students(ctx context.Context, f ledger.StudentFilter) (page []ledger.Student, next string, err error)
 }
 

@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/internal/ledger"
@@ -739,6 +741,22 @@ func TestBudgetsOncePerThreshold(t *testing.T) {
 		if got := f.rel.keys(); !slices.Equal(got, s.rel) {
 			t.Fatalf("%s: releases %v, want %v (s1's instance only, once)", s.at, got, s.rel)
 		}
+		if s.at == "10:01" { // what the budgets page shows: the month-to-date bill (the minute sampled at 10:01 counts whole)
+			bs, _, err := f.ledger.Budgets(ctx, ledger.BudgetFilter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range bs {
+				u := b.Usage
+				if u.Period != "2026-12" || !u.AsOf.Equal(at("10:01")) || !u.Start.Equal(billing.NewPeriod(2026, 12, f.cat.Location).Start) {
+					t.Fatalf("usage of budget %d: %+v", b.ID, u)
+				}
+				if b.Scope == billing.BudgetProject && (u.CardMS != 2*62*60_000 || !u.Money.Equal(decimal.RequireFromString("2.06"))) ||
+					b.Scope == billing.BudgetStudent && (u.CardMS != 62*60_000 || !u.Money.Equal(decimal.RequireFromString("1.03"))) {
+					t.Fatalf("usage of the %s budget at 10:01: %d ms, %s", b.Scope, u.CardMS, u.Money)
+				}
+			}
+		}
 	}
 	a, _ := f.ledger.AlertByKey(ctx, ledger.BudgetAlertKey(billing.BudgetStudent, "nlp", "s1", billing.BudgetMoney, "2026-12", 100))
 	var facts alert.Facts
@@ -791,6 +809,11 @@ func TestBudgetJumpAndTerm(t *testing.T) {
 	_ = json.Unmarshal(as[0].Facts, &facts)
 	if facts.Budget.Used.String() != "2" || facts.Budget.Unit != "card_hours" {
 		t.Fatalf("facts %s", as[0].Facts)
+	}
+	bs, _, _ := f.ledger.Budgets(ctx, ledger.BudgetFilter{})
+	if u := bs[0].Usage; u.Period != "2026-autumn" || u.CardMS != 2*3_600_000 || !u.Start.Equal(cat.Terms[0].Start) ||
+		!u.End.Equal(cat.Terms[0].End) || !u.AsOf.Equal(at("11:00")) {
+		t.Fatalf("term usage recorded: %+v", u)
 	}
 }
 

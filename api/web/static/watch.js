@@ -5,7 +5,7 @@
 // lets write.
 
 import { get, getAll, request } from './api.js';
-import { badge, errorText, getZone, h, table, time } from './format.js';
+import { badge, errorText, getZone, h, money, table, time } from './format.js';
 import { t } from './i18n.js';
 
 const STAFF = ['admin', 'finance', 'lead'];
@@ -267,12 +267,32 @@ async function budgetsPage(ctx) {
       btn.disabled = false;
     }
   };
+  const amount = (b, v) => (b.unit === 'money' ? money(v, session.currency) : t('bud.hours', { n: v }));
+  const leftText = (b) => (b.status.left.startsWith('-') ? t('bud.over', { amount: amount(b, b.status.left.slice(1)) }) : amount(b, b.status.left));
+  const usedCell = (b) => {
+    if (!b.status) return h('span', { class: 'muted', 'data-budget': b.id, 'data-status': 'none' }, t('bud.notMeasured'));
+    const st = b.status;
+    return h('div', { 'data-budget': b.id, 'data-status': st.reached ? 'reached' : 'under' },
+      h('div', {}, t('bud.usedOf', { used: amount(b, st.used), limit: amount(b, b.limit), percent: st.percent })),
+      h('div', { class: 'meter' + (st.reached ? ' over' : ''), role: 'img', 'aria-label': `${st.percent} %` },
+        h('span', { style: `width: ${Math.min(100, st.percent)}%` })),
+      h('div', { class: 'muted small' }, t('bud.asOf', { period: st.period, at: time(st.as_of) })));
+  };
+  const forecastCell = (b) => {
+    if (!b.status) return '—';
+    const st = b.status;
+    const when = st.reached ? t('bud.reached') : st.reaches_limit_at ? t('bud.reachesAt', { at: time(st.reaches_limit_at) }) : t('bud.within');
+    return h('div', {}, h('div', {}, amount(b, st.forecast)), h('div', { class: 'muted small', 'data-reach': '' }, when));
+  };
   const list = await pager(ctx, '/api/v1/budgets', {}, (items) => table(t('bud.title'), [
     { label: t('bud.scope'), value: (b) => t('bud.scope.' + b.scope) },
     { label: t('inv.project'), value: (b) => b.project },
     { label: t('inv.user'), value: (b) => b.user || '—' },
     { label: t('bud.period'), value: (b) => t('bud.period.' + b.period) },
-    { label: t('bud.limit'), num: true, value: (b) => `${b.limit} ${b.unit === 'money' ? session.currency : t('bud.unit.card_hours')}` },
+    { label: t('bud.limit'), num: true, value: (b) => amount(b, b.limit) },
+    { label: t('bud.used'), num: true, value: (b) => usedCell(b) },
+    { label: t('bud.left'), num: true, value: (b) => (b.status ? leftText(b) : '—') },
+    { label: t('bud.forecast'), num: true, value: (b) => forecastCell(b) },
     { label: t('bud.thresholds'), value: (b) => b.thresholds.map((x) => x + ' %').join(', ') },
     { label: t('bud.action'), value: (b) => t('bud.action.' + b.action) },
     { label: t('inv.updated'), value: (b) => time(b.updated_at) },
@@ -284,7 +304,7 @@ async function budgetsPage(ctx) {
     } },
   ], items, { id: 'budgets' }));
   if (!list) return;
-  const out = [head(t('bud.title')), h('p', { class: 'muted' }, t('bud.help')), list];
+  const out = [head(t('bud.title')), h('p', { class: 'muted' }, t('bud.help')), h('p', { class: 'muted' }, t('bud.forecastHelp')), list];
   if (STAFF.includes(role)) out.push(budgetForm(ctx, session));
   view.replaceChildren(...out);
 }

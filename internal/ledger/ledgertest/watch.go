@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
 )
@@ -361,6 +363,53 @@ func testExemptions(t *testing.T, open Opener) {
 	}
 }
 
+// testBudgetUsage: what the watcher measured is stored with the budget,
+// read back exactly, replaced by the next measure, kept when the limit is
+// set again, never audited; a deleted budget's is skipped.
+func testBudgetUsage(t *testing.T, s ledger.Store, id int64) {
+	t.Helper()
+	ctx := ctxT(t)
+	before := auditActions(t, s, ledger.AuditFilter{Object: fmt.Sprintf("budget/%d", id)})
+	if b := get(s.Budget(ctx, id))(t); b.Usage != (ledger.BudgetUsage{}) {
+		t.Fatalf("usage before any measure: %+v", b.Usage)
+	}
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	u := ledger.BudgetUsage{Period: "2026-11", Start: start, End: start.AddDate(0, 1, 0), Money: decimal.RequireFromString("2417.05"),
+		CardMS: 7_200_001, AsOf: start.Add(19*24*time.Hour + time.Millisecond)}
+	if err := s.RecordBudgetUsage(ctx, map[int64]ledger.BudgetUsage{id: u, 1 << 40: u}); err != nil {
+		t.Fatalf("record usage (one budget unknown): %v", err)
+	}
+	got := get(s.Budget(ctx, id))(t).Usage
+	if got.Period != u.Period || !got.Start.Equal(u.Start) || !got.End.Equal(u.End) || !got.Money.Equal(u.Money) ||
+		got.CardMS != u.CardMS || !got.AsOf.Equal(u.AsOf) {
+		t.Fatalf("usage read back %+v, want %+v", got, u)
+	}
+	u.Money, u.AsOf = decimal.RequireFromString("2500"), u.AsOf.Add(time.Minute)
+	if err := s.RecordBudgetUsage(ctx, map[int64]ledger.BudgetUsage{id: u}); err != nil {
+		t.Fatal(err)
+	}
+	b := get(s.Budget(ctx, id))(t)
+	if !b.Usage.Money.Equal(u.Money) || !b.Usage.AsOf.Equal(u.AsOf) {
+		t.Fatalf("second measure: %+v", b.Usage)
+	}
+	again := b
+	again.ID, again.Usage = 0, ledger.BudgetUsage{}
+	if kept := get(s.PutBudget(ctx, "lead:nlp", again))(t); !kept.Usage.Money.Equal(u.Money) {
+		t.Fatalf("setting the same budget changed its usage: %+v", kept.Usage)
+	}
+	if got := get(s.Budget(ctx, id))(t).Usage; !got.Money.Equal(u.Money) {
+		t.Fatalf("usage after setting the budget again: %+v", got)
+	}
+	page, _ := get2(s.Budgets(ctx, ledger.BudgetFilter{Project: b.Project, User: b.User}))(t)
+	if len(page) == 0 || page[0].ID != id || !page[0].Usage.Money.Equal(u.Money) {
+		t.Fatalf("listed usage: %+v", page)
+	}
+	wantErr(t, s.RecordBudgetUsage(ctx, map[int64]ledger.BudgetUsage{id: {}}), ledger.ErrInvalidArgument, "usage without a period")
+	if after := auditActions(t, s, ledger.AuditFilter{Object: fmt.Sprintf("budget/%d", id)}); !slices.Equal(after, before) {
+		t.Fatalf("measures were audited: %v, before %v", after, before)
+	}
+}
+
 // Budgets: one per natural key, replaced in place, validated with every
 // problem named, deleted with an audit entry.
 func testBudgets(t *testing.T, open Opener) {
@@ -407,6 +456,7 @@ func testBudgets(t *testing.T, open Opener) {
 	if err == nil || !strings.Contains(err.Error(), "needs a user") || !strings.Contains(err.Error(), "more than 0") {
 		t.Fatalf("student budget without user: %v", err)
 	}
+	testBudgetUsage(t, s, b.ID)
 	if err := s.DeleteBudget(ctx, "admin", b.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
+
+	"github.com/shopspring/decimal"
 
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
@@ -631,14 +635,23 @@ func (s *Store) Exemptions(ctx context.Context, f ledger.ExemptionFilter) ([]led
 
 // ---------------------------------------------------------------- budgets
 
-const budgetCols = `id, scope, project, user_name, period_kind, unit, limit_value, thresholds_json, action, created_by, created_ms, updated_ms`
+const budgetCols = `id, scope, project, user_name, period_kind, unit, limit_value, thresholds_json, action, created_by, created_ms, updated_ms,
+	usage_period, usage_start_ms, usage_end_ms, used_money, used_card_ms, usage_as_of_ms`
 
 func scanBudget(sc rowScanner) (ledger.Budget, error) {
 	var b ledger.Budget
-	var scope, period, unit, thresholds, action string
-	var created, updated int64
-	if err := sc.Scan(&b.ID, &scope, &b.Project, &b.User, &period, &unit, &b.Limit, &thresholds, &action, &b.CreatedBy, &created, &updated); err != nil {
+	var scope, period, unit, thresholds, action, used string
+	var created, updated, uStart, uEnd, uAsOf int64
+	if err := sc.Scan(&b.ID, &scope, &b.Project, &b.User, &period, &unit, &b.Limit, &thresholds, &action, &b.CreatedBy, &created, &updated,
+		&b.Usage.Period, &uStart, &uEnd, &used, &b.Usage.CardMS, &uAsOf); err != nil {
 		return b, err
+	}
+	if b.Usage.Period != "" {
+		m, err := decimal.NewFromString(used)
+		if err != nil {
+			return b, fmt.Errorf("used money of budget %d: %w", b.ID, err)
+		}
+		b.Usage.Money, b.Usage.Start, b.Usage.End, b.Usage.AsOf = m, fromMS(uStart), fromMS(uEnd), fromMS(uAsOf)
 	}
 	b.Scope, b.Period, b.Unit, b.Action = billing.BudgetScope(scope), billing.BudgetPeriodKind(period), billing.BudgetUnit(unit), billing.BudgetAction(action)
 	b.CreatedAt, b.UpdatedAt = fromMS(created), fromMS(updated)
@@ -730,6 +743,33 @@ func (s *Store) DeleteBudget(ctx context.Context, actor string, id int64) error 
 		}
 		return s.update(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "budget.delete", Object: budgetObject(id), Before: budgetView(cur)},
 			"delete "+what, `DELETE FROM ledger_budgets WHERE id = ?`, id)
+	})
+}
+
+// RecordBudgetUsage implements ledger.Store.
+func (s *Store) RecordBudgetUsage(ctx context.Context, usage map[int64]ledger.BudgetUsage) error {
+	if len(usage) == 0 {
+		return nil
+	}
+	ids := slices.Sorted(maps.Keys(usage)) // one order of row locks for every writer
+	return s.tx(ctx, "record budget usage", func(tx *sql.Tx) error {
+		stmt, err := tx.PrepareContext(ctx, s.d.Rebind(`UPDATE ledger_budgets SET usage_period = ?, usage_start_ms = ?, usage_end_ms = ?,
+			used_money = ?, used_card_ms = ?, usage_as_of_ms = ? WHERE id = ?`))
+		if err != nil {
+			return fmt.Errorf("%s ledger: cannot record budget usage: %w", s.d.Name, err)
+		}
+		defer stmt.Close() //nolint:errcheck // closed with the transaction
+		for _, id := range ids {
+			u := usage[id]
+			if u.Period == "" {
+				return fmt.Errorf("%w: usage of budget %d has no period", ledger.ErrInvalidArgument, id)
+			}
+			if _, err := stmt.ExecContext(ctx, u.Period, u.Start.UnixMilli(), u.End.UnixMilli(), u.Money.String(), u.CardMS,
+				u.AsOf.UnixMilli(), id); err != nil {
+				return fmt.Errorf("%s ledger: cannot record the usage of budget %d: %w", s.d.Name, id, err)
+			}
+		}
+		return nil
 	})
 }
 
