@@ -160,6 +160,27 @@ func (f *fakeFlow) Finalize(ctx context.Context, actor string, id int64, ifSHA25
 	return f.led.Finalize(ctx, actor, id, ledger.FinalizeOptions{IfSHA256: ifSHA256})
 }
 
+// PeriodSummary reads the fake documents: the lines' amounts are the total,
+// the document's extra "funding" its funding code.
+func (f *fakeFlow) PeriodSummary(ctx context.Context, period, project string) (*invoicing.PeriodSummary, error) {
+	invs, err := invoicing.PeriodInvoices(ctx, f.led, period, project)
+	if err != nil {
+		return nil, err
+	}
+	return invoicing.SummarizePeriod(period, invs, func(b []byte) (invoicing.DocSummary, error) {
+		var d fakeDoc
+		if err := json.Unmarshal(b, &d); err != nil {
+			return invoicing.DocSummary{}, err
+		}
+		s := invoicing.DocSummary{Project: d.Project, Period: d.Period, Currency: "CNY"}
+		s.Funding, _ = d.Extra["funding"].(string)
+		for _, l := range d.Lines {
+			s.Total = s.Total.Add(decimal.RequireFromString(l.Amount))
+		}
+		return s, nil
+	})
+}
+
 func (f *fakeFlow) Void(ctx context.Context, actor string, id int64, reason string) (ledger.Voided, error) {
 	return f.led.Void(ctx, actor, id, reason, ledger.VoidOptions{
 		CreditNote: func(number string, _ time.Time, voided []byte) ([]byte, error) {

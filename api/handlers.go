@@ -115,6 +115,7 @@ func (s *Server) routes() {
 	s.routesUsage()
 	s.routesAdvice()
 	s.routesInvoices()
+	s.routesPeriods()
 	s.routesWatch()
 	s.routesAdmin()
 }

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -55,4 +56,82 @@ func TestVoidedExportsAndCreditNotes(t *testing.T) {
 	require.Equal(t, 200, per.Status, string(per.Body))
 	require.Contains(t, string(per.Body), number)
 	require.Less(t, strings.Index(string(per.Body), `"12.50"`), strings.Index(string(per.Body), number), "credit notes come after the invoices")
+}
+
+// A period's summary: each revision with its total and funding, totals by
+// funding source and of the period (void revisions in none); a lead sees
+// its project's. Finalizing several drafts: each with its own if_sha256,
+// each finalized or refused on its own, in the order given.
+func TestPeriodSummaryAndBatchFinalize(t *testing.T) {
+	f := newFixture(t)
+	r := f.do("finance", "GET", "/api/v1/periods/2026-11/summary", "", "")
+	require.Equal(t, 200, r.Status, string(r.Body))
+	var sum struct {
+		Invoices []struct {
+			ID             int64
+			Project        string
+			Status, SHA256 string
+			Total          string
+		}
+		Totals []struct {
+			Drafts, Finalized int
+			Total             string
+			DraftTotal        string `json:"draft_total"`
+		}
+	}
+	require.NoError(t, json.Unmarshal(r.Body, &sum))
+	require.Len(t, sum.Invoices, 2, "November: the ai101 and nlp-lab drafts")
+	require.Len(t, sum.Totals, 1)
+	require.Equal(t, 2, sum.Totals[0].Drafts)
+	require.Equal(t, sum.Totals[0].Total, sum.Totals[0].DraftTotal)
+	lead := f.do("lead", "GET", "/api/v1/periods/2026-11/summary", "", "")
+	require.Equal(t, 200, lead.Status)
+	require.NotContains(t, string(lead.Body), "nlp-lab", "a lead sees its own project's")
+
+	var ai, nlp int64
+	var aiSHA, nlpSHA string
+	for _, it := range sum.Invoices {
+		if it.Project == "ai101" {
+			ai, aiSHA = it.ID, it.SHA256
+		} else {
+			nlp, nlpSHA = it.ID, it.SHA256
+		}
+	}
+	stale := strings.Repeat("0", 64)
+	body := fmt.Sprintf(`{"items":[{"id":%d,"if_sha256":%q},{"id":%d,"if_sha256":%q},{"id":%d,"if_sha256":%q},{"id":999,"if_sha256":%q}]}`,
+		nlp, stale, ai, aiSHA, f.ids["inv-oct-ai101"], aiSHA, stale)
+	r = f.do("finance", "POST", "/api/v1/periods/2026-11/finalize", body, "application/json")
+	require.Equal(t, 200, r.Status, string(r.Body))
+	var res struct {
+		Finalized, Refused int
+		Results            []struct {
+			ID      int64
+			OK      bool
+			Invoice *struct{ Status, Number string }
+			Problem *struct{ Type, Detail string }
+		}
+	}
+	require.NoError(t, json.Unmarshal(r.Body, &res))
+	require.Equal(t, 1, res.Finalized)
+	require.Equal(t, 3, res.Refused)
+	require.Len(t, res.Results, 4)
+	require.Equal(t, nlp, res.Results[0].ID)
+	require.False(t, res.Results[0].OK)
+	require.Equal(t, "https://cardhour.dev/problems/conflict", res.Results[0].Problem.Type, "a draft recomputed since it was reviewed")
+	require.True(t, res.Results[1].OK)
+	require.Equal(t, "finalized", res.Results[1].Invoice.Status)
+	require.NotEmpty(t, res.Results[1].Invoice.Number)
+	require.Equal(t, "https://cardhour.dev/problems/validation", res.Results[2].Problem.Type)
+	require.Contains(t, res.Results[2].Problem.Detail, "is of 2026-10, not 2026-11")
+	require.Equal(t, "https://cardhour.dev/problems/not-found", res.Results[3].Problem.Type)
+
+	// The nlp-lab draft, with the right digest, finalizes on its own.
+	r = f.do("finance", "POST", "/api/v1/periods/2026-11/finalize", fmt.Sprintf(`{"items":[{"id":%d,"if_sha256":%q}]}`, nlp, nlpSHA), "application/json")
+	require.Equal(t, 200, r.Status)
+	require.Contains(t, string(r.Body), `"finalized":1`)
+	r = f.do("finance", "GET", "/api/v1/periods/2026-11/summary", "", "")
+	require.NoError(t, json.Unmarshal(r.Body, &sum))
+	require.Equal(t, 2, sum.Totals[0].Finalized)
+	require.Zero(t, sum.Totals[0].Drafts)
+	require.Equal(t, 422, f.do("finance", "POST", "/api/v1/periods/2026-11/finalize", `{"items":[]}`, "application/json").Status)
 }

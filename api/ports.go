@@ -48,6 +48,9 @@ type Invoicing interface {
 	// Finalize enforces the grace period (ErrGracePeriod) and ifSHA256.
 	Finalize(ctx context.Context, actor string, id int64, ifSHA256 string) (ledger.Invoice, error)
 	Void(ctx context.Context, actor string, id int64, reason string) (ledger.Voided, error)
+	// PeriodSummary is the invoices of period (of project, when not "")
+	// with their totals by funding source, from the stored documents.
+	PeriodSummary(ctx context.Context, period, project string) (*invoicing.PeriodSummary, error)
 	// Statement derives user's statement from the stored document of
 	// invoice id: only that user's lines and warnings.
 	Statement(ctx context.Context, InvoiceRef int64, user string) ([]byte, error)

@@ -37,6 +37,8 @@ func (rc routeCase) bodyFor(f *fixture) string {
 		return changedCatalog(f)
 	case "sha":
 		return fmt.Sprintf(`{"if_sha256":%q}`, f.sha[f.ids["inv-nov-ai101"]])
+	case "batch":
+		return fmt.Sprintf(`{"items":[{"id":%d,"if_sha256":%q}]}`, f.ids["inv-nov-ai101"], f.sha[f.ids["inv-nov-ai101"]])
 	}
 	return rc.body
 }
@@ -103,6 +105,8 @@ var routeTable = []routeCase{
 	{"GET", "/api/v1/invoices", fixed("/api/v1/invoices?period=2026-11"), "", "", want{u401, ok, ok, ok, f403}},
 	{"GET", "/api/v1/invoices/:id", withID("/api/v1/invoices/%d", "inv-nov-ai101"), "", "", want{u401, ok, ok, ok, f403}},
 	{"POST", "/api/v1/invoices/:id/finalize", withID("/api/v1/invoices/%d/finalize", "inv-nov-ai101"), "sha", "application/json", want{u401, ok, ok, f403, f403}},
+	{"GET", "/api/v1/periods/:period/summary", fixed("/api/v1/periods/2026-11/summary"), "", "", want{u401, ok, ok, ok, f403}},
+	{"POST", "/api/v1/periods/:period/finalize", fixed("/api/v1/periods/2026-11/finalize"), "batch", "application/json", want{u401, ok, ok, f403, f403}},
 	{"POST", "/api/v1/invoices/:id/void", withID("/api/v1/invoices/%d/void", "inv-oct-ai101"), `{"reason":"wrong catalog"}`, "application/json", want{u401, ok, ok, f403, f403}},
 	{"GET", "/api/v1/invoices/:id/credit-notes", withID("/api/v1/invoices/%d/credit-notes", "inv-oct-ai101"), "", "", want{u401, ok, ok, ok, f403}},
 	{"GET", "/api/v1/invoices/:id/export", withID("/api/v1/invoices/%d/export?format=csv", "inv-oct-ai101"), "", "", want{u401, ok, ok, ok, f403}},
@@ -305,21 +309,23 @@ var crossProject = map[string][]struct{ url, body, ctype string }{
 	"GET /api/v1/invoices/:id/statements/:user/export": {{"/api/v1/invoices/{inv-nov-nlp}/statements/s-carol/export?format=json", "", ""}},
 	"GET /api/v1/statements": {{"/api/v1/statements?user=s-carol", "", ""}, {"/api/v1/statements", "", ""},
 		{"/api/v1/statements?user=s-carol&project=nlp-lab", "", ""}},
-	"GET /api/v1/periods/:period/export": {{"/api/v1/periods/2026-11/export?format=json", "", ""}},
-	"POST /api/v1/tokens":                {{"/api/v1/tokens", `{"role":"student","project":"nlp-lab","user":"s-carol"}`, "application/json"}},
-	"GET /api/v1/tokens":                 {{"/api/v1/tokens", "", ""}},
-	"DELETE /api/v1/tokens/:id":          {{"/api/v1/tokens/{spare-token}", "", ""}},
-	"GET /api/v1/alerts":                 {{"/api/v1/alerts", "", ""}, {"/api/v1/alerts?project=nlp-lab", "", ""}},
-	"POST /api/v1/alerts/:id/ack":        {{"/api/v1/alerts/{alert-carol}/ack", "", ""}},
-	"GET /api/v1/alerts/:id/deliveries":  {{"/api/v1/alerts/{alert-carol}/deliveries", "", ""}},
-	"GET /api/v1/releases":               {{"/api/v1/releases", "", ""}, {"/api/v1/releases?project=nlp-lab", "", ""}},
-	"GET /api/v1/exemptions":             {{"/api/v1/exemptions", "", ""}, {"/api/v1/exemptions?project=nlp-lab", "", ""}},
-	"POST /api/v1/exemptions":            {{"/api/v1/exemptions", `{"project":"nlp-lab","user":"s-carol","until":"2026-12-12T00:00:00Z","reason":"x"}`, "application/json"}},
-	"DELETE /api/v1/exemptions/:id":      {{"/api/v1/exemptions/{exemption-nlp}", "", ""}},
-	"GET /api/v1/budgets":                {{"/api/v1/budgets", "", ""}, {"/api/v1/budgets?project=nlp-lab", "", ""}},
-	"PUT /api/v1/budgets":                {{"/api/v1/budgets", `{"scope":"student","project":"nlp-lab","user":"s-carol","period":"month","unit":"money","limit":"1"}`, "application/json"}},
-	"DELETE /api/v1/budgets/:id":         {{"/api/v1/budgets/{budget-carol}", "", ""}},
-	"GET /api/v1/audit":                  {{"/api/v1/audit", "", ""}},
+	"GET /api/v1/periods/:period/export":    {{"/api/v1/periods/2026-11/export?format=json", "", ""}},
+	"GET /api/v1/periods/:period/summary":   {{"/api/v1/periods/2026-11/summary", "", ""}},
+	"POST /api/v1/periods/:period/finalize": {{"/api/v1/periods/2026-11/finalize", `{"items":[{"id":1,"if_sha256":"0000000000000000000000000000000000000000000000000000000000000000"}]}`, "application/json"}},
+	"POST /api/v1/tokens":                   {{"/api/v1/tokens", `{"role":"student","project":"nlp-lab","user":"s-carol"}`, "application/json"}},
+	"GET /api/v1/tokens":                    {{"/api/v1/tokens", "", ""}},
+	"DELETE /api/v1/tokens/:id":             {{"/api/v1/tokens/{spare-token}", "", ""}},
+	"GET /api/v1/alerts":                    {{"/api/v1/alerts", "", ""}, {"/api/v1/alerts?project=nlp-lab", "", ""}},
+	"POST /api/v1/alerts/:id/ack":           {{"/api/v1/alerts/{alert-carol}/ack", "", ""}},
+	"GET /api/v1/alerts/:id/deliveries":     {{"/api/v1/alerts/{alert-carol}/deliveries", "", ""}},
+	"GET /api/v1/releases":                  {{"/api/v1/releases", "", ""}, {"/api/v1/releases?project=nlp-lab", "", ""}},
+	"GET /api/v1/exemptions":                {{"/api/v1/exemptions", "", ""}, {"/api/v1/exemptions?project=nlp-lab", "", ""}},
+	"POST /api/v1/exemptions":               {{"/api/v1/exemptions", `{"project":"nlp-lab","user":"s-carol","until":"2026-12-12T00:00:00Z","reason":"x"}`, "application/json"}},
+	"DELETE /api/v1/exemptions/:id":         {{"/api/v1/exemptions/{exemption-nlp}", "", ""}},
+	"GET /api/v1/budgets":                   {{"/api/v1/budgets", "", ""}, {"/api/v1/budgets?project=nlp-lab", "", ""}},
+	"PUT /api/v1/budgets":                   {{"/api/v1/budgets", `{"scope":"student","project":"nlp-lab","user":"s-carol","period":"month","unit":"money","limit":"1"}`, "application/json"}},
+	"DELETE /api/v1/budgets/:id":            {{"/api/v1/budgets/{budget-carol}", "", ""}},
+	"GET /api/v1/audit":                     {{"/api/v1/audit", "", ""}},
 }
 
 // What names project B (nlp-lab) in an answer: its ID, its name and funding

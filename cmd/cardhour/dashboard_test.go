@@ -568,7 +568,7 @@ func dashboardFinance(t *testing.T, ds *dashServer, chromium, shots string) {
 		chromedp.Click(chromedp.CSS("#set-budget")), chromedp.WaitVisible(chromedp.CSS(`#page-budgets[data-ready="true"] #budgets`)))
 	budgets := eval[string](tb, `document.getElementById('budgets').innerText`)
 	require.Contains(t, budgets, "nlp-lab")
-	require.Contains(t, budgets, "1200.50 CNY")
+	require.Contains(t, budgets, "¥\u00a01,200.50")
 	require.Contains(t, budgets, "50 %, 80 %, 100 %")
 	tb.screenshot("06d-budgets")
 	tb.route("#/invoices?period=2026-11", "invoices")

@@ -271,6 +271,10 @@ func (f *flow) Void(ctx context.Context, actor string, id int64, reason string) 
 	return f.svc.Void(ctx, actor, id, reason)
 }
 
+func (f *flow) PeriodSummary(ctx context.Context, period, project string) (*invoicing.PeriodSummary, error) {
+	return f.svc.PeriodSummary(ctx, period, project)
+}
+
 func (f *flow) Statement(ctx context.Context, id int64, user string) ([]byte, error) {
 	return f.svc.Statement(ctx, id, user)
 }

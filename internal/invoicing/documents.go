@@ -33,6 +33,9 @@ type DocSummary struct {
 	Number  string
 	Total   decimal.Decimal
 	Lines   []DocLine
+	// Name, Funding and Currency are the project's name and funding code
+	// and the currency, as the document states them.
+	Name, Funding, Currency string
 }
 
 // DocLine is one invoice line as the difference sees it.

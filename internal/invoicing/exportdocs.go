@@ -39,7 +39,7 @@ func (ExportDocuments) Summary(b []byte) (DocSummary, error) {
 	if err != nil {
 		return DocSummary{}, err
 	}
-	s := DocSummary{Project: d.Project, Period: d.Period, Number: d.Number, Total: d.Total}
+	s := DocSummary{Project: d.Project, Period: d.Period, Number: d.Number, Total: d.Total, Name: d.Name, Funding: d.Funding, Currency: d.Currency}
 	for _, l := range d.Lines {
 		s.Lines = append(s.Lines, DocLine{Kind: l.Kind, User: l.User, SKU: l.SKU, Amount: l.Amount})
 	}

@@ -4,6 +4,7 @@
 
 import { ApiError, download, get, getAll, post, request } from './api.js';
 import { badge, duration, errorText, getZone, h, hours, money, statusText, sumMoney, table, thisMonth, time } from './format.js';
+import { periodFinance } from './finance.js';
 import { getLang, t } from './i18n.js';
 
 const FINANCE = ['admin', 'finance'];
@@ -378,6 +379,8 @@ async function invoicesPage(ctx) {
   if (!ctx.isCurrent()) return;
   const docs = await documents(page.items);
   if (!ctx.isCurrent()) return;
+  const fin = period === 'all' ? null : await periodFinance(ctx, period);
+  if (!ctx.isCurrent()) return;
   const totalOf = (i) => docs.get(i.id)?.total ?? '0';
   const curOf = (i) => docs.get(i.id)?.currency || session.currency;
   const out = [
@@ -388,7 +391,9 @@ async function invoicesPage(ctx) {
   if (page.items.length === 0) out.push(h('p', {}, t('none')));
   else {
     out.push(table(t('inv.caption'), [
+      ...(fin?.select ? [fin.select] : []),
       { label: t('inv.project'), value: (i) => i.project },
+      ...(fin ? [{ label: t('inv.funding'), value: (i) => fin.fundingOf(i) }] : []),
       { label: t('inv.period'), value: (i) => i.period },
       { label: t('inv.revision'), num: true, value: (i) => i.revision },
       { label: t('inv.status'), value: (i) => badge(i.status, statusText(i.status)) },
@@ -402,6 +407,7 @@ async function invoicesPage(ctx) {
     out.push(h('p', { id: 'invoice-list-total' }, h('strong', {}, t('inv.listTotal', { n: sum.n, total: money(sum.total, cur),
       drafts: money(sum.drafts, cur), finalized: money(sum.finalized, cur) }))));
   }
+  if (fin && page.items.length) out.push(...fin.sections);
   if (FINANCE.includes(session.me.role) && period !== 'all' && page.items.some((i) => i.status === 'finalized')) {
     out.push(h('p', { class: 'actions' }, t('inv.exportPeriod', { period }), ' ',
       ['csv', 'xlsx'].map((f) => exportButton(ctx, `/api/v1/periods/${period}/export`, f, `export-period-${f}`))));
