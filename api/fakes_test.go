@@ -25,7 +25,9 @@ import (
 type fakeUsage struct {
 	rows []reads.UsageGroup // one row per project, user, sku, node, day
 	held []reads.Held
-	down bool
+	// quiet are nodes without a held instance (in every node's list).
+	quiet []reads.NodeState
+	down  bool
 	// block, when set, holds HeldNow until it is closed (in-flight requests).
 	block chan struct{}
 	began chan struct{}
@@ -90,6 +92,32 @@ func (f *fakeUsage) HeldNow(context.Context) ([]reads.Held, error) {
 		<-f.block
 	}
 	return f.held, nil
+}
+
+// Nodes lists the nodes of the held instances (in the query's scope) and,
+// for every node, the quiet ones; the clock is the fixture's.
+func (f *fakeUsage) Nodes(_ context.Context, q reads.NodeQuery) (*reads.NodeReport, error) {
+	by := map[string]*reads.NodeState{}
+	if q.Project == "" && q.User == "" {
+		for _, n := range f.quiet {
+			by[n.Node] = &n
+		}
+	}
+	for _, h := range f.held {
+		if (q.Project != "" && h.Project != q.Project) || (q.User != "" && h.User != q.User) {
+			continue
+		}
+		if by[h.Node] == nil {
+			by[h.Node] = &reads.NodeState{Node: h.Node, LastSample: h.LastSample}
+		}
+		by[h.Node].Held++
+	}
+	rep := &reads.NodeReport{At: now}
+	for _, n := range by {
+		rep.Nodes = append(rep.Nodes, *n)
+	}
+	slices.SortFunc(rep.Nodes, func(a, b reads.NodeState) int { return strings.Compare(a.Node, b.Node) })
+	return rep, nil
 }
 
 // fakeDoc is the shape of the fake invoice documents.

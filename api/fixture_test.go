@@ -78,6 +78,7 @@ func newFixture(t *testing.T) *fixture {
 			{InstanceID: "MIG-2", Node: "gpu-node-02", Project: "ai101", User: "s-bob", GPUModel: "A100", Since: now.Add(-time.Hour), LastSample: now, Idle: true, IdleSince: now.Add(-time.Minute)},
 			{InstanceID: "GPU-3", Node: "gpu-node-01", Project: "nlp-lab", User: "s-carol", GPUModel: "A100", Since: now.Add(-time.Hour), LastSample: now},
 		},
+		quiet: []reads.NodeState{{Node: "gpu-node-09", LastSample: now.Add(-time.Hour), Silent: true}},
 	}
 	f.flow = &fakeFlow{led: led, now: func() time.Time { return now }, grace: 72 * time.Hour,
 		docs: map[string][]byte{"ai101": docFor("ai101"), "nlp-lab": docFor("nlp-lab")},

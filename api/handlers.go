@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -382,6 +383,13 @@ func (s *Server) routesUsage() {
 	register(s, huma.Operation{OperationID: "get-held-now", Method: http.MethodGet, Path: "/api/v1/held", Summary: "list instances held now",
 		Description: "Which instances are held right now, by whom, since when, idle or busy.", Tags: []string{"usage"}},
 		rolesAll, s.getHeldNow)
+	register(s, huma.Operation{OperationID: "list-nodes", Method: http.MethodGet, Path: "/api/v1/nodes", Summary: "list the nodes and how fresh their data is",
+		Description: "Each node that sent a sample within lookback_s: its newest sample, whether it is silent (no sample for silent_after_s, " +
+			"the data-quality check's silent-node rule) and how many instances are held on it now. Admin and finance tokens see every node; " +
+			"a lead token the nodes where its project holds an instance now or held one lately (its latest held sample within lookback_s), " +
+			"a student token likewise its own instances, and held counts only those. refresh_s is how often the data is worth reading again " +
+			"(the interval the server's watcher runs at): the dashboard's Now page polls this and /api/v1/held at it.", Tags: []string{"usage"}},
+		rolesAll, s.listNodes)
 }
 
 func (s *Server) getUsage(ctx context.Context, in *usageInput) (*body[UsagePage], error) {
@@ -486,4 +494,51 @@ func (s *Server) getHeldNow(ctx context.Context, in *heldInput) (*body[Page[read
 		out.Items = append(out.Items, h)
 	}
 	return &body[Page[reads.Held]]{out}, nil
+}
+
+// NodesBody is how fresh each node's data is.
+type NodesBody struct {
+	CheckedAt    time.Time         `json:"checked_at" doc:"the server's clock of the read (silent is decided at it)"`
+	RefreshS     int64             `json:"refresh_s" doc:"seconds between reads worth making: the interval cardhour serve runs its watcher at (watch.interval, else --watch-every); the dashboard's Now page polls at it"`
+	SilentAfterS int64             `json:"silent_after_s" doc:"a node is silent when its newest sample is this old (from the end of its minute): the data-quality check's threshold"`
+	LookbackS    int64             `json:"lookback_s" doc:"a node whose newest sample is older is not listed"`
+	Items        []reads.NodeState `json:"items"`
+}
+
+type nodesInput struct {
+	Project string `query:"project" doc:"only the nodes of this project's instances (a lead or student token: its own project)"`
+	User    string `query:"user" doc:"only the nodes of this user's instances (a student token: its own)"`
+}
+
+func (s *Server) listNodes(ctx context.Context, in *nodesInput) (*body[NodesBody], error) {
+	u, err := s.usage()
+	if err != nil {
+		return nil, err
+	}
+	project, err := projectScope(ctx, in.Project)
+	if err != nil {
+		return nil, err
+	}
+	var asked []string
+	if in.User != "" {
+		asked = []string{in.User}
+	}
+	users, err := usersScope(ctx, asked)
+	if err != nil {
+		return nil, err
+	}
+	q := reads.NodeQuery{Project: project}
+	if len(users) > 0 {
+		q.User = users[0]
+	}
+	rep, err := u.Nodes(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	out := NodesBody{CheckedAt: rep.At.UTC(), RefreshS: int64(max(cmp.Or(s.cfg.RefreshInterval, DefaultRefreshInterval)/time.Second, 1)),
+		SilentAfterS: int64(reads.SilentGap / time.Second), LookbackS: int64(reads.NodeLookback / time.Second), Items: rep.Nodes}
+	if out.Items == nil {
+		out.Items = []reads.NodeState{}
+	}
+	return &body[NodesBody]{out}, nil
 }

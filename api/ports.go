@@ -31,6 +31,9 @@ var (
 type Usage interface {
 	Usage(ctx context.Context, q reads.UsageQuery) (*reads.UsageReport, error)
 	HeldNow(ctx context.Context) ([]reads.Held, error)
+	// Nodes is how fresh each node's data is (reads.NodesNow), at the same
+	// clock as HeldNow; q is the token's scope.
+	Nodes(ctx context.Context, q reads.NodeQuery) (*reads.NodeReport, error)
 }
 
 // Export formats.

@@ -50,6 +50,9 @@ const (
 	DefaultWriteTimeout      = 120 * time.Second
 	DefaultIdleTimeout       = 120 * time.Second
 	DefaultShutdownTimeout   = 30 * time.Second
+	// DefaultRefreshInterval is Config.RefreshInterval's default: the
+	// watcher's default interval (cardhour serve --watch-every).
+	DefaultRefreshInterval = 30 * time.Second
 )
 
 // Config configures a Server.
@@ -80,6 +83,11 @@ type Config struct {
 	// SignIn lets people sign in through the site's identity provider
 	// (signin.go); nil: tokens only.
 	SignIn *SignIn
+	// RefreshInterval is how often the server's data is worth reading
+	// again: the interval cardhour serve runs its watcher at. GET
+	// /api/v1/nodes tells it (refresh_s), and the dashboard's Now page
+	// polls at it. 0: DefaultRefreshInterval.
+	RefreshInterval time.Duration
 }
 
 // Server is the HTTP API.

@@ -198,6 +198,43 @@ func (m *MemStore) NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64
 	return ctx.Err()
 }
 
+// NodeLatest implements reads.NodeLatestRows from the node minutes written
+// with the samples (Activity), the raw samples answering the parts of the
+// range that are not whole minutes (MinuteSpan), as NodeBuckets does.
+func (m *MemStore) NodeLatest(ctx context.Context, fromMS, toMS int64, fn func(schemas.NodeBucketRow) error) error {
+	newest := map[string]int64{}
+	see := func(node string, minute int64) {
+		if b, ok := newest[node]; !ok || minute > b {
+			newest[node] = minute
+		}
+	}
+	m.mu.Lock()
+	raw := func(from, to int64) {
+		_ = m.uniqueSamples(from, to, func(s *schemas.Sample) error {
+			see(s.Node, MinuteOf(s.StartMS))
+			return nil
+		})
+	}
+	if lo, hi, ok := MinuteSpan(fromMS, toMS, ActivityMinuteMS); ok {
+		raw(fromMS, lo)
+		for n := range m.nodeMinutes {
+			if n.MinuteMS >= lo && n.MinuteMS < hi {
+				see(n.Node, n.MinuteMS)
+			}
+		}
+		raw(hi, toMS)
+	} else {
+		raw(fromMS, toMS)
+	}
+	m.mu.Unlock()
+	for node, b := range newest {
+		if err := fn(schemas.NodeBucketRow{Node: node, BucketMS: b}); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
 // Unattributed implements schemas.QualityRows from the busy unheld samples
 // written with the samples (Activity); a threshold of 0 from all samples.
 func (m *MemStore) Unattributed(ctx context.Context, fromMS, toMS int64, minUtil float64, fn func(schemas.UnattributedUsage) error) error {

@@ -90,7 +90,7 @@ type dashServer struct {
 	base   string
 	tokens map[string]string // finance, student, lead, admin
 	led    ledger.Store
-	store  string // the usage store's DSN
+	store  string // the usage store's DSN (SQLite)
 }
 
 // startDashboard ingests samples into a SQLite store, seeds the example
@@ -98,10 +98,15 @@ type dashServer struct {
 // computed at heldAt (the samples' time); the invoice flow's clock is
 // invoiceNow, after the samples' month and its grace period.
 // dashSetup is what a dashOpt may change: the listen address ("" any
-// loopback port) and the sign-in.
+// loopback port), the sign-in, the clock of the usage reads (nil: heldAt),
+// the refresh interval the API tells the Now page (0: the API's default)
+// and a wrapper of the usage reads.
 type dashSetup struct {
-	addr   string
-	signIn func(ledger.Store) *api.SignIn
+	addr    string
+	signIn  func(ledger.Store) *api.SignIn
+	now     func() time.Time
+	refresh time.Duration
+	usage   func(api.Usage) api.Usage
 }
 
 type dashOpt func(*dashSetup)
@@ -125,17 +130,25 @@ func startDashboard(tb testing.TB, samples string, heldAt, invoiceNow time.Time,
 	tb.Cleanup(func() { _ = st.Close() })
 	svc, err := invoicing.New(invoicing.Config{Ledger: led, Usage: st, Clock: func() time.Time { return invoiceNow }, Grace: time.Hour, Logger: log})
 	require.NoError(tb, err)
-	cfg := api.Config{
-		Ledger:    led,
-		Usage:     &usageReads{cats: catalogs.New(led), st: st, now: func() time.Time { return heldAt }},
-		Invoicing: &flow{svc: svc, led: led, docs: invoicing.ExportDocuments{}},
-		UsagePing: func(context.Context) error { return nil },
-		Logger:    log,
-		Clock:     func() time.Time { return invoiceNow },
-	}
 	var setup dashSetup
 	for _, o := range opts {
 		o(&setup)
+	}
+	if setup.now == nil {
+		setup.now = func() time.Time { return heldAt }
+	}
+	var usage api.Usage = &usageReads{cats: catalogs.New(led), st: st, now: setup.now}
+	if setup.usage != nil {
+		usage = setup.usage(usage)
+	}
+	cfg := api.Config{
+		Ledger:          led,
+		Usage:           usage,
+		Invoicing:       &flow{svc: svc, led: led, docs: invoicing.ExportDocuments{}},
+		UsagePing:       func(context.Context) error { return nil },
+		Logger:          log,
+		Clock:           func() time.Time { return invoiceNow },
+		RefreshInterval: setup.refresh,
 	}
 	if setup.signIn != nil {
 		cfg.SignIn = setup.signIn(led)

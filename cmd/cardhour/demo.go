@@ -235,8 +235,10 @@ func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) (err err
 	defer samplesFile.Close() //nolint:errcheck // flushed and synced below
 	tee := collector.NewJSONLPublisher(samplesFile)
 	sink := newDemoSink(fl, log)
+	every := max(time.Duration(float64(demoWatchEvery)/o.Speed), 100*time.Millisecond)
+	// The Now page polls at the demo watcher's wall-clock interval.
 	b := &box{UsagePath: filepath.Join(dir, "usage.db"), StatePath: filepath.Join(dir, "state.db"), CatalogPath: catPath,
-		Addr: o.Addr, Clock: view.Now, Log: log, Tee: tee, FlushEvery: flush, SignIn: demoSignIn(o.Speed)}
+		Addr: o.Addr, Clock: view.Now, Log: log, Tee: tee, FlushEvery: flush, SignIn: demoSignIn(o.Speed), Watch: watchOptions{Every: every}}
 	defer b.close()
 	if err := b.open(ctx); err != nil {
 		return err
@@ -264,7 +266,6 @@ func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) (err err
 		return err
 	}
 	defer closeAll()
-	every := max(time.Duration(float64(demoWatchEvery)/o.Speed), 100*time.Millisecond)
 	watcher := actor{name: "demo watcher", run: func(wctx context.Context) error {
 		t := time.NewTicker(every)
 		defer t.Stop()

@@ -97,7 +97,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	wo := watchOptions{}
+	// Without a watch file no watcher runs, but its interval is still how
+	// often the dashboard's Now page reads again (api.Config.RefreshInterval).
+	wo := watchOptions{Every: *watchEvery}
 	if *watchFile != "" {
 		if wo, err = loadWatch(*watchFile, *watchEvery); err != nil {
 			fmt.Fprintln(stderr, "cardhour serve:", err)

@@ -105,11 +105,14 @@ func serveBackends(led ledger.Store, st ingest.Backend, jo jobOptions, log *slog
 		jobs = append(jobs, w)
 	}
 	return api.Config{
-		Registry:  reg,
-		Catalogs:  cats,
-		Usage:     ur,
-		Invoicing: &flow{svc: svc, led: led, docs: docs},
-		Advice:    adviceReads{st: st},
+		// The Now page polls at the watcher's interval (the watcher's, or
+		// --watch-every's when none runs; 0: the API's default).
+		RefreshInterval: jo.Watch.Every,
+		Registry:        reg,
+		Catalogs:        cats,
+		Usage:           ur,
+		Invoicing:       &flow{svc: svc, led: led, docs: docs},
+		Advice:          adviceReads{st: st},
 		UsagePing: func(ctx context.Context) error {
 			_, err := st.RejectSummary(ctx, 0, 1, 0)
 			return err
@@ -235,6 +238,32 @@ func (u *usageReads) HeldNow(ctx context.Context) ([]reads.Held, error) {
 		return nil, err
 	}
 	return reads.HeldNow(ctx, rows, cat, u.now())
+}
+
+// Nodes is reads.NodesNow at the clock of HeldNow, with what is held then.
+func (u *usageReads) Nodes(ctx context.Context, q reads.NodeQuery) (*reads.NodeReport, error) {
+	rows, ok := u.st.(interface {
+		reads.HeldRows
+		reads.NodeBucketRows
+		reads.LatestRows
+	})
+	if !ok {
+		return nil, fmt.Errorf("%w: this usage store cannot say how fresh its nodes are", api.ErrUnavailable)
+	}
+	cat, err := u.cats.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := u.now()
+	held, err := reads.HeldNow(ctx, rows, cat, now)
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := reads.NodesNow(ctx, rows, rows, held, now, q)
+	if err != nil {
+		return nil, err
+	}
+	return &reads.NodeReport{At: now, Nodes: nodes}, nil
 }
 
 // flow is the invoice flow as the API sees it.

@@ -41,7 +41,7 @@ type box struct {
 	Addr        string
 	Clock       func() time.Time // time of the state store, the reads and the API
 	Log         *slog.Logger
-	Watch       watchOptions // File "": serveBackends starts no watcher
+	Watch       watchOptions // File "": serveBackends starts no watcher; Every: the Now page's refresh (0: 30 s)
 	// Tee, when set, also receives every sample ingested.
 	Tee collector.Publisher
 	// FlushEvery is how long the ingest loop gathers samples before a

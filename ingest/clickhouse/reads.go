@@ -134,6 +134,50 @@ func (s *Store) nodeBuckets(ctx context.Context, q string, fn func(schemas.NodeB
 	return rows.Err()
 }
 
+// NodeLatest implements reads.NodeLatestRows from node_minutes (max per
+// node: a replay adds no newer minute), the raw samples answering only the
+// parts of the range that are not whole minutes (ingest.MinuteSpan), as
+// NodeBuckets does.
+func (s *Store) NodeLatest(ctx context.Context, fromMS, toMS int64, fn func(schemas.NodeBucketRow) error) error {
+	raw := func(from, to int64) string {
+		return "SELECT toString(node), max(start_ms) FROM " + s.table("raw_samples") +
+			" WHERE ts >= toDateTime(" + itoa(max(from/1000, 0)) + ") AND ts < toDateTime(" + itoa(to/1000+1) + ") AND start_ms >= " + itoa(from) +
+			" AND start_ms < " + itoa(to) + " GROUP BY node"
+	}
+	var queries []string
+	if lo, hi, ok := ingest.MinuteSpan(fromMS, toMS, ingest.ActivityMinuteMS); ok {
+		if hi < toMS {
+			queries = append(queries, raw(hi, toMS))
+		}
+		queries = append(queries, "SELECT toString(node), max(minute_ms) FROM "+s.table("node_minutes")+
+			" WHERE ts >= toDateTime("+itoa(lo/1000)+") AND ts < toDateTime("+itoa(hi/1000)+") AND minute_ms >= "+itoa(lo)+
+			" AND minute_ms < "+itoa(hi)+" GROUP BY node")
+		if fromMS < lo {
+			queries = append(queries, raw(fromMS, lo))
+		}
+	} else {
+		queries = append(queries, raw(fromMS, toMS))
+	}
+	newest := map[string]int64{}
+	for _, q := range queries {
+		err := s.nodeBuckets(ctx, q, func(r schemas.NodeBucketRow) error {
+			if b, ok := newest[r.Node]; !ok || ingest.MinuteOf(r.BucketMS) > b {
+				newest[r.Node] = ingest.MinuteOf(r.BucketMS)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for node, b := range newest {
+		if err := fn(schemas.NodeBucketRow{Node: node, BucketMS: b}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Unattributed implements reads.QualityRows from unheld_busy (the rollup
 // written with the samples, replays collapsed by FINAL); a threshold of 0,
 // which calls every unheld sample of known util busy, from raw_samples.

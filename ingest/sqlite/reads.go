@@ -193,6 +193,57 @@ func (s *Store) nodeBuckets(ctx context.Context, query string, bucketMS, fromMS,
 	return rows.Err()
 }
 
+// NodeLatest implements reads.NodeLatestRows from node_minutes, the raw
+// samples answering only the parts of the range that are not whole minutes
+// (ingest.MinuteSpan), as NodeBuckets does: one row per node and part.
+func (s *Store) NodeLatest(ctx context.Context, fromMS, toMS int64, fn func(schemas.NodeBucketRow) error) error {
+	const raw = `SELECT node, max(start_ms) FROM raw_samples WHERE start_ms >= ? AND start_ms < ? GROUP BY node`
+	newest := map[string]int64{}
+	read := func(query string, from, to int64) error {
+		if from >= to {
+			return nil
+		}
+		rows, err := s.db.QueryContext(ctx, query, from, to)
+		if err != nil {
+			return fmt.Errorf("cannot read node activity: %w", err)
+		}
+		defer rows.Close() //nolint:errcheck // errors surface on Next/Err
+		for rows.Next() {
+			var node string
+			var ms int64
+			if err := rows.Scan(&node, &ms); err != nil {
+				return fmt.Errorf("cannot read node activity: %w", err)
+			}
+			if b, ok := newest[node]; !ok || ingest.MinuteOf(ms) > b {
+				newest[node] = ingest.MinuteOf(ms)
+			}
+		}
+		return rows.Err()
+	}
+	lo, hi, ok := ingest.MinuteSpan(fromMS, toMS, ingest.ActivityMinuteMS)
+	if !ok {
+		lo, hi = toMS, toMS
+	}
+	for _, part := range []struct {
+		query    string
+		from, to int64
+	}{
+		{raw, hi, toMS},
+		{`SELECT node, max(minute_ms) FROM node_minutes WHERE minute_ms >= ? AND minute_ms < ? GROUP BY node`, lo, hi},
+		{raw, fromMS, lo},
+	} {
+		if err := read(part.query, part.from, part.to); err != nil {
+			return err
+		}
+	}
+	for node, b := range newest {
+		if err := fn(schemas.NodeBucketRow{Node: node, BucketMS: b}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Unattributed implements reads.QualityRows from unheld_busy (the rollup
 // written with the samples); a threshold of 0, which calls every unheld
 // sample of known util busy, from raw_samples.

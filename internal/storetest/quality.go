@@ -163,6 +163,7 @@ func RequireDataQuality(t *testing.T, st ingest.Backend) {
 	written := append(append(append(append([]schemas.Sample(nil), samples[:half]...), samples[half:]...), samples[half/3:half+half/3]...), samples[half/2:]...)
 	ref := newRawQuality(written, st)
 	RequireDataQualityOf(t, st, written)
+	requireNodeLatest(t, st, ref)
 
 	cat := Catalogs(t)["example"]
 	// Hand-checked: November in Shanghai, checked at 06:35:30Z. q3's sample
@@ -221,6 +222,42 @@ func RequireDataQuality(t *testing.T, st ingest.Backend) {
 		require.NotEmpty(t, want, "range %v", r)
 		require.Equal(t, want, buckets(st, r[0], r[1], r[2]), "range %v", r)
 	}
+}
+
+// requireNodeLatest checks that st tells each node's newest minute directly
+// (reads.NodeLatestRows) as the raw samples do, over ranges that are whole
+// minutes and ranges that are not, and NodesNow on the quality trace by
+// hand: the nodes of the last day, silent or not, every node or only a
+// project's.
+func requireNodeLatest(t *testing.T, st ingest.Backend, ref *rawQuality) {
+	t.Helper()
+	ctx := context.Background()
+	_, ok := st.(reads.NodeLatestRows)
+	require.True(t, ok, "every usage store tells each node's newest minute (reads.NodeLatestRows)")
+	from, to := utc("2026-10-31T15:55:12Z").UnixMilli(), utc("2026-11-02T06:35:30Z").UnixMilli()
+	for _, r := range [][2]int64{{from, to}, {from, from + 30_000}, {from + 48_000, from + 50_000}, {utc("2026-10-31T16:00:00Z").UnixMilli(), to},
+		{from, utc("2026-11-02T06:35:00Z").UnixMilli()}, {from, utc("2026-11-01T00:04:55Z").UnixMilli()}, {utc("2026-11-01T00:04:55Z").UnixMilli(), to}} {
+		want, err := reads.NodeLatest(ctx, ref, r[0], r[1])
+		require.NoError(t, err)
+		require.NotEmpty(t, want, "range %v", r)
+		got, err := reads.NodeLatest(ctx, st, r[0], r[1])
+		require.NoError(t, err)
+		require.Equal(t, want, got, "range %v", r)
+	}
+	// At 00:10Z on 1 November: q2 sent its last sample at 00:04:50 (not
+	// silent yet), q1 and q5 stopped hours ago, q3 and q4 start later.
+	now := utc("2026-11-01T00:10:00Z")
+	nodes, err := reads.NodesNow(ctx, st, st, nil, now, reads.NodeQuery{})
+	require.NoError(t, err)
+	require.Equal(t, []reads.NodeState{
+		{Node: "q1", LastSample: utc("2026-10-31T16:54:00Z"), Silent: true},
+		{Node: "q2", LastSample: utc("2026-11-01T00:04:00Z")},
+		{Node: "q5", LastSample: utc("2026-10-31T16:02:00Z"), Silent: true},
+	}, nodes)
+	// nlp-lab's latest held samples: q1's (q3's, q4's and q5's are later).
+	nodes, err = reads.NodesNow(ctx, st, st, nil, now, reads.NodeQuery{Project: "nlp-lab"})
+	require.NoError(t, err)
+	require.Equal(t, []reads.NodeState{{Node: "q1", LastSample: utc("2026-10-31T16:54:00Z"), Silent: true}}, nodes)
 }
 
 // RequireDataQualityOf checks that reads.CheckDataQuality on st answers what

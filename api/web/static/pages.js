@@ -99,28 +99,132 @@ function invoiceTotals(items, totalOf) {
 
 // ---------------------------------------------------------------- now
 
+// The Now page is live: it reads what is held and how fresh each node's
+// data is again at the server's refresh interval (GET /api/v1/nodes tells
+// it: the interval the watcher runs at), while the page is shown and the tab
+// visible; each read replaces the tables in place (the page stays, so does
+// the scroll), a failed one says so quietly and the next one retries.
+let stopNow = () => {};
+
+async function readNow() {
+  const [held, nodes] = await Promise.all([get('/api/v1/held'), get('/api/v1/nodes')]);
+  return { held, nodes };
+}
+
 async function nowPage(ctx) {
   const { view } = ctx;
-  const page = await get('/api/v1/held');
+  let data = await readNow();
   if (!ctx.isCurrent()) return;
-  const items = page.items;
-  const nodes = [...new Set(items.map((x) => x.node))].sort();
-  const idle = items.filter((x) => x.idle).length;
   const refresh = h('button', { type: 'button', class: 'secondary', id: 'refresh' }, t('refresh'));
-  refresh.addEventListener('click', () => ctx.go('now'));
-  const out = [
+  const live = h('span', { id: 'now-live' });
+  const notice = h('p', { class: 'notice', id: 'now-notice', role: 'status', hidden: true });
+  const summary = h('p', { id: 'held-summary' });
+  const nodesSummary = h('p', { id: 'nodes-summary' });
+  const rule = h('p', { class: 'muted', id: 'silent-rule' });
+  const nodesTable = h('div', { id: 'node-freshness-wrap' });
+  const heldNodes = h('div', { id: 'held-nodes' });
+  view.replaceChildren(
     sectionHead(t('now.title'), refresh),
-    h('p', { id: 'held-summary' }, t('now.summary', { held: items.length, nodes: nodes.length, idle })),
-    h('p', { class: 'muted' }, t('updated', { time: time(new Date().toISOString()) }), ' · ', t('tz.note', { tz: getZone() })),
-  ];
-  if (items.length === 0) out.push(h('p', {}, t('none')));
-  for (const node of nodes) {
-    const rows = items.filter((x) => x.node === node).sort((a, b) => a.instance.localeCompare(b.instance));
-    out.push(h('section', { class: 'node', 'aria-labelledby': 'node-' + node },
-      h('h2', { id: 'node-' + node }, node),
-      h('div', { id: 'held-' + node }, nodeCards(node, rows))));
-  }
-  view.replaceChildren(...out);
+    h('p', { class: 'muted' }, live, ' · ', t('tz.note', { tz: getZone() })),
+    notice,
+    summary,
+    nodesSummary,
+    heldNodes,
+    h('section', { id: 'nodes', 'aria-labelledby': 'nodes-head' }, h('h2', { id: 'nodes-head' }, t('now.nodes')), rule, nodesTable));
+  let heldKey = '';
+  const draw = () => {
+    const { held, nodes } = data;
+    const items = held.items;
+    const heldOn = [...new Set(items.map((x) => x.node))].sort();
+    const silent = new Set(nodes.items.filter((n) => n.silent).map((n) => n.node));
+    live.textContent = t('now.live', { time: time(nodes.checked_at), s: nodes.refresh_s });
+    summary.textContent = t('now.summary', { held: items.length, nodes: heldOn.length, idle: items.filter((x) => x.idle).length });
+    nodesSummary.textContent = t('now.nodesSummary', { ok: nodes.items.length - silent.size, silent: silent.size,
+      names: silent.size ? t('now.silentNames', { nodes: [...silent].join(', ') }) : '' });
+    nodesSummary.classList.toggle('warn', silent.size > 0);
+    rule.textContent = t('now.silentRule', { min: Math.round(nodes.silent_after_s / 60), h: Math.round(nodes.lookback_s / 3600) });
+    nodesTable.replaceChildren(nodes.items.length
+      ? freshnessTable(nodes)
+      : h('p', {}, t('now.noNodes', { h: Math.round(nodes.lookback_s / 3600) })));
+    // The held instances' sections change only when what is held does.
+    const key = JSON.stringify([items, [...silent]]);
+    if (key === heldKey) return;
+    heldKey = key;
+    const out = [];
+    if (items.length === 0) out.push(h('p', {}, t('none')));
+    for (const node of heldOn) {
+      const rows = items.filter((x) => x.node === node).sort((a, b) => a.instance.localeCompare(b.instance));
+      out.push(h('section', { class: 'node', 'aria-labelledby': 'node-' + node },
+        h('h2', { id: 'node-' + node }, node, silent.has(node) ? [' ', badge('silent', t('now.silent'))] : null),
+        h('div', { id: 'held-' + node }, nodeCards(node, rows))));
+    }
+    heldNodes.replaceChildren(...out);
+  };
+  draw();
+
+  // Polling: one read at a time, none while the tab is hidden, none once
+  // the page is left (leave, another render, a sign-out).
+  let timer = 0, busy = false, stopped = false;
+  const every = () => Math.max(1, Number(data.nodes.refresh_s) || 30) * 1000;
+  const schedule = () => {
+    clearTimeout(timer);
+    if (!stopped && !document.hidden) timer = setTimeout(poll, every());
+  };
+  const poll = async () => {
+    if (stopped || busy) return;
+    if (!view.isConnected) { stop(); return; }
+    busy = true;
+    clearTimeout(timer);
+    try {
+      const next = await readNow();
+      if (stopped) return;
+      data = next;
+      draw();
+      notice.hidden = true;
+      notice.textContent = '';
+      view.dataset.polls = String(Number(view.dataset.polls || 0) + 1);
+    } catch (e) {
+      if (stopped) return;
+      if (e instanceof ApiError && e.status === 401) { stop(); return; } // signed out (the hook shows the sign-in)
+      notice.textContent = t('now.stale', { time: time(data.nodes.checked_at), s: every() / 1000 }) + ' ' + errorText(e);
+      notice.hidden = false;
+    } finally {
+      busy = false;
+      schedule();
+    }
+  };
+  const onVisible = () => {
+    if (document.hidden) clearTimeout(timer);
+    else poll();
+  };
+  const stop = () => {
+    stopped = true;
+    clearTimeout(timer);
+    document.removeEventListener('visibilitychange', onVisible);
+  };
+  stopNow();
+  stopNow = stop;
+  document.addEventListener('visibilitychange', onVisible);
+  refresh.addEventListener('click', () => poll());
+  schedule();
+}
+
+// freshnessTable is the nodes with when their data was last updated (and
+// how long before the server's clock), silent ones marked.
+function freshnessTable(nodes) {
+  const at = new Date(nodes.checked_at);
+  const ago = (n) => duration(at - new Date(n.last_sample));
+  const t0 = table(t('now.nodesCaption'), [
+    { label: t('now.node'), value: (n) => n.node },
+    { label: t('now.nodeLast'), value: (n) => [time(n.last_sample), h('br'), h('small', {}, t('now.ago', { d: ago(n) }))] },
+    { label: t('now.nodeState'), value: (n) => (n.silent ? badge('silent', t('now.silent')) : badge('busy', t('now.reporting'))) },
+    { label: t('now.heldCount'), num: true, value: (n) => n.held },
+  ], nodes.items, { id: 'node-freshness', rowHeader: true });
+  t0.querySelectorAll('tbody tr').forEach((tr, i) => {
+    tr.dataset.node = nodes.items[i].node;
+    if (nodes.items[i].silent) tr.classList.add('silent');
+  });
+  return t0;
 }
 
 // heldColumns are the columns of a table of held instances (without the
@@ -824,6 +928,6 @@ async function statementPage(ctx, id) {
   );
 }
 
-export function leave() { disposeCharts(); }
+export function leave() { disposeCharts(); stopNow(); }
 
 export const pages = { now: nowPage, usage: usagePage, invoices: invoicesPage, statements: statementsPage, runs: runsPage, roster: rosterPage };
