@@ -209,6 +209,33 @@ func (f *fakeFlow) PeriodSummary(ctx context.Context, period, project string) (*
 	})
 }
 
+// The lead's sign-off, kept as the real flow keeps it (an audit entry per
+// approved document).
+func (f *fakeFlow) LeadApproval() bool { return true }
+
+func (f *fakeFlow) Approve(ctx context.Context, actor string, id int64, ifSHA256 string) (invoicing.Approval, error) {
+	inv, err := f.led.Invoice(ctx, id)
+	if err != nil {
+		return invoicing.Approval{}, err
+	}
+	if inv.Status != ledger.StatusDraft || inv.SHA256 != ifSHA256 {
+		return invoicing.Approval{}, fmt.Errorf("%w: not the draft reviewed", ledger.ErrConflict)
+	}
+	e, err := f.led.RecordAudit(ctx, ledger.AuditRecord{Actor: actor, Action: invoicing.ActionApprove, Object: fmt.Sprintf("invoice/%d", id),
+		After: json.RawMessage(fmt.Sprintf(`{"sha256":%q}`, inv.SHA256))})
+	return invoicing.Approval{By: e.Actor, At: e.At, SHA: inv.SHA256}, err
+}
+
+func (f *fakeFlow) ApprovalOf(ctx context.Context, inv ledger.Invoice) (invoicing.Approval, bool, error) {
+	es, _, err := f.led.Audit(ctx, ledger.AuditFilter{Action: invoicing.ActionApprove, Object: fmt.Sprintf("invoice/%d", inv.ID)})
+	for _, e := range es {
+		if strings.Contains(string(e.After), inv.SHA256) {
+			return invoicing.Approval{By: e.Actor, At: e.At, SHA: inv.SHA256}, true, err
+		}
+	}
+	return invoicing.Approval{}, false, err
+}
+
 func (f *fakeFlow) Void(ctx context.Context, actor string, id int64, reason string) (ledger.Voided, error) {
 	return f.led.Void(ctx, actor, id, reason, ledger.VoidOptions{
 		CreditNote: func(number string, _ time.Time, voided []byte) ([]byte, error) {

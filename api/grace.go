@@ -22,6 +22,7 @@ func (s *Server) withGrace(ctx context.Context, inv ledger.Invoice, b InvoiceBod
 	if inv.Status != ledger.StatusDraft {
 		return b
 	}
+	b = s.withApproval(ctx, inv, b)
 	if g, ok := s.cfg.Invoicing.(GraceReporter); ok {
 		if t, err := g.FinalizableFrom(ctx, inv); err == nil {
 			b.FinalizableFrom = t

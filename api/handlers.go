@@ -65,6 +65,10 @@ type InvoiceBody struct {
 	FinalizableFrom time.Time `json:"finalizable_from,omitzero" doc:"a draft's earliest finalize time (the end of its period's grace period); in a single draft read"`
 	// Finalizable: the grace period has ended by the server's clock.
 	Finalizable bool `json:"finalizable,omitempty" doc:"a draft whose grace period has ended by the server's clock; in a single draft read"`
+	// The lead's sign-off (serve --lead-approval), in a single draft read.
+	ApprovalRequired bool      `json:"approval_required,omitempty" doc:"finalizing waits for the project's lead to approve this document (serve --lead-approval); in a single draft read"`
+	ApprovedBy       string    `json:"approved_by,omitempty" doc:"who approved this very document, when it is approved"`
+	ApprovedAt       time.Time `json:"approved_at,omitzero"`
 }
 
 func invoiceBody(i ledger.Invoice) InvoiceBody {
@@ -117,6 +121,7 @@ func (s *Server) routes() {
 	s.routesAdvice()
 	s.routesInvoices()
 	s.routesPeriods()
+	s.routesApproval()
 	s.routesWatch()
 	s.routesAdmin()
 }

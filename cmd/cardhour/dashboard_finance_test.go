@@ -140,3 +140,91 @@ func checkFundingTable(t *testing.T, tb *tab, lang string, s periodSummary) {
 	}
 	require.False(t, strings.Contains(raw, "NaN") || strings.Contains(raw, "undefined"))
 }
+
+// TestDashboardLeadSignOff: with the lead's sign-off required, in English
+// and Chinese, finance is not offered Finalize for a draft its lead has not
+// approved (the page says it awaits the approval); the lead approves it
+// with one click and a confirmation; the page then names who approved it
+// and when, and finance finalizes it.
+func TestDashboardLeadSignOff(t *testing.T) {
+	chromium := needChromium(t)
+	ds := startDashboard(t, exampleSamples, heldAt, afterNovember, map[string]ledger.NewToken{
+		"finance": {Role: ledger.RoleFinance, Name: "browser test", TTL: time.Hour},
+		"lead":    {Role: ledger.RoleLead, Project: "nlp-lab", Name: "nlp lead", TTL: time.Hour},
+		"cvlead":  {Role: ledger.RoleLead, Project: "cv-lab", Name: "cv lead", TTL: time.Hour},
+		"admin":   {Role: ledger.RoleAdmin, Name: "browser test", TTL: time.Hour},
+	}, func(s *dashSetup) { s.leadApproval = true })
+	code, body := ds.apiDo(t, ds.tokens["finance"], "POST", "/api/v1/billing-runs", `{"period":"2026-11"}`)
+	require.Equal(t, 200, code, string(body))
+	var sum periodSummary
+	ds.apiGet(t, ds.tokens["finance"], "/api/v1/periods/2026-11/summary", &sum)
+	ids := map[string]int64{}
+	sha := map[string]string{}
+	for _, it := range sum.Invoices {
+		ids[it.Project], sha[it.Project] = it.ID, it.SHA256
+	}
+	// Finalizing before the approval is refused by the API too.
+	code, body = ds.apiDo(t, ds.tokens["finance"], "POST", fmt.Sprintf("/api/v1/invoices/%d/finalize", ids["nlp-lab"]), fmt.Sprintf(`{"if_sha256":%q}`, sha["nlp-lab"]))
+	require.Equal(t, 409, code, string(body))
+	require.Contains(t, string(body), "awaits the approval of its project's lead")
+	// A lead approves only its own project's draft.
+	code, _ = ds.apiDo(t, ds.tokens["lead"], "POST", fmt.Sprintf("/api/v1/invoices/%d/approve", ids["cv-lab"]), fmt.Sprintf(`{"if_sha256":%q}`, sha["cv-lab"]))
+	require.Equal(t, 403, code)
+
+	shots := artifactDir(t, "dashboard-signoff")
+	for lang, project := range map[string]string{"en": "nlp-lab", "zh-CN": "cv-lab"} {
+		t.Run(lang, func(t *testing.T) {
+			lead := map[string]string{"nlp-lab": "lead", "cv-lab": "cvlead"}[project]
+			page := fmt.Sprintf("#/invoices/%d", ids[project])
+			fin := langTab(t, chromium, shots, lang)
+			fin.login(ds.base, ds.tokens["finance"])
+			fin.route(page, "invoices")
+			require.Zero(t, eval[int](fin, `document.querySelectorAll('#finalize').length`), "no Finalize before the approval")
+			awaiting := map[string]string{"en": "awaiting the lead's approval", "zh-CN": "等待负责人审核"}[lang]
+			require.Contains(t, eval[string](fin, `document.getElementById('finalize-wait-approval').innerText`), awaiting)
+
+			ld := langTab(t, chromium, shots, lang)
+			ld.login(ds.base, ds.tokens[lead])
+			ld.route(page, "invoices")
+			eval[bool](ld, `(window.confirm = () => true, true)`)
+			ld.do(chromedp.Click(chromedp.CSS("#approve")), chromedp.WaitVisible(chromedp.CSS(`#page-invoices[data-ready="true"] #invoice-approval`)))
+			require.Eventually(t, func() bool {
+				txt := eval[string](ld, `document.getElementById('invoice-approval')?.innerText ?? ''`)
+				return txt != "" && !strings.Contains(txt, awaiting)
+			}, 10*time.Second, 100*time.Millisecond, "the page says the draft is approved")
+			require.Zero(t, eval[int](ld, `document.querySelectorAll('#approve').length`), "approved: no second Approve")
+			ld.screenshot(lang + "-signoff-approved")
+
+			var inv struct {
+				ApprovedBy string    `json:"approved_by"`
+				ApprovedAt time.Time `json:"approved_at"`
+			}
+			ds.apiGet(t, ds.tokens["finance"], fmt.Sprintf("/api/v1/invoices/%d", ids[project]), &inv)
+			require.NotEmpty(t, inv.ApprovedBy)
+			require.Contains(t, eval[string](ld, `document.getElementById('invoice-approval').innerText`),
+				inv.ApprovedAt.In(shanghai).Format("2006-01-02 15:04")+" · "+inv.ApprovedBy)
+
+			fin.route(page+"?r=1", "invoices")
+			fin.do(chromedp.WaitVisible(chromedp.CSS("#finalize")))
+			eval[bool](fin, `(window.confirm = () => true, true)`)
+			fin.do(chromedp.Click(chromedp.CSS("#finalize")))
+			require.Eventually(t, func() bool {
+				var got struct{ Status string }
+				ds.apiGet(t, ds.tokens["finance"], fmt.Sprintf("/api/v1/invoices/%d", ids[project]), &got)
+				return got.Status == "finalized"
+			}, 10*time.Second, 100*time.Millisecond)
+			fin.screenshot(lang + "-signoff-finalized")
+		})
+	}
+	entries := 0
+	var audit struct {
+		Items []struct{ Action, Object string }
+	}
+	ds.apiGet(t, ds.tokens["admin"], "/api/v1/audit?action=invoice.approve", &audit)
+	for _, e := range audit.Items {
+		if e.Action == "invoice.approve" {
+			entries++
+		}
+	}
+	require.Equal(t, 2, entries, "each approval audited once")
+}

@@ -107,6 +107,8 @@ type dashSetup struct {
 	now     func() time.Time
 	refresh time.Duration
 	usage   func(api.Usage) api.Usage
+	// leadApproval: the invoice flow requires the lead's sign-off.
+	leadApproval bool
 }
 
 type dashOpt func(*dashSetup)
@@ -128,12 +130,13 @@ func startDashboard(tb testing.TB, samples string, heldAt, invoiceNow time.Time,
 	st, err := storedsn.Open(ctx, store, storedsn.Options{Logger: log, Mode: storedsn.Read})
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = st.Close() })
-	svc, err := invoicing.New(invoicing.Config{Ledger: led, Usage: st, Clock: func() time.Time { return invoiceNow }, Grace: time.Hour, Logger: log})
-	require.NoError(tb, err)
 	var setup dashSetup
 	for _, o := range opts {
 		o(&setup)
 	}
+	svc, err := invoicing.New(invoicing.Config{Ledger: led, Usage: st, Clock: func() time.Time { return invoiceNow }, Grace: time.Hour, Logger: log,
+		LeadApproval: setup.leadApproval})
+	require.NoError(tb, err)
 	if setup.now == nil {
 		setup.now = func() time.Time { return heldAt }
 	}

@@ -43,6 +43,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	tlsCert := fs.String("tls-cert", "", "TLS certificate (PEM); with --tls-key the server speaks HTTPS")
 	tlsKey := fs.String("tls-key", "", "TLS private key (PEM)")
 	autoFinalize := fs.Bool("auto-finalize", false, "finalize a period's drafts automatically once its grace period is over")
+	leadApproval := fs.Bool("lead-approval", false, "finalize a draft only once its project's lead has approved that very document (POST /api/v1/invoices/{id}/approve)")
 	exportDir := fs.String("export-dir", "", "write every finalized period's files (CSV, XLSX, JSON, a PDF per invoice) to this directory, once per edition")
 	webhook := fs.String("webhook", "", "POST every finalized period's files to this finance URL, once per edition (HMAC-SHA256 signed)")
 	webhookSecret := fs.String("webhook-secret-file", "", "file holding the webhook's signing secret (at least 16 bytes)")
@@ -112,7 +113,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	if err := serve(ctx, serveOptions{stateDSN: stateDSN, store: *store, catalog: *catalogPath, webhookSecret: *webhookSecret,
 		exportCacheMB: *exportCache, maxBody: *maxBody, signin: sf, serve: api.ServeOptions{Addr: *addr, TLSCert: *tlsCert, TLSKey: *tlsKey, ShutdownTimeout: *drain,
 			Ready: func(a net.Addr) { fmt.Fprintf(stdout, "cardhour serve: listening on %s\n", a) }},
-		jobs: jobOptions{PDFFont: *pdfFont, Grace: *grace, AutoFinalize: *autoFinalize, ExportDir: *exportDir, Every: *jobsEvery, Webhook: invoicing.Webhook{URL: *webhook},
+		jobs: jobOptions{PDFFont: *pdfFont, Grace: *grace, AutoFinalize: *autoFinalize, LeadApproval: *leadApproval, ExportDir: *exportDir, Every: *jobsEvery, Webhook: invoicing.Webhook{URL: *webhook},
 			UsageCache: *usageCache, UsageMaxStale: *usageStale, Watch: wo}}, log, stderr); err != nil {
 		fmt.Fprintln(stderr, "cardhour serve:", err)
 		return 1

@@ -29,6 +29,7 @@ import (
 type jobOptions struct {
 	Grace        time.Duration
 	AutoFinalize bool
+	LeadApproval bool // finalizing waits for the lead's sign-off
 	ExportDir    string
 	Webhook      invoicing.Webhook
 	Every        time.Duration
@@ -66,7 +67,7 @@ func serveBackends(led ledger.Store, st ingest.Backend, jo jobOptions, log *slog
 			return api.Config{}, nil, fmt.Errorf("--pdf-font: %w", err)
 		}
 	}
-	svc, err := invoicing.New(invoicing.Config{Ledger: leases, Usage: st, Grace: jo.Grace, Documents: docs,
+	svc, err := invoicing.New(invoicing.Config{Ledger: leases, Usage: st, Grace: jo.Grace, Documents: docs, LeadApproval: jo.LeadApproval,
 		ExportDir: jo.ExportDir, Webhook: jo.Webhook, Logger: log, Clock: now, Catalogs: cats})
 	if err != nil {
 		return api.Config{}, nil, err
@@ -298,6 +299,16 @@ func (f *flow) FinalizableFrom(ctx context.Context, inv ledger.Invoice) (time.Ti
 
 func (f *flow) Void(ctx context.Context, actor string, id int64, reason string) (ledger.Voided, error) {
 	return f.svc.Void(ctx, actor, id, reason)
+}
+
+func (f *flow) LeadApproval() bool { return f.svc.LeadApproval() }
+
+func (f *flow) Approve(ctx context.Context, actor string, id int64, ifSHA256 string) (invoicing.Approval, error) {
+	return f.svc.Approve(ctx, actor, id, ifSHA256)
+}
+
+func (f *flow) ApprovalOf(ctx context.Context, inv ledger.Invoice) (invoicing.Approval, bool, error) {
+	return f.svc.ApprovalOf(ctx, inv)
 }
 
 func (f *flow) PeriodSummary(ctx context.Context, period, project string) (*invoicing.PeriodSummary, error) {

@@ -31,6 +31,12 @@ func (s *Service) Finalize(ctx context.Context, actor string, id int64, ifSHA256
 	if err := s.checkGrace(ctx, inv); err != nil {
 		return ledger.Invoice{}, err
 	}
+	if s.cfg.LeadApproval && ifSHA256 == "" {
+		ifSHA256 = inv.SHA256 // only the document that was approved
+	}
+	if err := s.checkApproval(ctx, inv, ifSHA256); err != nil {
+		return ledger.Invoice{}, err
+	}
 	return s.cfg.Ledger.Finalize(ctx, actor, id, ledger.FinalizeOptions{IfSHA256: ifSHA256,
 		Stamp: func(number string, doc []byte) ([]byte, error) {
 			// A reissue draft opened by a void before reissues were
@@ -163,6 +169,8 @@ func (s *Service) AutoFinalize(ctx context.Context) ([]ledger.Invoice, error) {
 			case err == nil:
 				out = append(out, inv)
 				s.log.Info("invoice finalized automatically", "invoice", inv.ID, "number", inv.Number, "project", inv.Project, "period", inv.Period)
+			case isAwaitingApproval(err):
+				s.log.Info("invoice awaits its lead's approval: not finalized automatically", "invoice", d.InvoiceID, "project", d.Project, "period", per)
 			case errors.Is(err, ledger.ErrInvalidTransition) || errors.Is(err, ledger.ErrConflict):
 				// Finalized (or replaced) by another replica or a person meanwhile.
 			default:

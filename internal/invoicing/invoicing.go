@@ -69,6 +69,10 @@ type Config struct {
 	// Webhook, when its URL is set, receives every exported period once.
 	Webhook Webhook
 	Logger  *slog.Logger // nil: discard
+	// LeadApproval: a draft is finalized only once its project's lead has
+	// approved that very document (Approve); a draft recomputed since is
+	// approved again.
+	LeadApproval bool
 	// Catalogs parses the ledger's catalog versions (nil: a cache of this
 	// Service's own over Ledger); serve shares one with the API.
 	Catalogs *catalogs.Cache

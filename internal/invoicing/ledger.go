@@ -30,6 +30,8 @@ type Ledger interface {
 	ImportRoster(ctx context.Context, actor string, r ledger.RosterImport) (ledger.RosterChange, error)
 	Students(ctx context.Context, f ledger.StudentFilter) (page []ledger.Student, next string, err error)
 	Releases(ctx context.Context, f ledger.ReleaseFilter) (page []ledger.Release, next string, err error)
+	RecordAudit(ctx context.Context, r ledger.AuditRecord) (ledger.AuditEntry, error)
+	Audit(ctx context.Context, f ledger.AuditFilter) (page []ledger.AuditEntry, next string, err error)
 }
 
 var _ Ledger = ledger.Store(nil)

@@ -69,3 +69,25 @@ function batchForm(ctx, period, byID) {
   });
   return h('section', { class: 'card', id: 'batch-finalize' }, h('h2', {}, t('fin.batchTitle')), h('p', { class: 'muted' }, t('fin.batchHelp')), btn, out);
 }
+
+// approveControl is the lead's sign-off of a draft (serve --lead-approval):
+// an Approve button for the project's lead (and admin) while this very
+// document is not approved; a confirmation names the total.
+export function approveControl(ctx, inv, total) {
+  const role = ctx.session.me.role;
+  if (inv.status !== 'draft' || !inv.approval_required || inv.approved_by || !['admin', 'lead'].includes(role)) return [];
+  const b = h('button', { type: 'button', id: 'approve' }, t('inv.approve'));
+  b.addEventListener('click', async () => {
+    if (!confirm(t('inv.approveConfirm', { project: inv.project, period: inv.period, total }))) return;
+    b.disabled = true;
+    try {
+      await post(`/api/v1/invoices/${inv.id}/approve`, { if_sha256: inv.sha256 });
+      ctx.say(t('inv.approvedOk', { project: inv.project, period: inv.period }));
+      ctx.go('invoices', { at: Date.now() }, [String(inv.id)]);
+    } catch (e) {
+      ctx.say(errorText(e));
+      b.disabled = false;
+    }
+  });
+  return [b];
+}

@@ -4,7 +4,7 @@
 
 import { ApiError, download, get, getAll, post, request } from './api.js';
 import { badge, duration, errorText, getZone, h, hours, money, statusText, sumMoney, table, thisMonth, time } from './format.js';
-import { periodFinance } from './finance.js';
+import { approveControl, periodFinance } from './finance.js';
 import { getLang, t } from './i18n.js';
 
 const FINANCE = ['admin', 'finance'];
@@ -553,6 +553,9 @@ async function invoicePage(ctx, id) {
   if (isFinance && inv.status === 'draft' && inv.finalizable_from && !inv.finalizable) {
     // The grace period runs: say when finalizing opens instead of offering it.
     actions.append(h('span', { id: 'finalize-wait', class: 'muted' }, t('inv.finalizeFrom', { time: time(inv.finalizable_from) })));
+  } else if (isFinance && inv.status === 'draft' && inv.approval_required && !inv.approved_by) {
+    // The lead's sign-off is required and not given for this document.
+    actions.append(h('span', { id: 'finalize-wait-approval', class: 'muted' }, t('inv.awaitingApproval')));
   } else if (isFinance && inv.status === 'draft') {
     const b = h('button', { type: 'button', id: 'finalize' }, t('inv.finalize'));
     b.addEventListener('click', async () => {
@@ -572,6 +575,7 @@ async function invoicePage(ctx, id) {
   if (isFinance && inv.status === 'finalized') {
     actions.append(...voidControl(ctx, inv));
   }
+  actions.append(...approveControl(ctx, inv, money(doc.total, cur)));
   const hoursOf = (ms) => hours(Number(ms || 0) / 1000);
   const out = [
     h('p', {}, h('a', { href: `#/invoices?period=${inv.period}` }, t('inv.back'))),
@@ -584,6 +588,8 @@ async function invoicePage(ctx, id) {
       [t('inv.cutoff'), time(inv.data_cutoff)],
       [t('inv.catalog'), String(inv.catalog_version)],
       [t('inv.created'), `${time(inv.created_at)} · ${inv.created_by}`],
+      [t('inv.approval'), !inv.approval_required ? '' : h('span', { id: 'invoice-approval' },
+        inv.approved_by ? `${time(inv.approved_at)} · ${inv.approved_by}` : t('inv.awaitingApproval'))],
       [t('inv.finalized'), inv.finalized_at ? `${time(inv.finalized_at)} · ${inv.finalized_by}` : ''],
       [t('inv.voided'), inv.voided_at ? `${time(inv.voided_at)} · ${inv.voided_by}` : ''],
       [t('inv.reason'), inv.void_reason],
