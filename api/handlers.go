@@ -118,6 +118,7 @@ func (s *Server) routes() {
 	s.routesInvoices()
 	s.routesPeriods()
 	s.routesWatch()
+	s.routesSelf()
 	s.routesAdmin()
 }
 
