@@ -36,6 +36,8 @@ type fixture struct {
 	ids    map[string]int64  // named objects: inv-oct-ai101 (finalized), inv-nov-ai101 (draft), spare-token
 	sha    map[int64]string
 	signIn *api.SignIn // the server's sign-in (signInFor)
+	// releaser carries out the releases asked for (POST /api/v1/held/release).
+	releaser *fakeReleaser
 }
 
 func catalogYAML(t *testing.T) []byte {
@@ -111,8 +113,10 @@ func newFixture(t *testing.T) *fixture {
 	}
 	f.seedWatch(ctx)
 	f.signIn = signInFor(led)
+	f.releaser = &fakeReleaser{}
 	f.srv, err = api.New(api.Config{Ledger: led, Usage: f.usage, UsagePing: f.usage.ping, Invoicing: f.flow, Advice: fakeAdvisor{}, Clock: func() time.Time { return now },
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxBodyBytes: 1 << 20, SignIn: f.signIn})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxBodyBytes: 1 << 20, SignIn: f.signIn,
+		Releases: askedReleases{led: led, rel: f.releaser}})
 	require.NoError(t, err)
 	f.srv.MarkServing(true)
 	f.h = f.srv.Handler()
@@ -157,6 +161,13 @@ func (f *fixture) seedWatch(ctx context.Context) {
 	ex, err = led.GrantExemption(ctx, "cli:test", ledger.NewExemption{Project: "nlp-lab", Until: now.Add(48 * time.Hour), Reason: "course demo"})
 	require.NoError(t, err)
 	f.ids["exemption-nlp"] = ex.ID
+	rq, err := led.RequestExemption(ctx, "token:student", ledger.NewExemptionRequest{Project: "ai101", User: "s-alice", InstanceID: "MIG-1",
+		Until: now.Add(24 * time.Hour), Reason: "training run"})
+	require.NoError(t, err)
+	f.ids["request-alice"] = rq.ID
+	rq, err = led.RequestExemption(ctx, "token:carol", ledger.NewExemptionRequest{Project: "nlp-lab", User: "s-carol", Until: now.Add(24 * time.Hour), Reason: "paper"})
+	require.NoError(t, err)
+	f.ids["request-carol"] = rq.ID
 	b, err := led.PutBudget(ctx, "cli:test", ledger.Budget{Scope: billing.BudgetProject, Project: "ai101", Period: billing.BudgetMonth, Unit: billing.BudgetMoney, Limit: "500"})
 	require.NoError(t, err)
 	f.ids["budget-ai101"] = b.ID

@@ -123,6 +123,7 @@ func (s *Server) routes() {
 	s.routesPeriods()
 	s.routesApproval()
 	s.routesWatch()
+	s.routesSelf()
 	s.routesAdmin()
 }
 

@@ -17,6 +17,7 @@ type Ledger interface {
 	AuditReader
 	AlertStore
 	ExemptionStore
+	ExemptionRequestStore
 	BudgetStore
 }
 
@@ -67,6 +68,15 @@ type ExemptionStore interface {
 	GrantExemption(ctx context.Context, actor string, e ledger.NewExemption) (ledger.Exemption, error)
 	RevokeExemption(ctx context.Context, actor string, id int64) (ledger.Exemption, error)
 	Exemptions(ctx context.Context, f ledger.ExemptionFilter) (page []ledger.Exemption, next string, err error)
+}
+
+// ExemptionRequestStore is the exemption request routes'.
+type ExemptionRequestStore interface {
+	RequestExemption(ctx context.Context, actor string, r ledger.NewExemptionRequest) (ledger.ExemptionRequest, error)
+	ExemptionRequest(ctx context.Context, id int64) (ledger.ExemptionRequest, error)
+	ExemptionRequests(ctx context.Context, f ledger.ExemptionRequestFilter) (page []ledger.ExemptionRequest, next string, err error)
+	GrantExemptionRequest(ctx context.Context, actor string, id int64, answer string) (ledger.ExemptionRequest, ledger.Exemption, error)
+	RefuseExemptionRequest(ctx context.Context, actor string, id int64, answer string) (ledger.ExemptionRequest, error)
 }
 
 // BudgetStore is the budget routes'.

@@ -25,7 +25,19 @@ var (
 	ErrGracePeriod = errors.New("grace period not over")
 	// ErrUnavailable: a dependency is not configured or not reachable.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrNotReleased: a release asked for released nothing (no releaser
+	// is configured, or the releaser refused or failed).
+	ErrNotReleased = errors.New("not released")
 )
+
+// Releases carries out a release a person asks for (POST
+// /api/v1/held/release) with the releasers the watcher uses, recorded in
+// the ledger with actor as who asked. repeated: the holding's release was
+// asked for (or done) before and nothing was done this time. No releaser
+// configured is (wraps) ErrNotReleased.
+type Releases interface {
+	ReleaseHeld(ctx context.Context, actor string, h reads.Held) (rel ledger.Release, repeated bool, err error)
+}
 
 // Usage answers the usage routes from the usage store.
 type Usage interface {

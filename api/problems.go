@@ -33,6 +33,7 @@ const (
 	ProblemConflict          = ProblemBase + "conflict"
 	ProblemInvalidTransition = ProblemBase + "invalid-transition"
 	ProblemGracePeriod       = ProblemBase + "grace-period"
+	ProblemNotReleased       = ProblemBase + "not-released"
 	ProblemTooLarge          = ProblemBase + "too-large"
 	ProblemUnsupportedMedia  = ProblemBase + "unsupported-media-type"
 	ProblemUnavailable       = ProblemBase + "unavailable"
@@ -226,6 +227,8 @@ func problem(ctx context.Context, err error) error {
 		out = newProblem(http.StatusConflict, ProblemGracePeriod, err.Error())
 	case errors.Is(err, ledger.ErrInvalidTransition):
 		out = newProblem(http.StatusConflict, ProblemInvalidTransition, err.Error())
+	case errors.Is(err, ErrNotReleased):
+		out = newProblem(http.StatusConflict, ProblemNotReleased, err.Error())
 	case errors.Is(err, ledger.ErrConflict):
 		out = newProblem(http.StatusConflict, ProblemConflict, err.Error())
 	case errors.Is(err, ledger.ErrTokenExpired), errors.Is(err, ledger.ErrTokenRevoked):

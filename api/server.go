@@ -88,6 +88,10 @@ type Config struct {
 	// /api/v1/nodes tells it (refresh_s), and the dashboard's Now page
 	// polls at it. 0: DefaultRefreshInterval.
 	RefreshInterval time.Duration
+	// Releases carries out the releases people ask for (POST
+	// /api/v1/held/release); nil: none is configured, and the route says
+	// so (409 not-released).
+	Releases Releases
 }
 
 // Server is the HTTP API.

@@ -114,6 +114,7 @@ func serveBackends(led ledger.Store, st ingest.Backend, jo jobOptions, log *slog
 		Usage:           ur,
 		Invoicing:       &flow{svc: svc, led: led, docs: docs},
 		Advice:          adviceReads{st: st},
+		Releases:        newHeldReleases(leases.Store, jo.Watch.Config.Releaser, now),
 		UsagePing: func(ctx context.Context) error {
 			_, err := st.RejectSummary(ctx, 0, 1, 0)
 			return err
@@ -238,7 +239,12 @@ func (u *usageReads) HeldNow(ctx context.Context) ([]reads.Held, error) {
 	if err != nil {
 		return nil, err
 	}
-	return reads.HeldNow(ctx, rows, cat, u.now())
+	now := u.now()
+	held, err := reads.HeldNow(ctx, rows, cat, now)
+	if err == nil {
+		reads.PriceHeld(cat, held, now)
+	}
+	return held, err
 }
 
 // Nodes is reads.NodesNow at the clock of HeldNow, with what is held then.

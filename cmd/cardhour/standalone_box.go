@@ -61,8 +61,11 @@ type box struct {
 	ch     chan []schemas.Sample
 	iw     *ingest.Writer
 	jobs   []actor // serveBackends' (the watcher)
-	g      rungroup.Group
-	ran    bool // run was called: it closes the stores
+	// releases carries out the releases people ask for; the demo gives
+	// it its releaser once the server is open.
+	releases *heldReleases
+	g        rungroup.Group
+	ran      bool // run was called: it closes the stores
 }
 
 // stage is actors a caller of run puts before the box's own.
@@ -135,6 +138,7 @@ func (b *box) open(ctx context.Context) error {
 		return err
 	}
 	b.jobs = jobs
+	b.releases, _ = cfg.Releases.(*heldReleases)
 	cfg.Ledger, cfg.Logger, cfg.Version, cfg.Clock = b.led, b.Log, version, b.Clock
 	if b.SignIn != nil {
 		if cfg.SignIn, err = b.SignIn(b.led); err != nil {

@@ -155,6 +155,9 @@ type Store interface {
 	// WatchStore: alerts, deliveries, releases, exemptions and budgets.
 	WatchStore
 
+	// RequestStore: students' exemption requests and their decisions.
+	RequestStore
+
 	// SessionStore: sessions of people signed in, and login attempts.
 	SessionStore
 

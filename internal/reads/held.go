@@ -48,6 +48,25 @@ type Held struct {
 	// HolderRef is how to reach the holding workload, from the latest sample
 	// (schemas.Sample.HolderRef; empty when the collector knew none).
 	HolderRef string `json:"-"`
+	// Cost is the list price of the holding so far, from Since to the
+	// clock of the read (PriceHeld: the billing engine's UsageAmount with
+	// the SKU's hourly price); nil when no SKU prices it or it was not
+	// priced. For a holding older than the lookback it is the cost since
+	// Since, the lookback's start.
+	Cost *billing.Money `json:"cost,omitempty"`
+}
+
+// PriceHeld sets the cost so far of each holding at now, as the watcher's
+// messages state it: the held time since Since, at the SKU's hourly list
+// price (billing.UsageAmount).
+func PriceHeld(cat *schemas.Catalog, held []Held, now time.Time) {
+	for i := range held {
+		h := &held[i]
+		h.Cost = nil
+		if sku, ok := cat.SKUByID(h.SKU); ok && h.Since.Before(now) {
+			h.Cost = &billing.Money{Decimal: billing.UsageAmount(int64(now.Sub(h.Since)/time.Second), sku.HourlyPrice)}
+		}
+	}
 }
 
 // HeldRows is a store that returns the held samples (project not empty)

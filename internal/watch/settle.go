@@ -39,7 +39,10 @@ func (w *Watcher) settleStale(ctx context.Context, cat *schemas.Catalog, st *sta
 			return fmt.Errorf("watch: pending releases: %w", err)
 		}
 		for _, r := range page {
-			if !r.UpdatedAt.Add(ledger.ReleaseStale).After(now) {
+			// A release a person asked for is theirs to ask again (an
+			// attempt whose process stopped begins again at the next
+			// request once it is stale).
+			if !r.UpdatedAt.Add(ledger.ReleaseStale).After(now) && !IsAskedRelease(r) {
 				stale = append(stale, r)
 			}
 		}
@@ -278,7 +281,7 @@ func isBudgetRelease(r ledger.Release) bool {
 
 func (w *Watcher) tellRelease(ctx context.Context, cat *schemas.Catalog, st *state, held []reads.Held, r ledger.Release, now time.Time, rep *CycleReport) error {
 	kind := outcomeKind(r)
-	if kind == "" || isBudgetRelease(r) {
+	if kind == "" || isBudgetRelease(r) || IsAskedRelease(r) {
 		return nil
 	}
 	key := ledger.IdleAlertKey(kind, r.InstanceID, r.StreakStart)

@@ -2,6 +2,7 @@
 // the API scopes the data (a student's usage and held instances are their
 // own), and the navigation offers a page only to the roles its routes allow.
 
+import { nowColumns, setNow } from './self.js';
 import { ApiError, download, get, getAll, post, request } from './api.js';
 import { badge, duration, errorText, getZone, h, hours, money, statusText, sumMoney, table, thisMonth, time } from './format.js';
 import { approveControl, periodFinance } from './finance.js';
@@ -132,6 +133,7 @@ async function nowPage(ctx) {
     heldNodes,
     h('section', { id: 'nodes', 'aria-labelledby': 'nodes-head' }, h('h2', { id: 'nodes-head' }, t('now.nodes')), rule, nodesTable));
   let heldKey = '';
+  setNow(ctx.session, ctx.say, () => refresh.click());
   const draw = () => {
     const { held, nodes } = data;
     const items = held.items;
@@ -241,6 +243,7 @@ function heldColumns(withGPU = true) {
     { label: t('now.slice'), value: (x) => sliceText(x) },
     { label: t('now.instance'), value: (x) => h('code', { title: x.instance }, instanceText(x.instance)) },
     { label: t('now.last'), value: (x) => time(x.last_sample) },
+    ...nowColumns(),
   ].filter(Boolean);
 }
 

@@ -4,6 +4,7 @@
 // only what is about itself); the forms are offered to the roles the API
 // lets write.
 
+import { requestsSection } from './self.js';
 import { get, getAll, request } from './api.js';
 import { badge, errorText, getZone, h, money, table, time } from './format.js';
 import { t } from './i18n.js';
@@ -218,8 +219,10 @@ async function exemptionsPage(ctx) {
     } },
   ], items, { id: 'exemptions' }));
   if (!list) return;
+  const requests = await requestsSection(ctx);
+  if (!ctx.isCurrent()) return;
   view.replaceChildren(head(t('ex.title')), h('p', { class: 'muted' }, t('ex.help')),
-    h('p', {}, box, ' ', h('label', { for: 'ex-active' }, t('ex.onlyActive'))), tz(), list, ...(staff ? [grantForm(ctx, session)] : []));
+    h('p', {}, box, ' ', h('label', { for: 'ex-active' }, t('ex.onlyActive'))), tz(), requests, list, ...(staff ? [grantForm(ctx, session)] : []));
 }
 
 function grantForm(ctx, session) {

@@ -90,6 +90,7 @@ func Run(t *testing.T, backend Backend) {
 		{"Releases", testReleases},
 		{"ConcurrentReleaseBegins", testConcurrentReleases},
 		{"Exemptions", testExemptions},
+		{"ExemptionRequests", testExemptionRequests},
 		{"Budgets", testBudgets},
 	}
 	cases = append(cases, sessionCases...)

@@ -568,25 +568,32 @@ func (s *Store) GrantExemption(ctx context.Context, actor string, ne ledger.NewE
 	}
 	var out ledger.Exemption
 	err := s.tx(ctx, "exemption of "+ne.Project, func(tx *sql.Tx) error {
-		now := s.now()
-		if err := ledger.CheckNewExemption(&ne, now); err != nil {
-			return err
-		}
-		out = ledger.Exemption{NewExemption: ne, GrantedBy: actor, CreatedAt: fromMS(now.UnixMilli())}
-		out.Until = fromMS(ne.Until.UnixMilli())
-		if err := tx.QueryRowContext(ctx, s.d.Rebind(`INSERT INTO ledger_exemptions (project, user_name, instance_id, until_ms, reason,
-			granted_by, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`), ne.Project, ne.User, ne.InstanceID, out.Until.UnixMilli(),
-			ne.Reason, actor, now.UnixMilli()).Scan(&out.ID); err != nil {
-			return fmt.Errorf("%s ledger: cannot record the exemption of %s: %w", s.d.Name, ne.Project, err)
-		}
-		_, err := s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "exemption.grant", Object: exemptionObject(out.ID),
-			After: exemptionView(out)})
+		var err error
+		out, err = s.grantExemption(ctx, tx, s.now(), actor, ne)
 		return err
 	})
 	if err != nil {
 		return ledger.Exemption{}, err
 	}
 	return out, nil
+}
+
+// grantExemption records the exemption ne granted by actor at now, with its
+// audit entry, in tx.
+func (s *Store) grantExemption(ctx context.Context, tx *sql.Tx, now time.Time, actor string, ne ledger.NewExemption) (ledger.Exemption, error) {
+	if err := ledger.CheckNewExemption(&ne, now); err != nil {
+		return ledger.Exemption{}, err
+	}
+	out := ledger.Exemption{NewExemption: ne, GrantedBy: actor, CreatedAt: fromMS(now.UnixMilli())}
+	out.Until = fromMS(ne.Until.UnixMilli())
+	if err := tx.QueryRowContext(ctx, s.d.Rebind(`INSERT INTO ledger_exemptions (project, user_name, instance_id, until_ms, reason,
+		granted_by, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`), ne.Project, ne.User, ne.InstanceID, out.Until.UnixMilli(),
+		ne.Reason, actor, now.UnixMilli()).Scan(&out.ID); err != nil {
+		return ledger.Exemption{}, fmt.Errorf("%s ledger: cannot record the exemption of %s: %w", s.d.Name, ne.Project, err)
+	}
+	_, err := s.audit(ctx, tx, now, ledger.AuditRecord{Actor: actor, Action: "exemption.grant", Object: exemptionObject(out.ID),
+		After: exemptionView(out)})
+	return out, err
 }
 
 // Exemption implements ledger.Store.
