@@ -113,3 +113,15 @@ func TestBudgetEnumsAreTheLists(t *testing.T) {
 		}
 	}
 }
+
+// The usage report's order_by values in the document are the measures the
+// usage reads order by.
+func TestUsageOrderByEnumIsTheReadsOrders(t *testing.T) {
+	f, ok := reflect.TypeFor[usageInput]().FieldByName("OrderBy")
+	if !ok {
+		t.Fatal("usageInput has no OrderBy")
+	}
+	if got, want := f.Tag.Get("enum"), strings.Join(reads.UsageOrders, ","); got != want {
+		t.Errorf("usage order_by enum %q, want reads.UsageOrders %q", got, want)
+	}
+}

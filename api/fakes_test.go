@@ -61,6 +61,8 @@ func (f *fakeUsage) Usage(_ context.Context, q reads.UsageQuery) (*reads.UsageRe
 				g.SKU = r.SKU
 			case "node":
 				g.Node = r.Node
+			case "month":
+				g.Month = r.Day[:7]
 			case "day":
 				g.Day = r.Day
 			}
@@ -71,15 +73,22 @@ func (f *fakeUsage) Usage(_ context.Context, q reads.UsageQuery) (*reads.UsageRe
 			keys = append(keys, k)
 		}
 		groups[k].HeldSeconds += r.HeldSeconds
+		groups[k].IdleSeconds += r.IdleSeconds
 		rep.Total.HeldSeconds += r.HeldSeconds
+		rep.Total.IdleSeconds += r.IdleSeconds
+	}
+	idleCost := func(g *reads.UsageGroup) billing.Money {
+		return billing.Money{Decimal: decimal.NewFromInt(g.IdleSeconds).Div(decimal.NewFromInt(3600)).Round(2)}
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
 		g := groups[k]
 		g.Cost = billing.Money{Decimal: decimal.NewFromInt(g.HeldSeconds / 3600)}
+		g.IdleCost = idleCost(g)
 		rep.Rows = append(rep.Rows, *g)
 	}
 	rep.Total.Cost = billing.Money{Decimal: decimal.NewFromInt(rep.Total.HeldSeconds / 3600)}
+	rep.Total.IdleCost = idleCost(&rep.Total)
 	if rep.Rows == nil {
 		rep.Rows = []reads.UsageGroup{}
 	}

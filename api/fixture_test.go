@@ -72,7 +72,8 @@ func newFixture(t *testing.T) *fixture {
 	f.usage = &fakeUsage{
 		rows: []reads.UsageGroup{
 			{Project: "ai101", User: "s-alice", SKU: "a100-1g.10gb", Node: "gpu-node-01", Day: "2026-11-03", HeldSeconds: 7200},
-			{Project: "ai101", User: "s-bob", SKU: "a100-1g.10gb", Node: "gpu-node-02", Day: "2026-11-03", HeldSeconds: 3600},
+			{Project: "ai101", User: "s-bob", SKU: "a100-1g.10gb", Node: "gpu-node-02", Day: "2026-11-03", HeldSeconds: 3600, IdleSeconds: 1854},
+			{Project: "ai101", User: "s-alice", SKU: "a100-1g.10gb", Node: "gpu-node-01", Day: "2026-10-30", HeldSeconds: 10800, IdleSeconds: 3600},
 			{Project: "nlp-lab", User: "s-carol", SKU: "a100-7g.80gb", Node: "gpu-node-01", Day: "2026-11-04", HeldSeconds: 36000},
 		},
 		held: []reads.Held{

@@ -339,13 +339,20 @@ func (s *Server) window(ctx context.Context, r RangeParams) (time.Time, time.Tim
 	return r.From, r.To, nil
 }
 
-type usageInput struct {
+// UsageParams select, group and order a usage report: the parameters of
+// get-usage and export-usage alike.
+type UsageParams struct {
 	RangeParams
-	GroupBy []string `query:"group_by" enum:"project,user,sku,instance,node,day,hour" doc:"dimensions, comma-separated"`
+	GroupBy []string `query:"group_by" enum:"project,user,sku,instance,node,month,day,hour" doc:"dimensions, comma-separated; month, day and hour are local (the catalog's time zone)"`
 	Project []string `query:"project" doc:"only these projects (comma-separated)"`
 	User    []string `query:"user" doc:"only these users; a student token sees only its own (another is 403)"`
 	SKU     []string `query:"sku"`
 	Node    []string `query:"node"`
+	OrderBy string   `query:"order_by" enum:"cost,idle_cost,held_seconds,idle_seconds" doc:"rows by this measure, largest first, equal ones by their groups (default: by their groups: project, user, sku, instance, node, month, day, hour); the first page of limit rows is then the top list"`
+}
+
+type usageInput struct {
+	UsageParams
 	PageParams
 }
 
@@ -384,8 +391,9 @@ func decodeOffset(ctx context.Context, c string) (int, error) {
 
 func (s *Server) routesUsage() {
 	register(s, huma.Operation{OperationID: "get-usage", Method: http.MethodGet, Path: "/api/v1/usage", Summary: "read usage grouped",
-		Description: "Card-hours and list-price cost over a period or range, grouped by any of project, user, sku, instance, node, day, hour (computed in the store).", Tags: []string{"usage"}},
+		Description: "Card-hours, idle hours, list-price cost and idle cost over a period or range, grouped by any of project, user, sku, instance, node, month, day, hour (computed in the store), ordered by the groups or, with order_by, by a measure largest first.", Tags: []string{"usage"}},
 		rolesAll, s.getUsage)
+	s.routesUsageExport()
 	register(s, huma.Operation{OperationID: "get-held-now", Method: http.MethodGet, Path: "/api/v1/held", Summary: "list instances held now",
 		Description: "Which instances are held right now, by whom, since when, idle or busy.", Tags: []string{"usage"}},
 		rolesAll, s.getHeldNow)
@@ -403,7 +411,7 @@ func (s *Server) getUsage(ctx context.Context, in *usageInput) (*body[UsagePage]
 	if err != nil {
 		return nil, err
 	}
-	q, err := s.usageQuery(ctx, in)
+	q, err := s.usageQuery(ctx, &in.UsageParams)
 	if err != nil {
 		return nil, err
 	}
@@ -419,12 +427,16 @@ func (s *Server) getUsage(ctx context.Context, in *usageInput) (*body[UsagePage]
 	if err != nil {
 		return nil, err
 	}
-	return &body[UsagePage]{usagePage(rep, off, limit)}, nil
+	rows, err := reads.OrderedRows(rep, in.OrderBy)
+	if err != nil {
+		return nil, invalid(ctx, "query.order_by", "%v", err)
+	}
+	return &body[UsagePage]{usagePage(rep, rows, off, limit)}, nil
 }
 
 // usageQuery checks the grouping, the window and the token's scope of a
 // usage request, in that order.
-func (s *Server) usageQuery(ctx context.Context, in *usageInput) (reads.UsageQuery, error) {
+func (s *Server) usageQuery(ctx context.Context, in *UsageParams) (reads.UsageQuery, error) {
 	for i, d := range in.GroupBy {
 		if slices.Contains(in.GroupBy[:i], d) {
 			return reads.UsageQuery{}, invalid(ctx, "query.group_by", "group_by names %s twice", d)
@@ -445,14 +457,14 @@ func (s *Server) usageQuery(ctx context.Context, in *usageInput) (reads.UsageQue
 	return reads.UsageQuery{From: from, To: to, GroupBy: in.GroupBy, Projects: projects, Users: users, SKUs: in.SKU, Nodes: in.Node}, nil
 }
 
-// usagePage is the page of rep's rows from off, at most limit of them; the
-// store computes the whole report, the API pages it by offset.
-func usagePage(rep *reads.UsageReport, off, limit int) UsagePage {
+// usagePage is the page of rows (rep's, in the order asked) from off, at
+// most limit of them; the store computes the whole report, the API pages it
+// by offset.
+func usagePage(rep *reads.UsageReport, rows []reads.UsageGroup, off, limit int) UsagePage {
 	out := UsagePage{UsageReport: *rep}
 	if out.GroupBy == nil {
 		out.GroupBy = []string{}
 	}
-	rows := rep.Rows
 	if off > len(rows) {
 		off = len(rows)
 	}

@@ -201,3 +201,15 @@ func TestCSVCell(t *testing.T) {
 		require.Equal(t, want, CSVCell(in), "%q", in)
 	}
 }
+
+// FormatHours rounds half up exactly, in integers: 18 s is 0.005 h, which a
+// double holds as a little more, 54 s is 0.015 h, which a double holds as a
+// little less; both round up.
+func TestFormatHoursRoundsHalfUpExactly(t *testing.T) {
+	for s, want := range map[int64]string{0: "0.00", 17: "0.00", 18: "0.01", 54: "0.02", 3600: "1.00", 1854: "0.52",
+		3_600_000_000: "1000000.00", 5417: "1.50", -54: "-0.02", -17: "0.00"} {
+		if got := FormatHours(s); got != want {
+			t.Errorf("FormatHours(%d) = %q, want %q", s, got, want)
+		}
+	}
+}

@@ -533,6 +533,22 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 // FormatSeconds renders milliseconds as seconds with up to three decimals.
 func FormatSeconds(ms int64) string { return string(schemas.AppendSecondsMS(nil, ms)) }
 
+// FormatHours writes seconds as hours with two decimals, rounded half up
+// exactly (in integers): 54 s is "0.02", 3,600 s "1.00". The dashboard
+// formats hours the same way (api/web/static/format.js, hours).
+func FormatHours(seconds int64) string {
+	neg := seconds < 0
+	if neg {
+		seconds = -seconds
+	}
+	c := (2*seconds + 36) / 72 // hundredths of an hour: seconds / 36, half up
+	s := fmt.Sprintf("%d.%02d", c/100, c%100)
+	if neg && c != 0 {
+		s = "-" + s
+	}
+	return s
+}
+
 // StatementFor returns the per-user statement: for every invoice with usage by
 // user, that user's usage lines and their sum. Reservations belong to the project,
 // not to a user, and are left out. A statement names no other user: it keeps the

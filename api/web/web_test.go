@@ -135,9 +135,10 @@ func TestFirstLoadBudget(t *testing.T) {
 	require.Less(t, total, 2<<20)
 }
 
-var importRE = regexp.MustCompile(`(?m)^import .* from '(\./[^']+)';$`)
+var importRE = regexp.MustCompile(`(?m)^import .* from '(\./[^']+)';$|\bimport\('(\./[^']+)'\)`)
 
-// Every module import names an embedded file.
+// Every module import, static or dynamic (a page loaded when first
+// opened), names an embedded file.
 func TestModuleImportsResolve(t *testing.T) {
 	mods, err := fs.Glob(Files(), "*.js")
 	require.NoError(t, err)
@@ -146,8 +147,9 @@ func TestModuleImportsResolve(t *testing.T) {
 		b, err := fs.ReadFile(Files(), m)
 		require.NoError(t, err)
 		for _, im := range importRE.FindAllStringSubmatch(string(b), -1) {
-			_, err := fs.Stat(Files(), path.Clean(im[1]))
-			require.NoError(t, err, "%s imports %s", m, im[1])
+			name := im[1] + im[2]
+			_, err := fs.Stat(Files(), path.Clean(name))
+			require.NoError(t, err, "%s imports %s", m, name)
 		}
 	}
 }

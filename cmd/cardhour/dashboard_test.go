@@ -750,6 +750,7 @@ func BenchmarkDashboardFirstLoad(b *testing.B) {
 	pages := [][2]string{
 		{"now", "#/now"},
 		{"usage", "#/usage?period=2026-11"},
+		{"usage-range", "#/usage?from=2026-11-03&to=2026-11-17&top=idle_cost"}, // any days; the trends and top lists on both
 		{"invoices", "#/invoices?period=2026-11"},
 		{"invoice", fmt.Sprintf("#/invoices/%d", rr.Drafts[0].InvoiceID)},
 		{"runs", "#/runs?period=2026-11"},
@@ -760,8 +761,11 @@ func BenchmarkDashboardFirstLoad(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		for j, p := range pages {
 			name := p[0]
-			if name == "invoice" {
+			switch name {
+			case "invoice":
 				name = "invoices"
+			case "usage-range":
+				name = "usage"
 			}
 			tb.mu.Lock()
 			tb.bytes, tb.requests = 0, 0

@@ -20,12 +20,13 @@ const (
 	BySKU      = "sku"
 	ByInstance = "instance"
 	ByNode     = "node"
+	ByMonth    = "month"
 	ByDay      = "day"
 	ByHour     = "hour"
 )
 
 // UsageDimensions lists every dimension Usage can group by.
-var UsageDimensions = []string{ByProject, ByUser, BySKU, ByInstance, ByNode, ByDay, ByHour}
+var UsageDimensions = []string{ByProject, ByUser, BySKU, ByInstance, ByNode, ByMonth, ByDay, ByHour}
 
 // UsageQuery selects and groups stored usage for Usage.
 type UsageQuery struct {
@@ -40,14 +41,15 @@ type UsageQuery struct {
 // Cost is the list price of the usage (held hours × the SKU's hourly price),
 // before per-session rounding, minimum billed seconds and reservations: it
 // says what usage is worth, not what an invoice charges. Invoices (BillFrom)
-// are exact.
+// are exact. IdleCost is the part of it that was idle (idle hours × the same
+// price), computed the same way.
 type UsageReport struct {
 	From     time.Time    `json:"from"`
 	To       time.Time    `json:"to"`
 	Timezone string       `json:"timezone"`
 	Currency string       `json:"currency"`
 	GroupBy  []string     `json:"group_by"`
-	Rows     []UsageGroup `json:"rows"`  // sorted by project, user, sku, instance, node, day, hour
+	Rows     []UsageGroup `json:"rows"`  // sorted by project, user, sku, instance, node, month, day, hour
 	Total    UsageGroup   `json:"total"` // the sum of every row (group fields empty)
 	// UnpricedSeconds is held time of instances no catalog SKU prices (they
 	// count in HeldSeconds with SKU empty and no cost).
@@ -61,17 +63,21 @@ type UsageGroup struct {
 	SKU        string `json:"sku,omitempty"`
 	InstanceID string `json:"instance,omitempty"`
 	Node       string `json:"node,omitempty"`
-	// Day is the group's local calendar day (YYYY-MM-DD) and Hour its local
-	// start hour (RFC 3339 with offset) in the catalog time zone.
-	Day  string `json:"day,omitempty" doc:"local calendar day YYYY-MM-DD in the catalog time zone"`
-	Hour string `json:"hour,omitempty" doc:"local start hour, RFC 3339 with offset"`
+	// Month is the group's local calendar month (YYYY-MM), Day its local
+	// calendar day (YYYY-MM-DD) and Hour its local start hour (RFC 3339 with
+	// offset), in the catalog time zone.
+	Month string `json:"month,omitempty" doc:"local calendar month YYYY-MM in the catalog time zone"`
+	Day   string `json:"day,omitempty" doc:"local calendar day YYYY-MM-DD in the catalog time zone"`
+	Hour  string `json:"hour,omitempty" doc:"local start hour, RFC 3339 with offset"`
 	// HeldSeconds are card-seconds held (the union of held sample intervals);
 	// IdleSeconds the part of them idle under the project's idle threshold.
 	HeldSeconds int64 `json:"held_seconds" doc:"card-seconds held (card-hours × 3600)"`
 	IdleSeconds int64 `json:"idle_seconds"`
 	// Cost is list price, rounded once to the cent (see UsageReport); JSON
-	// writes it with the currency's minor digits (billing.Money).
-	Cost billing.Money `json:"cost" doc:"list price of the usage, decimal string"`
+	// writes it with the currency's minor digits (billing.Money). IdleCost
+	// is the list price of IdleSeconds, priced and rounded the same way.
+	Cost     billing.Money `json:"cost" doc:"list price of the usage, decimal string"`
+	IdleCost billing.Money `json:"idle_cost" doc:"list price of the idle part of the usage (idle_seconds at the same hourly prices), decimal string"`
 }
 
 // UsageRows is a store that sums held samples in the database (a GROUP BY).
@@ -89,7 +95,7 @@ type CompactUsage interface {
 	CompactUsageRows(ctx context.Context, q schemas.UsageRowQuery, fn func(schemas.UsageRow) error) (bool, error)
 }
 
-// bucketFor returns the UTC bucket width in which every local day or hour
+// bucketFor returns the UTC bucket width in which every local month, day or hour
 // boundary of loc over [from, to) falls on a bucket boundary: an hour when
 // every UTC offset in the range is a whole number of hours, else 15 minutes
 // (every zone offset in use is a multiple of it).
@@ -143,8 +149,9 @@ func IdleThresholds(cat *schemas.Catalog) (def float64, byProject map[string]flo
 // to [q.From, q.To) and split at bucket boundaries. A query grouped or filtered
 // by node, or a store without compact rows, is answered by the store's GROUP BY
 // over raw samples (UsageRows), where a sample counts in the bucket its start
-// falls in. Usage then maps buckets to local days or hours, prices each SKU and
-// merges groups.
+// falls in. Usage then maps buckets to local months, days or hours, prices
+// each SKU (held and idle time alike) and merges groups. A local month is made
+// of whole local days, so grouping by month reads day buckets.
 func Usage(ctx context.Context, src UsageRows, cat *schemas.Catalog, q UsageQuery) (*UsageReport, error) {
 	by, err := checkUsageQuery(q)
 	if err != nil {
@@ -158,7 +165,8 @@ func Usage(ctx context.Context, src UsageRows, cat *schemas.Catalog, q UsageQuer
 	if err != nil {
 		return nil, err
 	}
-	sums := &usageSums{cat: cat, loc: loc, by: by, buckets: rq.BucketMS > 0, groups: map[UsageGroup]*groupSum{}, days: map[int64]string{}, hours: map[int64]string{},
+	sums := &usageSums{cat: cat, loc: loc, by: by, buckets: rq.BucketMS > 0, groups: map[UsageGroup]*groupSum{},
+		months: map[int64]string{}, days: map[int64]string{}, hours: map[int64]string{},
 		rep: &UsageReport{From: q.From, To: q.To, Timezone: cat.Timezone, Currency: cat.Currency, GroupBy: slices.Clone(q.GroupBy)}}
 	handled := false
 	if cu, ok := src.(CompactUsage); ok {
@@ -197,8 +205,8 @@ func checkUsageQuery(q UsageQuery) (map[string]bool, error) {
 
 // usageRowQuery is what Usage asks the store for q: its filters (SKUs as the
 // models and profiles they price), the dimensions the store groups by, the
-// idle thresholds and, grouped by day or hour, the UTC buckets that local days
-// or hours in loc are made of.
+// idle thresholds and, grouped by month, day or hour, the UTC buckets that
+// local days or hours in loc are made of (a month is a run of local days).
 func usageRowQuery(cat *schemas.Catalog, loc *time.Location, q UsageQuery, by map[string]bool) (schemas.UsageRowQuery, error) {
 	rq := schemas.UsageRowQuery{FromMS: q.From.UnixMilli(), ToMS: q.To.UnixMilli(),
 		Projects: q.Projects, Users: q.Users, Nodes: q.Nodes,
@@ -214,7 +222,7 @@ func usageRowQuery(cat *schemas.Catalog, loc *time.Location, q UsageQuery, by ma
 			rq.Models = append(rq.Models, [2]string{sku.GPUModel, sku.Profile})
 		}
 	}
-	if by[ByDay] || by[ByHour] {
+	if by[ByMonth] || by[ByDay] || by[ByHour] {
 		rq.BucketMS = bucketFor(loc, q.From, q.To)
 		if !by[ByHour] {
 			rq.BucketMS, rq.BucketOffsetMS = dayBucket(loc, q.From, q.To, rq.BucketMS)
@@ -224,30 +232,30 @@ func usageRowQuery(cat *schemas.Catalog, loc *time.Location, q UsageQuery, by ma
 }
 
 // usageSums merges the store's rows into the groups of a UsageReport, in
-// milliseconds until report; cost is computed there, exactly, once per group
-// and SKU from the milliseconds held.
+// milliseconds until report; cost and idle cost are computed there, exactly,
+// once per group and SKU from the milliseconds held and idle.
 type usageSums struct {
 	cat     *schemas.Catalog
 	loc     *time.Location
 	by      map[string]bool
-	buckets bool // rows carry a bucket (grouped by day or hour)
+	buckets bool // rows carry a bucket (grouped by month, day or hour)
 	groups  map[UsageGroup]*groupSum
 	rep     *UsageReport
-	total   decimal.Decimal // exact
-	// days and hours name the local day or hour of a bucket start, once per
-	// bucket rather than once per row.
-	days, hours map[int64]string
+	total   [2]decimal.Decimal // exact: cost and idle cost
+	// months, days and hours name the local month, day or hour of a bucket
+	// start, once per bucket rather than once per row.
+	months, days, hours map[int64]string
 }
 
 type groupSum struct {
 	g    UsageGroup
-	held []skuHeld // the milliseconds held per SKU that prices them
+	held []skuHeld // the milliseconds held and idle per SKU that prices them
 }
 
-// skuHeld is the time held of one SKU in a group.
+// skuHeld is the time held, and the part of it idle, of one SKU in a group.
 type skuHeld struct {
-	sku *schemas.SKU
-	ms  int64
+	sku      *schemas.SKU
+	ms, idle int64
 }
 
 // add adds r to its group under the SKU that prices it (unpriced when no
@@ -263,7 +271,7 @@ func (u *usageSums) add(r schemas.UsageRow) error {
 	a.g.HeldSeconds += r.HeldMS
 	a.g.IdleSeconds += r.IdleMS
 	if priced {
-		a.addHeld(sku, r.HeldMS)
+		a.addHeld(sku, r.HeldMS, r.IdleMS)
 	} else {
 		u.rep.UnpricedSeconds += r.HeldMS
 	}
@@ -272,29 +280,33 @@ func (u *usageSums) add(r schemas.UsageRow) error {
 	return nil
 }
 
-// addHeld adds ms to the time held of sku (a group has one SKU or a few).
-func (a *groupSum) addHeld(sku *schemas.SKU, ms int64) {
+// addHeld adds ms held, idle of them, to the time of sku (a group has one
+// SKU or a few).
+func (a *groupSum) addHeld(sku *schemas.SKU, ms, idle int64) {
 	for i := range a.held {
 		if a.held[i].sku == sku {
 			a.held[i].ms += ms
+			a.held[i].idle += idle
 			return
 		}
 	}
-	a.held = append(a.held, skuHeld{sku: sku, ms: ms})
+	a.held = append(a.held, skuHeld{sku: sku, ms: ms, idle: idle})
 }
 
-// cost is the group's exact cost: per SKU, its hourly price times the hours
-// held (a sum of products, exact in any order; one division per SKU).
-func (a *groupSum) cost() decimal.Decimal {
-	var c decimal.Decimal
+// cost is the group's exact cost and idle cost: per SKU, its hourly price
+// times the hours held, and times the hours idle (sums of products, exact in
+// any order; one division per SKU). The one place usage is priced.
+func (a *groupSum) cost() (cost, idle decimal.Decimal) {
+	hour := decimal.NewFromInt(3_600_000)
 	for _, h := range a.held {
-		c = c.Add(h.sku.HourlyPrice.Mul(decimal.NewFromInt(h.ms)).Div(decimal.NewFromInt(3_600_000)))
+		cost = cost.Add(h.sku.HourlyPrice.Mul(decimal.NewFromInt(h.ms)).Div(hour))
+		idle = idle.Add(h.sku.HourlyPrice.Mul(decimal.NewFromInt(h.idle)).Div(hour))
 	}
-	return c
+	return cost, idle
 }
 
-// groupOf is the group of r: the fields grouped by, its bucket as a local day
-// or hour.
+// groupOf is the group of r: the fields grouped by, its bucket as a local
+// month, day or hour.
 func (u *usageSums) groupOf(r schemas.UsageRow, sku *schemas.SKU, priced bool) UsageGroup {
 	var k UsageGroup
 	if u.by[ByProject] {
@@ -313,6 +325,9 @@ func (u *usageSums) groupOf(r schemas.UsageRow, sku *schemas.SKU, priced bool) U
 		k.SKU = sku.ID
 	}
 	if u.buckets {
+		if u.by[ByMonth] {
+			k.Month = u.bucketName(u.months, r.BucketMS, func(t time.Time) string { return t.Format("2006-01") })
+		}
 		if u.by[ByDay] {
 			k.Day = u.bucketName(u.days, r.BucketMS, func(t time.Time) string { return t.Format(time.DateOnly) })
 		}
@@ -341,20 +356,28 @@ func (u *usageSums) bucketName(names map[int64]string, ms int64, name func(time.
 func (u *usageSums) report() *UsageReport {
 	rep := u.rep
 	for _, a := range u.groups {
-		cost := a.cost()
-		u.total = u.total.Add(cost)
+		cost, idle := a.cost()
+		u.total[0], u.total[1] = u.total[0].Add(cost), u.total[1].Add(idle)
 		a.g.HeldSeconds /= 1000
 		a.g.IdleSeconds /= 1000
-		a.g.Cost = billing.Money{Decimal: billing.RoundMoney(cost)}
+		a.g.Cost, a.g.IdleCost = money(cost), money(idle)
 		rep.Rows = append(rep.Rows, a.g)
 	}
 	rep.Total.HeldSeconds /= 1000
 	rep.Total.IdleSeconds /= 1000
 	rep.UnpricedSeconds /= 1000
-	rep.Total.Cost = billing.Money{Decimal: billing.RoundMoney(u.total)}
-	slices.SortFunc(rep.Rows, func(a, b UsageGroup) int {
-		return cmp.Or(cmp.Compare(a.Project, b.Project), cmp.Compare(a.User, b.User), cmp.Compare(a.SKU, b.SKU),
-			cmp.Compare(a.InstanceID, b.InstanceID), cmp.Compare(a.Node, b.Node), cmp.Compare(a.Day, b.Day), cmp.Compare(a.Hour, b.Hour))
-	})
+	rep.Total.Cost, rep.Total.IdleCost = money(u.total[0]), money(u.total[1])
+	slices.SortFunc(rep.Rows, compareGroups)
 	return rep
+}
+
+// money is an exact amount rounded once to the cent.
+func money(d decimal.Decimal) billing.Money { return billing.Money{Decimal: billing.RoundMoney(d)} }
+
+// compareGroups orders the rows of a report: by project, user, sku,
+// instance, node, month, day, hour.
+func compareGroups(a, b UsageGroup) int {
+	return cmp.Or(cmp.Compare(a.Project, b.Project), cmp.Compare(a.User, b.User), cmp.Compare(a.SKU, b.SKU),
+		cmp.Compare(a.InstanceID, b.InstanceID), cmp.Compare(a.Node, b.Node), cmp.Compare(a.Month, b.Month),
+		cmp.Compare(a.Day, b.Day), cmp.Compare(a.Hour, b.Hour))
 }

@@ -75,6 +75,13 @@ func RequireFilteredUsage(t *testing.T, st ingest.Backend) {
 		{GroupBy: []string{reads.ByUser, reads.ByHour}, Projects: projects[:1], From: mid, To: to},
 		{GroupBy: []string{reads.ByInstance}, Projects: projects[2:3], From: from, To: mid},
 		{GroupBy: []string{reads.ByProject}, Projects: []string{"no-such-project"}},
+		// Months (the trace crosses a month in the catalog's zone): by the
+		// runs, by raw samples (node), filtered, from the middle of a day.
+		{GroupBy: []string{reads.ByMonth, reads.ByProject}},
+		{GroupBy: []string{reads.BySKU, reads.ByMonth}, Projects: projects[:2]},
+		{GroupBy: []string{reads.ByMonth, reads.ByUser}, Projects: projects[:1], From: mid, To: to},
+		{GroupBy: []string{reads.ByMonth, reads.ByNode}, SKUs: []string{sku}},
+		{GroupBy: []string{reads.ByMonth, reads.ByDay, reads.ByProject}},
 	}
 	for name, cat := range cats {
 		var ref *reads.UsageReport
@@ -105,7 +112,37 @@ func RequireFilteredUsage(t *testing.T, st ingest.Backend) {
 		}
 		require.Equal(t, [2]int64{ref.Total.HeldSeconds, ref.Total.IdleSeconds}, [2]int64{held, idle}, "catalog %s", name)
 		require.Positive(t, idle, "catalog %s: the trace has idle time", name)
+		requireMonthsOfDays(t, st, cat, from, to)
 	}
+}
+
+// requireMonthsOfDays checks that usage grouped by month is usage grouped by
+// day added up per month (held and idle seconds; each cost is rounded once
+// per group, so only the costs of days sum to within a cent a day), that the
+// range covers at least two months, and that the idle cost never exceeds the
+// cost.
+func requireMonthsOfDays(t *testing.T, st ingest.Backend, cat *schemas.Catalog, from, to time.Time) {
+	ctx := context.Background()
+	months, err := reads.Usage(ctx, st, cat, reads.UsageQuery{From: from, To: to, GroupBy: []string{reads.ByProject, reads.ByMonth}})
+	require.NoError(t, err)
+	days, err := reads.Usage(ctx, st, cat, reads.UsageQuery{From: from, To: to, GroupBy: []string{reads.ByProject, reads.ByDay}})
+	require.NoError(t, err)
+	type key struct{ project, month string }
+	sum := map[key][2]int64{}
+	for _, r := range days.Rows {
+		k := key{r.Project, r.Day[:7]}
+		sum[k] = [2]int64{sum[k][0] + r.HeldSeconds, sum[k][1] + r.IdleSeconds}
+	}
+	got := map[key][2]int64{}
+	seen := map[string]bool{}
+	for _, r := range months.Rows {
+		got[key{r.Project, r.Month}] = [2]int64{r.HeldSeconds, r.IdleSeconds}
+		seen[r.Month] = true
+		require.True(t, r.IdleCost.LessThanOrEqual(r.Cost.Decimal), "%+v", r)
+	}
+	require.Equal(t, sum, got, "catalog %s: months are their days", cat.Timezone)
+	require.GreaterOrEqual(t, len(seen), 2, "the trace crosses a month")
+	require.Equal(t, days.Total, months.Total)
 }
 
 // requireKeyedRuns checks that st filters its runs by key in the database:

@@ -5,7 +5,7 @@
 import { ApiError, clearSession, get, request, setCSRF, setToken, setUnauthorizedHook, token } from './api.js';
 import { errorText, h, setZone } from './format.js';
 import { getLang, pickLang, setLang, t } from './i18n.js';
-import { leave, pages } from './pages.js';
+import { leave as leavePages, pages } from './pages.js';
 import { watchPages } from './watch.js';
 
 const STAFF = ['admin', 'finance', 'lead'];
@@ -24,7 +24,20 @@ const routes = [
   { name: 'exemptions', roles: ['admin', 'finance', 'lead', 'student'] },
   { name: 'budgets', roles: ['admin', 'finance', 'lead', 'student'] },
 ];
-const allPages = { ...pages, ...watchPages };
+// The usage page's module (with its charts) is loaded when it is first
+// opened: the other pages do not wait for it.
+let usageModule;
+const usagePages = {
+  usage: async (ctx) => {
+    usageModule ??= await import('./usage.js');
+    return usageModule.usagePages.usage(ctx);
+  },
+};
+const allPages = { ...pages, ...usagePages, ...watchPages };
+
+// leave releases what a page holds (the usage page's charts, the Now page's
+// polling) before the next one.
+function leave() { usageModule?.leave(); leavePages(); }
 
 const main = document.getElementById('main');
 const statusEl = document.getElementById('status');

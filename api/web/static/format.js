@@ -55,9 +55,14 @@ export function money(value, currency) {
   return (neg ? '-' : '') + (sym ? sym + '\u00a0' : '') + num;
 }
 
-// hours formats seconds as hours with two decimals.
+// hours formats seconds as hours with two decimals ("1,234.56"), rounded
+// half up exactly, as the server's exports do (billing.FormatHours): the
+// hundredths of an hour are seconds / 36, computed without a fraction in
+// floating point (54 s is 0.02 h, where 0.015 as a double rounds down).
 export function hours(seconds) {
-  return (Number(seconds || 0) / 3600).toLocaleString(getLang(), { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+  const s = Number(seconds || 0);
+  const c = Math.floor((2 * Math.abs(s) + 36) / 72);
+  return (s < 0 && c > 0 ? '-' : '') + group(String(Math.floor(c / 100))) + '.' + String(c % 100).padStart(2, '0');
 }
 
 let zone;
@@ -92,6 +97,38 @@ export function time(v) {
   return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}`;
 }
 
+// zoneOffset is the zone's UTC offset in milliseconds at instant ms.
+function zoneOffset(ms) {
+  const f = new Intl.DateTimeFormat('en-GB', { timeZone: getZone(), year: 'numeric', month: '2-digit', day: '2-digit',
+    hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23' });
+  const o = {};
+  for (const p of f.formatToParts(new Date(ms))) o[p.type] = Number(p.value);
+  return Date.UTC(o.year, o.month - 1, o.day, o.hour, o.minute, o.second) - Math.floor(ms / 1000) * 1000;
+}
+
+// zonedStart is the instant (RFC 3339, UTC) at which the local day
+// YYYY-MM-DD starts in the zone, for the API's from and to.
+export function zonedStart(date) {
+  const [y, m, d] = date.split('-').map(Number);
+  const guess = Date.UTC(y, m - 1, d);
+  let at = guess - zoneOffset(guess);
+  at = guess - zoneOffset(at); // the offset at the day's start, across a change
+  return new Date(at).toISOString().replace('.000Z', 'Z');
+}
+
+// addDays is the date YYYY-MM-DD n days after date (a calendar's, no zone).
+export function addDays(date, n) {
+  const [y, m, d] = date.split('-').map(Number);
+  return new Date(Date.UTC(y, m - 1, d + n)).toISOString().slice(0, 10);
+}
+
+// addMonths is the month YYYY-MM n months after ym.
+export function addMonths(ym, n) {
+  const [y, m] = ym.split('-').map(Number);
+  const k = y * 12 + (m - 1) + n;
+  return `${Math.floor(k / 12)}-${String((k % 12) + 1).padStart(2, '0')}`;
+}
+
 // thisMonth is the current month YYYY-MM in the zone.
 export function thisMonth() {
   const p = parts(new Date());
@@ -109,7 +146,9 @@ export function duration(ms) {
   return `${mm}${u.m}`;
 }
 
-// table builds an accessible table: caption, column headers with scope.
+// table builds an accessible table: caption, column headers with scope;
+// with opts.total (a row) and opts.totalLabel, a total row in its footer,
+// the label in the first column.
 export function table(caption, columns, rows, opts = {}) {
   const head = h('tr', {}, columns.map((c) => h('th', { scope: 'col', class: c.num ? 'num' : undefined }, c.label)));
   const body = rows.map((r) => h('tr', {}, columns.map((c, i) => {
@@ -117,9 +156,12 @@ export function table(caption, columns, rows, opts = {}) {
     const attrs = { class: c.num ? 'num' : undefined };
     return i === 0 && opts.rowHeader ? h('th', { scope: 'row', ...attrs }, v) : h('td', attrs, v);
   })));
-  return h('div', { class: 'table-wrap', tabindex: '0', role: 'region', 'aria-label': caption },
+  const foot = opts.total ? h('tfoot', {}, h('tr', {}, columns.map((c, i) => (i === 0
+    ? h('th', { scope: 'row' }, opts.totalLabel)
+    : h('td', { class: c.num ? 'num' : undefined }, c.num ? c.value(opts.total) : ''))))) : null;
+  return h('div', { class: 'table-wrap' + (opts.scroll ? ' table-scroll' : ''), tabindex: '0', role: 'region', 'aria-label': caption },
     h('table', { id: opts.id }, h('caption', { class: opts.showCaption ? undefined : 'vh' }, caption),
-      h('thead', {}, head), h('tbody', {}, body)));
+      h('thead', {}, head), h('tbody', {}, body), foot));
 }
 
 export function badge(kind, text) {

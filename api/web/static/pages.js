@@ -10,17 +10,17 @@ import { getLang, t } from './i18n.js';
 
 const FINANCE = ['admin', 'finance'];
 
-function sectionHead(title, ...extra) {
+export function sectionHead(title, ...extra) {
   return h('div', { class: 'page-head' }, h('h1', {}, title), ...extra);
 }
 
-function tzNote() {
+export function tzNote() {
   return h('p', { class: 'muted' }, t('tz.note', { tz: getZone() }));
 }
 
 // periodForm is a month picker that changes the route's period.
 // With allowAll, an empty month (or the "all months" link) shows every month.
-function periodForm(ctx, name, period, extraParams = {}, allowAll = false) {
+export function periodForm(ctx, name, period, extraParams = {}, allowAll = false) {
   const input = h('input', { type: 'month', id: 'period', name: 'period', value: period === 'all' ? '' : period || '', required: !allowAll });
   const form = h('form', { class: 'inline', id: 'period-form' },
     h('label', { for: 'period' }, t('period')), input,
@@ -37,7 +37,7 @@ function periodForm(ctx, name, period, extraParams = {}, allowAll = false) {
 // current month (in the catalog's zone) when it has usage, else the latest
 // month that has (the data's month, e.g. a demo's simulated time or a
 // store that stopped), else the current one. One usage query grouped by
-// day over the last year, kept for a minute.
+// month over the last year, kept for a minute.
 const DATA_MONTH = 'cardhour.dataMonth';
 
 async function defaultPeriod() {
@@ -49,9 +49,9 @@ async function defaultPeriod() {
   let month = cur;
   try {
     const now = Date.now();
-    const rep = await getAll('/api/v1/usage', { from: new Date(now - 366 * 864e5).toISOString(), to: new Date(now + 31 * 864e5).toISOString(), group_by: ['day'] });
-    const days = rep.rows.filter((r) => r.held_seconds > 0 && r.day).map((r) => r.day).sort();
-    if (days.length && !days.some((d) => d.startsWith(cur))) month = days.at(-1).slice(0, 7);
+    const rep = await getAll('/api/v1/usage', { from: new Date(now - 366 * 864e5).toISOString(), to: new Date(now + 31 * 864e5).toISOString(), group_by: ['month'] });
+    const months = rep.rows.filter((r) => r.held_seconds > 0 && r.month).map((r) => r.month).sort();
+    if (months.length && !months.includes(cur)) month = months.at(-1);
   } catch {
     // No usage store, or no right to read it: the current month.
   }
@@ -61,7 +61,7 @@ async function defaultPeriod() {
 
 // periodOf is the route's period, or the default one (written into the
 // address, so that reloading and links keep it).
-async function periodOf(ctx, name, extra = {}) {
+export async function periodOf(ctx, name, extra = {}) {
   const p = ctx.route.params.get('period');
   if (p) return p;
   const d = await defaultPeriod();
@@ -76,7 +76,7 @@ async function periodOf(ctx, name, extra = {}) {
 // and SHA-256 (a revision's document never changes under its hash).
 const docCache = new Map();
 
-async function documents(items) {
+export async function documents(items) {
   const out = new Map();
   const queue = [...items];
   const worker = async () => {
@@ -91,7 +91,7 @@ async function documents(items) {
 }
 
 // invoiceTotals sums the invoices that count (not void), by status.
-function invoiceTotals(items, totalOf) {
+export function invoiceTotals(items, totalOf) {
   const live = items.filter((i) => i.status !== 'void');
   const of = (st) => live.filter((i) => st === undefined || i.status === st).map(totalOf);
   return { n: live.length, total: sumMoney(of()), drafts: sumMoney(of('draft')), finalized: sumMoney(of('finalized')),
@@ -316,165 +316,6 @@ function shortID(id) {
   return id.length > 20 ? id.slice(0, 12) + '…' + id.slice(-4) : id;
 }
 
-// ---------------------------------------------------------------- usage
-
-let echartsLoading;
-
-// loadECharts adds the vendored library on first use (only this page needs it).
-function loadECharts() {
-  if (window.echarts) return Promise.resolve(window.echarts);
-  echartsLoading ??= new Promise((resolve, reject) => {
-    const s = document.createElement('script');
-    s.src = 'vendor/echarts-5.6.0.min.js';
-    s.onload = () => resolve(window.echarts);
-    s.onerror = () => { echartsLoading = undefined; reject(new Error(s.src)); };
-    document.head.append(s);
-  });
-  return echartsLoading;
-}
-
-const charts = new Set();
-window.addEventListener('resize', () => { for (const c of charts) c.resize(); });
-
-function disposeCharts() {
-  for (const c of charts) c.dispose();
-  charts.clear();
-}
-
-const TOP = 8;
-
-async function usagePage(ctx) {
-  const { view, session, route } = ctx;
-  disposeCharts();
-  const role = session.me.role;
-  const period = await periodOf(ctx, 'usage');
-  if (!ctx.isCurrent()) return;
-  const dims = role === 'student' ? ['sku', 'project'] : ['project', 'user', 'sku'];
-  const dim = dims.includes(route.params.get('by')) ? route.params.get('by') : dims[0];
-  const measure = route.params.get('measure') === 'hours' ? 'hours' : 'cost';
-  const [daily, split, billed] = await Promise.all([
-    getAll('/api/v1/usage', { period, group_by: ['day', dim] }),
-    getAll('/api/v1/usage', { period, group_by: [dim] }),
-    invoicedFor(role, period).catch(() => null),
-    loadECharts().catch((e) => e),
-  ]);
-  if (!ctx.isCurrent()) return;
-  const cur = daily.currency || session.currency;
-  const value = (r) => (measure === 'cost' ? Number(r.cost) : r.held_seconds / 3600);
-
-  // Controls: period, dimension, measure (links keep the state in the URL).
-  const byNav = h('div', { class: 'seg', role: 'group', 'aria-label': t('usage.by') },
-    h('span', { class: 'seg-label' }, t('usage.by')),
-    dims.map((d) => h('a', { href: `#/usage?period=${period}&by=${d}&measure=${measure}`, 'aria-current': d === dim ? 'true' : undefined, class: 'seg-btn' }, t('dim.' + d))));
-  const mNav = h('div', { class: 'seg', role: 'group', 'aria-label': t('usage.measure') },
-    h('span', { class: 'seg-label' }, t('usage.measure')),
-    ['cost', 'hours'].map((m) => h('a', { href: `#/usage?period=${period}&by=${dim}&measure=${m}`, 'aria-current': m === measure ? 'true' : undefined, class: 'seg-btn' }, t('usage.' + m))));
-
-  // Series: the TOP groups by the month's measure, the rest as "others".
-  const keyOf = (r) => r[dim] || '—';
-  const order = [...split.rows].sort((a, b) => value(b) - value(a)).map(keyOf);
-  const top = order.slice(0, TOP);
-  const days = [];
-  {
-    const start = new Date(daily.from), end = new Date(daily.to);
-    // Days of the period in the zone: step by 24 h from noon of the first day.
-    for (let d = new Date(start.getTime() + 12 * 3600e3); d < end; d = new Date(d.getTime() + 24 * 3600e3)) {
-      const day = time(d.toISOString()).slice(0, 10);
-      if (!days.includes(day)) days.push(day);
-    }
-  }
-  const seriesKeys = order.length > TOP ? [...top, t('usage.others')] : top;
-  const grid = Object.fromEntries(seriesKeys.map((k) => [k, Object.fromEntries(days.map((d) => [d, 0]))]));
-  for (const r of daily.rows) {
-    const k = top.includes(keyOf(r)) ? keyOf(r) : t('usage.others');
-    if (grid[k] && r.day in grid[k]) grid[k][r.day] += value(r);
-  }
-  const round = (x) => Math.round(x * 100) / 100;
-  const dimName = t('dim.' + dim);
-  const mName = t('usage.' + measure);
-
-  const chartDaily = h('div', { class: 'chart', id: 'chart-daily', role: 'img', 'aria-label': t('usage.chartLabel', { dim: dimName, measure: mName }) });
-  const chartSplit = h('div', { class: 'chart chart-small', id: 'chart-split', role: 'img', 'aria-label': t('usage.chartLabel', { dim: dimName, measure: mName }) });
-  const total = daily.total || {};
-  const out = [
-    sectionHead(t('usage.title')),
-    h('div', { class: 'controls' }, periodForm(ctx, 'usage', period, { by: dim, measure }), byNav, mNav),
-    h('p', { id: 'usage-total' }, h('strong', {}, t('usage.listTotal', { cost: money(total.cost, cur), hours: hours(total.held_seconds), idle: hours(total.idle_seconds) }))),
-    invoicedNote(billed, period, total.cost, cur, role),
-    h('p', { class: 'muted', id: 'usage-list-help' }, t('usage.listHelp')),
-    daily.unpriced_seconds ? h('p', { class: 'warn' }, t('usage.unpriced', { hours: hours(daily.unpriced_seconds) })) : null,
-    tzNote(),
-    h('div', { class: 'charts' },
-      h('figure', {}, h('figcaption', {}, t('usage.daily', { dim: dimName })), chartDaily),
-      h('figure', {}, h('figcaption', {}, t('usage.split', { dim: dimName })), chartSplit)),
-    table(t('usage.tableCaption', { dim: dimName, period }), [
-      { label: dimName, value: (r) => keyOf(r) },
-      { label: t('col.heldHours'), num: true, value: (r) => hours(r.held_seconds) },
-      { label: t('col.idleHours'), num: true, value: (r) => hours(r.idle_seconds) },
-      { label: t('col.cost'), num: true, value: (r) => money(r.cost, cur) },
-      ...(dim === 'project' && billed?.byProject ? [{ label: t('col.invoiced'), num: true,
-        value: (r) => (r.project in billed.byProject ? money(billed.byProject[r.project], cur) : '—') }] : []),
-    ], [...split.rows].sort((a, b) => value(b) - value(a)), { id: 'usage-table', rowHeader: true, showCaption: true }),
-  ];
-  view.replaceChildren(...out.filter(Boolean));
-  const echarts = window.echarts;
-  if (!echarts) {
-    chartDaily.replaceWith(h('p', { class: 'error' }, t('usage.chartFailed', { detail: 'vendor/echarts-5.6.0.min.js' })));
-    return;
-  }
-  const fmt = (v) => (measure === 'cost' ? money(v.toFixed(2), cur) : `${v.toFixed(2)} h`);
-  const c1 = echarts.init(chartDaily, null, { renderer: 'canvas' });
-  c1.setOption({
-    animation: false,
-    tooltip: { trigger: 'axis', valueFormatter: fmt },
-    legend: { type: 'scroll', top: 0 },
-    grid: { left: 8, right: 16, top: 40, bottom: 8, containLabel: true },
-    xAxis: { type: 'category', data: days, axisLabel: { formatter: (d) => d.slice(5) } },
-    yAxis: { type: 'value', axisLabel: { formatter: (v) => (measure === 'cost' ? money(Number(v).toFixed(2), cur) : v) } },
-    series: seriesKeys.map((k) => ({ name: k, type: 'bar', stack: 'total', emphasis: { focus: 'series' },
-      data: days.map((d) => round(grid[k][d])) })),
-  });
-  const sorted = [...split.rows].sort((a, b) => value(a) - value(b));
-  const c2 = echarts.init(chartSplit, null, { renderer: 'canvas' });
-  c2.setOption({
-    animation: false,
-    tooltip: { trigger: 'axis', axisPointer: { type: 'shadow' }, valueFormatter: fmt },
-    grid: { left: 8, right: 24, top: 8, bottom: 8, containLabel: true },
-    xAxis: { type: 'value', splitNumber: 3, axisLabel: { formatter: (v) => (measure === 'cost' ? money(Number(v).toFixed(2), cur) : v) } },
-    yAxis: { type: 'category', data: sorted.map(keyOf) },
-    series: [{ name: mName, type: 'bar', data: sorted.map((r) => round(value(r))) }],
-  });
-  charts.add(c1);
-  charts.add(c2);
-}
-
-// invoicedFor is what the invoices of period bill (void revisions left
-// out): staff read the invoices (and their documents), a student its
-// statements. By project for staff.
-async function invoicedFor(role, period) {
-  if (role === 'student') {
-    const items = (await getAll('/api/v1/statements', { period }, 200)).items;
-    return invoiceTotals(items, (i) => i.total);
-  }
-  const items = (await getAll('/api/v1/invoices', { period }, 200)).items;
-  const docs = await documents(items.filter((i) => i.status !== 'void'));
-  const sum = invoiceTotals(items, (i) => docs.get(i.id)?.total ?? '0');
-  sum.byProject = {};
-  for (const i of items) if (i.status !== 'void') sum.byProject[i.project] = sumMoney([sum.byProject[i.project] ?? '0', docs.get(i.id)?.total ?? '0']);
-  return sum;
-}
-
-function invoicedNote(billed, period, listCost, cur, role) {
-  if (!billed) return null;
-  const link = role === 'student'
-    ? h('a', { href: '#/statements?period=' + period }, t('usage.statements'))
-    : h('a', { href: '#/invoices?period=' + period }, t('usage.openInvoices', { period }));
-  if (billed.n === 0) return h('p', { id: 'usage-invoiced' }, t('usage.invoicedNone', { period }), ' ', link);
-  const delta = sumMoney([billed.total, '-' + String(listCost ?? '0').replace(/^-/, '')]);
-  return h('p', { id: 'usage-invoiced' }, h('strong', {}, t('usage.invoiced', { period, total: money(billed.total, cur), drafts: billed.nDrafts, finalized: billed.nFinalized })),
-    ' ', t('usage.invoicedDiff', { delta: money(delta, cur) }), ' ', link);
-}
-
 // ---------------------------------------------------------------- invoices
 
 async function invoicesPage(ctx) {
@@ -522,12 +363,14 @@ async function invoicesPage(ctx) {
   view.replaceChildren(...out);
 }
 
-function exportButton(ctx, path, format, id) {
-  const b = h('button', { type: 'button', class: 'secondary', id }, format.toUpperCase());
+// exportButton downloads path in format (with query, the request's other
+// parameters); label names it for assistive technology.
+export function exportButton(ctx, path, format, id, query = {}, label = undefined) {
+  const b = h('button', { type: 'button', class: 'secondary', id, 'aria-label': label }, format.toUpperCase());
   b.addEventListener('click', async () => {
     b.disabled = true;
     try {
-      const name = await download(path, { format });
+      const name = await download(path, { ...query, format });
       ctx.say(t('inv.downloaded', { file: name }));
     } catch (e) {
       ctx.say(errorText(e));
@@ -878,7 +721,6 @@ function rosterImport(ctx, project) {
   return form;
 }
 
-// leave releases what a page holds (the chart instances) before the next one.
 // ---------------------------------------------------------------- statements
 
 // A student's statements: the invoices of their project on which they have
@@ -937,6 +779,7 @@ async function statementPage(ctx, id) {
   );
 }
 
-export function leave() { disposeCharts(); stopNow(); }
+// leave stops what a page of this module runs (the Now page's polling).
+export function leave() { stopNow(); }
 
-export const pages = { now: nowPage, usage: usagePage, invoices: invoicesPage, statements: statementsPage, runs: runsPage, roster: rosterPage };
+export const pages = { now: nowPage, invoices: invoicesPage, statements: statementsPage, runs: runsPage, roster: rosterPage };
