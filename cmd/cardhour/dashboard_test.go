@@ -40,6 +40,7 @@ import (
 	"github.com/cardhour/cardhour/internal/catalogs"
 	"github.com/cardhour/cardhour/internal/invoicing"
 	"github.com/cardhour/cardhour/internal/ledger"
+	"github.com/cardhour/cardhour/internal/watch"
 	"github.com/cardhour/cardhour/internal/ledger/ledgerdsn"
 )
 
@@ -109,6 +110,8 @@ type dashSetup struct {
 	usage   func(api.Usage) api.Usage
 	// leadApproval: the invoice flow requires the lead's sign-off.
 	leadApproval bool
+	// releaser carries out the releases people ask for (nil: none).
+	releaser watch.Releaser
 }
 
 type dashOpt func(*dashSetup)
@@ -152,6 +155,9 @@ func startDashboard(tb testing.TB, samples string, heldAt, invoiceNow time.Time,
 		Logger:          log,
 		Clock:           func() time.Time { return invoiceNow },
 		RefreshInterval: setup.refresh,
+	}
+	if setup.releaser != nil {
+		cfg.Releases = newHeldReleases(led, setup.releaser, func() time.Time { return invoiceNow })
 	}
 	if setup.signIn != nil {
 		cfg.SignIn = setup.signIn(led)
