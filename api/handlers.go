@@ -122,6 +122,7 @@ func (s *Server) routes() {
 	s.routesInvoices()
 	s.routesPeriods()
 	s.routesApproval()
+	s.routesReview()
 	s.routesWatch()
 	s.routesSelf()
 	s.routesAdmin()

@@ -108,6 +108,8 @@ var routeTable = []routeCase{
 	{"GET", "/api/v1/invoices/:id", withID("/api/v1/invoices/%d", "inv-nov-ai101"), "", "", want{u401, ok, ok, ok, f403}},
 	{"POST", "/api/v1/invoices/:id/finalize", withID("/api/v1/invoices/%d/finalize", "inv-nov-ai101"), "sha", "application/json", want{u401, ok, ok, f403, f403}},
 	{"POST", "/api/v1/invoices/:id/approve", withID("/api/v1/invoices/%d/approve", "inv-nov-ai101"), "sha", "application/json", want{u401, ok, f403, ok, f403}},
+	{"GET", "/api/v1/review", fixed("/api/v1/review?period=2026-11"), "", "", want{u401, ok, ok, ok, f403}},
+	{"GET", "/api/v1/review/export", fixed("/api/v1/review/export?period=2026-11&format=csv"), "", "", want{u401, ok, ok, ok, f403}},
 	{"GET", "/api/v1/periods/:period/summary", fixed("/api/v1/periods/2026-11/summary"), "", "", want{u401, ok, ok, ok, f403}},
 	{"POST", "/api/v1/periods/:period/finalize", fixed("/api/v1/periods/2026-11/finalize"), "batch", "application/json", want{u401, ok, ok, f403, f403}},
 	{"POST", "/api/v1/invoices/:id/void", withID("/api/v1/invoices/%d/void", "inv-oct-ai101"), `{"reason":"wrong catalog"}`, "application/json", want{u401, ok, ok, f403, f403}},
@@ -322,6 +324,8 @@ var crossProject = map[string][]struct{ url, body, ctype string }{
 		{"/api/v1/statements?user=s-carol&project=nlp-lab", "", ""}},
 	"GET /api/v1/periods/:period/export":  {{"/api/v1/periods/2026-11/export?format=json", "", ""}},
 	"GET /api/v1/periods/:period/summary": {{"/api/v1/periods/2026-11/summary", "", ""}},
+	"GET /api/v1/review":                  {{"/api/v1/review?period=2026-11", "", ""}},
+	"GET /api/v1/review/export":           {{"/api/v1/review/export?period=2026-11&format=csv", "", ""}},
 	"POST /api/v1/invoices/:id/approve": {{"/api/v1/invoices/{inv-nov-nlp}/approve",
 		`{"if_sha256":"0000000000000000000000000000000000000000000000000000000000000000"}`, "application/json"}},
 	"POST /api/v1/periods/:period/finalize": {{"/api/v1/periods/2026-11/finalize", `{"items":[{"id":1,"if_sha256":"0000000000000000000000000000000000000000000000000000000000000000"}]}`, "application/json"}},
@@ -340,12 +344,12 @@ var crossProject = map[string][]struct{ url, body, ctype string }{
 	"GET /api/v1/exemption-requests": {{"/api/v1/exemption-requests", "", ""}, {"/api/v1/exemption-requests?project=nlp-lab", "", ""},
 		{"/api/v1/exemption-requests?user=s-carol", "", ""}},
 	// A student asks in its own project only (201 there, nothing of B).
-	"POST /api/v1/exemption-requests":              {{"/api/v1/exemption-requests", `{"until":"2026-12-12T00:00:00Z","reason":"x"}`, "application/json"}},
-	"POST /api/v1/exemption-requests/:id/grant":    {{"/api/v1/exemption-requests/{request-carol}/grant", `{}`, "application/json"}},
-	"POST /api/v1/exemption-requests/:id/refuse":   {{"/api/v1/exemption-requests/{request-carol}/refuse", `{"reason":"x"}`, "application/json"}},
-	"PUT /api/v1/budgets":                   {{"/api/v1/budgets", `{"scope":"student","project":"nlp-lab","user":"s-carol","period":"month","unit":"money","limit":"1"}`, "application/json"}},
-	"DELETE /api/v1/budgets/:id":            {{"/api/v1/budgets/{budget-carol}", "", ""}},
-	"GET /api/v1/audit":                     {{"/api/v1/audit", "", ""}},
+	"POST /api/v1/exemption-requests":            {{"/api/v1/exemption-requests", `{"until":"2026-12-12T00:00:00Z","reason":"x"}`, "application/json"}},
+	"POST /api/v1/exemption-requests/:id/grant":  {{"/api/v1/exemption-requests/{request-carol}/grant", `{}`, "application/json"}},
+	"POST /api/v1/exemption-requests/:id/refuse": {{"/api/v1/exemption-requests/{request-carol}/refuse", `{"reason":"x"}`, "application/json"}},
+	"PUT /api/v1/budgets":                        {{"/api/v1/budgets", `{"scope":"student","project":"nlp-lab","user":"s-carol","period":"month","unit":"money","limit":"1"}`, "application/json"}},
+	"DELETE /api/v1/budgets/:id":                 {{"/api/v1/budgets/{budget-carol}", "", ""}},
+	"GET /api/v1/audit":                          {{"/api/v1/audit", "", ""}},
 }
 
 // What names project B (nlp-lab) in an answer: its ID, its name and funding

@@ -155,6 +155,7 @@ func startDashboard(tb testing.TB, samples string, heldAt, invoiceNow time.Time,
 		Logger:          log,
 		Clock:           func() time.Time { return invoiceNow },
 		RefreshInterval: setup.refresh,
+		Advice:          adviceReads{st: st},
 	}
 	if setup.releaser != nil {
 		cfg.Releases = newHeldReleases(led, setup.releaser, func() time.Time { return invoiceNow })

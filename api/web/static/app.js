@@ -6,6 +6,7 @@ import { ApiError, clearSession, get, request, setCSRF, setToken, setUnauthorize
 import { errorText, h, setZone } from './format.js';
 import { getLang, pickLang, setLang, t } from './i18n.js';
 import { leave as leavePages, pages } from './pages.js';
+import { reviewPages } from './review.js';
 import { watchPages } from './watch.js';
 
 const STAFF = ['admin', 'finance', 'lead'];
@@ -23,6 +24,7 @@ const routes = [
   { name: 'releases', roles: ['admin', 'finance', 'lead', 'student'] },
   { name: 'exemptions', roles: ['admin', 'finance', 'lead', 'student'] },
   { name: 'budgets', roles: ['admin', 'finance', 'lead', 'student'] },
+  { name: 'review', roles: STAFF },
 ];
 // The usage page's module (with its charts) is loaded when it is first
 // opened: the other pages do not wait for it.
@@ -33,7 +35,7 @@ const usagePages = {
     return usageModule.usagePages.usage(ctx);
   },
 };
-const allPages = { ...pages, ...usagePages, ...watchPages };
+const allPages = { ...pages, ...usagePages, ...watchPages, ...reviewPages };
 
 // leave releases what a page holds (the usage page's charts, the Now page's
 // polling) before the next one.

@@ -1,0 +1,364 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/shopspring/decimal"
+
+	"github.com/cardhour/cardhour/billing"
+	"github.com/cardhour/cardhour/billing/advice"
+	"github.com/cardhour/cardhour/billing/export"
+	"github.com/cardhour/cardhour/internal/invoicing"
+	"github.com/cardhour/cardhour/internal/ledger"
+	"github.com/cardhour/cardhour/internal/reads"
+)
+
+// The monthly review (每月复盘): for a closed month, per project, what it
+// cost (invoiced and at list price), what its idle time cost, how busy its
+// held time was, its project budgets' state at the month's end and the
+// reservation advice over the three months up to it. Every number is the
+// engine's: the usage report, the stored invoice documents, the budgets'
+// projection and billing/advice.
+
+func (s *Server) routesReview() {
+	register(s, huma.Operation{OperationID: "get-review", Method: http.MethodGet, Path: "/api/v1/review", Summary: "the monthly review",
+		Description: "For a month (default: the last closed one in the catalog's time zone), per project: the invoiced total (drafts and finalized, void revisions left out) and " +
+			"the list price of the held hours, the idle cost, held, idle and busy card-seconds and the efficiency (busy ÷ held, percent), the project's monthly budgets " +
+			"(used: the invoiced total for money, the held hours for card-hours; percent; reached) and the reservation advice over the three months up to the month. " +
+			"A lead sees its project's.",
+		Tags: []string{"usage"}},
+		rolesStaff, s.getReview)
+	register(s, huma.Operation{OperationID: "export-review", Method: http.MethodGet, Path: "/api/v1/review/export", Summary: "export the monthly review (CSV or XLSX)",
+		Description: "The review get-review answers, one row per project and a total row, headers and advice in lang; money and hours as decimal text.",
+		Tags:        []string{"usage"}, Responses: fileResponses(FormatCSV, FormatXLSX)},
+		rolesStaff, s.exportReview)
+}
+
+type reviewInput struct {
+	Period string `query:"period" pattern:"^2[0-9]{3}-(0[1-9]|1[0-2])$" doc:"YYYY-MM; default the last closed month"`
+}
+
+// ReviewBody is the monthly review.
+type ReviewBody struct {
+	Period     string          `json:"period"`
+	From       time.Time       `json:"from"`
+	To         time.Time       `json:"to"`
+	Currency   string          `json:"currency"`
+	Projects   []ReviewProject `json:"projects"`
+	Total      ReviewProject   `json:"total" doc:"the sum of the projects (project empty, no budgets or advice)"`
+	Assumption advice.Text     `json:"advice_assumption" doc:"what the advice assumes"`
+	AdviceFrom string          `json:"advice_from" doc:"the advice window's first month"`
+}
+
+// ReviewProject is one project's month.
+type ReviewProject struct {
+	Project     string         `json:"project,omitempty"`
+	Name        string         `json:"name,omitempty"`
+	Funding     string         `json:"funding,omitempty"`
+	Invoiced    *billing.Money `json:"invoiced,omitempty" doc:"the month's invoices (void left out); absent when it has none"`
+	Drafts      int            `json:"drafts" doc:"of them drafts"`
+	ListCost    billing.Money  `json:"list_cost"`
+	IdleCost    billing.Money  `json:"idle_cost"`
+	HeldSeconds int64          `json:"held_seconds"`
+	IdleSeconds int64          `json:"idle_seconds"`
+	BusySeconds int64          `json:"busy_seconds"`
+	Efficiency  string         `json:"efficiency,omitempty" doc:"busy ÷ held in percent, one decimal"`
+	Budgets     []ReviewBudget `json:"budgets,omitempty"`
+	Advice      []ReviewAdvice `json:"advice,omitempty"`
+	// AdviceSaving adds up the advice's savings over its SKUs.
+	AdviceSaving billing.Money     `json:"advice_saving" doc:"what the advised reservations would have saved over the advice window, all SKUs"`
+	Underused    []ReviewUnderused `json:"underused,omitempty"`
+}
+
+// ReviewBudget is a monthly project budget at the month's end.
+type ReviewBudget struct {
+	ID      int64  `json:"id"`
+	Unit    string `json:"unit" enum:"money,card_hours"`
+	Limit   string `json:"limit"`
+	Used    string `json:"used,omitempty" doc:"absent for a money budget of a month without invoices"`
+	Percent int64  `json:"percent"`
+	Reached bool   `json:"reached"`
+}
+
+// ReviewAdvice is the advice for one SKU of the project.
+type ReviewAdvice struct {
+	SKU    string      `json:"sku"`
+	Saving string      `json:"saving"`
+	Text   advice.Text `json:"text"`
+}
+
+// ReviewUnderused is a reservation that covered little of its hours.
+type ReviewUnderused struct {
+	SKU      string `json:"sku"`
+	Coverage string `json:"coverage"`
+	Unused   string `json:"unused"`
+}
+
+func (s *Server) getReview(ctx context.Context, in *reviewInput) (*body[ReviewBody], error) {
+	r, err := s.review(ctx, in.Period)
+	if err != nil {
+		return nil, err
+	}
+	return &body[ReviewBody]{*r}, nil
+}
+
+// review assembles the review of period ("" the last closed month).
+func (s *Server) review(ctx context.Context, period string) (*ReviewBody, error) {
+	project, err := projectScope(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	u, err := s.usage()
+	if err != nil {
+		return nil, err
+	}
+	fl, err := s.invoicing()
+	if err != nil {
+		return nil, err
+	}
+	_, cat, err := s.currentCatalog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, err := reviewPeriod(period, s.now(), cat.Location)
+	if err != nil {
+		return nil, invalid(ctx, "query.period", "%v", err)
+	}
+	q := reads.UsageQuery{From: p.Start, To: p.End, GroupBy: []string{reads.ByProject}}
+	if project != "" {
+		q.Projects = []string{project}
+	}
+	rep, err := u.Usage(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	sum, err := fl.PeriodSummary(ctx, p.String(), project)
+	if err != nil {
+		return nil, err
+	}
+	out := &ReviewBody{Period: p.String(), From: p.Start, To: p.End, Currency: rep.Currency}
+	byProject := reviewProjects(rep, sum)
+	if err := s.reviewBudgets(ctx, project, p, byProject); err != nil {
+		return nil, err
+	}
+	if err := s.reviewAdvice(ctx, project, p, byProject, out); err != nil {
+		return nil, err
+	}
+	for _, k := range slices.Sorted(maps.Keys(byProject)) {
+		out.Projects = append(out.Projects, *byProject[k])
+	}
+	out.Total = reviewTotal(out.Projects)
+	return out, nil
+}
+
+// reviewPeriod is period, or the month before now's in loc.
+func reviewPeriod(period string, now time.Time, loc *time.Location) (billing.Period, error) {
+	if loc == nil {
+		loc = time.UTC
+	}
+	if period == "" {
+		lt := now.In(loc)
+		first := time.Date(lt.Year(), lt.Month(), 1, 0, 0, 0, 0, loc).AddDate(0, -1, 0)
+		return billing.NewPeriod(first.Year(), first.Month(), loc), nil
+	}
+	t, err := time.ParseInLocation("2006-01", period, loc)
+	if err != nil {
+		return billing.Period{}, fmt.Errorf("period %q: want YYYY-MM", period)
+	}
+	return billing.NewPeriod(t.Year(), t.Month(), loc), nil
+}
+
+// reviewProjects are the usage rows and the invoices, by project.
+func reviewProjects(rep *reads.UsageReport, sum *invoicing.PeriodSummary) map[string]*ReviewProject {
+	out := map[string]*ReviewProject{}
+	get := func(p string) *ReviewProject {
+		if out[p] == nil {
+			out[p] = &ReviewProject{Project: p}
+		}
+		return out[p]
+	}
+	for _, r := range rep.Rows {
+		x := get(r.Project)
+		x.ListCost, x.IdleCost = billing.Money{Decimal: x.ListCost.Add(r.Cost.Decimal)}, billing.Money{Decimal: x.IdleCost.Add(r.IdleCost.Decimal)}
+		x.HeldSeconds += r.HeldSeconds
+		x.IdleSeconds += r.IdleSeconds
+	}
+	for _, it := range sum.Invoices {
+		if it.Status == ledger.StatusVoid {
+			continue
+		}
+		x := get(it.Project)
+		x.Name, x.Funding = it.Name, it.Funding
+		total := it.Total
+		if x.Invoiced != nil {
+			total = total.Add(x.Invoiced.Decimal)
+		}
+		x.Invoiced = &billing.Money{Decimal: total}
+		if it.Status == ledger.StatusDraft {
+			x.Drafts++
+		}
+	}
+	for _, x := range out {
+		x.BusySeconds = x.HeldSeconds - x.IdleSeconds
+		x.Efficiency = billing.Efficiency(x.BusySeconds, x.HeldSeconds)
+	}
+	return out
+}
+
+// reviewBudgets adds each project's monthly project budgets at p's end.
+func (s *Server) reviewBudgets(ctx context.Context, project string, p billing.Period, by map[string]*ReviewProject) error {
+	f := ledger.BudgetFilter{Scope: billing.BudgetProject, Project: project, Limit: ledger.MaxLimit}
+	for {
+		page, next, err := s.cfg.Ledger.Budgets(ctx, f)
+		if err != nil {
+			return err
+		}
+		for _, b := range page {
+			x := by[b.Project]
+			if b.Period != billing.BudgetMonth || x == nil {
+				continue
+			}
+			rb := ReviewBudget{ID: b.ID, Unit: string(b.Unit), Limit: b.LimitText()}
+			money := decimal.Zero
+			if x.Invoiced != nil {
+				money = x.Invoiced.Decimal
+			}
+			if b.Unit == billing.BudgetMoney && x.Invoiced == nil {
+				x.Budgets = append(x.Budgets, rb) // not billed yet: nothing to compare
+				continue
+			}
+			pr := billing.ProjectBudget(b.Unit, b.LimitDecimal(), money, x.HeldSeconds*1000, p.Start, p.End, p.End)
+			rb.Used, rb.Percent, rb.Reached = b.Unit.Format(pr.Used), pr.Percent, pr.Reached
+			x.Budgets = append(x.Budgets, rb)
+		}
+		if next == "" {
+			return nil
+		}
+		f.Cursor = next
+	}
+}
+
+// reviewAdvice adds the reservation advice over the three months up to p.
+func (s *Server) reviewAdvice(ctx context.Context, project string, p billing.Period, by map[string]*ReviewProject, out *ReviewBody) error {
+	if s.cfg.Advice == nil {
+		return nil
+	}
+	_, cat, err := s.currentCatalog(ctx)
+	if err != nil {
+		return err
+	}
+	rep, err := s.cfg.Advice.Advise(ctx, cat, advice.Options{Months: 3, Now: p.End, Project: project, MinCoverage: advice.DefaultMinCoverage})
+	if err != nil {
+		return err
+	}
+	out.Assumption, out.AdviceFrom = rep.Assumption, rep.From
+	for _, a := range rep.Advice {
+		if x := by[a.Project]; x != nil {
+			x.Advice = append(x.Advice, ReviewAdvice{SKU: a.SKU, Saving: a.Saving, Text: a.Text})
+			if d, err := decimal.NewFromString(a.Saving); err == nil {
+				x.AdviceSaving.Decimal = x.AdviceSaving.Add(d)
+			}
+		}
+	}
+	for _, u := range rep.Underused {
+		if x := by[u.Project]; x != nil {
+			x.Underused = append(x.Underused, ReviewUnderused{SKU: u.SKU, Coverage: u.Coverage, Unused: u.Unused})
+		}
+	}
+	return nil
+}
+
+// reviewTotal adds up the projects.
+func reviewTotal(ps []ReviewProject) ReviewProject {
+	var t ReviewProject
+	var invoiced decimal.Decimal
+	billed := false
+	for _, x := range ps {
+		t.ListCost.Decimal = t.ListCost.Add(x.ListCost.Decimal)
+		t.IdleCost.Decimal = t.IdleCost.Add(x.IdleCost.Decimal)
+		t.HeldSeconds += x.HeldSeconds
+		t.IdleSeconds += x.IdleSeconds
+		t.BusySeconds += x.BusySeconds
+		t.Drafts += x.Drafts
+		t.AdviceSaving.Decimal = t.AdviceSaving.Add(x.AdviceSaving.Decimal)
+		if x.Invoiced != nil {
+			invoiced, billed = invoiced.Add(x.Invoiced.Decimal), true
+		}
+	}
+	if billed {
+		t.Invoiced = &billing.Money{Decimal: invoiced}
+	}
+	t.Efficiency = billing.Efficiency(t.BusySeconds, t.HeldSeconds)
+	return t
+}
+
+type reviewExportInput struct {
+	reviewInput
+	Format string `query:"format" enum:"csv,xlsx" default:"xlsx"`
+	Lang   string `query:"lang" enum:"en,zh-CN" default:"en"`
+}
+
+// reviewLabels are the export's texts, by language: the review page's.
+var reviewLabels = map[string][]string{
+	"en": {"Project", "Name", "Funding code", "Invoiced ({cur})", "List price ({cur})", "Idle cost ({cur})", "Card-hours", "Idle hours",
+		"Efficiency (%)", "Budgets", "Advised saving ({cur})", "Advice", "Total", "Review", "not billed yet"},
+	"zh-CN": {"项目", "名称", "经费代码", "账单金额（{cur}）", "目录价（{cur}）", "空闲费用（{cur}）", "卡时", "空闲小时",
+		"利用率（%）", "配额", "建议可节省（{cur}）", "建议", "合计", "月度复盘", "尚未出账"},
+}
+
+func (s *Server) exportReview(ctx context.Context, in *reviewExportInput) (*fileOutput, error) {
+	r, err := s.review(ctx, in.Period)
+	if err != nil {
+		return nil, err
+	}
+	lab := reviewLabels[in.Lang]
+	cur := func(x string) string { return strings.ReplaceAll(x, "{cur}", r.Currency) }
+	t := &export.Table{Sheet: lab[13], At: s.now()}
+	for i := 0; i < 12; i++ {
+		t.Header = append(t.Header, cur(lab[i]))
+	}
+	t.Numeric = []bool{false, false, false, true, true, true, true, true, true, false, true, false}
+	row := func(x ReviewProject, name string) []string {
+		inv := lab[14]
+		if x.Invoiced != nil {
+			inv = billing.FormatMoney(x.Invoiced.Decimal)
+		}
+		var buds, texts []string
+		for _, b := range x.Budgets {
+			if b.Used == "" {
+				buds = append(buds, b.Limit+" · "+lab[14])
+				continue
+			}
+			buds = append(buds, fmt.Sprintf("%s / %s · %d %%", b.Used, b.Limit, b.Percent))
+		}
+		for _, a := range x.Advice {
+			texts = append(texts, map[string]string{"en": a.Text.En, "zh-CN": a.Text.Zh}[in.Lang])
+		}
+		return []string{name, x.Name, x.Funding, inv, billing.FormatMoney(x.ListCost.Decimal), billing.FormatMoney(x.IdleCost.Decimal),
+			billing.FormatHours(x.HeldSeconds), billing.FormatHours(x.IdleSeconds), x.Efficiency, strings.Join(buds, "; "),
+			billing.FormatMoney(x.AdviceSaving.Decimal), strings.Join(texts, " ")}
+	}
+	for _, x := range r.Projects {
+		t.Rows, t.Bold = append(t.Rows, row(x, x.Project)), append(t.Bold, false)
+	}
+	t.Rows, t.Bold = append(t.Rows, row(r.Total, lab[12])), append(t.Bold, true)
+	var buf bytes.Buffer
+	if in.Format == FormatXLSX {
+		err = export.WriteTableXLSX(&buf, t)
+	} else {
+		err = export.WriteTableCSV(&buf, t)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &fileOutput{ContentType: formatTypes[in.Format],
+		ContentDisposition: fmt.Sprintf(`attachment; filename="review-%s.%s"`, r.Period, in.Format), Body: buf.Bytes()}, nil
+}
