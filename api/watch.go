@@ -31,7 +31,7 @@ import (
 type AlertBody struct {
 	ID          int64           `json:"id"`
 	Key         string          `json:"key" doc:"natural key: the alert is recorded once under it"`
-	Kind        string          `json:"kind" enum:"idle_warning,idle_reminder,idle_release,idle_release_dry_run,idle_release_failed,budget_threshold"`
+	Kind        string          `json:"kind" enum:"idle_warning,idle_reminder,idle_release,idle_release_dry_run,idle_release_failed,budget_threshold,exemption_requested,exemption_decided"`
 	Project     string          `json:"project"`
 	User        string          `json:"user,omitempty"`
 	InstanceID  string          `json:"instance_id,omitempty"`
@@ -238,7 +238,7 @@ type alertListInput struct {
 	Project  string    `query:"project"`
 	User     string    `query:"user" doc:"a student token sees only its own (another is 403)"`
 	Instance string    `query:"instance"`
-	Kind     string    `query:"kind" enum:"idle_warning,idle_reminder,idle_release,idle_release_dry_run,idle_release_failed,budget_threshold"`
+	Kind     string    `query:"kind" enum:"idle_warning,idle_reminder,idle_release,idle_release_dry_run,idle_release_failed,budget_threshold,exemption_requested,exemption_decided"`
 	Status   string    `query:"status" enum:"open,acked" doc:"open: nobody acknowledged it yet"`
 	Since    time.Time `query:"since" doc:"recorded at or after, RFC 3339"`
 	PageParams

@@ -22,11 +22,17 @@ const (
 	AlertIdleReleaseFailed AlertKind = "idle_release_failed"
 	// AlertBudgetThreshold: a budget crossed one of its thresholds.
 	AlertBudgetThreshold AlertKind = "budget_threshold"
+	// AlertExemptionRequested: a student asked for an exemption; told to
+	// the project's leads and the admins.
+	AlertExemptionRequested AlertKind = "exemption_requested"
+	// AlertExemptionDecided: a lead granted or refused a student's
+	// exemption request; told to the student.
+	AlertExemptionDecided AlertKind = "exemption_decided"
 )
 
 // AlertKinds lists every kind, in a fixed order.
 var AlertKinds = []AlertKind{AlertIdleWarning, AlertIdleReminder, AlertIdleRelease, AlertIdleReleaseDryRun,
-	AlertIdleReleaseFailed, AlertBudgetThreshold}
+	AlertIdleReleaseFailed, AlertBudgetThreshold, AlertExemptionRequested, AlertExemptionDecided}
 
 // Valid reports whether k is one of AlertKinds.
 func (k AlertKind) Valid() bool { return slices.Contains(AlertKinds, k) }

@@ -106,6 +106,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "cardhour serve:", err)
 			return 1
 		}
+		if wo.Config.DashboardURL == "" { // the watch file's dashboard_url wins
+			wo.Config.DashboardURL = strings.TrimRight(*sf.publicURL, "/")
+		}
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -44,7 +44,7 @@ func loadWatch(path string, every time.Duration) (watchOptions, error) {
 	if err != nil {
 		return watchOptions{}, err
 	}
-	cfg := watch.Config{Admins: f.Admins, Leads: f.Leads, ExemptionHint: f.ExemptionHint, BudgetEvery: f.BudgetEvery,
+	cfg := watch.Config{Admins: f.Admins, Leads: f.Leads, ExemptionHint: f.ExemptionHint, DashboardURL: f.DashboardURL, BudgetEvery: f.BudgetEvery,
 		DeliveryRetryFor: f.DeliveryRetryFor}
 	if cfg.BudgetEvery == 0 {
 		cfg.BudgetEvery = 5 * time.Minute

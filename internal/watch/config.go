@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/mail"
+	"net/url"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 //	  budget_every: 5m         # how often budgets are checked (a billing run each)
 //	  delivery_retry_for: 24h  # how long a failed delivery is retried before it fails for good (default 24h)
 //	  exemption_hint: "ask your lead in the course chat"
+//	  dashboard_url: https://gpu.example.edu   # links to the exemption request form (default: serve's --public-url)
 //	  admins:
 //	    - {name: Ops, email: ops@example.edu, im: ops-robot, lang: en}
 //	  leads:
@@ -41,6 +43,7 @@ type File struct {
 	// default DefaultDeliveryRetryFor).
 	DeliveryRetryFor time.Duration
 	ExemptionHint    string
+	DashboardURL     string // watch.dashboard_url: where people reach the dashboard; "" not set
 	Admins           []alert.Person
 	Leads            map[string][]alert.Person
 	Notify           []byte // nil when the file has no notify: section
@@ -188,7 +191,7 @@ func (p *fileParser) duration(v *yaml.Node, path string) time.Duration {
 }
 
 func (p *fileParser) watch(n *yaml.Node, f *File) {
-	p.pairs(n, "watch", []string{"interval", "budget_every", "delivery_retry_for", "exemption_hint", "admins", "leads"}, func(key string, _, v *yaml.Node) {
+	p.pairs(n, "watch", []string{"interval", "budget_every", "delivery_retry_for", "exemption_hint", "dashboard_url", "admins", "leads"}, func(key string, _, v *yaml.Node) {
 		path := "watch." + key
 		switch key {
 		case "interval":
@@ -199,6 +202,14 @@ func (p *fileParser) watch(n *yaml.Node, f *File) {
 			f.DeliveryRetryFor = p.duration(v, path)
 		case "exemption_hint":
 			f.ExemptionHint, _ = p.scalar(v, path)
+		case "dashboard_url":
+			if s, ok := p.scalar(v, path); ok {
+				if u, err := url.Parse(s); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+					p.report(v, path, "%q: want the dashboard's http(s) URL, e.g. https://gpu.example.edu", s)
+				} else {
+					f.DashboardURL = strings.TrimRight(s, "/")
+				}
+			}
 		case "admins":
 			f.Admins = p.people(v, path)
 		case "leads":

@@ -260,7 +260,7 @@ func (w *Watcher) evidence(ctx context.Context, cat *schemas.Catalog, st *state,
 func (w *Watcher) facts(cat *schemas.Catalog, h *reads.Held, heldSince, idleSince, now time.Time) alert.Facts {
 	f := alert.Facts{Project: h.Project, User: h.User, Node: h.Node, GPUUUID: h.GPUUUID, GPUModel: h.GPUModel, Profile: h.Profile,
 		InstanceID: h.InstanceID, HeldSince: heldSince, IdleSince: idleSince, At: now, Currency: cat.Currency, TZ: cat.Location,
-		ExemptionHint: w.cfg.ExemptionHint}
+		ExemptionHint: w.cfg.ExemptionHint, Link: w.requestForm(h.InstanceID)}
 	if sku, ok := cat.SKUByID(h.SKU); ok && heldSince.Before(now) {
 		f.Cost = billing.Money{Decimal: billing.UsageAmount(int64(now.Sub(heldSince)/time.Second), sku.HourlyPrice)}
 	}
@@ -272,14 +272,7 @@ func (w *Watcher) facts(cat *schemas.Catalog, h *reads.Held, heldSince, idleSinc
 func (w *Watcher) people(ctx context.Context, project, user string) []alert.Person {
 	var out []alert.Person
 	if user != "" {
-		holder := alert.Person{Role: alert.RoleHolder, Project: project, User: user}
-		sts, _, err := w.cfg.Ledger.Students(ctx, ledger.StudentFilter{Project: project, User: user, Limit: 1})
-		if err != nil {
-			w.log.Warn("cannot read the roster", "project", project, "user", user, "err", err)
-		} else if len(sts) == 1 {
-			holder.Name, holder.Email, holder.IM = sts[0].Name, sts[0].Email, sts[0].IM
-		}
-		out = append(out, holder)
+		out = append(out, w.holder(ctx, project, user))
 	}
 	for _, l := range w.cfg.Leads[project] {
 		l.Role, l.Project = alert.RoleLead, project
@@ -290,6 +283,20 @@ func (w *Watcher) people(ctx context.Context, project, user string) []alert.Pers
 		out = append(out, a)
 	}
 	return out
+}
+
+// holder is the student user of project, with the roster's name and
+// addresses (none when the roster cannot be read: the lead and admins are
+// still told).
+func (w *Watcher) holder(ctx context.Context, project, user string) alert.Person {
+	holder := alert.Person{Role: alert.RoleHolder, Project: project, User: user}
+	sts, _, err := w.cfg.Ledger.Students(ctx, ledger.StudentFilter{Project: project, User: user, Limit: 1})
+	if err != nil {
+		w.log.Warn("cannot read the roster", "project", project, "user", user, "err", err)
+	} else if len(sts) == 1 {
+		holder.Name, holder.Email, holder.IM = sts[0].Name, sts[0].Email, sts[0].IM
+	}
+	return holder
 }
 
 // record plans the alert's deliveries and records both; deferTo, when

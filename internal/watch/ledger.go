@@ -8,8 +8,8 @@ import (
 )
 
 // Ledger is what the watcher reads from and records in the state store: its
-// lease, the alerts with their deliveries, the releases, and the exemptions,
-// budgets and roster it applies. Any ledger.Store is one; a test may give a
+// lease, the alerts with their deliveries, the releases, the exemptions,
+// budgets and roster it applies, and the exemption requests it tells. Any ledger.Store is one; a test may give a
 // fake of just these.
 type Ledger interface {
 	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
@@ -27,6 +27,7 @@ type Ledger interface {
 	Releases(ctx context.Context, f ledger.ReleaseFilter) (page []ledger.Release, next string, err error)
 
 	Exemptions(ctx context.Context, f ledger.ExemptionFilter) (page []ledger.Exemption, next string, err error)
+	ExemptionRequests(ctx context.Context, f ledger.ExemptionRequestFilter) (page []ledger.ExemptionRequest, next string, err error)
 	Budgets(ctx context.Context, f ledger.BudgetFilter) (page []ledger.Budget, next string, err error)
 	RecordBudgetUsage(ctx context.Context, usage map[int64]ledger.BudgetUsage) error
 	Students(ctx context.Context, f ledger.StudentFilter) (page []ledger.Student, next string, err error)

@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"math/rand"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,6 +67,12 @@ type Config struct {
 	Leads    map[string][]alert.Person // by project
 	// ExemptionHint tells a holder how to ask for an exemption.
 	ExemptionHint string
+	// DashboardURL is where people reach the dashboard
+	// (https://gpu.example.edu, no trailing slash): an idle message then
+	// links to the exemption request form of its instance
+	// (<url>/ui/#/exemptions?request=<instance>) and a request's messages
+	// to the Exemptions page. "": no links.
+	DashboardURL string
 	// BudgetEvery is how often budgets are checked (their cost is a
 	// billing run): 0 checks them every cycle.
 	BudgetEvery time.Duration
@@ -103,6 +110,7 @@ type Watcher struct {
 	mu         sync.Mutex
 	lastBudget time.Time
 	toldFrom   time.Time         // when the latest complete pass of tellFinished began
+	askedFrom  time.Time         // when the latest complete pass of tellRequests began
 	inFlight   map[string]bool   // channels with a delivery under way
 	roundSeq   uint64            // counts the delivery rounds that ended
 	roundEnd   map[string]uint64 // by channel: roundSeq when its latest round ended
@@ -140,6 +148,7 @@ func New(cfg Config) (*Watcher, error) {
 	if cfg.DeliveryRetryFor <= 0 {
 		cfg.DeliveryRetryFor = DefaultDeliveryRetryFor
 	}
+	cfg.DashboardURL = strings.TrimRight(cfg.DashboardURL, "/")
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -194,6 +203,9 @@ func (w *Watcher) Cycle(ctx context.Context, now time.Time) (CycleReport, error)
 		}
 	}
 	if err := w.tellFinished(ctx, cat, st, held, now, &rep); err != nil {
+		errs = append(errs, err)
+	}
+	if err := w.tellRequests(ctx, cat, now, &rep); err != nil {
 		errs = append(errs, err)
 	}
 	w.mu.Lock()

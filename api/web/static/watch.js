@@ -58,7 +58,8 @@ async function pager(ctx, path, query, render) {
 
 // ---------------------------------------------------------------- alerts
 
-const KINDS = ['idle_warning', 'idle_reminder', 'idle_release', 'idle_release_dry_run', 'idle_release_failed', 'budget_threshold'];
+const KINDS = ['idle_warning', 'idle_reminder', 'idle_release', 'idle_release_dry_run', 'idle_release_failed', 'budget_threshold',
+  'exemption_requested', 'exemption_decided'];
 
 function factsText(a) {
   const f = a.facts || {};

@@ -69,6 +69,20 @@ type BudgetFacts struct {
 	Percent int `json:"percent"`
 }
 
+// RequestFacts describe the exemption request of an exemption_requested or
+// exemption_decided message.
+type RequestFacts struct {
+	ID     int64     `json:"id"`
+	Status string    `json:"status"` // pending | granted | refused
+	Until  time.Time `json:"until"`  // the end of the exemption asked for
+	Reason string    `json:"reason"` // the student's
+	// DecidedBy and Answer: who granted or refused it, and the refusal's
+	// reason or the note with the grant.
+	DecidedBy   string `json:"decided_by,omitempty"`
+	Answer      string `json:"answer,omitempty"`
+	ExemptionID int64  `json:"exemption_id,omitempty"` // granted: the exemption created
+}
+
 // Facts are what a message says. Cost is last, where its JSON has always
 // written it.
 type Facts struct {
@@ -89,7 +103,12 @@ type Facts struct {
 	Budget        *BudgetFacts   `json:"budget,omitempty"`
 	ExemptionHint string         `json:"exemption_hint,omitempty"` // how to ask for an exemption; "" takes the notifier's
 	Outcome       string         `json:"outcome,omitempty"`        // the release's action ("deleted pod ns/p") or, for a failure, the error
-	Cost          billing.Money  `json:"cost"`                     // cost so far, already rounded by the billing engine
+	Request       *RequestFacts  `json:"request,omitempty"`        // exemption request messages
+	// Link is the dashboard's page for what the message asks of its reader:
+	// an idle message's exemption request form for the instance, a
+	// request's Exemptions page; "" when the dashboard's URL is unknown.
+	Link string        `json:"link,omitempty"`
+	Cost billing.Money `json:"cost"` // cost so far, already rounded by the billing engine
 }
 
 // Message is one alert, identified by its natural key.

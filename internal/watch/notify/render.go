@@ -70,6 +70,10 @@ func Render(m alert.Message, lang string) (subject, body string, err error) {
 		if !m.Facts.Budget.Unit.Valid() {
 			return "", "", fmt.Errorf("notify: budget unit %q (want money or card_hours)", m.Facts.Budget.Unit)
 		}
+	} else if isRequestKind(m.Kind) {
+		if err := checkRequest(m); err != nil {
+			return "", "", err
+		}
 	} else if m.Facts.InstanceID == "" {
 		return "", "", fmt.Errorf("notify: %s message without an instance id", m.Kind)
 	}
@@ -78,12 +82,43 @@ func Render(m alert.Message, lang string) (subject, body string, err error) {
 		r.loc = time.UTC
 	}
 	r.setVars()
-	if m.Kind == billing.AlertBudgetThreshold {
+	switch {
+	case m.Kind == billing.AlertBudgetThreshold:
 		subject = r.budget()
-	} else {
+	case isRequestKind(m.Kind):
+		subject = r.request(m.Kind)
+	default:
 		subject = r.idle(m.Kind)
 	}
 	return subject, r.b.String(), nil
+}
+
+// isRequestKind reports whether k tells about an exemption request.
+func isRequestKind(k billing.AlertKind) bool {
+	return k == billing.AlertExemptionRequested || k == billing.AlertExemptionDecided
+}
+
+// checkRequest rejects an exemption request message that cannot be said:
+// no request, or a status that is not the kind's (pending when asked,
+// granted or refused when decided).
+func checkRequest(m alert.Message) error {
+	q := m.Facts.Request
+	if q == nil {
+		return fmt.Errorf("notify: %s message without request facts", m.Kind)
+	}
+	if m.Facts.User == "" || m.Facts.Project == "" {
+		return fmt.Errorf("notify: %s message without the student and project", m.Kind)
+	}
+	if q.Until.IsZero() {
+		return fmt.Errorf("notify: %s message without the exemption's end", m.Kind)
+	}
+	switch {
+	case m.Kind == billing.AlertExemptionRequested && q.Status != "pending":
+		return fmt.Errorf("notify: %s message of a request %q (want pending)", m.Kind, q.Status)
+	case m.Kind == billing.AlertExemptionDecided && q.Status != "granted" && q.Status != "refused":
+		return fmt.Errorf("notify: %s message of a request %q (want granted or refused)", m.Kind, q.Status)
+	}
+	return nil
 }
 
 // renderer writes one message in one language: which sentences it has is
@@ -158,6 +193,7 @@ func (r *renderer) setVars() {
 	}
 	v["heldFor"] = r.spent(t.HeldFor, f.HeldSince)
 	v["idleFor"] = r.spent(t.IdleFor, f.IdleSince)
+	r.setRequestVars(v, say)
 	if b := f.Budget; b != nil {
 		v["period"], v["percent"], v["share"] = dash(b.Period), strconv.Itoa(b.Percent), share(b)
 		v["limit"], v["used"] = r.budgetAmount(b.Limit, b.Unit), r.budgetAmount(b.Used, b.Unit)
@@ -254,6 +290,9 @@ func (r *renderer) idle(k billing.AlertKind) string {
 	} else {
 		r.line(t.Exempt)
 	}
+	if f.Link != "" {
+		r.line(t.ExemptLink)
+	}
 	r.blank()
 	r.line(t.Zone)
 	return r.say(t.Subject[k])
@@ -290,6 +329,67 @@ func (r *renderer) budget() string {
 		return r.say(t.BudgetSubjectStudent)
 	}
 	return r.say(t.BudgetSubject)
+}
+
+// setRequestVars fills the placeholders of exemption request messages
+// (and {link}); every one is set, to "—" without a request.
+func (r *renderer) setRequestVars(v vars, say func(text) string) {
+	f, t := r.f, &words
+	v["link"] = f.Link
+	q := f.Request
+	if q == nil {
+		q = &alert.RequestFacts{}
+	}
+	v["request"], v["until"] = strconv.FormatInt(q.ID, 10), r.at(q.Until)
+	v["reason"], v["answer"], v["decidedBy"] = dash(q.Reason), dash(q.Answer), dash(q.DecidedBy)
+	v["target"] = say(t.TargetAll)
+	if f.InstanceID != "" {
+		v["target"] = say(t.TargetInstance)
+	}
+	v["decision"] = say(t.DecisionGranted)
+	if q.Status == "refused" {
+		v["decision"] = say(t.DecisionRefused)
+	}
+}
+
+// request writes an exemption request message (asked, or decided) and
+// returns its subject.
+func (r *renderer) request(k billing.AlertKind) string {
+	f, t := r.f, &words
+	for _, l := range t.Opening[k] {
+		r.line(l)
+	}
+	r.blank()
+	if k == billing.AlertExemptionRequested {
+		for _, l := range []text{t.RequestProject, t.RequestStudent, t.RequestUntil, t.RequestReason} {
+			r.line(l)
+		}
+		r.blank()
+		if f.Link != "" {
+			r.line(t.RequestDecideLink)
+		} else {
+			r.line(t.RequestDecide)
+		}
+	} else {
+		r.line(t.YourReason)
+		if f.Request.Status == "refused" {
+			r.line(t.RefusedReason)
+			r.blank()
+			r.line(t.RefusedNext)
+		} else {
+			if f.Request.Answer != "" {
+				r.line(t.GrantedNote)
+			}
+			r.blank()
+			r.line(t.GrantedNext)
+		}
+		if f.Link != "" {
+			r.line(t.DecidedLink)
+		}
+	}
+	r.blank()
+	r.line(t.Zone)
+	return r.say(t.Subject[k])
 }
 
 // ---------------------------------------------------------------- shared

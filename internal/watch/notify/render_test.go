@@ -83,7 +83,24 @@ func goldenCases(t testing.TB) map[string]alert.Message {
 			Limit: decimal.NewFromInt(1500), Used: decimal.RequireFromString("1503.25"),
 			Percent: 100},
 	}
+	linked := idleFacts(t)
+	linked.Link = "https://gpu.example.edu/ui/#/exemptions?request=" + linked.InstanceID
+
+	asked := alert.Facts{Project: "nlp-lab", User: "alice", InstanceID: linked.InstanceID, At: time.Date(2026, 11, 30, 9, 5, 0, 0, loc), TZ: loc,
+		Request: &alert.RequestFacts{ID: 42, Status: "pending", Until: time.Date(2026, 12, 4, 18, 0, 0, 0, loc), Reason: "a 4-day training run"},
+		Link:    "https://gpu.example.edu/ui/#/exemptions"}
+	granted := asked
+	granted.At = time.Date(2026, 11, 30, 10, 15, 0, 0, loc)
+	granted.Request = &alert.RequestFacts{ID: 42, Status: "granted", Until: asked.Request.Until, Reason: asked.Request.Reason,
+		DecidedBy: "lead:li", Answer: "ok until Friday", ExemptionID: 7}
+	refused := alert.Facts{Project: "nlp-lab", User: "bob", At: time.Date(2026, 11, 30, 10, 20, 0, 0, loc), TZ: loc,
+		Request: &alert.RequestFacts{ID: 43, Status: "refused", Until: time.Date(2026, 12, 25, 0, 0, 0, 0, loc), Reason: "holidays",
+			DecidedBy: "lead:li", Answer: "the course needs the cards in December"}}
 	return map[string]alert.Message{
+		"idle_warning_link":      {Kind: billing.AlertIdleWarning, Key: "k1l", Facts: linked},
+		"exemption_requested":    {Kind: billing.AlertExemptionRequested, Key: "k8", Facts: asked},
+		"exemption_granted":      {Kind: billing.AlertExemptionDecided, Key: "k9", Facts: granted},
+		"exemption_refused":      {Kind: billing.AlertExemptionDecided, Key: "k10", Facts: refused},
 		"idle_warning":           {Kind: billing.AlertIdleWarning, Key: "k1", Facts: warn},
 		"idle_warning_no_policy": {Kind: billing.AlertIdleWarning, Key: "k1b", Facts: noAuto},
 		"idle_reminder":          {Kind: billing.AlertIdleReminder, Key: "k2", Facts: remind},
@@ -274,6 +291,7 @@ func TestTextsComplete(t *testing.T) {
 		}
 	}
 	require.Greater(t, len(all), 50)
+	require.Contains(t, known, "link")
 	for _, k := range billing.AlertKinds {
 		if k != billing.AlertBudgetThreshold {
 			require.NotEmpty(t, words.Subject[k], "subject of %s", k)

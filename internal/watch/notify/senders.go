@@ -181,23 +181,36 @@ type WebhookPerson struct {
 // WebhookFacts are the message's facts in a webhook payload (times RFC 3339
 // in UTC, amounts as decimal strings).
 type WebhookFacts struct {
-	Project    string         `json:"project"`
-	User       string         `json:"user,omitempty"`
-	Node       string         `json:"node,omitempty"`
-	GPUUUID    string         `json:"gpu_uuid,omitempty"`
-	GPUModel   string         `json:"gpu_model,omitempty"`
-	Profile    string         `json:"profile,omitempty"`
-	InstanceID string         `json:"instance_id,omitempty"`
-	HeldSince  string         `json:"held_since,omitempty"`
-	IdleSince  string         `json:"idle_since,omitempty"`
-	At         string         `json:"at,omitempty"`
-	NextAction string         `json:"next_action,omitempty"`
-	NextAt     string         `json:"next_at,omitempty"`
-	Cost       string         `json:"cost"`
-	Currency   string         `json:"currency,omitempty"`
-	Timezone   string         `json:"timezone"`
-	Budget     *WebhookBudget `json:"budget,omitempty"`
-	Outcome    string         `json:"outcome,omitempty"`
+	Project    string          `json:"project"`
+	User       string          `json:"user,omitempty"`
+	Node       string          `json:"node,omitempty"`
+	GPUUUID    string          `json:"gpu_uuid,omitempty"`
+	GPUModel   string          `json:"gpu_model,omitempty"`
+	Profile    string          `json:"profile,omitempty"`
+	InstanceID string          `json:"instance_id,omitempty"`
+	HeldSince  string          `json:"held_since,omitempty"`
+	IdleSince  string          `json:"idle_since,omitempty"`
+	At         string          `json:"at,omitempty"`
+	NextAction string          `json:"next_action,omitempty"`
+	NextAt     string          `json:"next_at,omitempty"`
+	Cost       string          `json:"cost"`
+	Currency   string          `json:"currency,omitempty"`
+	Timezone   string          `json:"timezone"`
+	Budget     *WebhookBudget  `json:"budget,omitempty"`
+	Outcome    string          `json:"outcome,omitempty"`
+	Request    *WebhookRequest `json:"request,omitempty"`
+	Link       string          `json:"link,omitempty"`
+}
+
+// WebhookRequest is an exemption request message's request.
+type WebhookRequest struct {
+	ID          int64  `json:"id"`
+	Status      string `json:"status"`
+	Until       string `json:"until"`
+	Reason      string `json:"reason"`
+	DecidedBy   string `json:"decided_by,omitempty"`
+	Answer      string `json:"answer,omitempty"`
+	ExemptionID int64  `json:"exemption_id,omitempty"`
 }
 
 // WebhookBudget are a budget message's budget facts.
@@ -234,8 +247,12 @@ func NewWebhookPayload(e alert.Envelope, sent time.Time) WebhookPayload {
 			Profile: f.Profile, InstanceID: f.InstanceID, HeldSince: rfc3339(f.HeldSince),
 			IdleSince: rfc3339(f.IdleSince), At: rfc3339(f.At), NextAction: f.NextAction,
 			NextAt: rfc3339(f.NextAt), Cost: billing.FormatMoney(f.Cost.Decimal), Currency: f.Currency, Timezone: tz,
-			Outcome: f.Outcome,
+			Outcome: f.Outcome, Link: f.Link,
 		},
+	}
+	if q := f.Request; q != nil {
+		p.Facts.Request = &WebhookRequest{ID: q.ID, Status: q.Status, Until: rfc3339(q.Until), Reason: q.Reason,
+			DecidedBy: q.DecidedBy, Answer: q.Answer, ExemptionID: q.ExemptionID}
 	}
 	if b := f.Budget; b != nil {
 		p.Facts.Budget = &WebhookBudget{Scope: b.Scope, Period: b.Period, Unit: b.Unit, Limit: b.Unit.Format(b.Limit),

@@ -85,6 +85,31 @@ type texts struct {
 	BudgetNextProject    text `json:"budgetNextProject"`
 	BudgetNextNone       text `json:"budgetNextNone"`
 	BudgetAsk            text `json:"budgetAsk"`
+
+	// An idle message's link to the exemption request form ({link}).
+	ExemptLink text `json:"exemptLink"`
+
+	// Exemption request messages (their subjects and openings are by kind
+	// above): what is asked for ({target}: TargetInstance of {inst} or
+	// TargetAll of {user}; {until}, {reason}, {request}: its number), the
+	// decision ({decision}: DecisionGranted or DecisionRefused, {decidedBy},
+	// {answer}) and the dashboard's page ({link}).
+	TargetInstance    text `json:"targetInstance"`
+	TargetAll         text `json:"targetAll"`
+	DecisionGranted   text `json:"decisionGranted"`
+	DecisionRefused   text `json:"decisionRefused"`
+	RequestProject    text `json:"requestProject"`
+	RequestStudent    text `json:"requestStudent"`
+	RequestUntil      text `json:"requestUntil"`
+	RequestReason     text `json:"requestReason"`
+	RequestDecide     text `json:"requestDecide"`
+	RequestDecideLink text `json:"requestDecideLink"`
+	YourReason        text `json:"yourReason"`
+	GrantedNote       text `json:"grantedNote"`
+	GrantedNext       text `json:"grantedNext"`
+	RefusedReason     text `json:"refusedReason"`
+	RefusedNext       text `json:"refusedNext"`
+	DecidedLink       text `json:"decidedLink"`
 }
 
 //go:embed texts.json
