@@ -762,6 +762,8 @@ func BenchmarkDashboardFirstLoad(b *testing.B) {
 		{"invoice", fmt.Sprintf("#/invoices/%d", rr.Drafts[0].InvoiceID)},
 		{"runs", "#/runs?period=2026-11"},
 		{"roster", "#/roster"},
+		{"budgets", "#/budgets"},
+		{"review", "#/review?period=2026-11"},
 	}
 	b.ResetTimer()
 	worst := map[string][2]float64{}
