@@ -100,6 +100,8 @@ var routeTable = []routeCase{
 	{"POST", "/api/v1/projects/:project/roster", fixed("/api/v1/projects/ai101/roster"), "student_id,name\ns-dave,Dave\n", "text/csv", want{u401, ok, f403, ok, f403}},
 	{"GET", "/api/v1/usage", fixed("/api/v1/usage?period=2026-11&group_by=project,user"), "", "", want{u401, ok, ok, ok, ok}},
 	{"GET", "/api/v1/usage/export", fixed("/api/v1/usage/export?period=2026-11&group_by=project,user&format=xlsx&lang=zh-CN"), "", "", want{u401, ok, ok, ok, ok}},
+	{"GET", "/api/v1/occupancy", fixed("/api/v1/occupancy?period=2026-11"), "", "", want{u401, ok, ok, f403, f403}},
+	{"GET", "/api/v1/utilization/heatmap", fixed("/api/v1/utilization/heatmap?period=2026-11"), "", "", want{u401, ok, ok, f403, f403}},
 	{"GET", "/api/v1/held", fixed("/api/v1/held"), "", "", want{u401, ok, ok, ok, ok}},
 	{"GET", "/api/v1/nodes", fixed("/api/v1/nodes"), "", "", want{u401, ok, ok, ok, ok}},
 	{"GET", "/api/v1/advice", fixed("/api/v1/advice"), "", "", want{u401, ok, ok, ok, f403}},
@@ -296,6 +298,8 @@ var crossProject = map[string][]struct{ url, body, ctype string }{
 	"GET /api/v1/projects":                   {{"/api/v1/projects", "", ""}},
 	"GET /api/v1/projects/:project/students": {{"/api/v1/projects/nlp-lab/students", "", ""}},
 	"POST /api/v1/projects/:project/roster":  {{"/api/v1/projects/nlp-lab/roster", "student_id,name\ns-carol,Carol\n", "text/csv"}},
+	"GET /api/v1/occupancy":                  {{"/api/v1/occupancy?period=2026-11", "", ""}},
+	"GET /api/v1/utilization/heatmap":        {{"/api/v1/utilization/heatmap?period=2026-11", "", ""}},
 	"GET /api/v1/usage": {{"/api/v1/usage?period=2026-11&group_by=project,user", "", ""},
 		{"/api/v1/usage?period=2026-11&group_by=project&project=nlp-lab", "", ""}},
 	"GET /api/v1/usage/export": {{"/api/v1/usage/export?period=2026-11&group_by=project,user&format=csv", "", ""},
@@ -340,12 +344,12 @@ var crossProject = map[string][]struct{ url, body, ctype string }{
 	"GET /api/v1/exemption-requests": {{"/api/v1/exemption-requests", "", ""}, {"/api/v1/exemption-requests?project=nlp-lab", "", ""},
 		{"/api/v1/exemption-requests?user=s-carol", "", ""}},
 	// A student asks in its own project only (201 there, nothing of B).
-	"POST /api/v1/exemption-requests":              {{"/api/v1/exemption-requests", `{"until":"2026-12-12T00:00:00Z","reason":"x"}`, "application/json"}},
-	"POST /api/v1/exemption-requests/:id/grant":    {{"/api/v1/exemption-requests/{request-carol}/grant", `{}`, "application/json"}},
-	"POST /api/v1/exemption-requests/:id/refuse":   {{"/api/v1/exemption-requests/{request-carol}/refuse", `{"reason":"x"}`, "application/json"}},
-	"PUT /api/v1/budgets":                   {{"/api/v1/budgets", `{"scope":"student","project":"nlp-lab","user":"s-carol","period":"month","unit":"money","limit":"1"}`, "application/json"}},
-	"DELETE /api/v1/budgets/:id":            {{"/api/v1/budgets/{budget-carol}", "", ""}},
-	"GET /api/v1/audit":                     {{"/api/v1/audit", "", ""}},
+	"POST /api/v1/exemption-requests":            {{"/api/v1/exemption-requests", `{"until":"2026-12-12T00:00:00Z","reason":"x"}`, "application/json"}},
+	"POST /api/v1/exemption-requests/:id/grant":  {{"/api/v1/exemption-requests/{request-carol}/grant", `{}`, "application/json"}},
+	"POST /api/v1/exemption-requests/:id/refuse": {{"/api/v1/exemption-requests/{request-carol}/refuse", `{"reason":"x"}`, "application/json"}},
+	"PUT /api/v1/budgets":                        {{"/api/v1/budgets", `{"scope":"student","project":"nlp-lab","user":"s-carol","period":"month","unit":"money","limit":"1"}`, "application/json"}},
+	"DELETE /api/v1/budgets/:id":                 {{"/api/v1/budgets/{budget-carol}", "", ""}},
+	"GET /api/v1/audit":                          {{"/api/v1/audit", "", ""}},
 }
 
 // What names project B (nlp-lab) in an answer: its ID, its name and funding
