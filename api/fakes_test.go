@@ -85,10 +85,12 @@ func (f *fakeUsage) Usage(_ context.Context, q reads.UsageQuery) (*reads.UsageRe
 		g := groups[k]
 		g.Cost = billing.Money{Decimal: decimal.NewFromInt(g.HeldSeconds / 3600)}
 		g.IdleCost = idleCost(g)
+		reads.SetEfficiency(g)
 		rep.Rows = append(rep.Rows, *g)
 	}
 	rep.Total.Cost = billing.Money{Decimal: decimal.NewFromInt(rep.Total.HeldSeconds / 3600)}
 	rep.Total.IdleCost = idleCost(&rep.Total)
+	reads.SetEfficiency(&rep.Total)
 	if rep.Rows == nil {
 		rep.Rows = []reads.UsageGroup{}
 	}

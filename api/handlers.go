@@ -395,6 +395,7 @@ func (s *Server) routesUsage() {
 		Description: "Card-hours, idle hours, list-price cost and idle cost over a period or range, grouped by any of project, user, sku, instance, node, month, day, hour (computed in the store), ordered by the groups or, with order_by, by a measure largest first.", Tags: []string{"usage"}},
 		rolesAll, s.getUsage)
 	s.routesUsageExport()
+	s.routesEfficiency()
 	register(s, huma.Operation{OperationID: "get-held-now", Method: http.MethodGet, Path: "/api/v1/held", Summary: "list instances held now",
 		Description: "Which instances are held right now, by whom, since when, idle or busy.", Tags: []string{"usage"}},
 		rolesAll, s.getHeldNow)

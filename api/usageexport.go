@@ -29,7 +29,7 @@ type usageExportInput struct {
 func (s *Server) routesUsageExport() {
 	register(s, huma.Operation{OperationID: "export-usage", Method: http.MethodGet, Path: "/api/v1/usage/export", Summary: "export usage grouped (CSV or XLSX)",
 		Description: "The report get-usage answers for the same parameters (period or from/to, group_by, filters, order_by; the same role scopes), as a file: " +
-			"a column per group_by dimension in the order given, then card-hours, idle hours, cost and idle cost (list price, the currency in the header), " +
+			"a column per group_by dimension in the order given, then card-hours, idle hours, busy hours, efficiency (percent), cost and idle cost (list price, the currency in the header), " +
 			"hours with two decimals and money as decimal text (never a float), headers in lang; every row, then a total row, or with limit only the first limit rows. " +
 			"The dashboard's usage tables download through it.",
 		Tags: []string{"usage"}, Responses: fileResponses(FormatCSV, FormatXLSX)},
@@ -104,19 +104,20 @@ var usageLabels = map[string]map[string]string{
 	"en": {
 		reads.ByProject: "Project", reads.ByUser: "Student", reads.BySKU: "SKU", reads.ByInstance: "Instance", reads.ByNode: "Node",
 		reads.ByMonth: "Month", reads.ByDay: "Day", reads.ByHour: "Hour",
-		"held": "Card-hours", "idle": "Idle hours", "cost": "Cost ({cur})", "idle_cost": "Idle cost ({cur})",
+		"held": "Card-hours", "idle": "Idle hours", "busy": "Busy hours", "efficiency": "Efficiency (%)", "cost": "Cost ({cur})", "idle_cost": "Idle cost ({cur})",
 		"total": "Total", "unpriced": "(unpriced)", "sheet": "Usage",
 	},
 	"zh-CN": {
 		reads.ByProject: "项目", reads.ByUser: "学生", reads.BySKU: "SKU", reads.ByInstance: "实例", reads.ByNode: "节点",
 		reads.ByMonth: "月份", reads.ByDay: "日期", reads.ByHour: "小时",
-		"held": "卡时", "idle": "空闲小时", "cost": "费用（{cur}）", "idle_cost": "空闲费用（{cur}）",
+		"held": "卡时", "idle": "空闲小时", "busy": "忙碌小时", "efficiency": "效率（%）", "cost": "费用（{cur}）", "idle_cost": "空闲费用（{cur}）",
 		"total": "合计", "unpriced": "（未定价）", "sheet": "用量",
 	},
 }
 
 // usageTable is the table of rows of rep: a column per dimension grouped
-// by, in the order asked, then held and idle hours, cost and idle cost;
+// by, in the order asked, then held, idle and busy hours, efficiency (a
+// percent, reads.SetEfficiency), cost and idle cost;
 // with total, the report's total row last.
 func usageTable(rep *reads.UsageReport, rows []reads.UsageGroup, lang string, total bool) *export.Table {
 	l := usageLabels[lang]
@@ -128,12 +129,13 @@ func usageTable(rep *reads.UsageReport, rows []reads.UsageGroup, lang string, to
 		t.Header = append(t.Header, l[d])
 		t.Numeric = append(t.Numeric, false)
 	}
-	for _, k := range []string{"held", "idle", "cost", "idle_cost"} {
+	for _, k := range []string{"held", "idle", "busy", "efficiency", "cost", "idle_cost"} {
 		t.Header = append(t.Header, strings.ReplaceAll(l[k], "{cur}", rep.Currency))
 		t.Numeric = append(t.Numeric, true)
 	}
 	measures := func(g *reads.UsageGroup) []string {
-		return []string{billing.FormatHours(g.HeldSeconds), billing.FormatHours(g.IdleSeconds), billing.FormatMoney(g.Cost.Decimal), billing.FormatMoney(g.IdleCost.Decimal)}
+		return []string{billing.FormatHours(g.HeldSeconds), billing.FormatHours(g.IdleSeconds),
+			billing.FormatHours(g.BusySeconds), g.Efficiency, billing.FormatMoney(g.Cost.Decimal), billing.FormatMoney(g.IdleCost.Decimal)}
 	}
 	for i := range rows {
 		g := &rows[i]

@@ -12,3 +12,5 @@ func TestMemStoreReads(t *testing.T) { storetest.RequireReads(t, ingest.NewMemSt
 func TestMemStoreFilteredUsage(t *testing.T) { storetest.RequireFilteredUsage(t, ingest.NewMemStore()) }
 
 func TestMemStoreDataQuality(t *testing.T) { storetest.RequireDataQuality(t, ingest.NewMemStore()) }
+
+func TestMemStoreEfficiency(t *testing.T) { storetest.RequireEfficiency(t, ingest.NewMemStore()) }

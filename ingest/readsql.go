@@ -18,6 +18,9 @@ type Dialect struct {
 	Samples string
 	// Zero is an Int64 zero literal.
 	Zero string
+	// UtilOrZero is util, 0 where it is NULL, as a non-nullable float
+	// (UtilSQL); empty: coalesce(util, 0).
+	UtilOrZero string
 }
 
 // UsageSQL is the GROUP BY that answers a schemas.UsageRowQuery, with its
@@ -154,4 +157,34 @@ func ScanChunks[T any](rows Rows, size int, scan func(*T) error, fn func([]T) er
 		return fn(buf)
 	}
 	return nil
+}
+
+// UtilSQL is the GROUP BY that answers a schemas.UtilRowQuery over every
+// raw sample, held or not. Columns: node, gpu_model, bucket, seen_ms,
+// held_ms, measured_ms, held_unmeasured_ms, util_ms (node is ” and bucket
+// 0 when not grouped by them).
+func UtilSQL(d Dialect, q schemas.UtilRowQuery) string {
+	node := "''"
+	group := []string{"gpu_model"}
+	if q.ByNode {
+		node = "node"
+		group = append(group, "node")
+	}
+	bucket := d.Zero
+	if q.BucketMS > 0 {
+		bucket = "(start_ms - start_ms % " + itoa(q.BucketMS) + ")"
+		group = append(group, "bucket")
+	}
+	utilOrZero := d.UtilOrZero
+	if utilOrZero == "" {
+		utilOrZero = "coalesce(util, 0)"
+	}
+	from := strings.NewReplacer("{FROM}", itoa(q.FromMS), "{TO}", itoa(q.ToMS)).Replace(d.Samples)
+	return "SELECT " + node + ", gpu_model, " + bucket + " AS bucket, sum(interval_ms)" +
+		", sum(CASE WHEN project != '' THEN interval_ms ELSE " + d.Zero + " END)" +
+		", sum(CASE WHEN util IS NOT NULL THEN interval_ms ELSE " + d.Zero + " END)" +
+		", sum(CASE WHEN project != '' AND util IS NULL THEN interval_ms ELSE " + d.Zero + " END)" +
+		", sum(" + utilOrZero + " * interval_ms)" +
+		" FROM " + from + " WHERE start_ms >= " + itoa(q.FromMS) + " AND start_ms < " + itoa(q.ToMS) +
+		" GROUP BY " + strings.Join(group, ", ")
 }

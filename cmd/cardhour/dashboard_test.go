@@ -758,6 +758,7 @@ func BenchmarkDashboardFirstLoad(b *testing.B) {
 		{"now", "#/now"},
 		{"usage", "#/usage?period=2026-11"},
 		{"usage-range", "#/usage?from=2026-11-03&to=2026-11-17&top=idle_cost"}, // any days; the trends and top lists on both
+		{"efficiency", "#/efficiency?period=2026-11"},
 		{"invoices", "#/invoices?period=2026-11"},
 		{"invoice", fmt.Sprintf("#/invoices/%d", rr.Drafts[0].InvoiceID)},
 		{"runs", "#/runs?period=2026-11"},

@@ -56,12 +56,12 @@ func trendSamples(tb testing.TB) string {
 // trendTexts are what the usage page says in one language: the export's
 // headers and labels (api usageLabels, i18n.js col.*).
 type trendTexts struct {
-	project, student, sku, month, held, idle, cost, idleCost, total, unpriced, xlsxSheet string
+	project, student, sku, month, held, idle, busy, efficiency, cost, idleCost, total, unpriced, xlsxSheet string
 }
 
 var trendLang = map[string]trendTexts{
-	"en":    {"Project", "Student", "SKU", "Month", "Card-hours", "Idle hours", "Cost (CNY)", "Idle cost (CNY)", "Total", "(unpriced)", "Usage"},
-	"zh-CN": {"项目", "学生", "SKU", "月份", "卡时", "空闲小时", "费用（CNY）", "空闲费用（CNY）", "合计", "（未定价）", "用量"},
+	"en":    {"Project", "Student", "SKU", "Month", "Card-hours", "Idle hours", "Busy hours", "Efficiency (%)", "Cost (CNY)", "Idle cost (CNY)", "Total", "(unpriced)", "Usage"},
+	"zh-CN": {"项目", "学生", "SKU", "月份", "卡时", "空闲小时", "忙碌小时", "效率（%）", "费用（CNY）", "空闲费用（CNY）", "合计", "（未定价）", "用量"},
 }
 
 func (x trendTexts) dim(d string) string {
@@ -74,12 +74,20 @@ func (x trendTexts) header(dims ...string) []string {
 	for _, d := range dims {
 		out = append(out, x.dim(d))
 	}
-	return append(out, x.held, x.idle, x.cost, x.idleCost)
+	return append(out, x.held, x.idle, x.busy, x.efficiency, x.cost, x.idleCost)
 }
 
 // pageMoney and pageHours are how the page writes money and hours.
 func pageMoney(m billing.Money) string { return "¥\u00a0" + groupThousands(m.StringFixed(2)) }
 func pageHours(s int64) string         { return groupThousands(billing.FormatHours(s)) }
+
+// pagePct is how the page writes a percent of the API ("—" when absent).
+func pagePct(p string) string {
+	if p == "" {
+		return "—"
+	}
+	return p
+}
 
 // groupKey is a row's value of dimension d, as the page and the export
 // write it.
@@ -101,12 +109,13 @@ func (x trendTexts) pageCells(rep api.UsagePage, dims []string, total bool) [][]
 		for _, d := range dims {
 			row = append(row, x.groupKey(rep, i, d))
 		}
-		out = append(out, append(row, pageHours(g.HeldSeconds), pageHours(g.IdleSeconds), pageMoney(g.Cost), pageMoney(g.IdleCost)))
+		out = append(out, append(row, pageHours(g.HeldSeconds), pageHours(g.IdleSeconds), pageHours(g.BusySeconds), pagePct(g.Efficiency), pageMoney(g.Cost), pageMoney(g.IdleCost)))
 	}
 	if total {
 		row := make([]string, len(dims))
 		row[0] = x.total
-		out = append(out, append(row, pageHours(rep.Total.HeldSeconds), pageHours(rep.Total.IdleSeconds), pageMoney(rep.Total.Cost), pageMoney(rep.Total.IdleCost)))
+		out = append(out, append(row, pageHours(rep.Total.HeldSeconds), pageHours(rep.Total.IdleSeconds), pageHours(rep.Total.BusySeconds), pagePct(rep.Total.Efficiency),
+			pageMoney(rep.Total.Cost), pageMoney(rep.Total.IdleCost)))
 	}
 	return out
 }
@@ -120,13 +129,14 @@ func (x trendTexts) fileCells(rep api.UsagePage, dims []string, total bool) [][]
 		for _, d := range dims {
 			row = append(row, x.groupKey(rep, i, d))
 		}
-		out = append(out, append(row, billing.FormatHours(g.HeldSeconds), billing.FormatHours(g.IdleSeconds), g.Cost.StringFixed(2), g.IdleCost.StringFixed(2)))
+		out = append(out, append(row, billing.FormatHours(g.HeldSeconds), billing.FormatHours(g.IdleSeconds), billing.FormatHours(g.BusySeconds), g.Efficiency,
+			g.Cost.StringFixed(2), g.IdleCost.StringFixed(2)))
 	}
 	if total {
 		row := make([]string, len(dims))
 		row[0] = x.total
 		out = append(out, append(row, billing.FormatHours(rep.Total.HeldSeconds), billing.FormatHours(rep.Total.IdleSeconds),
-			rep.Total.Cost.StringFixed(2), rep.Total.IdleCost.StringFixed(2)))
+			billing.FormatHours(rep.Total.BusySeconds), rep.Total.Efficiency, rep.Total.Cost.StringFixed(2), rep.Total.IdleCost.StringFixed(2)))
 	}
 	return out
 }

@@ -21,3 +21,8 @@ func TestClickHouseDataQuality(t *testing.T) {
 	st := open(t, testenv.ClickHouseAddr(t), testenv.UniqueName(t, "ch"))
 	storetest.RequireDataQuality(t, st)
 }
+
+func TestClickHouseEfficiency(t *testing.T) {
+	st := open(t, testenv.ClickHouseAddr(t), testenv.UniqueName(t, "ch"))
+	storetest.RequireEfficiency(t, st)
+}

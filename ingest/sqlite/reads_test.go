@@ -32,3 +32,10 @@ func TestSQLiteDataQuality(t *testing.T) {
 	t.Cleanup(func() { _ = st.Close() })
 	storetest.RequireDataQuality(t, st)
 }
+
+func TestSQLiteEfficiency(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "cardhour.db"), Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	storetest.RequireEfficiency(t, st)
+}

@@ -73,6 +73,12 @@ type UsageGroup struct {
 	// IdleSeconds the part of them idle under the project's idle threshold.
 	HeldSeconds int64 `json:"held_seconds" doc:"card-seconds held (card-hours × 3600)"`
 	IdleSeconds int64 `json:"idle_seconds"`
+	// BusySeconds are HeldSeconds less IdleSeconds; Efficiency is
+	// BusySeconds ÷ HeldSeconds as a percent with one decimal ("81.3",
+	// rounded half up, exactly), empty when nothing was held. Both are set
+	// by the report, in one place (SetEfficiency).
+	BusySeconds int64  `json:"busy_seconds" doc:"held_seconds less idle_seconds"`
+	Efficiency  string `json:"efficiency,omitempty" doc:"busy_seconds ÷ held_seconds as a percent with one decimal, rounded half up (\"81.3\"); absent when nothing was held"`
 	// Cost is list price, rounded once to the cent (see UsageReport); JSON
 	// writes it with the currency's minor digits (billing.Money). IdleCost
 	// is the list price of IdleSeconds, priced and rounded the same way.
@@ -361,14 +367,41 @@ func (u *usageSums) report() *UsageReport {
 		a.g.HeldSeconds /= 1000
 		a.g.IdleSeconds /= 1000
 		a.g.Cost, a.g.IdleCost = money(cost), money(idle)
+		SetEfficiency(&a.g)
 		rep.Rows = append(rep.Rows, a.g)
 	}
 	rep.Total.HeldSeconds /= 1000
 	rep.Total.IdleSeconds /= 1000
 	rep.UnpricedSeconds /= 1000
 	rep.Total.Cost, rep.Total.IdleCost = money(u.total[0]), money(u.total[1])
+	SetEfficiency(&rep.Total)
 	slices.SortFunc(rep.Rows, compareGroups)
 	return rep
+}
+
+// SetEfficiency sets g's busy seconds and efficiency from its held and idle
+// seconds: the one place they are computed.
+func SetEfficiency(g *UsageGroup) {
+	g.BusySeconds = g.HeldSeconds - g.IdleSeconds
+	g.Efficiency = Percent(g.BusySeconds, g.HeldSeconds)
+}
+
+// Percent is part ÷ whole as a percent with one decimal, rounded half up
+// exactly in integers ("81.3", "100.0"); empty when whole is not positive.
+func Percent(part, whole int64) string {
+	if whole <= 0 {
+		return ""
+	}
+	neg := part < 0
+	if neg {
+		part = -part
+	}
+	tenths := (part*2000 + whole) / (2 * whole)
+	s := fmt.Sprintf("%d.%d", tenths/10, tenths%10)
+	if neg && tenths > 0 {
+		s = "-" + s
+	}
+	return s
 }
 
 // money is an exact amount rounded once to the cent.

@@ -130,16 +130,16 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 	}
 	byProject := usage(reads.UsageQuery{GroupBy: []string{reads.ByProject}})
 	require.Equal(t, []reads.UsageGroup{
-		{Project: "ai101", HeldSeconds: 1800, IdleSeconds: 1800, Cost: dec("1.50"), IdleCost: dec("1.50")},
-		{Project: "nlp-lab", HeldSeconds: 7800, IdleSeconds: 1800, Cost: dec("3.60"), IdleCost: dec("0.90")},
+		{Project: "ai101", HeldSeconds: 1800, IdleSeconds: 1800, BusySeconds: 0, Efficiency: "0.0", Cost: dec("1.50"), IdleCost: dec("1.50")},
+		{Project: "nlp-lab", HeldSeconds: 7800, IdleSeconds: 1800, BusySeconds: 6000, Efficiency: "76.9", Cost: dec("3.60"), IdleCost: dec("0.90")},
 	}, byProject.Rows)
-	require.Equal(t, reads.UsageGroup{HeldSeconds: 9600, IdleSeconds: 3600, Cost: dec("5.10"), IdleCost: dec("2.40")}, byProject.Total)
+	require.Equal(t, reads.UsageGroup{HeldSeconds: 9600, IdleSeconds: 3600, BusySeconds: 6000, Efficiency: "62.5", Cost: dec("5.10"), IdleCost: dec("2.40")}, byProject.Total)
 	require.EqualValues(t, 600, byProject.UnpricedSeconds)
 
 	byDay := usage(reads.UsageQuery{GroupBy: []string{reads.ByDay}})
 	require.Equal(t, []reads.UsageGroup{
-		{Day: "2026-11-01", HeldSeconds: 3600, IdleSeconds: 1800, Cost: dec("1.80"), IdleCost: dec("0.90")},
-		{Day: "2026-11-02", HeldSeconds: 6000, IdleSeconds: 1800, Cost: dec("3.30"), IdleCost: dec("1.50")},
+		{Day: "2026-11-01", HeldSeconds: 3600, IdleSeconds: 1800, BusySeconds: 1800, Efficiency: "50.0", Cost: dec("1.80"), IdleCost: dec("0.90")},
+		{Day: "2026-11-02", HeldSeconds: 6000, IdleSeconds: 1800, BusySeconds: 4200, Efficiency: "70.0", Cost: dec("3.30"), IdleCost: dec("1.50")},
 	}, byDay.Rows)
 
 	// Months: the calendar month in the catalog's zone (alice's first hour
@@ -148,21 +148,21 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 	monthRange := reads.UsageQuery{From: utc("2026-10-01T04:00:00Z"), To: utc("2026-12-01T05:00:00Z")}
 	byMonth := usage(reads.UsageQuery{From: monthRange.From, To: monthRange.To, GroupBy: []string{reads.ByMonth, reads.ByProject}})
 	require.Equal(t, []reads.UsageGroup{
-		{Project: "ai101", Month: "2026-11", HeldSeconds: 1800, IdleSeconds: 1800, Cost: dec("1.50"), IdleCost: dec("1.50")},
-		{Project: "nlp-lab", Month: "2026-11", HeldSeconds: 7800, IdleSeconds: 1800, Cost: dec("3.60"), IdleCost: dec("0.90")},
+		{Project: "ai101", Month: "2026-11", HeldSeconds: 1800, IdleSeconds: 1800, BusySeconds: 0, Efficiency: "0.0", Cost: dec("1.50"), IdleCost: dec("1.50")},
+		{Project: "nlp-lab", Month: "2026-11", HeldSeconds: 7800, IdleSeconds: 1800, BusySeconds: 6000, Efficiency: "76.9", Cost: dec("3.60"), IdleCost: dec("0.90")},
 	}, byMonth.Rows)
 	require.Equal(t, byProject.Total, byMonth.Total)
 	monthDay := usage(reads.UsageQuery{GroupBy: []string{reads.ByDay, reads.ByMonth}})
 	require.Equal(t, []reads.UsageGroup{
-		{Month: "2026-11", Day: "2026-11-01", HeldSeconds: 3600, IdleSeconds: 1800, Cost: dec("1.80"), IdleCost: dec("0.90")},
-		{Month: "2026-11", Day: "2026-11-02", HeldSeconds: 6000, IdleSeconds: 1800, Cost: dec("3.30"), IdleCost: dec("1.50")},
+		{Month: "2026-11", Day: "2026-11-01", HeldSeconds: 3600, IdleSeconds: 1800, BusySeconds: 1800, Efficiency: "50.0", Cost: dec("1.80"), IdleCost: dec("0.90")},
+		{Month: "2026-11", Day: "2026-11-02", HeldSeconds: 6000, IdleSeconds: 1800, BusySeconds: 4200, Efficiency: "70.0", Cost: dec("3.30"), IdleCost: dec("1.50")},
 	}, monthDay.Rows)
 	// October alone has nothing; by node (raw samples), the same month.
 	october := usage(reads.UsageQuery{From: monthRange.From, To: utc("2026-11-01T04:00:00Z"), GroupBy: []string{reads.ByMonth}})
 	require.Empty(t, october.Rows)
 	monthN1 := usage(reads.UsageQuery{From: monthRange.From, To: monthRange.To, GroupBy: []string{reads.ByMonth, reads.ByNode}, Nodes: []string{"n1"}})
 	require.Equal(t, []reads.UsageGroup{
-		{Node: "n1", Month: "2026-11", HeldSeconds: 7200, IdleSeconds: 1800, Cost: dec("3.60"), IdleCost: dec("0.90")},
+		{Node: "n1", Month: "2026-11", HeldSeconds: 7200, IdleSeconds: 1800, BusySeconds: 5400, Efficiency: "75.0", Cost: dec("3.60"), IdleCost: dec("0.90")},
 	}, monthN1.Rows)
 
 	// Days of a fixed UTC offset (EST from 2026-11-02 local midnight): one-day
@@ -170,7 +170,7 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 	est := usage(reads.UsageQuery{From: utc("2026-11-02T05:00:00Z"), To: utc("2026-11-10T05:00:00Z"), GroupBy: []string{reads.ByDay}})
 	require.Equal(t, byDay.Rows[1:], est.Rows)
 	estN1 := usage(reads.UsageQuery{From: utc("2026-11-02T05:00:00Z"), To: utc("2026-11-10T05:00:00Z"), GroupBy: []string{reads.ByDay}, Nodes: []string{"n1"}})
-	require.Equal(t, []reads.UsageGroup{{Day: "2026-11-02", HeldSeconds: 3600, Cost: dec("1.80"), IdleCost: dec("0")}}, estN1.Rows)
+	require.Equal(t, []reads.UsageGroup{{Day: "2026-11-02", HeldSeconds: 3600, BusySeconds: 3600, Efficiency: "100.0", Cost: dec("1.80"), IdleCost: dec("0")}}, estN1.Rows)
 
 	// A default threshold between class bounds (0.02): runs it cuts through
 	// are decided from raw samples; alice's 0.01 is still idle, 0.9 is not.
@@ -182,16 +182,16 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 
 	n1 := usage(reads.UsageQuery{GroupBy: []string{reads.ByHour, reads.ByNode, reads.BySKU, reads.ByUser}, Nodes: []string{"n1"}})
 	require.Equal(t, []reads.UsageGroup{
-		{User: "alice", SKU: "a100-80g-1g.10gb", Node: "n1", Hour: "2026-11-01T23:00:00-05:00", HeldSeconds: 3600, IdleSeconds: 1800, Cost: dec("1.80"), IdleCost: dec("0.90")},
-		{User: "alice", SKU: "a100-80g-1g.10gb", Node: "n1", Hour: "2026-11-02T00:00:00-05:00", HeldSeconds: 3600, Cost: dec("1.80"), IdleCost: dec("0")},
+		{User: "alice", SKU: "a100-80g-1g.10gb", Node: "n1", Hour: "2026-11-01T23:00:00-05:00", HeldSeconds: 3600, IdleSeconds: 1800, BusySeconds: 1800, Efficiency: "50.0", Cost: dec("1.80"), IdleCost: dec("0.90")},
+		{User: "alice", SKU: "a100-80g-1g.10gb", Node: "n1", Hour: "2026-11-02T00:00:00-05:00", HeldSeconds: 3600, BusySeconds: 3600, Efficiency: "100.0", Cost: dec("1.80"), IdleCost: dec("0")},
 	}, n1.Rows)
 
 	h := usage(reads.UsageQuery{GroupBy: []string{reads.ByInstance}, SKUs: []string{"h100-1g.10gb"}, Users: []string{"bob", "alice"}})
-	require.Equal(t, []reads.UsageGroup{{InstanceID: "mig-b", HeldSeconds: 1800, IdleSeconds: 1800, Cost: dec("1.50"), IdleCost: dec("1.50")}}, h.Rows)
+	require.Equal(t, []reads.UsageGroup{{InstanceID: "mig-b", HeldSeconds: 1800, IdleSeconds: 1800, BusySeconds: 0, Efficiency: "0.0", Cost: dec("1.50"), IdleCost: dec("1.50")}}, h.Rows)
 	none := usage(reads.UsageQuery{GroupBy: []string{reads.ByProject}, Projects: []string{"cv-lab"}})
 	require.Empty(t, none.Rows)
 	part := usage(reads.UsageQuery{From: utc("2026-11-02T04:30:00Z"), To: utc("2026-11-02T05:00:00Z")})
-	require.Equal(t, []reads.UsageGroup{{HeldSeconds: 1800, Cost: dec("0.90"), IdleCost: dec("0")}}, part.Rows)
+	require.Equal(t, []reads.UsageGroup{{HeldSeconds: 1800, BusySeconds: 1800, Efficiency: "100.0", Cost: dec("0.90"), IdleCost: dec("0")}}, part.Rows)
 
 	_, err = reads.Usage(ctx, st, cat, reads.UsageQuery{From: utc("2026-11-02T00:00:00Z"), To: utc("2026-11-01T00:00:00Z")})
 	require.ErrorContains(t, err, "is not before")
@@ -274,8 +274,8 @@ func RequireReads(t *testing.T, st ingest.Backend) {
 	got, err = uc.Usage(ctx, cat, q)
 	require.NoError(t, err)
 	require.Equal(t, []reads.UsageGroup{
-		{Project: "ai101", HeldSeconds: 2400, IdleSeconds: 1800, Cost: dec("2.00"), IdleCost: dec("1.50")},
-		{Project: "nlp-lab", HeldSeconds: 7800, IdleSeconds: 1800, Cost: dec("3.60"), IdleCost: dec("0.90")},
+		{Project: "ai101", HeldSeconds: 2400, IdleSeconds: 1800, BusySeconds: 600, Efficiency: "25.0", Cost: dec("2.00"), IdleCost: dec("1.50")},
+		{Project: "nlp-lab", HeldSeconds: 7800, IdleSeconds: 1800, BusySeconds: 6000, Efficiency: "76.9", Cost: dec("3.60"), IdleCost: dec("0.90")},
 	}, got.Rows)
 	again, err := uc.Usage(ctx, cat, q)
 	require.NoError(t, err)

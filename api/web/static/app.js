@@ -16,6 +16,7 @@ const FINANCE = ['admin', 'finance'];
 const routes = [
   { name: 'now', roles: ['admin', 'finance', 'lead', 'student'] },
   { name: 'usage', roles: ['admin', 'finance', 'lead', 'student'] },
+  { name: 'efficiency', roles: FINANCE },
   { name: 'invoices', roles: STAFF },
   { name: 'statements', roles: ['student'] },
   { name: 'runs', roles: FINANCE },
@@ -29,17 +30,22 @@ const routes = [
 // The usage page's module (with its charts) is loaded when it is first
 // opened: the other pages do not wait for it.
 let usageModule;
+let efficiencyModule;
 const usagePages = {
   usage: async (ctx) => {
     usageModule ??= await import('./usage.js');
     return usageModule.usagePages.usage(ctx);
+  },
+  efficiency: async (ctx) => {
+    efficiencyModule ??= await import('./efficiency.js');
+    return efficiencyModule.efficiencyPage(ctx);
   },
 };
 const allPages = { ...pages, ...usagePages, ...watchPages, ...reviewPages };
 
 // leave releases what a page holds (the usage page's charts, the Now page's
 // polling) before the next one.
-function leave() { usageModule?.leave(); leavePages(); }
+function leave() { usageModule?.leave(); efficiencyModule?.leave(); leavePages(); }
 
 const main = document.getElementById('main');
 const statusEl = document.getElementById('status');

@@ -13,7 +13,7 @@ import { documents, exportButton, invoiceTotals, periodForm, periodOf, sectionHe
 let echartsLoading;
 
 // loadECharts adds the vendored library on first use (only this page needs it).
-function loadECharts() {
+export function loadECharts() {
   if (window.echarts) return Promise.resolve(window.echarts);
   echartsLoading ??= new Promise((resolve, reject) => {
     const s = document.createElement('script');
@@ -96,6 +96,8 @@ function columns(dims, cur) {
     ...dims.map((d) => ({ label: t('col.' + d), value: (r) => keyText(r, d) })),
     { label: t('col.heldHours'), num: true, value: (r) => hours(r.held_seconds) },
     { label: t('col.idleHours'), num: true, value: (r) => hours(r.idle_seconds) },
+    { label: t('col.busyHours'), num: true, value: (r) => hours(r.busy_seconds) },
+    { label: t('col.efficiencyPct'), num: true, value: (r) => r.efficiency || '—' },
     { label: t('col.costCur', { cur }), num: true, value: (r) => money(r.cost, cur) },
     { label: t('col.idleCostCur', { cur }), num: true, value: (r) => money(r.idle_cost, cur) },
   ];
