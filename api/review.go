@@ -208,7 +208,7 @@ func reviewProjects(rep *reads.UsageReport, sum *invoicing.PeriodSummary) map[st
 	}
 	for _, x := range out {
 		x.BusySeconds = x.HeldSeconds - x.IdleSeconds
-		x.Efficiency = billing.Efficiency(x.BusySeconds, x.HeldSeconds)
+		x.Efficiency = reads.Percent(x.BusySeconds, x.HeldSeconds)
 	}
 	return out
 }
@@ -296,7 +296,7 @@ func reviewTotal(ps []ReviewProject) ReviewProject {
 	if billed {
 		t.Invoiced = &billing.Money{Decimal: invoiced}
 	}
-	t.Efficiency = billing.Efficiency(t.BusySeconds, t.HeldSeconds)
+	t.Efficiency = reads.Percent(t.BusySeconds, t.HeldSeconds)
 	return t
 }
 

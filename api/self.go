@@ -57,7 +57,6 @@ func requestBody(r ledger.ExemptionRequest) ExemptionRequestBody {
 		Answer: r.Answer, ExemptionID: r.ExemptionID}
 }
 
-
 type requestInput struct {
 	Body struct {
 		InstanceID string    `json:"instance_id,omitempty" maxLength:"512" doc:"one of the student's instances; empty: all of them"`

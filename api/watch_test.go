@@ -282,7 +282,7 @@ func TestBudgetStatus(t *testing.T) {
 	st := byID[float64(f.ids["budget-ai101"])]["status"].(map[string]any)
 	require.Equal(t, map[string]any{"period": "2026-12", "period_start": "2026-12-01T00:00:00Z", "period_end": "2027-01-01T00:00:00Z",
 		"as_of": "2026-12-09T00:00:00Z", "used": "400.00", "left": "100.00", "percent": 80.0, "reached": false,
-		"forecast": "1550.00", // 400 × 31 / 8
+		"forecast":         "1550.00",              // 400 × 31 / 8
 		"reaches_limit_at": "2026-12-11T00:00:00Z", // 8 days × 500 / 400
 	}, st)
 	bob := byID[float64(f.ids["budget-bob"])]["status"].(map[string]any)

@@ -138,13 +138,3 @@ func ProjectBudget(unit BudgetUnit, limit, usedMoney decimal.Decimal, usedMS int
 	p.Left = limit.Sub(p.Used)
 	return p
 }
-
-// Efficiency is the busy share of held time, busySeconds ÷ heldSeconds, as a
-// percent with one decimal (half away from zero): "62.5". "" when nothing
-// was held.
-func Efficiency(busySeconds, heldSeconds int64) string {
-	if heldSeconds <= 0 {
-		return ""
-	}
-	return decimal.NewFromInt(busySeconds * 100).DivRound(decimal.NewFromInt(heldSeconds), 1).StringFixed(1)
-}

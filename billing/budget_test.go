@@ -95,15 +95,3 @@ func TestProjectBudget(t *testing.T) {
 		})
 	}
 }
-
-// Efficiency is the busy share of held time in percent, one decimal.
-func TestEfficiency(t *testing.T) {
-	for _, c := range []struct {
-		busy, held int64
-		want       string
-	}{{0, 0, ""}, {0, 3600, "0.0"}, {3600, 3600, "100.0"}, {2, 3, "66.7"}, {1, 8, "12.5"}, {1, 3, "33.3"}} {
-		if got := Efficiency(c.busy, c.held); got != c.want {
-			t.Errorf("Efficiency(%d, %d) = %q, want %q", c.busy, c.held, got, c.want)
-		}
-	}
-}

@@ -40,8 +40,8 @@ import (
 	"github.com/cardhour/cardhour/internal/catalogs"
 	"github.com/cardhour/cardhour/internal/invoicing"
 	"github.com/cardhour/cardhour/internal/ledger"
-	"github.com/cardhour/cardhour/internal/watch"
 	"github.com/cardhour/cardhour/internal/ledger/ledgerdsn"
+	"github.com/cardhour/cardhour/internal/watch"
 )
 
 // The dashboard in headless Chromium (Debian's chromium package), driven
