@@ -490,15 +490,7 @@ func (s *Server) getHeldNow(ctx context.Context, in *heldInput) (*body[Page[read
 	if err != nil {
 		return nil, err
 	}
-	project, err := projectScope(ctx, in.Project)
-	if err != nil {
-		return nil, err
-	}
-	var asked []string
-	if in.User != "" {
-		asked = []string{in.User}
-	}
-	users, err := usersScope(ctx, asked)
+	project, user, err := subjectScope(ctx, in.Project, in.User)
 	if err != nil {
 		return nil, err
 	}
@@ -508,7 +500,7 @@ func (s *Server) getHeldNow(ctx context.Context, in *heldInput) (*body[Page[read
 	}
 	out := Page[reads.Held]{Items: []reads.Held{}}
 	for _, h := range held {
-		if (project != "" && h.Project != project) || (len(users) > 0 && h.User != users[0]) || (in.Node != "" && h.Node != in.Node) {
+		if (project != "" && h.Project != project) || (user != "" && h.User != user) || (in.Node != "" && h.Node != in.Node) {
 			continue
 		}
 		out.Items = append(out.Items, h)
@@ -535,22 +527,11 @@ func (s *Server) listNodes(ctx context.Context, in *nodesInput) (*body[NodesBody
 	if err != nil {
 		return nil, err
 	}
-	project, err := projectScope(ctx, in.Project)
+	project, user, err := subjectScope(ctx, in.Project, in.User)
 	if err != nil {
 		return nil, err
 	}
-	var asked []string
-	if in.User != "" {
-		asked = []string{in.User}
-	}
-	users, err := usersScope(ctx, asked)
-	if err != nil {
-		return nil, err
-	}
-	q := reads.NodeQuery{Project: project}
-	if len(users) > 0 {
-		q.User = users[0]
-	}
+	q := reads.NodeQuery{Project: project, User: user}
 	rep, err := u.Nodes(ctx, q)
 	if err != nil {
 		return nil, err

@@ -184,11 +184,7 @@ func (s *Server) releasedBefore(ctx context.Context, instance string) (*body[Hel
 }
 
 func (s *Server) listRequests(ctx context.Context, in *requestListInput) (*body[Page[ExemptionRequestBody]], error) {
-	project, err := projectScope(ctx, in.Project)
-	if err != nil {
-		return nil, err
-	}
-	user, err := userScope(ctx, in.User)
+	project, user, err := subjectScope(ctx, in.Project, in.User)
 	if err != nil {
 		return nil, err
 	}

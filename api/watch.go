@@ -201,6 +201,17 @@ func userScope(ctx context.Context, asked string) (string, error) {
 	return users[0], nil
 }
 
+// subjectScope is projectScope and userScope of one request: the project
+// and the user it may see of those asked.
+func subjectScope(ctx context.Context, project, user string) (string, string, error) {
+	p, err := projectScope(ctx, project)
+	if err != nil {
+		return "", "", err
+	}
+	u, err := userScope(ctx, user)
+	return p, u, err
+}
+
 // checkSubject refuses an object of another project to a lead or student
 // token, and one of another user to a student token.
 func checkSubject(ctx context.Context, project, user, what string) error {
@@ -319,11 +330,7 @@ func (s *Server) routesDeliveries() {
 }
 
 func (s *Server) listAlerts(ctx context.Context, in *alertListInput) (*body[Page[AlertBody]], error) {
-	project, err := projectScope(ctx, in.Project)
-	if err != nil {
-		return nil, err
-	}
-	user, err := userScope(ctx, in.User)
+	project, user, err := subjectScope(ctx, in.Project, in.User)
 	if err != nil {
 		return nil, err
 	}
@@ -411,11 +418,7 @@ type releaseListInput struct {
 }
 
 func (s *Server) listReleases(ctx context.Context, in *releaseListInput) (*body[Page[ReleaseBody]], error) {
-	project, err := projectScope(ctx, in.Project)
-	if err != nil {
-		return nil, err
-	}
-	user, err := userScope(ctx, in.User)
+	project, user, err := subjectScope(ctx, in.Project, in.User)
 	if err != nil {
 		return nil, err
 	}
@@ -450,11 +453,7 @@ type exemptionListInput struct {
 }
 
 func (s *Server) listExemptions(ctx context.Context, in *exemptionListInput) (*body[Page[ExemptionBody]], error) {
-	project, err := projectScope(ctx, in.Project)
-	if err != nil {
-		return nil, err
-	}
-	user, err := userScope(ctx, in.User)
+	project, user, err := subjectScope(ctx, in.Project, in.User)
 	if err != nil {
 		return nil, err
 	}
@@ -546,11 +545,7 @@ type budgetListInput struct {
 }
 
 func (s *Server) listBudgets(ctx context.Context, in *budgetListInput) (*body[Page[BudgetBody]], error) {
-	project, err := projectScope(ctx, in.Project)
-	if err != nil {
-		return nil, err
-	}
-	user, err := userScope(ctx, in.User)
+	project, user, err := subjectScope(ctx, in.Project, in.User)
 	if err != nil {
 		return nil, err
 	}
