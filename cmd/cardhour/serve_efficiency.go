@@ -1,3 +1,5 @@
+//go:build !collector
+
 package main
 
 import (
