@@ -144,7 +144,7 @@ func (s *Server) review(ctx context.Context, period string) (*ReviewBody, error)
 	if err != nil {
 		return nil, err
 	}
-	out := &ReviewBody{Period: p.String(), From: p.Start, To: p.End, Currency: rep.Currency}
+	out := &ReviewBody{Period: p.String(), From: p.Start, To: p.End, Currency: rep.Currency, Projects: []ReviewProject{}}
 	byProject := reviewProjects(rep, sum)
 	if err := s.reviewBudgets(ctx, project, p, byProject); err != nil {
 		return nil, err

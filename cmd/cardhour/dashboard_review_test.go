@@ -72,6 +72,14 @@ func TestDashboardMonthlyReview(t *testing.T) {
 	}
 	require.Equal(t, 2, budgets)
 
+	// A month without usage or invoices: no project, an empty list, a zero total.
+	code, body = ds.apiDo(t, ds.tokens["finance"], "GET", "/api/v1/review?period=2026-01", "")
+	require.Equal(t, 200, code, string(body))
+	var empty map[string]any
+	require.NoError(t, json.Unmarshal(body, &empty))
+	require.Equal(t, []any{}, empty["projects"])
+	require.Equal(t, "0.00", empty["total"].(map[string]any)["list_cost"])
+
 	shots := artifactDir(t, "dashboard-review")
 	for _, lang := range []string{"en", "zh-CN"} {
 		t.Run(lang, func(t *testing.T) {
