@@ -425,13 +425,9 @@ func (s *Server) getUsage(ctx context.Context, in *usageInput) (*body[UsagePage]
 	if err != nil {
 		return nil, err
 	}
-	rep, err := u.Usage(ctx, q)
+	rep, rows, err := orderedUsage(ctx, u, q, in.OrderBy)
 	if err != nil {
 		return nil, err
-	}
-	rows, err := reads.OrderedRows(rep, in.OrderBy)
-	if err != nil {
-		return nil, invalid(ctx, "query.order_by", "%v", err)
 	}
 	return &body[UsagePage]{usagePage(rep, rows, off, limit)}, nil
 }

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -19,6 +18,7 @@ import (
 	"github.com/cardhour/cardhour/internal/invoicing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/reads"
+	"github.com/cardhour/cardhour/schemas"
 )
 
 // The monthly review (每月复盘): for a closed month, per project, what it
@@ -149,7 +149,7 @@ func (s *Server) review(ctx context.Context, period string) (*ReviewBody, error)
 	if err := s.reviewBudgets(ctx, project, p, byProject); err != nil {
 		return nil, err
 	}
-	if err := s.reviewAdvice(ctx, project, p, byProject, out); err != nil {
+	if err := s.reviewAdvice(ctx, cat, project, p, byProject, out); err != nil {
 		return nil, err
 	}
 	for _, k := range slices.Sorted(maps.Keys(byProject)) {
@@ -247,13 +247,9 @@ func (s *Server) reviewBudgets(ctx context.Context, project string, p billing.Pe
 }
 
 // reviewAdvice adds the reservation advice over the three months up to p.
-func (s *Server) reviewAdvice(ctx context.Context, project string, p billing.Period, by map[string]*ReviewProject, out *ReviewBody) error {
+func (s *Server) reviewAdvice(ctx context.Context, cat *schemas.Catalog, project string, p billing.Period, by map[string]*ReviewProject, out *ReviewBody) error {
 	if s.cfg.Advice == nil {
 		return nil
-	}
-	_, cat, err := s.currentCatalog(ctx)
-	if err != nil {
-		return err
 	}
 	rep, err := s.cfg.Advice.Advise(ctx, cat, advice.Options{Months: 3, Now: p.End, Project: project, MinCoverage: advice.DefaultMinCoverage})
 	if err != nil {
@@ -350,15 +346,5 @@ func (s *Server) exportReview(ctx context.Context, in *reviewExportInput) (*file
 		t.Rows, t.Bold = append(t.Rows, row(x, x.Project)), append(t.Bold, false)
 	}
 	t.Rows, t.Bold = append(t.Rows, row(r.Total, lab[12])), append(t.Bold, true)
-	var buf bytes.Buffer
-	if in.Format == FormatXLSX {
-		err = export.WriteTableXLSX(&buf, t)
-	} else {
-		err = export.WriteTableCSV(&buf, t)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &fileOutput{ContentType: formatTypes[in.Format],
-		ContentDisposition: fmt.Sprintf(`attachment; filename="review-%s.%s"`, r.Period, in.Format), Body: buf.Bytes()}, nil
+	return tableFile(in.Format, "review-"+r.Period, t)
 }

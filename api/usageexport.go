@@ -45,13 +45,9 @@ func (s *Server) exportUsage(ctx context.Context, in *usageExportInput) (*fileOu
 	if err != nil {
 		return nil, err
 	}
-	rep, err := u.Usage(ctx, q)
+	rep, rows, err := orderedUsage(ctx, u, q, in.OrderBy)
 	if err != nil {
 		return nil, err
-	}
-	rows, err := reads.OrderedRows(rep, in.OrderBy)
-	if err != nil {
-		return nil, invalid(ctx, "query.order_by", "%v", err)
 	}
 	if in.Limit > 0 && len(rows) > in.Limit {
 		rows = rows[:in.Limit]
@@ -66,8 +62,14 @@ func (s *Server) exportUsage(ctx context.Context, in *usageExportInput) (*fileOu
 	}
 	t := usageTable(rep, rows, in.Lang, in.Limit == 0)
 	t.At = s.now()
+	return tableFile(in.Format, usageFileName(in, q, cat.Location), t)
+}
+
+// tableFile is t as a CSV or XLSX download named name.format.
+func tableFile(format, name string, t *export.Table) (*fileOutput, error) {
 	var buf bytes.Buffer
-	if in.Format == FormatXLSX {
+	var err error
+	if format == FormatXLSX {
 		err = export.WriteTableXLSX(&buf, t)
 	} else {
 		err = export.WriteTableCSV(&buf, t)
@@ -75,8 +77,7 @@ func (s *Server) exportUsage(ctx context.Context, in *usageExportInput) (*fileOu
 	if err != nil {
 		return nil, err
 	}
-	name := usageFileName(in, q, cat.Location)
-	return &fileOutput{ContentType: formatTypes[in.Format], ContentDisposition: fmt.Sprintf(`attachment; filename="%s.%s"`, name, in.Format), Body: buf.Bytes()}, nil
+	return &fileOutput{ContentType: formatTypes[format], ContentDisposition: fmt.Sprintf(`attachment; filename="%s.%s"`, name, format), Body: buf.Bytes()}, nil
 }
 
 // usageFileName names a usage export: its period or local dates (the last
@@ -180,4 +181,17 @@ func groupValue(g *reads.UsageGroup, d string) string {
 		return g.Hour
 	}
 	return ""
+}
+
+// orderedUsage is the usage report of q and its rows in orderBy's order.
+func orderedUsage(ctx context.Context, u Usage, q reads.UsageQuery, orderBy string) (*reads.UsageReport, []reads.UsageGroup, error) {
+	rep, err := u.Usage(ctx, q)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := reads.OrderedRows(rep, orderBy)
+	if err != nil {
+		return nil, nil, invalid(ctx, "query.order_by", "%v", err)
+	}
+	return rep, rows, nil
 }
