@@ -28,6 +28,8 @@ type fakeUsage struct {
 	// quiet are nodes without a held instance (in every node's list).
 	quiet []reads.NodeState
 	down  bool
+	// released is every release Savings was given.
+	released []reads.Released
 	// block, when set, holds HeldNow until it is closed (in-flight requests).
 	block chan struct{}
 	began chan struct{}
@@ -95,6 +97,16 @@ func (f *fakeUsage) Usage(_ context.Context, q reads.UsageQuery) (*reads.UsageRe
 		rep.Rows = []reads.UsageGroup{}
 	}
 	return rep, nil
+}
+
+// Savings records the releases it was given and adds one saved second per
+// release to the total (the fake has no runs to look a holder's next
+// holding up in; reads.AddSavings is tested over real stores).
+func (f *fakeUsage) Savings(_ context.Context, _ reads.UsageQuery, rep *reads.UsageReport, rels []reads.Released) (*reads.UsageReport, error) {
+	f.released = append(f.released, rels...)
+	out := *rep
+	out.Total.SavedSeconds = int64(len(rels))
+	return &out, nil
 }
 
 func (f *fakeUsage) HeldNow(context.Context) ([]reads.Held, error) {

@@ -349,7 +349,7 @@ type UsageParams struct {
 	User    []string `query:"user" doc:"only these users; a student token sees only its own (another is 403)"`
 	SKU     []string `query:"sku"`
 	Node    []string `query:"node"`
-	OrderBy string   `query:"order_by" enum:"cost,idle_cost,held_seconds,idle_seconds" doc:"rows by this measure, largest first, equal ones by their groups (default: by their groups: project, user, sku, instance, node, month, day, hour); the first page of limit rows is then the top list"`
+	OrderBy string   `query:"order_by" enum:"cost,idle_cost,held_seconds,idle_seconds,saved_cost" doc:"rows by this measure, largest first, equal ones by their groups (default: by their groups: project, user, sku, instance, node, month, day, hour); the first page of limit rows is then the top list"`
 }
 
 type usageInput struct {
@@ -425,7 +425,7 @@ func (s *Server) getUsage(ctx context.Context, in *usageInput) (*body[UsagePage]
 	if err != nil {
 		return nil, err
 	}
-	rep, rows, err := orderedUsage(ctx, u, q, in.OrderBy)
+	rep, rows, err := s.orderedUsage(ctx, u, q, in.OrderBy)
 	if err != nil {
 		return nil, err
 	}

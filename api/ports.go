@@ -42,6 +42,9 @@ type Releases interface {
 // Usage answers the usage routes from the usage store.
 type Usage interface {
 	Usage(ctx context.Context, q reads.UsageQuery) (*reads.UsageReport, error)
+	// Savings is rep, Usage's report for q, with what the releases rels
+	// saved (reads.AddSavings); rep itself is not changed.
+	Savings(ctx context.Context, q reads.UsageQuery, rep *reads.UsageReport, rels []reads.Released) (*reads.UsageReport, error)
 	HeldNow(ctx context.Context) ([]reads.Held, error)
 	// Nodes is how fresh each node's data is (reads.NodesNow), at the same
 	// clock as HeldNow; q is the token's scope.

@@ -30,6 +30,7 @@ func (s *Server) routesUsageExport() {
 	register(s, huma.Operation{OperationID: "export-usage", Method: http.MethodGet, Path: "/api/v1/usage/export", Summary: "export usage grouped (CSV or XLSX)",
 		Description: "The report get-usage answers for the same parameters (period or from/to, group_by, filters, order_by; the same role scopes), as a file: " +
 			"a column per group_by dimension in the order given, then card-hours, idle hours, busy hours, efficiency (percent), cost and idle cost (list price, the currency in the header), " +
+			"hours and money saved by releases (saved_seconds, saved_cost), " +
 			"hours with two decimals and money as decimal text (never a float), headers in lang; every row, then a total row, or with limit only the first limit rows. " +
 			"The dashboard's usage tables download through it.",
 		Tags: []string{"usage"}, Responses: fileResponses(FormatCSV, FormatXLSX)},
@@ -45,7 +46,7 @@ func (s *Server) exportUsage(ctx context.Context, in *usageExportInput) (*fileOu
 	if err != nil {
 		return nil, err
 	}
-	rep, rows, err := orderedUsage(ctx, u, q, in.OrderBy)
+	rep, rows, err := s.orderedUsage(ctx, u, q, in.OrderBy)
 	if err != nil {
 		return nil, err
 	}
@@ -106,19 +107,22 @@ var usageLabels = map[string]map[string]string{
 		reads.ByProject: "Project", reads.ByUser: "Student", reads.BySKU: "SKU", reads.ByInstance: "Instance", reads.ByNode: "Node",
 		reads.ByMonth: "Month", reads.ByDay: "Day", reads.ByHour: "Hour",
 		"held": "Card-hours", "idle": "Idle hours", "busy": "Busy hours", "efficiency": "Efficiency (%)", "cost": "Cost ({cur})", "idle_cost": "Idle cost ({cur})",
+		"saved": "Hours saved by releases", "saved_cost": "Saved by releases ({cur})",
 		"total": "Total", "unpriced": "(unpriced)", "sheet": "Usage",
 	},
 	"zh-CN": {
 		reads.ByProject: "项目", reads.ByUser: "学生", reads.BySKU: "SKU", reads.ByInstance: "实例", reads.ByNode: "节点",
 		reads.ByMonth: "月份", reads.ByDay: "日期", reads.ByHour: "小时",
 		"held": "卡时", "idle": "空闲小时", "busy": "忙碌小时", "efficiency": "效率（%）", "cost": "费用（{cur}）", "idle_cost": "空闲费用（{cur}）",
+		"saved": "释放节省小时", "saved_cost": "释放节省（{cur}）",
 		"total": "合计", "unpriced": "（未定价）", "sheet": "用量",
 	},
 }
 
 // usageTable is the table of rows of rep: a column per dimension grouped
 // by, in the order asked, then held, idle and busy hours, efficiency (a
-// percent, reads.SetEfficiency), cost and idle cost;
+// percent, reads.SetEfficiency), cost, idle cost, and the hours and money
+// the releases saved (reads.AddSavings);
 // with total, the report's total row last.
 func usageTable(rep *reads.UsageReport, rows []reads.UsageGroup, lang string, total bool) *export.Table {
 	l := usageLabels[lang]
@@ -130,13 +134,14 @@ func usageTable(rep *reads.UsageReport, rows []reads.UsageGroup, lang string, to
 		t.Header = append(t.Header, l[d])
 		t.Numeric = append(t.Numeric, false)
 	}
-	for _, k := range []string{"held", "idle", "busy", "efficiency", "cost", "idle_cost"} {
+	for _, k := range []string{"held", "idle", "busy", "efficiency", "cost", "idle_cost", "saved", "saved_cost"} {
 		t.Header = append(t.Header, strings.ReplaceAll(l[k], "{cur}", rep.Currency))
 		t.Numeric = append(t.Numeric, true)
 	}
 	measures := func(g *reads.UsageGroup) []string {
 		return []string{billing.FormatHours(g.HeldSeconds), billing.FormatHours(g.IdleSeconds),
-			billing.FormatHours(g.BusySeconds), g.Efficiency, billing.FormatMoney(g.Cost.Decimal), billing.FormatMoney(g.IdleCost.Decimal)}
+			billing.FormatHours(g.BusySeconds), g.Efficiency, billing.FormatMoney(g.Cost.Decimal), billing.FormatMoney(g.IdleCost.Decimal),
+			billing.FormatHours(g.SavedSeconds), billing.FormatMoney(g.SavedCost.Decimal)}
 	}
 	for i := range rows {
 		g := &rows[i]
@@ -183,9 +188,10 @@ func groupValue(g *reads.UsageGroup, d string) string {
 	return ""
 }
 
-// orderedUsage is the usage report of q and its rows in orderBy's order.
-func orderedUsage(ctx context.Context, u Usage, q reads.UsageQuery, orderBy string) (*reads.UsageReport, []reads.UsageGroup, error) {
-	rep, err := u.Usage(ctx, q)
+// orderedUsage is the usage report of q, with what the releases saved, and
+// its rows in orderBy's order.
+func (s *Server) orderedUsage(ctx context.Context, u Usage, q reads.UsageQuery, orderBy string) (*reads.UsageReport, []reads.UsageGroup, error) {
+	rep, err := s.usageWithSavings(ctx, u, q)
 	if err != nil {
 		return nil, nil, err
 	}

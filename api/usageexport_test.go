@@ -93,7 +93,8 @@ func reportCells(p api.UsagePage, total bool) [][]string {
 	var out [][]string
 	cells := func(g reads.UsageGroup, dims []string) []string {
 		return append(dims, billing.FormatHours(g.HeldSeconds), billing.FormatHours(g.IdleSeconds),
-			billing.FormatHours(g.BusySeconds), g.Efficiency, billing.FormatMoney(g.Cost.Decimal), billing.FormatMoney(g.IdleCost.Decimal))
+			billing.FormatHours(g.BusySeconds), g.Efficiency, billing.FormatMoney(g.Cost.Decimal), billing.FormatMoney(g.IdleCost.Decimal),
+			billing.FormatHours(g.SavedSeconds), billing.FormatMoney(g.SavedCost.Decimal))
 	}
 	for _, g := range p.Rows {
 		var dims []string
@@ -120,14 +121,15 @@ func TestUsageExportIsTheReport(t *testing.T) {
 	st, name, rows := f.export(t, "finance", q+"&format=csv")
 	require.Equal(t, http.StatusOK, st, name)
 	require.Equal(t, "usage-2026-10-01-2026-11-30-month-user.csv", name)
-	require.Equal(t, []string{"Month", "Student", "Card-hours", "Idle hours", "Busy hours", "Efficiency (%)", "Cost (CNY)", "Idle cost (CNY)"}, rows[0])
+	require.Equal(t, []string{"Month", "Student", "Card-hours", "Idle hours", "Busy hours", "Efficiency (%)", "Cost (CNY)", "Idle cost (CNY)",
+		"Hours saved by releases", "Saved by releases (CNY)"}, rows[0])
 	require.Equal(t, reportCells(p, true), rows[1:])
-	require.Contains(t, rows, []string{"2026-11", "s-bob", "1.00", "0.52", "0.49", "48.5", "1.00", "0.52"}, "1,854 s idle: 0.515 h, half up; 1,746 s busy: 48.5 %")
+	require.Contains(t, rows, []string{"2026-11", "s-bob", "1.00", "0.52", "0.49", "48.5", "1.00", "0.52", "0.00", "0.00"}, "1,854 s idle: 0.515 h, half up; 1,746 s busy: 48.5 %")
 
 	st, name, rows = f.export(t, "finance", q+"&format=xlsx&lang=zh-CN")
 	require.Equal(t, http.StatusOK, st, name)
 	require.Equal(t, "usage-2026-10-01-2026-11-30-month-user.xlsx 用量", name)
-	require.Equal(t, []string{"月份", "学生", "卡时", "空闲小时", "忙碌小时", "效率（%）", "费用（CNY）", "空闲费用（CNY）"}, rows[0])
+	require.Equal(t, []string{"月份", "学生", "卡时", "空闲小时", "忙碌小时", "效率（%）", "费用（CNY）", "空闲费用（CNY）", "释放节省小时", "释放节省（CNY）"}, rows[0])
 	want := reportCells(p, true)
 	want[len(want)-1][0] = "合计"
 	require.Equal(t, want, rows[1:])

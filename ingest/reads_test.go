@@ -14,3 +14,5 @@ func TestMemStoreFilteredUsage(t *testing.T) { storetest.RequireFilteredUsage(t,
 func TestMemStoreDataQuality(t *testing.T) { storetest.RequireDataQuality(t, ingest.NewMemStore()) }
 
 func TestMemStoreEfficiency(t *testing.T) { storetest.RequireEfficiency(t, ingest.NewMemStore()) }
+
+func TestMemStoreSavings(t *testing.T) { storetest.RequireSavings(t, ingest.NewMemStore()) }

@@ -29,6 +29,10 @@ func (f *flakyUsage) Usage(ctx context.Context, q reads.UsageQuery) (*reads.Usag
 	return f.inner.Usage(ctx, q)
 }
 
+func (f *flakyUsage) Savings(ctx context.Context, q reads.UsageQuery, rep *reads.UsageReport, rels []reads.Released) (*reads.UsageReport, error) {
+	return f.inner.Savings(ctx, q, rep, rels)
+}
+
 func (f *flakyUsage) outage() error {
 	if f.down.Load() {
 		return fmt.Errorf("%w: the test's usage store is down", api.ErrUnavailable)

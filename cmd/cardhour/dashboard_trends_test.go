@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"encoding/csv"
 	"fmt"
 	"net/url"
@@ -21,6 +22,7 @@ import (
 	"github.com/cardhour/cardhour/api"
 	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/ledger"
+	"github.com/cardhour/cardhour/internal/ledger/ledgerdsn"
 )
 
 // trendSamples are the example samples with the idle slice (withIdleInstance)
@@ -57,24 +59,33 @@ func trendSamples(tb testing.TB) string {
 // headers and labels (api usageLabels, i18n.js col.*).
 type trendTexts struct {
 	project, student, sku, month, held, idle, busy, efficiency, cost, idleCost, total, unpriced, xlsxSheet string
+	savedHours, savedCost                                                                                  string
 }
 
 var trendLang = map[string]trendTexts{
-	"en":    {"Project", "Student", "SKU", "Month", "Card-hours", "Idle hours", "Busy hours", "Efficiency (%)", "Cost (CNY)", "Idle cost (CNY)", "Total", "(unpriced)", "Usage"},
-	"zh-CN": {"项目", "学生", "SKU", "月份", "卡时", "空闲小时", "忙碌小时", "效率（%）", "费用（CNY）", "空闲费用（CNY）", "合计", "（未定价）", "用量"},
+	"en": {"Project", "Student", "SKU", "Month", "Card-hours", "Idle hours", "Busy hours", "Efficiency (%)", "Cost (CNY)", "Idle cost (CNY)", "Total", "(unpriced)", "Usage",
+		"Hours saved by releases", "Saved by releases (CNY)"},
+	"zh-CN": {"项目", "学生", "SKU", "月份", "卡时", "空闲小时", "忙碌小时", "效率（%）", "费用（CNY）", "空闲费用（CNY）", "合计", "（未定价）", "用量",
+		"释放节省小时", "释放节省（CNY）"},
 }
 
 func (x trendTexts) dim(d string) string {
 	return map[string]string{"project": x.project, "user": x.student, "sku": x.sku, "month": x.month}[d]
 }
 
-// header is the header row of a usage table grouped by dims.
+// header is the header row of a usage table grouped by dims, as the page
+// shows it; fileHeader as its export has it (the saved hours too).
 func (x trendTexts) header(dims ...string) []string {
 	var out []string
 	for _, d := range dims {
 		out = append(out, x.dim(d))
 	}
-	return append(out, x.held, x.idle, x.busy, x.efficiency, x.cost, x.idleCost)
+	return append(out, x.held, x.idle, x.busy, x.efficiency, x.cost, x.idleCost, x.savedCost)
+}
+
+func (x trendTexts) fileHeader(dims ...string) []string {
+	out := x.header(dims...)
+	return append(out[:len(out)-1], x.savedHours, x.savedCost)
 }
 
 // pageMoney and pageHours are how the page writes money and hours.
@@ -109,13 +120,14 @@ func (x trendTexts) pageCells(rep api.UsagePage, dims []string, total bool) [][]
 		for _, d := range dims {
 			row = append(row, x.groupKey(rep, i, d))
 		}
-		out = append(out, append(row, pageHours(g.HeldSeconds), pageHours(g.IdleSeconds), pageHours(g.BusySeconds), pagePct(g.Efficiency), pageMoney(g.Cost), pageMoney(g.IdleCost)))
+		out = append(out, append(row, pageHours(g.HeldSeconds), pageHours(g.IdleSeconds), pageHours(g.BusySeconds), pagePct(g.Efficiency), pageMoney(g.Cost), pageMoney(g.IdleCost),
+			pageMoney(g.SavedCost)))
 	}
 	if total {
 		row := make([]string, len(dims))
 		row[0] = x.total
 		out = append(out, append(row, pageHours(rep.Total.HeldSeconds), pageHours(rep.Total.IdleSeconds), pageHours(rep.Total.BusySeconds), pagePct(rep.Total.Efficiency),
-			pageMoney(rep.Total.Cost), pageMoney(rep.Total.IdleCost)))
+			pageMoney(rep.Total.Cost), pageMoney(rep.Total.IdleCost), pageMoney(rep.Total.SavedCost)))
 	}
 	return out
 }
@@ -123,20 +135,21 @@ func (x trendTexts) pageCells(rep api.UsagePage, dims []string, total bool) [][]
 // fileCells are the cells an export has for rep: hours and money as
 // decimal text, ungrouped.
 func (x trendTexts) fileCells(rep api.UsagePage, dims []string, total bool) [][]string {
-	out := [][]string{x.header(dims...)}
+	out := [][]string{x.fileHeader(dims...)}
 	for i, g := range rep.Rows {
 		var row []string
 		for _, d := range dims {
 			row = append(row, x.groupKey(rep, i, d))
 		}
 		out = append(out, append(row, billing.FormatHours(g.HeldSeconds), billing.FormatHours(g.IdleSeconds), billing.FormatHours(g.BusySeconds), g.Efficiency,
-			g.Cost.StringFixed(2), g.IdleCost.StringFixed(2)))
+			g.Cost.StringFixed(2), g.IdleCost.StringFixed(2), billing.FormatHours(g.SavedSeconds), g.SavedCost.StringFixed(2)))
 	}
 	if total {
 		row := make([]string, len(dims))
 		row[0] = x.total
 		out = append(out, append(row, billing.FormatHours(rep.Total.HeldSeconds), billing.FormatHours(rep.Total.IdleSeconds),
-			billing.FormatHours(rep.Total.BusySeconds), rep.Total.Efficiency, rep.Total.Cost.StringFixed(2), rep.Total.IdleCost.StringFixed(2)))
+			billing.FormatHours(rep.Total.BusySeconds), rep.Total.Efficiency, rep.Total.Cost.StringFixed(2), rep.Total.IdleCost.StringFixed(2),
+			billing.FormatHours(rep.Total.SavedSeconds), rep.Total.SavedCost.StringFixed(2)))
 	}
 	return out
 }
@@ -237,6 +250,7 @@ func TestDashboardTrends(t *testing.T) {
 		"lead":    {Role: ledger.RoleLead, Project: "nlp-lab", TTL: time.Hour},
 		"student": {Role: ledger.RoleStudent, Project: "ai101", User: "2026010203", TTL: time.Hour},
 	})
+	releaseAt(t, ds, releasedSlice, time.Date(2026, 11, 18, 15, 0, 0, 0, shanghai))
 	shots := artifactDir(t, "dashboard-trends")
 	for _, lang := range []string{"en", "zh-CN"} {
 		t.Run(lang, func(t *testing.T) {
@@ -248,6 +262,7 @@ func TestDashboardTrends(t *testing.T) {
 			trendsMonthOverMonth(t, ds, tb, x, lang)
 			trendsTopLists(t, ds, tb, x, lang)
 			trendsRange(t, ds, tb, x, lang)
+			trendsSavings(t, ds, tb, x, lang)
 			trendsScopes(t, ds, chromium, shots, x, lang)
 		})
 	}
@@ -454,4 +469,72 @@ func trendsScopes(t *testing.T, ds *dashServer, chromium, shots string, x trendT
 		require.NotContains(t, b, "2026010204", "another student in %s", u)
 	}
 	st.screenshot(lang + "-06-student-usage")
+}
+
+// releasedSlice is the example's ai101 slice of student 2026010203 (held
+// 14:00 to 15:00 on 18 November, Shanghai; the student holds nothing after).
+var releasedSlice = ledger.NewRelease{Key: "MIG-55555555-eeee-4000-8000-000000000001|test", InstanceID: "MIG-55555555-eeee-4000-8000-000000000001",
+	Node: "gpu-node-05", Project: "ai101", User: "2026010203", StreakStart: time.Date(2026, 11, 18, 14, 0, 0, 0, shanghai)}
+
+// releaseAt records r as released (done) at at, through a second handle
+// on the dashboard's state store whose clock reads at.
+func releaseAt(tb testing.TB, ds *dashServer, r ledger.NewRelease, at time.Time) {
+	tb.Helper()
+	ctx := context.Background()
+	led, err := ledgerdsn.Open(ctx, ds.store, ledgerdsn.Options{Clock: func() time.Time { return at }})
+	require.NoError(tb, err)
+	defer led.Close() //nolint:errcheck // the test's second handle
+	rel, started, err := led.BeginRelease(ctx, "watch", r)
+	require.NoError(tb, err)
+	require.True(tb, started)
+	_, err = led.FinishRelease(ctx, "watch", rel.ID, ledger.ReleaseResult{Status: billing.ReleaseDone, Action: "deleted pod ai101/nb-0"})
+	require.NoError(tb, err)
+}
+
+// The release saved the time from 15:00 until the usage reads' now (heldAt,
+// 16:29:30; the student did not come back) at the slice's list price: the
+// page's sentence, its column and the download show the API's numbers, by
+// project and by student, and rank the top list by them.
+func trendsSavings(t *testing.T, ds *dashServer, tb *tab, x trendTexts, lang string) {
+	fin := ds.tokens["finance"]
+	tb.resetRequests()
+	tb.route("#/usage?period=2026-11&top=saved_cost", "usage")
+	var split url.Values
+	for _, q := range tb.usageRequests("project") {
+		if q.Get("limit") != "10" {
+			split = q
+		}
+	}
+	require.NotNil(t, split, "the month's table by project")
+	rep := ds.apiUsage(t, fin, split)
+	require.Equal(t, int64(5370), rep.Total.SavedSeconds, "15:00 to 16:29:30")
+	require.Equal(t, "2.69", rep.Total.SavedCost.StringFixed(2), "1.49 h at 1.80 an hour")
+	require.NotEmpty(t, rep.SavingsAssumption)
+	require.Equal(t, int64(30*24*3600), rep.SavingsHorizonSeconds)
+	_, cells := tableCells(tb, "usage-table")
+	for i := range cells { // less the Invoiced column, the month's drafts (none here)
+		cells[i] = cells[i][:len(cells[i])-1]
+	}
+	require.Equal(t, x.pageCells(rep, []string{"project"}, true), cells)
+	text := eval[string](tb, `document.getElementById('usage-savings').innerText`)
+	require.Contains(t, text, pageMoney(rep.Total.SavedCost))
+	require.Contains(t, text, pageHours(rep.Total.SavedSeconds))
+	require.Contains(t, text, "30", "the horizon in days")
+	var top url.Values
+	for _, q := range tb.usageRequests("user") {
+		if q.Get("order_by") == "saved_cost" {
+			top = q
+		}
+	}
+	require.NotNil(t, top, "the top students by saved cost")
+	users := ds.apiUsage(t, fin, top)
+	require.Equal(t, "2026010203", users.Rows[0].User)
+	_, cells = tableCells(tb, "top-user")
+	require.Equal(t, x.pageCells(users, []string{"user"}, false), cells)
+	tb.do(chromedp.Click(chromedp.CSS("#top-user-csv")))
+	name, path := tb.download()
+	require.Equal(t, "usage-2026-11-user-top-10-saved_cost.csv", name)
+	require.Equal(t, x.fileCells(users, []string{"user"}, false), csvCells(t, path))
+	tb.do(chromedp.ScrollIntoView(chromedp.CSS("#usage-savings")))
+	tb.screenshot(lang + "-05-savings")
 }

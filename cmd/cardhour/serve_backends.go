@@ -230,6 +230,19 @@ func (u *usageReads) Usage(ctx context.Context, q reads.UsageQuery) (*reads.Usag
 	return reads.Usage(ctx, rows, cat, q)
 }
 
+// Savings is reads.AddSavings over the store's runs, at the clock of HeldNow.
+func (u *usageReads) Savings(ctx context.Context, q reads.UsageQuery, rep *reads.UsageReport, rels []reads.Released) (*reads.UsageReport, error) {
+	runs, ok := u.st.(reads.KeyedRuns)
+	if !ok {
+		return nil, fmt.Errorf("%w: this usage store cannot read its runs by key", api.ErrUnavailable)
+	}
+	cat, err := u.cats.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return reads.AddSavings(ctx, runs, cat, q, rep, rels, u.now())
+}
+
 func (u *usageReads) HeldNow(ctx context.Context) ([]reads.Held, error) {
 	rows, ok := u.st.(reads.HeldRows)
 	if !ok {

@@ -26,3 +26,8 @@ func TestClickHouseEfficiency(t *testing.T) {
 	st := open(t, testenv.ClickHouseAddr(t), testenv.UniqueName(t, "ch"))
 	storetest.RequireEfficiency(t, st)
 }
+
+func TestClickHouseSavings(t *testing.T) {
+	st := open(t, testenv.ClickHouseAddr(t), testenv.UniqueName(t, "ch"))
+	storetest.RequireSavings(t, st)
+}

@@ -39,3 +39,10 @@ func TestSQLiteEfficiency(t *testing.T) {
 	t.Cleanup(func() { _ = st.Close() })
 	storetest.RequireEfficiency(t, st)
 }
+
+func TestSQLiteSavings(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "cardhour.db"), Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	storetest.RequireSavings(t, st)
+}

@@ -22,14 +22,14 @@ func TestUsageGroupJSON(t *testing.T) {
 	if err := enc.Encode(g); err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"user":"a<b>&c","held_seconds":3600,"idle_seconds":0,"busy_seconds":3600,"efficiency":"100.0","cost":"5.10","idle_cost":"0.00"}` + "\n"; api.String() != want {
+	if want := `{"user":"a<b>&c","held_seconds":3600,"idle_seconds":0,"busy_seconds":3600,"efficiency":"100.0","cost":"5.10","idle_cost":"0.00","saved_seconds":0,"saved_cost":"0.00"}` + "\n"; api.String() != want {
 		t.Errorf("as the API writes it:\n%s\nwant\n%s", api.String(), want)
 	}
 	b, err := json.Marshal(g)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"user":"a\u003cb\u003e\u0026c","held_seconds":3600,"idle_seconds":0,"busy_seconds":3600,"efficiency":"100.0","cost":"5.10","idle_cost":"0.00"}`; string(b) != want {
+	if want := `{"user":"a\u003cb\u003e\u0026c","held_seconds":3600,"idle_seconds":0,"busy_seconds":3600,"efficiency":"100.0","cost":"5.10","idle_cost":"0.00","saved_seconds":0,"saved_cost":"0.00"}`; string(b) != want {
 		t.Errorf("json.Marshal:\n%s\nwant\n%s", b, want)
 	}
 }

@@ -54,6 +54,10 @@ type UsageReport struct {
 	// UnpricedSeconds is held time of instances no catalog SKU prices (they
 	// count in HeldSeconds with SKU empty and no cost).
 	UnpricedSeconds int64 `json:"unpriced_seconds"`
+	// SavingsHorizonSeconds and SavingsAssumption say how the releases'
+	// savings were estimated (AddSavings); empty in a report without them.
+	SavingsHorizonSeconds int64  `json:"savings_horizon_seconds,omitempty" doc:"the longest time one release is taken to have saved"`
+	SavingsAssumption     string `json:"savings_assumption,omitempty" doc:"how saved_seconds and saved_cost are estimated, in words"`
 }
 
 // UsageGroup is one group of a UsageReport. Fields not grouped by are empty.
@@ -84,6 +88,11 @@ type UsageGroup struct {
 	// is the list price of IdleSeconds, priced and rounded the same way.
 	Cost     billing.Money `json:"cost" doc:"list price of the usage, decimal string"`
 	IdleCost billing.Money `json:"idle_cost" doc:"list price of the idle part of the usage (idle_seconds at the same hourly prices), decimal string"`
+	// SavedSeconds is the held time the group's releases ended, as
+	// AddSavings estimates it (Released states the assumption), and
+	// SavedCost its list price, priced and rounded like Cost.
+	SavedSeconds int64         `json:"saved_seconds" doc:"held time the releases ended, estimated: from each release until its holder's next holding, at most savings_horizon_seconds (see savings_assumption)"`
+	SavedCost    billing.Money `json:"saved_cost" doc:"list price of saved_seconds at the released instances' SKU prices, decimal string"`
 }
 
 // UsageRows is a store that sums held samples in the database (a GROUP BY).

@@ -13,10 +13,11 @@ const (
 	OrderIdleCost    = "idle_cost"
 	OrderHeldSeconds = "held_seconds"
 	OrderIdleSeconds = "idle_seconds"
+	OrderSavedCost   = "saved_cost"
 )
 
 // UsageOrders lists every measure OrderedRows orders by.
-var UsageOrders = []string{OrderCost, OrderIdleCost, OrderHeldSeconds, OrderIdleSeconds}
+var UsageOrders = []string{OrderCost, OrderIdleCost, OrderHeldSeconds, OrderIdleSeconds, OrderSavedCost}
 
 // OrderedRows returns rep's rows ordered by measure, largest first, rows of
 // equal measure in the report's order (by their groups): the first n are the
@@ -35,6 +36,8 @@ func OrderedRows(rep *UsageReport, measure string) ([]UsageGroup, error) {
 		key = func(a, b *UsageGroup) int { return cmp.Compare(a.HeldSeconds, b.HeldSeconds) }
 	case OrderIdleSeconds:
 		key = func(a, b *UsageGroup) int { return cmp.Compare(a.IdleSeconds, b.IdleSeconds) }
+	case OrderSavedCost:
+		key = func(a, b *UsageGroup) int { return a.SavedCost.Cmp(b.SavedCost.Decimal) }
 	default:
 		return nil, fmt.Errorf("usage: order_by: unknown measure %q (want one of %v)", measure, UsageOrders)
 	}

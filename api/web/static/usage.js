@@ -39,7 +39,7 @@ export function leave() { disposeCharts(); }
 const TOP = 8; // series in a chart, the rest as "others"
 const TOP_N = 10; // rows of a top list
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
-const TOPS = ['cost', 'idle_cost', 'held_seconds'];
+const TOPS = ['cost', 'idle_cost', 'held_seconds', 'saved_cost'];
 
 // rangeOf is the page's range: the route's dates (from and to, the last day
 // included, in the catalog's zone) or its month (or the default month).
@@ -100,6 +100,7 @@ function columns(dims, cur) {
     { label: t('col.efficiencyPct'), num: true, value: (r) => r.efficiency || '—' },
     { label: t('col.costCur', { cur }), num: true, value: (r) => money(r.cost, cur) },
     { label: t('col.idleCostCur', { cur }), num: true, value: (r) => money(r.idle_cost, cur) },
+    { label: t('col.savedCostCur', { cur }), num: true, value: (r) => money(r.saved_cost, cur) },
   ];
 }
 
@@ -170,6 +171,8 @@ async function usagePage(ctx) {
     h('div', { class: 'controls' }, byNav, mNav),
     h('p', { id: 'usage-total' }, h('strong', {}, t('usage.listTotal', { range: range.label, cost: money(total.cost, cur), hours: hours(total.held_seconds),
       idle: hours(total.idle_seconds), idleCost: money(total.idle_cost, cur) }))),
+    h('p', { id: 'usage-savings' }, t('usage.savings', { range: range.label, cost: money(total.saved_cost, cur), hours: hours(total.saved_seconds) }),
+      ' ', h('span', { class: 'muted' }, t('usage.savingsAssumption', { days: Math.round((daily.savings_horizon_seconds || 0) / 86400) }))),
     range.period ? invoicedNote(billed, range.period, total.cost, cur, role) : null,
     h('p', { class: 'muted', id: 'usage-list-help' }, t('usage.listHelp')),
     daily.unpriced_seconds ? h('p', { class: 'warn' }, t('usage.unpriced', { hours: hours(daily.unpriced_seconds) })) : null,
