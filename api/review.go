@@ -71,8 +71,12 @@ type ReviewProject struct {
 	IdleSeconds int64          `json:"idle_seconds"`
 	BusySeconds int64          `json:"busy_seconds"`
 	Efficiency  string         `json:"efficiency,omitempty" doc:"busy ÷ held in percent, one decimal"`
-	Budgets     []ReviewBudget `json:"budgets,omitempty"`
-	Advice      []ReviewAdvice `json:"advice,omitempty"`
+	// SavedSeconds and SavedCost are what the month's releases saved, as
+	// on usage rows (reads.AddSavings).
+	SavedSeconds int64          `json:"saved_seconds" doc:"held time the releases ended, estimated as on usage rows (saved_seconds)"`
+	SavedCost    billing.Money  `json:"saved_cost" doc:"its list price, as on usage rows (saved_cost)"`
+	Budgets      []ReviewBudget `json:"budgets,omitempty"`
+	Advice       []ReviewAdvice `json:"advice,omitempty"`
 	// AdviceSaving adds up the advice's savings over its SKUs.
 	AdviceSaving billing.Money     `json:"advice_saving" doc:"what the advised reservations would have saved over the advice window, all SKUs"`
 	Underused    []ReviewUnderused `json:"underused,omitempty"`
@@ -136,7 +140,7 @@ func (s *Server) review(ctx context.Context, period string) (*ReviewBody, error)
 	if project != "" {
 		q.Projects = []string{project}
 	}
-	rep, err := u.Usage(ctx, q)
+	rep, err := s.usageWithSavings(ctx, u, q)
 	if err != nil {
 		return nil, err
 	}
@@ -190,6 +194,8 @@ func reviewProjects(rep *reads.UsageReport, sum *invoicing.PeriodSummary) map[st
 		x.ListCost, x.IdleCost = billing.Money{Decimal: x.ListCost.Add(r.Cost.Decimal)}, billing.Money{Decimal: x.IdleCost.Add(r.IdleCost.Decimal)}
 		x.HeldSeconds += r.HeldSeconds
 		x.IdleSeconds += r.IdleSeconds
+		x.SavedSeconds += r.SavedSeconds
+		x.SavedCost.Decimal = x.SavedCost.Add(r.SavedCost.Decimal)
 	}
 	for _, it := range sum.Invoices {
 		if it.Status == ledger.StatusVoid {
@@ -283,6 +289,8 @@ func reviewTotal(ps []ReviewProject) ReviewProject {
 		t.HeldSeconds += x.HeldSeconds
 		t.IdleSeconds += x.IdleSeconds
 		t.BusySeconds += x.BusySeconds
+		t.SavedSeconds += x.SavedSeconds
+		t.SavedCost.Decimal = t.SavedCost.Add(x.SavedCost.Decimal)
 		t.Drafts += x.Drafts
 		t.AdviceSaving.Decimal = t.AdviceSaving.Add(x.AdviceSaving.Decimal)
 		if x.Invoiced != nil {
