@@ -238,7 +238,8 @@ func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) (err err
 	every := max(time.Duration(float64(demoWatchEvery)/o.Speed), 100*time.Millisecond)
 	// The Now page polls at the demo watcher's wall-clock interval.
 	b := &box{UsagePath: filepath.Join(dir, "usage.db"), StatePath: filepath.Join(dir, "state.db"), CatalogPath: catPath,
-		Addr: o.Addr, Clock: view.Now, Log: log, Tee: tee, FlushEvery: flush, SignIn: demoSignIn(o.Speed), Watch: watchOptions{Every: every}}
+		Addr: o.Addr, Clock: view.Now, Log: log, Tee: tee, FlushEvery: flush, SignIn: demoSignIn(o.Speed), Watch: watchOptions{Every: every},
+		LeadApproval: true} // the demo shows the lead's sign-off before finance finalizes
 	defer b.close()
 	if err := b.open(ctx); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -321,6 +322,7 @@ func TestDemoFirstHours(t *testing.T) {
 		checkDemoShareReleased(t, d)
 		checkDemoSignIn(t, d)
 		checkDemoBudgets(t, d)
+		checkDemoSavingsAndSignOff(t, d)
 		return nil
 	}
 	defer func() { demoAfterRun = nil }()
@@ -553,4 +555,64 @@ func checkDemoBudgets(t *testing.T, d demoRun) {
 		require.NotEmpty(t, b.Status.Forecast)
 	}
 	require.Positive(t, months, "the demo has month budgets")
+}
+
+// checkDemoSavingsAndSignOff: the teaching pool's releases saved money
+// within the first hours (usage's saved_cost), and the demo's invoice flow
+// waits for the lead's sign-off: a billing run's draft says so, and the
+// admin (who may approve) approves it.
+func checkDemoSavingsAndSignOff(t *testing.T, d demoRun) {
+	t.Helper()
+	send := func(method, path string, body string, into any) int {
+		t.Helper()
+		req, err := http.NewRequest(method, d.URL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+d.Token)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close() //nolint:errcheck // test
+		raw, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(raw, into), "%s: %s", path, raw)
+		return resp.StatusCode
+	}
+	var usage struct {
+		Rows []struct {
+			Project   string `json:"project"`
+			SavedCost string `json:"saved_cost"`
+		} `json:"rows"`
+		Assumption string `json:"savings_assumption"`
+	}
+	q := url.Values{"from": {d.From.Format(time.RFC3339)}, "to": {d.To.Format(time.RFC3339)}, "group_by": {"project"}}
+	require.Equal(t, http.StatusOK, send("GET", "/api/v1/usage?"+q.Encode(), "", &usage))
+	require.NotEmpty(t, usage.Assumption)
+	saved := decimal.Zero
+	for _, r := range usage.Rows {
+		if r.Project == "dl-course" {
+			saved = decimal.RequireFromString(r.SavedCost)
+		}
+	}
+	require.True(t, saved.IsPositive(), "the teaching pool's releases saved money: %+v", usage.Rows)
+
+	var run struct {
+		Drafts []struct {
+			InvoiceID int64  `json:"invoice_id"`
+			SHA256    string `json:"sha256"`
+		} `json:"drafts"`
+	}
+	period := d.From.Format("2006-01")
+	require.Equal(t, http.StatusOK, send("POST", "/api/v1/billing-runs", `{"period":"`+period+`"}`, &run))
+	require.NotEmpty(t, run.Drafts)
+	var inv struct {
+		ApprovalRequired bool   `json:"approval_required"`
+		ApprovedBy       string `json:"approved_by"`
+	}
+	id := strconv.FormatInt(run.Drafts[0].InvoiceID, 10)
+	require.Equal(t, http.StatusOK, send("GET", "/api/v1/invoices/"+id, "", &inv))
+	require.True(t, inv.ApprovalRequired, "the demo's drafts wait for the lead's sign-off")
+	require.Equal(t, http.StatusOK, send("POST", "/api/v1/invoices/"+id+"/approve", `{"if_sha256":"`+run.Drafts[0].SHA256+`"}`, &inv))
+	require.NotEmpty(t, inv.ApprovedBy)
 }

@@ -50,6 +50,9 @@ type box struct {
 	BatchSize  int
 	// SignIn, when set, makes the API's sign-in over the state store.
 	SignIn func(api.SignInStore) (*api.SignIn, error)
+	// LeadApproval: a draft is finalized only after its lead's sign-off
+	// (serve --lead-approval).
+	LeadApproval bool
 
 	led    ledger.Store
 	usage  ingest.Backend // read handle (what serve opens)
@@ -133,7 +136,7 @@ func (b *box) open(ctx context.Context) error {
 	}
 	b.g.Close("usage store", b.usage.Close)
 	cfg, jobs, err := serveBackends(b.led, b.usage, jobOptions{Grace: defaultGrace, Every: 5 * time.Minute,
-		UsageCache: true, UsageMaxStale: 10 * time.Second, Watch: b.Watch, Clock: b.Clock}, b.Log)
+		UsageCache: true, UsageMaxStale: 10 * time.Second, Watch: b.Watch, Clock: b.Clock, LeadApproval: b.LeadApproval}, b.Log)
 	if err != nil {
 		return err
 	}
