@@ -133,7 +133,7 @@ func (f *fakeUsage) Nodes(_ context.Context, q reads.NodeQuery) (*reads.NodeRepo
 		if by[h.Node] == nil {
 			by[h.Node] = &reads.NodeState{Node: h.Node, LastSample: h.LastSample}
 		}
-		by[h.Node].Held++
+		by[h.Node].AddHeld(&h)
 	}
 	rep := &reads.NodeReport{At: now}
 	for _, n := range by {

@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -397,13 +396,17 @@ func (s *Server) routesUsage() {
 	s.routesUsageExport()
 	s.routesEfficiency()
 	register(s, huma.Operation{OperationID: "get-held-now", Method: http.MethodGet, Path: "/api/v1/held", Summary: "list instances held now",
-		Description: "Which instances are held right now, by whom, since when, idle or busy.", Tags: []string{"usage"}},
+		Description: "Which instances are held right now, by whom, since when, idle or busy, with their cost so far; ordered by node, then instance. " +
+			"Filters: project, user, node, state (idle or busy); total, idle, nodes, cost and unpriced sum up every instance that matches, " +
+			"and limit and cursor page the items (limit 0, the default, gives them all).", Tags: []string{"usage"}},
 		rolesAll, s.getHeldNow)
 	register(s, huma.Operation{OperationID: "list-nodes", Method: http.MethodGet, Path: "/api/v1/nodes", Summary: "list the nodes and how fresh their data is",
 		Description: "Each node that sent a sample within lookback_s: its newest sample, whether it is silent (no sample for silent_after_s, " +
 			"the data-quality check's silent-node rule) and how many instances are held on it now. Admin and finance tokens see every node; " +
 			"a lead token the nodes where its project holds an instance now or held one lately (its latest held sample within lookback_s), " +
-			"a student token likewise its own instances, and held counts only those. refresh_s is how often the data is worth reading again " +
+			"a student token likewise its own instances, and held counts only those (idle, cost and unpriced likewise). " +
+			"total, silent, held and idle sum up every listed node; limit and cursor page the items (limit 0, the default, gives them all), " +
+			"order=silent lists the silent nodes first. refresh_s is how often the data is worth reading again " +
 			"(the interval the server's watcher runs at): the dashboard's Now page polls this and /api/v1/held at it.", Tags: []string{"usage"}},
 		rolesAll, s.listNodes)
 }
@@ -475,67 +478,3 @@ func usagePage(rep *reads.UsageReport, rows []reads.UsageGroup, off, limit int) 
 	return out
 }
 
-type heldInput struct {
-	Project string `query:"project"`
-	User    string `query:"user"`
-	Node    string `query:"node"`
-}
-
-func (s *Server) getHeldNow(ctx context.Context, in *heldInput) (*body[Page[reads.Held]], error) {
-	u, err := s.usage()
-	if err != nil {
-		return nil, err
-	}
-	project, user, err := subjectScope(ctx, in.Project, in.User)
-	if err != nil {
-		return nil, err
-	}
-	held, err := u.HeldNow(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := Page[reads.Held]{Items: []reads.Held{}}
-	for _, h := range held {
-		if (project != "" && h.Project != project) || (user != "" && h.User != user) || (in.Node != "" && h.Node != in.Node) {
-			continue
-		}
-		out.Items = append(out.Items, h)
-	}
-	return &body[Page[reads.Held]]{out}, nil
-}
-
-// NodesBody is how fresh each node's data is.
-type NodesBody struct {
-	CheckedAt    time.Time         `json:"checked_at" doc:"the server's clock of the read (silent is decided at it)"`
-	RefreshS     int64             `json:"refresh_s" doc:"seconds between reads worth making: the interval cardhour serve runs its watcher at (watch.interval, else --watch-every); the dashboard's Now page polls at it"`
-	SilentAfterS int64             `json:"silent_after_s" doc:"a node is silent when its newest sample is this old (from the end of its minute): the data-quality check's threshold"`
-	LookbackS    int64             `json:"lookback_s" doc:"a node whose newest sample is older is not listed"`
-	Items        []reads.NodeState `json:"items"`
-}
-
-type nodesInput struct {
-	Project string `query:"project" doc:"only the nodes of this project's instances (a lead or student token: its own project)"`
-	User    string `query:"user" doc:"only the nodes of this user's instances (a student token: its own)"`
-}
-
-func (s *Server) listNodes(ctx context.Context, in *nodesInput) (*body[NodesBody], error) {
-	u, err := s.usage()
-	if err != nil {
-		return nil, err
-	}
-	project, user, err := subjectScope(ctx, in.Project, in.User)
-	if err != nil {
-		return nil, err
-	}
-	q := reads.NodeQuery{Project: project, User: user}
-	rep, err := u.Nodes(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	out := NodesBody{CheckedAt: rep.At.UTC(), RefreshS: int64(max(cmp.Or(s.cfg.RefreshInterval, DefaultRefreshInterval)/time.Second, 1)),
-		SilentAfterS: int64(reads.SilentGap / time.Second), LookbackS: int64(reads.NodeLookback / time.Second), Items: rep.Nodes}
-	if out.Items == nil {
-		out.Items = []reads.NodeState{}
-	}
-	return &body[NodesBody]{out}, nil
-}

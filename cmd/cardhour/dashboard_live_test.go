@@ -172,7 +172,7 @@ func TestDashboardNowIsLive(t *testing.T) {
 					}
 				}
 				require.Equal(t, len(nodes.Items), eval[int](tb, `document.querySelectorAll('#node-freshness tbody tr').length`))
-				var held api.Page[reads.Held]
+				var held api.HeldPage
 				ds.apiGet(t, fin, "/api/v1/held", &held)
 				for _, h := range held.Items {
 					require.Contains(t, eval[string](tb, `document.getElementById('held-`+h.Node+`').innerText`), h.User)

@@ -279,6 +279,7 @@ func (u *usageReads) Nodes(ctx context.Context, q reads.NodeQuery) (*reads.NodeR
 	if err != nil {
 		return nil, err
 	}
+	reads.PriceHeld(cat, held, now)
 	nodes, err := reads.NodesNow(ctx, rows, rows, held, now, q)
 	if err != nil {
 		return nil, err

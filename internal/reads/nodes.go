@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/schemas"
 )
 
@@ -93,6 +94,29 @@ type NodeState struct {
 	// Held is how many instances are held on the node now (of the query's
 	// project or user only, when it names one).
 	Held int `json:"held" doc:"instances held on the node now; for a lead or a student, only their project's or their own"`
+	// Idle is how many of them are idle now (Held.Idle).
+	Idle int `json:"idle" doc:"of the held instances, how many are idle now (their latest sample under the project's idle threshold)"`
+	// Cost is the list price so far of the priced ones (the sum of their
+	// Held.Cost); nil when none is priced. Unpriced counts the others.
+	Cost     *billing.Money `json:"cost,omitempty" doc:"the list price so far of the held instances that a SKU prices (the sum of /api/v1/held's cost); absent when none is priced"`
+	Unpriced int            `json:"unpriced" doc:"held instances on the node that no SKU prices (not in cost)"`
+}
+
+// AddHeld counts one held instance on the node: held, idle, its cost so
+// far (PriceHeld's) or unpriced.
+func (n *NodeState) AddHeld(h *Held) {
+	n.Held++
+	if h.Idle {
+		n.Idle++
+	}
+	if h.Cost == nil {
+		n.Unpriced++
+		return
+	}
+	if n.Cost == nil {
+		n.Cost = &billing.Money{}
+	}
+	n.Cost.Decimal = n.Cost.Add(h.Cost.Decimal)
 }
 
 // NodesNow returns how fresh each node's data is at now (see NodeQuery for
@@ -140,7 +164,7 @@ func NodesNow(ctx context.Context, src NodeBucketRows, latest LatestRows, held [
 			exact[h.Node] = h.LastSample
 		}
 		if q.matches(h.Project, h.User) {
-			add(h.Node).Held++
+			add(h.Node).AddHeld(h)
 		}
 	}
 	out := make([]NodeState, 0, len(nodes))

@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cardhour/cardhour/billing"
 	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/schemas"
 )
@@ -75,7 +77,7 @@ func TestNodesNow(t *testing.T) {
 	require.Equal(t, []reads.NodeState{
 		// The held instance's latest sample, exactly (the unheld one's
 		// minute starts before it).
-		{Node: "n-busy", LastSample: time.UnixMilli(at(20 * time.Second)).UTC(), Held: 1},
+		{Node: "n-busy", LastSample: time.UnixMilli(at(20 * time.Second)).UTC(), Held: 1, Unpriced: 1},
 		{Node: "n-edge", LastSample: minute(10 * time.Minute)},
 		{Node: "n-gone", LastSample: minute(11 * time.Minute), Silent: true},
 		{Node: "n-quiet", LastSample: minute(3 * time.Minute)},
@@ -97,7 +99,7 @@ func TestNodesNow(t *testing.T) {
 	}, lead)
 	student, err := reads.NodesNow(ctx, src, src, held, now, reads.NodeQuery{Project: "ai101", User: "s-alice"})
 	require.NoError(t, err)
-	require.Equal(t, []reads.NodeState{{Node: "n-busy", LastSample: time.UnixMilli(at(20 * time.Second)).UTC(), Held: 1}}, student)
+	require.Equal(t, []reads.NodeState{{Node: "n-busy", LastSample: time.UnixMilli(at(20 * time.Second)).UTC(), Held: 1, Unpriced: 1}}, student)
 	bob, err := reads.NodesNow(ctx, src, src, held, now, reads.NodeQuery{Project: "ai101", User: "s-bob"})
 	require.NoError(t, err)
 	require.Equal(t, []reads.NodeState{{Node: "n-busy", LastSample: time.UnixMilli(at(20 * time.Second)).UTC()}}, bob,
@@ -108,4 +110,22 @@ func TestNodesNow(t *testing.T) {
 	m := minute(0)
 	require.False(t, reads.SilentAt(m, m.Add(reads.NodeBucket+reads.SilentGap-time.Millisecond)))
 	require.True(t, reads.SilentAt(m, m.Add(reads.NodeBucket+reads.SilentGap)))
+}
+
+// AddHeld counts a node's held instances: idle ones, the sum of the priced
+// ones' cost so far, and the unpriced ones apart.
+func TestNodeStateAddHeld(t *testing.T) {
+	money := func(s string) *billing.Money { return &billing.Money{Decimal: decimal.RequireFromString(s)} }
+	var n reads.NodeState
+	for _, h := range []reads.Held{
+		{InstanceID: "a", Idle: true, Cost: money("1.25")},
+		{InstanceID: "b", Cost: money("0.50")},
+		{InstanceID: "c", Idle: true},
+	} {
+		n.AddHeld(&h)
+	}
+	require.Equal(t, 3, n.Held)
+	require.Equal(t, 2, n.Idle)
+	require.Equal(t, 1, n.Unpriced)
+	require.Equal(t, "1.75", n.Cost.String())
 }

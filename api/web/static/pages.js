@@ -107,67 +107,129 @@ export function invoiceTotals(items, totalOf) {
 // the scroll), a failed one says so quietly and the next one retries.
 let stopNow = () => {};
 
-async function readNow() {
-  const [held, nodes] = await Promise.all([get('/api/v1/held'), get('/api/v1/nodes')]);
+// A fleet is shown a page at a time: the server sums up what is held and
+// how many nodes are silent; the page lists the first HELD_PAGE held
+// instances and NODES_PAGE nodes (the silent ones first) and loads more on
+// request. A filter (a node, idle only) narrows the held list.
+const HELD_PAGE = 200;
+const NODES_PAGE = 100;
+
+async function readNow(v) {
+  const q = new URLSearchParams({ limit: String(v.held) });
+  if (v.node) q.set('node', v.node);
+  if (v.idle) q.set('state', 'idle');
+  const [held, nodes] = await Promise.all([
+    get('/api/v1/held?' + q), get('/api/v1/nodes?' + new URLSearchParams({ order: 'silent', limit: String(v.nodes) }))]);
   return { held, nodes };
 }
 
 async function nowPage(ctx) {
-  const { view } = ctx;
-  let data = await readNow();
+  const { view, route } = ctx;
+  // The filters are the route's (#/now?node=…&state=idle), so a view of
+  // one node can be linked to; limit is the first page's size.
+  const limit = Math.min(Math.max(Number(route.params.get('limit')) || HELD_PAGE, 1), 10000);
+  const v = { held: limit, nodes: NODES_PAGE, node: route.params.get('node') || '', idle: route.params.get('state') === 'idle' };
+  let data = await readNow(v);
   if (!ctx.isCurrent()) return;
-  const refresh = h('button', { type: 'button', class: 'secondary', id: 'refresh' }, t('refresh'));
-  const live = h('span', { id: 'now-live' });
-  const notice = h('p', { class: 'notice', id: 'now-notice', role: 'status', hidden: true });
-  const summary = h('p', { id: 'held-summary' });
-  const nodesSummary = h('p', { id: 'nodes-summary' });
-  const rule = h('p', { class: 'muted', id: 'silent-rule' });
-  const nodesTable = h('div', { id: 'node-freshness-wrap' });
-  const heldNodes = h('div', { id: 'held-nodes' });
+  const el = nowElements();
+  el.cur = ctx.session.currency;
+  el.idleOnly.checked = v.idle;
   view.replaceChildren(
-    sectionHead(t('now.title'), refresh),
-    h('p', { class: 'muted' }, live, ' · ', t('tz.note', { tz: getZone() })),
-    notice,
-    summary,
-    nodesSummary,
-    heldNodes,
-    h('section', { id: 'nodes', 'aria-labelledby': 'nodes-head' }, h('h2', { id: 'nodes-head' }, t('now.nodes')), rule, nodesTable));
+    sectionHead(t('now.title'), el.refresh),
+    h('p', { class: 'muted' }, el.live, ' · ', t('tz.note', { tz: getZone() })),
+    el.notice, el.summary, el.nodesSummary, el.filter, el.heldNodes, el.heldMore,
+    h('section', { id: 'nodes', 'aria-labelledby': 'nodes-head' }, h('h2', { id: 'nodes-head' }, t('now.nodes')), el.rule, el.nodesTable, el.nodesMore));
   let heldKey = '';
-  setNow(ctx.session, ctx.say, () => refresh.click());
+  setNow(ctx.session, ctx.say, () => el.refresh.click());
   const draw = () => {
-    const { held, nodes } = data;
-    const items = held.items;
-    const heldOn = [...new Set(items.map((x) => x.node))].sort();
-    const silent = new Set(nodes.items.filter((n) => n.silent).map((n) => n.node));
-    live.textContent = t('now.live', { time: time(nodes.checked_at), s: nodes.refresh_s });
-    summary.textContent = t('now.summary', { held: items.length, nodes: heldOn.length, idle: items.filter((x) => x.idle).length });
-    nodesSummary.textContent = t('now.nodesSummary', { ok: nodes.items.length - silent.size, silent: silent.size,
-      names: silent.size ? t('now.silentNames', { nodes: [...silent].join(', ') }) : '' });
-    nodesSummary.classList.toggle('warn', silent.size > 0);
-    rule.textContent = t('now.silentRule', { min: Math.round(nodes.silent_after_s / 60), h: Math.round(nodes.lookback_s / 3600) });
-    nodesTable.replaceChildren(nodes.items.length
-      ? freshnessTable(nodes)
-      : h('p', {}, t('now.noNodes', { h: Math.round(nodes.lookback_s / 3600) })));
-    // The held instances' sections change only when what is held does.
-    const key = JSON.stringify([items, [...silent]]);
-    if (key === heldKey) return;
+    drawNowSummary(el, data, v);
+    const key = JSON.stringify([data.held.items, data.nodes.items.filter((n) => n.silent).map((n) => n.node)]);
+    if (key === heldKey) return; // the held instances' sections change only when what is held does
     heldKey = key;
-    const out = [];
-    if (items.length === 0) out.push(h('p', {}, t('none')));
-    for (const node of heldOn) {
-      const rows = items.filter((x) => x.node === node).sort((a, b) => a.instance.localeCompare(b.instance));
-      out.push(h('section', { class: 'node', 'aria-labelledby': 'node-' + node },
-        h('h2', { id: 'node-' + node }, node, silent.has(node) ? [' ', badge('silent', t('now.silent'))] : null),
-        h('div', { id: 'held-' + node }, nodeCards(node, rows))));
-    }
-    heldNodes.replaceChildren(...out);
+    drawHeld(el, data, v);
   };
   draw();
+  const poll = nowPolling(view, el, () => data, async () => { data = await readNow(v); draw(); });
+  el.heldMore.addEventListener('click', () => { v.held += limit; poll(); });
+  el.nodesMore.addEventListener('click', () => { v.nodes += NODES_PAGE; poll(); });
+  const state = () => (el.idleOnly.checked ? 'idle' : '');
+  el.idleOnly.addEventListener('change', () => ctx.go('now', { node: v.node, state: state() }));
+  el.showAll.addEventListener('click', () => ctx.go('now', { state: state() }));
+  el.nodesTable.addEventListener('click', (e) => {
+    const b = e.target.closest('button[data-node]');
+    if (b) ctx.go('now', { node: b.dataset.node, state: state() });
+  });
+}
 
-  // Polling: one read at a time, none while the tab is hidden, none once
-  // the page is left (leave, another render, a sign-out).
+// nowElements are the Now page's parts that each read fills in.
+function nowElements() {
+  const idleOnly = h('input', { type: 'checkbox', id: 'now-idle-only' });
+  const showAll = h('button', { type: 'button', class: 'secondary', id: 'now-all-nodes', hidden: true }, t('now.allNodes'));
+  return {
+    refresh: h('button', { type: 'button', class: 'secondary', id: 'refresh' }, t('refresh')),
+    live: h('span', { id: 'now-live' }),
+    notice: h('p', { class: 'notice', id: 'now-notice', role: 'status', hidden: true }),
+    summary: h('p', { id: 'held-summary' }),
+    nodesSummary: h('p', { id: 'nodes-summary' }),
+    rule: h('p', { class: 'muted', id: 'silent-rule' }),
+    idleOnly, showAll,
+    filter: h('p', { class: 'filters', id: 'now-filter' }, h('label', {}, idleOnly, ' ', t('now.idleOnly')), ' ',
+      h('span', { id: 'now-filter-text' }), ' ', showAll),
+    heldNodes: h('div', { id: 'held-nodes' }),
+    heldMore: h('button', { type: 'button', class: 'secondary', id: 'held-more', hidden: true }),
+    nodesTable: h('div', { id: 'node-freshness-wrap' }),
+    nodesMore: h('button', { type: 'button', class: 'secondary', id: 'nodes-more', hidden: true }),
+  };
+}
+
+// drawNowSummary writes the totals (the server's, of everything that
+// matches) and the paging lines.
+function drawNowSummary(el, data, v) {
+  const { held, nodes } = data;
+  const silent = nodes.items.filter((n) => n.silent).map((n) => n.node);
+  el.live.textContent = t('now.live', { time: time(nodes.checked_at), s: nodes.refresh_s });
+  const cur = el.cur;
+  el.summary.textContent = t('now.summary', { held: held.total, nodes: held.nodes, idle: held.idle }) +
+    (held.cost ? t('now.costSoFar', { cost: money(held.cost, cur) }) : '') +
+    (held.unpriced ? t('now.unpriced', { n: held.unpriced }) : '');
+  const shownSilent = silent.slice(0, 10).join(', ') + (nodes.silent > 10 ? ', …' : '');
+  el.nodesSummary.textContent = t('now.nodesSummary', { ok: nodes.total - nodes.silent, silent: nodes.silent,
+    names: nodes.silent ? t('now.silentNames', { nodes: shownSilent }) : '' });
+  el.nodesSummary.classList.toggle('warn', nodes.silent > 0);
+  el.rule.textContent = t('now.silentRule', { min: Math.round(nodes.silent_after_s / 60), h: Math.round(nodes.lookback_s / 3600) });
+  el.nodesTable.replaceChildren(nodes.items.length
+    ? freshnessTable(nodes, cur)
+    : h('p', {}, t('now.noNodes', { h: Math.round(nodes.lookback_s / 3600) })));
+  el.nodesMore.hidden = !nodes.next_cursor;
+  el.nodesMore.textContent = t('now.moreNodes', { n: nodes.items.length, total: nodes.total });
+  el.heldMore.hidden = !held.next_cursor;
+  el.heldMore.textContent = t('now.moreHeld', { n: held.items.length, total: held.total });
+  el.filter.querySelector('#now-filter-text').textContent = v.node ? t('now.onNode', { node: v.node }) : '';
+  el.showAll.hidden = !v.node;
+}
+
+// drawHeld is the held instances of the page, by node (silent ones marked).
+function drawHeld(el, data, v) {
+  const items = data.held.items;
+  const silent = new Set(data.nodes.items.filter((n) => n.silent).map((n) => n.node));
+  const heldOn = [...new Set(items.map((x) => x.node))].sort();
+  const out = [];
+  if (items.length === 0) out.push(h('p', {}, v.node || v.idle ? t('now.noneMatch') : t('none')));
+  for (const node of heldOn) {
+    const rows = items.filter((x) => x.node === node).sort((a, b) => a.instance.localeCompare(b.instance));
+    out.push(h('section', { class: 'node', 'aria-labelledby': 'node-' + node },
+      h('h2', { id: 'node-' + node }, node, silent.has(node) ? [' ', badge('silent', t('now.silent'))] : null),
+      h('div', { id: 'held-' + node }, nodeCards(node, rows))));
+  }
+  el.heldNodes.replaceChildren(...out);
+}
+
+// nowPolling reads again at the server's refresh interval: one read at a
+// time, none while the tab is hidden, none once the page is left (leave,
+// another render, a sign-out). It returns the function that reads now.
+function nowPolling(view, el, data, reread) {
   let timer = 0, busy = false, stopped = false;
-  const every = () => Math.max(1, Number(data.nodes.refresh_s) || 30) * 1000;
+  const every = () => Math.max(1, Number(data().nodes.refresh_s) || 30) * 1000;
   const schedule = () => {
     clearTimeout(timer);
     if (!stopped && !document.hidden) timer = setTimeout(poll, every());
@@ -178,18 +240,16 @@ async function nowPage(ctx) {
     busy = true;
     clearTimeout(timer);
     try {
-      const next = await readNow();
+      await reread();
       if (stopped) return;
-      data = next;
-      draw();
-      notice.hidden = true;
-      notice.textContent = '';
+      el.notice.hidden = true;
+      el.notice.textContent = '';
       view.dataset.polls = String(Number(view.dataset.polls || 0) + 1);
     } catch (e) {
       if (stopped) return;
       if (e instanceof ApiError && e.status === 401) { stop(); return; } // signed out (the hook shows the sign-in)
-      notice.textContent = t('now.stale', { time: time(data.nodes.checked_at), s: every() / 1000 }) + ' ' + errorText(e);
-      notice.hidden = false;
+      el.notice.textContent = t('now.stale', { time: time(data().nodes.checked_at), s: every() / 1000 }) + ' ' + errorText(e);
+      el.notice.hidden = false;
     } finally {
       busy = false;
       schedule();
@@ -207,20 +267,25 @@ async function nowPage(ctx) {
   stopNow();
   stopNow = stop;
   document.addEventListener('visibilitychange', onVisible);
-  refresh.addEventListener('click', () => poll());
+  el.refresh.addEventListener('click', () => poll());
   schedule();
+  return poll;
 }
 
 // freshnessTable is the nodes with when their data was last updated (and
 // how long before the server's clock), silent ones marked.
-function freshnessTable(nodes) {
+function freshnessTable(nodes, cur) {
   const at = new Date(nodes.checked_at);
   const ago = (n) => duration(at - new Date(n.last_sample));
   const t0 = table(t('now.nodesCaption'), [
-    { label: t('now.node'), value: (n) => n.node },
+    { label: t('now.node'), value: (n) => (n.held
+      ? h('button', { type: 'button', class: 'link', 'data-node': n.node, title: t('now.showNode', { node: n.node }) }, n.node)
+      : n.node) },
     { label: t('now.nodeLast'), value: (n) => [time(n.last_sample), h('br'), h('small', {}, t('now.ago', { d: ago(n) }))] },
     { label: t('now.nodeState'), value: (n) => (n.silent ? badge('silent', t('now.silent')) : badge('busy', t('now.reporting'))) },
     { label: t('now.heldCount'), num: true, value: (n) => n.held },
+    { label: t('now.idleCount'), num: true, value: (n) => n.idle },
+    { label: t('now.nodeCost'), num: true, value: (n) => (n.cost ? money(n.cost, cur) : '') },
   ], nodes.items, { id: 'node-freshness', rowHeader: true });
   t0.querySelectorAll('tbody tr').forEach((tr, i) => {
     tr.dataset.node = nodes.items[i].node;
