@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -112,6 +113,9 @@ type dashSetup struct {
 	leadApproval bool
 	// releaser carries out the releases people ask for (nil: none).
 	releaser watch.Releaser
+	// store, when set, is a usage store already filled (no ingest); the
+	// ledger stays a SQLite file of its own.
+	store string
 }
 
 type dashOpt func(*dashSetup)
@@ -120,9 +124,18 @@ func startDashboard(tb testing.TB, samples string, heldAt, invoiceNow time.Time,
 	tb.Helper()
 	dir := tb.TempDir()
 	store := "sqlite://" + filepath.Join(dir, "usage.db")
-	var out, errOut strings.Builder
-	code := run([]string{"ingest", "--store", store, "--from-file", samples, "--listen", ""}, &out, &errOut)
-	require.Zero(tb, code, out.String()+errOut.String())
+	var setup dashSetup
+	for _, o := range opts {
+		o(&setup)
+	}
+	usageStore := store
+	if setup.store != "" {
+		usageStore = setup.store // filled before; the ledger is the SQLite file
+	} else {
+		var out, errOut strings.Builder
+		code := run([]string{"ingest", "--store", store, "--from-file", samples, "--listen", ""}, &out, &errOut)
+		require.Zero(tb, code, out.String()+errOut.String())
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
 	log := slog.New(slog.DiscardHandler)
@@ -130,13 +143,9 @@ func startDashboard(tb testing.TB, samples string, heldAt, invoiceNow time.Time,
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = led.Close() })
 	require.NoError(tb, seedCatalog(ctx, led, exampleCatalog, io.Discard))
-	st, err := storedsn.Open(ctx, store, storedsn.Options{Logger: log, Mode: storedsn.Read})
+	st, err := storedsn.Open(ctx, usageStore, storedsn.Options{Logger: log, Mode: storedsn.Read})
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = st.Close() })
-	var setup dashSetup
-	for _, o := range opts {
-		o(&setup)
-	}
 	svc, err := invoicing.New(invoicing.Config{Ledger: led, Usage: st, Clock: func() time.Time { return invoiceNow }, Grace: time.Hour, Logger: log,
 		LeadApproval: setup.leadApproval})
 	require.NoError(tb, err)
@@ -221,6 +230,10 @@ type tab struct {
 	dialogs  chan string
 }
 
+// tabTimeout bounds everything a tab does (a benchmark over a large store
+// sets more).
+var tabTimeout = 3 * time.Minute
+
 // newTab starts a headless Chromium with one tab of width × height that
 // records the API's responses, the bytes received, downloads, and accepts
 // confirm() dialogs.
@@ -233,7 +246,7 @@ func newTab(tb testing.TB, chromium string, width, height int, shots string) *ta
 	tb.Cleanup(cancel)
 	ctx, cancel2 := chromedp.NewContext(actx)
 	tb.Cleanup(cancel2)
-	ctx, cancel3 := context.WithTimeout(ctx, 3*time.Minute)
+	ctx, cancel3 := context.WithTimeout(ctx, tabTimeout)
 	tb.Cleanup(cancel3)
 	t := &tab{tb: tb, ctx: ctx, shots: shots, dlDir: tb.TempDir(), dlNames: map[string]string{},
 		done: make(chan string, 8), dialogs: make(chan string, 8)}
@@ -730,17 +743,31 @@ func groupThousands(s string) string {
 func BenchmarkDashboardFirstLoad(b *testing.B) {
 	chromium := needChromium(b)
 	samples, at, label := exampleSamples, heldAt, "example"
-	if n, _ := strconv.Atoi(os.Getenv("CARDHOUR_DASH_BENCH_INSTANCES")); n > 0 {
+	var opts []dashOpt
+	if dsn := os.Getenv("CARDHOUR_DASH_BENCH_STORE"); dsn != "" {
+		// A store filled before (see docs/benchmarks.md): November 2026's
+		// month, read at its end.
+		opts = append(opts, func(s *dashSetup) { s.store = dsn })
+		tabTimeout = 30 * time.Minute
+		b.Cleanup(func() { tabTimeout = 3 * time.Minute })
+		at, label = time.Date(2026, 11, 30, 23, 30, 0, 0, shanghai), dsn
+	} else if n, _ := strconv.Atoi(os.Getenv("CARDHOUR_DASH_BENCH_INSTANCES")); n > 0 {
+		// A month of n instances sampled hourly, held by users per project
+		// (5 projects; CARDHOUR_DASH_BENCH_USERS, default 8).
+		users := cmp.Or(os.Getenv("CARDHOUR_DASH_BENCH_USERS"), "8")
 		samples = filepath.Join(b.TempDir(), "month.jsonl")
 		var out, errOut strings.Builder
-		code := run([]string{"generate", "--instances", strconv.Itoa(n), "--interval", "3600",
+		start := time.Now()
+		code := run([]string{"generate", "--instances", strconv.Itoa(n), "--interval", "3600", "--users", users,
 			"--samples", strconv.Itoa(n * 30 * 24), "--out", samples}, &out, &errOut)
 		require.Zero(b, code, errOut.String())
-		at, label = time.Date(2026, 11, 30, 23, 30, 0, 0, shanghai), fmt.Sprintf("%d instances", n)
+		b.Logf("generated %d samples in %s", n*30*24, time.Since(start).Round(time.Second))
+		at, label = time.Date(2026, 11, 30, 23, 30, 0, 0, shanghai), fmt.Sprintf("%d instances, %s users per project", n, users)
 	}
 	ds := startDashboard(b, samples, at, afterNovember, map[string]ledger.NewToken{
 		"finance": {Role: ledger.RoleFinance, TTL: time.Hour},
-	})
+	}, opts...)
+	start := time.Now()
 	var rr invoicing.RunReport
 	req, _ := http.NewRequest(http.MethodPost, ds.base+"/api/v1/billing-runs", strings.NewReader(`{"period":"2026-11"}`))
 	req.Header.Set("Authorization", "Bearer "+ds.tokens["finance"])
@@ -750,6 +777,7 @@ func BenchmarkDashboardFirstLoad(b *testing.B) {
 	require.NoError(b, json.NewDecoder(res.Body).Decode(&rr))
 	_ = res.Body.Close()
 	require.NotEmpty(b, rr.Drafts)
+	b.Logf("the billing run of November: %d drafts in %s", len(rr.Drafts), time.Since(start).Round(time.Millisecond))
 	tb := newTab(b, chromium, 1280, 800, b.TempDir())
 	tb.login(ds.base, ds.tokens["finance"])
 	_, err = chromedp.Call(tb.ctx, network.SetCacheDisabled, network.SetCacheDisabledParams{CacheDisabled: true})
@@ -789,6 +817,9 @@ func BenchmarkDashboardFirstLoad(b *testing.B) {
 			tb.mu.Unlock()
 			w := worst[p[0]]
 			worst[p[0]] = [2]float64{math.Max(w[0], ms), math.Max(w[1], kib)}
+			if testing.Verbose() {
+				b.Logf("load %d of %s: %.0f ms, %.0f KiB", i+1, p[0], ms, kib)
+			}
 		}
 	}
 	b.StopTimer()

@@ -22,6 +22,7 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 	start := fs.String("start", "2026-11", "first month of the trace (YYYY-MM, starts at 00:00 Asia/Shanghai)")
 	interval := fs.Float64("interval", 10, "sampling interval in seconds")
 	instances := fs.Int("instances", 64, "number of GPU instances in the fleet")
+	users := fs.Int("users", 8, "users (students) per project; the trace has 5 projects")
 	seed := fs.Uint64("seed", 1, "random seed (same seed, same file)")
 	dup := fs.Int("duplicate-every", 0, "write every n-th sample twice, as a replay would (0: never)")
 	outPath := fs.String("out", "-", "output file ('-' for standard output)")
@@ -49,6 +50,9 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 	if *instances <= 0 {
 		problems = append(problems, fmt.Sprintf("--instances %d: want a positive count", *instances))
 	}
+	if *users <= 0 {
+		problems = append(problems, fmt.Sprintf("--users %d: want a positive count", *users))
+	}
 	if *dup < 0 {
 		problems = append(problems, fmt.Sprintf("--duplicate-every %d: want 0 (never) or a positive n", *dup))
 	}
@@ -66,7 +70,7 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 		w = f
 	}
 	n, err := gen.Write(w, gen.Config{Samples: *samples, StartMS: p.StartMS(), IntervalMS: int64(*interval * 1000),
-		Instances: *instances, Seed: *seed, DuplicateEvery: *dup})
+		Instances: *instances, Users: *users, Seed: *seed, DuplicateEvery: *dup})
 	if f != nil {
 		if cerr := f.Close(); err == nil {
 			err = cerr
