@@ -441,51 +441,102 @@ func (r *pdfDraw) layout(s string, avail, size float64, id bool) laid {
 	return laid{r.wrap(s, avail, size), size}
 }
 
-// wrap breaks s into lines of at most avail mm at size: at spaces and line
-// breaks, and inside a word that is wider than a line.
+// wrap breaks s into lines of at most avail mm at size: at line breaks, at
+// spaces, between CJK characters (Chinese breaks per character, Latin per
+// word; see wrapUnits), and inside a word that is wider than a line.
 func (r *pdfDraw) wrap(s string, avail, size float64) []string {
 	var out []string
 	for _, para := range strings.Split(s, "\n") {
 		line := ""
 		for _, word := range strings.Split(para, " ") {
-			try := word
-			if line != "" {
-				try = line + " " + word
-			}
-			if r.width(try, size) <= avail {
-				line = try
-				continue
-			}
-			if line != "" {
-				out = append(out, line)
-				line = ""
-			}
-			// The word alone: broken after the last '-', '.', '_', '/' or ':'
-			// that fits, or else where it passes the width.
-			for r.width(word, size) > avail {
-				cut, soft, w := 0, 0, 0.0
-				for i, c := range word {
-					cw := r.width(string(c), size)
-					if w+cw > avail && i > 0 {
-						break
-					}
-					w += cw
-					cut = i + utf8.RuneLen(c)
-					if strings.ContainsRune("-._/:", c) && cut < len(word) {
-						soft = cut
-					}
+			for k, unit := range wrapUnits(word) {
+				try := unit
+				switch {
+				case line != "" && k == 0:
+					try = line + " " + unit
+				case line != "":
+					try = line + unit
 				}
-				if soft > 0 {
-					cut = soft
+				if r.width(try, size) <= avail {
+					line = try
+					continue
 				}
-				out = append(out, word[:cut])
-				word = word[cut:]
+				if line != "" {
+					out = append(out, line)
+				}
+				var full []string
+				full, line = r.breakWord(unit, avail, size)
+				out = append(out, full...)
 			}
-			line = word
 		}
 		out = append(out, line)
 	}
 	return out
+}
+
+// breakWord breaks a word wider than avail mm into full lines, each broken
+// after the last '-', '.', '_', '/' or ':' that fits or else where it passes
+// the width, and the rest.
+func (r *pdfDraw) breakWord(word string, avail, size float64) (full []string, rest string) {
+	for r.width(word, size) > avail {
+		cut, soft, w := 0, 0, 0.0
+		for i, c := range word {
+			cw := r.width(string(c), size)
+			if w+cw > avail && i > 0 {
+				break
+			}
+			w += cw
+			cut = i + utf8.RuneLen(c)
+			if strings.ContainsRune("-._/:", c) && cut < len(word) {
+				soft = cut
+			}
+		}
+		if soft > 0 {
+			cut = soft
+		}
+		full = append(full, word[:cut])
+		word = word[cut:]
+	}
+	return full, word
+}
+
+// wrapUnits splits a word (no spaces) into the pieces a line may break
+// between: a line may break before and after every CJK character, except
+// before closing punctuation (，。）…) and after opening punctuation (（「…);
+// a run of other characters stays whole. A word of at most wrapShort
+// characters (a column title such as 显存 or 空闲小时) stays whole too. "" is
+// one empty piece.
+func wrapUnits(word string) []string {
+	if utf8.RuneCountInString(word) <= wrapShort {
+		return []string{word}
+	}
+	var out []string
+	cur, prev := "", rune(0)
+	for _, c := range word {
+		if cur != "" && (isCJK(c) || isCJK(prev)) && !strings.ContainsRune(noLineStart, c) && !strings.ContainsRune(noLineEnd, prev) {
+			out = append(out, cur)
+			cur = ""
+		}
+		cur += string(c)
+		prev = c
+	}
+	return append(out, cur)
+}
+
+// wrapShort is the length of the longest word wrapUnits keeps whole.
+const wrapShort = 4
+
+// The punctuation a line does not start with, and does not end with.
+const (
+	noLineStart = "，。、；：！？）】」』》〉”’,.;:!?)]}%"
+	noLineEnd   = "（【「『《〈“‘([{"
+)
+
+// isCJK reports whether c is a CJK character a line may break around: an
+// ideograph, kana, hangul, or CJK or full-width punctuation.
+func isCJK(c rune) bool {
+	return unicode.In(c, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul) ||
+		(c >= 0x3000 && c <= 0x303F) || (c >= 0xFF00 && c <= 0xFFEF)
 }
 
 // lineHeight is the height of one line of a wrapped cell at size, mm.
