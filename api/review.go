@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -31,14 +32,16 @@ import (
 func (s *Server) routesReview() {
 	register(s, huma.Operation{OperationID: "get-review", Method: http.MethodGet, Path: "/api/v1/review", Summary: "the monthly review",
 		Description: "For a month (default: the last closed one in the catalog's time zone), per project: the invoiced total (drafts and finalized, void revisions left out) and " +
-			"the list price of the held hours, the idle cost, held, idle and busy card-seconds and the efficiency (busy ÷ held, percent), the project's monthly budgets " +
+			"the list price of the held hours, the idle cost, held, idle and busy card-seconds and the efficiency (busy ÷ held, percent), what the month's releases saved " +
+			"(saved_seconds, saved_cost, estimated as savings_assumption says), the project's monthly budgets " +
 			"(used: the invoiced total for money, the held hours for card-hours; percent; reached) and the reservation advice over the three months up to the month. " +
 			"A lead sees its project's.",
 		Tags: []string{"usage"}},
 		rolesStaff, s.getReview)
-	register(s, huma.Operation{OperationID: "export-review", Method: http.MethodGet, Path: "/api/v1/review/export", Summary: "export the monthly review (CSV or XLSX)",
-		Description: "The review get-review answers, one row per project and a total row, headers and advice in lang; money and hours as decimal text.",
-		Tags:        []string{"usage"}, Responses: fileResponses(FormatCSV, FormatXLSX)},
+	register(s, huma.Operation{OperationID: "export-review", Method: http.MethodGet, Path: "/api/v1/review/export", Summary: "export the monthly review (CSV, XLSX or PDF)",
+		Description: "The review get-review answers in lang. CSV and XLSX: one row per project and a total row, money and hours as decimal text. " +
+			"PDF: a report to forward (A4 landscape): the table with what releases saved, the savings assumption, each project's budgets, the advice and when it was generated.",
+		Tags: []string{"usage"}, Responses: fileResponses(FormatCSV, FormatXLSX, FormatPDF)},
 		rolesStaff, s.exportReview)
 }
 
@@ -56,6 +59,10 @@ type ReviewBody struct {
 	Total      ReviewProject   `json:"total" doc:"the sum of the projects (project empty, no budgets or advice)"`
 	Assumption advice.Text     `json:"advice_assumption" doc:"what the advice assumes"`
 	AdviceFrom string          `json:"advice_from" doc:"the advice window's first month"`
+	// SavingsAssumption and SavingsHorizonSeconds are the usage report's:
+	// how saved_seconds and saved_cost are estimated.
+	SavingsAssumption     string `json:"savings_assumption" doc:"how saved_seconds and saved_cost are estimated, in words (the usage report's)"`
+	SavingsHorizonSeconds int64  `json:"savings_horizon_seconds" doc:"the longest one release is taken to have saved"`
 }
 
 // ReviewProject is one project's month.
@@ -148,7 +155,8 @@ func (s *Server) review(ctx context.Context, period string) (*ReviewBody, error)
 	if err != nil {
 		return nil, err
 	}
-	out := &ReviewBody{Period: p.String(), From: p.Start, To: p.End, Currency: rep.Currency, Projects: []ReviewProject{}}
+	out := &ReviewBody{Period: p.String(), From: p.Start, To: p.End, Currency: rep.Currency, Projects: []ReviewProject{},
+		SavingsAssumption: rep.SavingsAssumption, SavingsHorizonSeconds: rep.SavingsHorizonSeconds}
 	byProject := reviewProjects(rep, sum)
 	if err := s.reviewBudgets(ctx, project, p, byProject); err != nil {
 		return nil, err
@@ -304,18 +312,35 @@ func reviewTotal(ps []ReviewProject) ReviewProject {
 	return t
 }
 
+// reviewExportInput names its period itself: huma reads no parameter of an
+// embedded unexported struct, and the export answered the default month
+// whatever period asked for.
 type reviewExportInput struct {
-	reviewInput
-	Format string `query:"format" enum:"csv,xlsx" default:"xlsx"`
+	Period string `query:"period" pattern:"^2[0-9]{3}-(0[1-9]|1[0-2])$" doc:"YYYY-MM; default the last closed month"`
+	Format string `query:"format" enum:"csv,xlsx,pdf" default:"xlsx"`
 	Lang   string `query:"lang" enum:"en,zh-CN" default:"en"`
 }
 
-// reviewLabels are the export's texts, by language: the review page's.
-var reviewLabels = map[string][]string{
-	"en": {"Project", "Name", "Funding code", "Invoiced ({cur})", "List price ({cur})", "Idle cost ({cur})", "Card-hours", "Idle hours",
-		"Efficiency (%)", "Budgets", "Advised saving ({cur})", "Advice", "Total", "Review", "not billed yet"},
-	"zh-CN": {"项目", "名称", "经费代码", "账单金额（{cur}）", "目录价（{cur}）", "空闲费用（{cur}）", "卡时", "空闲小时",
-		"利用率（%）", "配额", "建议可节省（{cur}）", "建议", "合计", "月度复盘", "尚未出账"},
+// reviewColumns are the CSV/XLSX columns, in order, and whether each is a
+// number.
+var reviewColumns = []struct {
+	key     string
+	numeric bool
+}{{"project", false}, {"name", false}, {"funding", false}, {"invoiced", true}, {"list", true}, {"idle_cost", true},
+	{"held", true}, {"idle", true}, {"efficiency", true}, {"saved", true}, {"saved_cost", true}, {"budgets", false},
+	{"advice_saving", true}, {"advice", false}}
+
+// reviewLabels are the export's texts, by language: the review page's
+// (api/web/static/i18n.js, rev.* and col.*).
+var reviewLabels = map[string]map[string]string{
+	"en": {"project": "Project", "name": "Name", "funding": "Funding code", "invoiced": "Invoiced ({cur})", "list": "List price ({cur})",
+		"idle_cost": "Idle cost ({cur})", "held": "Card-hours", "idle": "Idle hours", "efficiency": "Efficiency (%)",
+		"saved": "Hours saved by releases", "saved_cost": "Saved by releases ({cur})", "budgets": "Budgets",
+		"advice_saving": "Advised saving ({cur})", "advice": "Advice", "total": "Total", "sheet": "Review", "not_billed": "not billed yet"},
+	"zh-CN": {"project": "项目", "name": "名称", "funding": "经费代码", "invoiced": "账单金额（{cur}）", "list": "目录价（{cur}）",
+		"idle_cost": "空闲费用（{cur}）", "held": "卡时", "idle": "空闲小时", "efficiency": "利用率（%）",
+		"saved": "释放节省小时", "saved_cost": "释放节省（{cur}）", "budgets": "配额",
+		"advice_saving": "建议可节省（{cur}）", "advice": "建议", "total": "合计", "sheet": "月度复盘", "not_billed": "尚未出账"},
 }
 
 func (s *Server) exportReview(ctx context.Context, in *reviewExportInput) (*fileOutput, error) {
@@ -323,36 +348,86 @@ func (s *Server) exportReview(ctx context.Context, in *reviewExportInput) (*file
 	if err != nil {
 		return nil, err
 	}
+	if in.Format == FormatPDF {
+		return s.reviewPDF(r, in.Lang)
+	}
 	lab := reviewLabels[in.Lang]
 	cur := func(x string) string { return strings.ReplaceAll(x, "{cur}", r.Currency) }
-	t := &export.Table{Sheet: lab[13], At: s.now()}
-	for i := 0; i < 12; i++ {
-		t.Header = append(t.Header, cur(lab[i]))
+	t := &export.Table{Sheet: lab["sheet"], At: s.now()}
+	for _, c := range reviewColumns {
+		t.Header, t.Numeric = append(t.Header, cur(lab[c.key])), append(t.Numeric, c.numeric)
 	}
-	t.Numeric = []bool{false, false, false, true, true, true, true, true, true, false, true, false}
 	row := func(x ReviewProject, name string) []string {
-		inv := lab[14]
+		inv := lab["not_billed"]
 		if x.Invoiced != nil {
 			inv = billing.FormatMoney(x.Invoiced.Decimal)
 		}
 		var buds, texts []string
 		for _, b := range x.Budgets {
 			if b.Used == "" {
-				buds = append(buds, b.Limit+" · "+lab[14])
+				buds = append(buds, b.Limit+" · "+lab["not_billed"])
 				continue
 			}
 			buds = append(buds, fmt.Sprintf("%s / %s · %d %%", b.Used, b.Limit, b.Percent))
 		}
 		for _, a := range x.Advice {
-			texts = append(texts, map[string]string{"en": a.Text.En, "zh-CN": a.Text.Zh}[in.Lang])
+			texts = append(texts, textIn(a.Text, in.Lang))
 		}
 		return []string{name, x.Name, x.Funding, inv, billing.FormatMoney(x.ListCost.Decimal), billing.FormatMoney(x.IdleCost.Decimal),
-			billing.FormatHours(x.HeldSeconds), billing.FormatHours(x.IdleSeconds), x.Efficiency, strings.Join(buds, "; "),
+			billing.FormatHours(x.HeldSeconds), billing.FormatHours(x.IdleSeconds), x.Efficiency,
+			billing.FormatHours(x.SavedSeconds), billing.FormatMoney(x.SavedCost.Decimal), strings.Join(buds, "; "),
 			billing.FormatMoney(x.AdviceSaving.Decimal), strings.Join(texts, " ")}
 	}
 	for _, x := range r.Projects {
 		t.Rows, t.Bold = append(t.Rows, row(x, x.Project)), append(t.Bold, false)
 	}
-	t.Rows, t.Bold = append(t.Rows, row(r.Total, lab[12])), append(t.Bold, true)
+	t.Rows, t.Bold = append(t.Rows, row(r.Total, lab["total"])), append(t.Bold, true)
 	return tableFile(in.Format, "review-"+r.Period, t)
+}
+
+// reviewPDF is the review as the PDF a lead forwards, in lang.
+func (s *Server) reviewPDF(r *ReviewBody, lang string) (*fileOutput, error) {
+	v := &export.Review{Lang: lang, Period: r.Period, From: r.From, To: r.To, Currency: r.Currency, AdviceFrom: r.AdviceFrom,
+		AdviceAssumption: textIn(r.Assumption, lang), SavingsAssumption: r.SavingsAssumption, GeneratedAt: s.now().In(r.From.Location())}
+	if lang == "zh-CN" && r.SavingsAssumption == reads.SavingsAssumption {
+		v.SavingsAssumption = reads.SavingsAssumptionZh
+	}
+	for _, x := range r.Projects {
+		v.Projects = append(v.Projects, reviewRow(x, lang))
+	}
+	v.Total = reviewRow(r.Total, lang)
+	var buf bytes.Buffer
+	if err := export.WritePDFReview(&buf, v, s.cfg.PDF); err != nil {
+		return nil, err
+	}
+	return &fileOutput{ContentType: formatTypes[FormatPDF], ContentDisposition: fmt.Sprintf(`attachment; filename="review-%s.pdf"`, r.Period),
+		Body: buf.Bytes()}, nil
+}
+
+// reviewRow is a project's month as the PDF draws it, its texts in lang.
+func reviewRow(x ReviewProject, lang string) export.ReviewRow {
+	out := export.ReviewRow{Project: x.Project, Name: x.Name, Funding: x.Funding, Drafts: x.Drafts, ListCost: x.ListCost.Decimal,
+		IdleCost: x.IdleCost.Decimal, HeldSeconds: x.HeldSeconds, IdleSeconds: x.IdleSeconds, Efficiency: x.Efficiency,
+		SavedSeconds: x.SavedSeconds, SavedCost: x.SavedCost.Decimal, AdviceSaving: x.AdviceSaving.Decimal}
+	if x.Invoiced != nil {
+		out.Invoiced = &x.Invoiced.Decimal
+	}
+	for _, b := range x.Budgets {
+		out.Budgets = append(out.Budgets, export.ReviewBudget{Unit: b.Unit, Limit: b.Limit, Used: b.Used, Percent: b.Percent, Reached: b.Reached})
+	}
+	for _, a := range x.Advice {
+		out.Advice = append(out.Advice, export.ReviewAdvice{SKU: a.SKU, Saving: a.Saving, Text: textIn(a.Text, lang)})
+	}
+	for _, u := range x.Underused {
+		out.Underused = append(out.Underused, export.ReviewUnderused{SKU: u.SKU, Coverage: u.Coverage, Unused: u.Unused})
+	}
+	return out
+}
+
+// textIn is t in lang ("en" or "zh-CN").
+func textIn(t advice.Text, lang string) string {
+	if lang == "zh-CN" {
+		return t.Zh
+	}
+	return t.En
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cardhour/cardhour/api/web"
+	"github.com/cardhour/cardhour/billing/export"
 	"github.com/cardhour/cardhour/internal/catalogs"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/reads"
@@ -88,6 +89,9 @@ type Config struct {
 	// /api/v1/nodes tells it (refresh_s), and the dashboard's Now page
 	// polls at it. 0: DefaultRefreshInterval.
 	RefreshInterval time.Duration
+	// PDF is the font set of the PDFs the API draws itself (the monthly
+	// review's; invoice PDFs are the invoice flow's).
+	PDF export.PDFOptions
 	// Releases carries out the releases people ask for (POST
 	// /api/v1/held/release); nil: none is configured, and the route says
 	// so (409 not-released).

@@ -103,3 +103,27 @@ func benchPDF(b *testing.B, name string) {
 	}
 	b.ReportMetric(float64(n), "pdf-bytes")
 }
+
+// BenchmarkWritePDFReview is the monthly review PDF in Chinese of 30
+// projects (each with a long Chinese name, two budgets, an advice sentence
+// and an underused reservation: six A4 landscape pages, the table's header
+// repeated on each of its pages). Its baseline is BenchmarkWritePDF100Students, run beside it.
+func BenchmarkWritePDFReview(b *testing.B) {
+	v := reviewFixture("zh-CN")
+	row := v.Projects[0]
+	row.Name = v.Projects[1].Name
+	v.Projects = nil
+	for i := range 30 {
+		row.Project = fmt.Sprintf("lab-%02d", i)
+		v.Projects = append(v.Projects, row)
+	}
+	var n countWriter
+	b.ReportAllocs()
+	for b.Loop() {
+		n = 0
+		if err := WritePDFReview(&n, v, PDFOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n), "pdf-bytes")
+}

@@ -200,15 +200,22 @@ func updateGolden() bool { return *update || os.Getenv("CARDHOUR_UPDATE_GOLDEN")
 // ./billing/export/, and look at it.
 func TestPDFGoldenImage(t *testing.T) {
 	needPDFTools(t)
-	got := pdfPage(t, writePDF(t, stampedLab(t), PDFOptions{}), 1, 60)
-	path := filepath.Join("testdata", "invoice-lab.png")
+	goldenImage(t, writePDF(t, stampedLab(t), PDFOptions{}), "invoice-lab.png")
+}
+
+// goldenImage compares page 1 of pdf, rendered at 60 dpi, with the image
+// testdata/name (rewritten under updateGolden).
+func goldenImage(t *testing.T, pdf []byte, name string) {
+	t.Helper()
+	got := pdfPage(t, pdf, 1, 60)
+	path := filepath.Join("testdata", name)
 	if updateGolden() {
 		var buf bytes.Buffer
 		require.NoError(t, png.Encode(&buf, got))
 		require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
 	}
 	f, err := os.Open(path)
-	require.NoError(t, err, "CARDHOUR_UPDATE_GOLDEN=1 go test -run TestPDFGoldenImage ./billing/export/ creates it")
+	require.NoError(t, err, "CARDHOUR_UPDATE_GOLDEN=1 go test -run "+t.Name()+" ./billing/export/ creates it")
 	defer f.Close()
 	img, err := png.Decode(f)
 	require.NoError(t, err)

@@ -3,12 +3,17 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 	"github.com/xuri/excelize/v2"
 
@@ -18,10 +23,12 @@ import (
 
 // reviewDoc is GET /api/v1/review as the test reads it.
 type reviewDoc struct {
-	Period   string
-	Currency string
-	Projects []reviewRow
-	Total    reviewRow
+	Period                string
+	Currency              string
+	Projects              []reviewRow
+	Total                 reviewRow
+	SavingsAssumption     string `json:"savings_assumption"`
+	SavingsHorizonSeconds int64  `json:"savings_horizon_seconds"`
 }
 
 type reviewRow struct {
@@ -33,6 +40,8 @@ type reviewRow struct {
 	HeldSeconds                  int64  `json:"held_seconds"`
 	IdleSeconds                  int64  `json:"idle_seconds"`
 	AdviceSaving                 string `json:"advice_saving"`
+	SavedSeconds                 int64  `json:"saved_seconds"`
+	SavedCost                    string `json:"saved_cost"`
 	Budgets                      []struct {
 		ID                int64
 		Unit, Limit, Used string
@@ -44,9 +53,10 @@ type reviewRow struct {
 // TestDashboardMonthlyReview: the review of November (the last closed month
 // on 5 December) in English and Chinese: per project the invoiced total, list
 // price, idle cost, card-hours, idle hours, efficiency, budgets at the
-// month's end and the advised saving are the API's numbers, formatted; a
-// lead sees its own project only; the XLSX export a lead forwards holds the
-// same numbers.
+// month's end, what releases saved (with the assumption) and the advised
+// saving are the API's numbers, formatted; a lead sees its own project only;
+// the XLSX export a lead forwards holds the same numbers, and the PDF button
+// downloads the review as a PDF in the page's language.
 func TestDashboardMonthlyReview(t *testing.T) {
 	chromium := needChromium(t)
 	ds := startDashboard(t, exampleSamples, heldAt, afterNovember, map[string]ledger.NewToken{
@@ -62,8 +72,12 @@ func TestDashboardMonthlyReview(t *testing.T) {
 		code, body := ds.apiDo(t, ds.tokens["finance"], "PUT", "/api/v1/budgets", b)
 		require.Equal(t, 200, code, string(body))
 	}
+	releaseAt(t, ds, releasedSlice, time.Date(2026, 11, 18, 15, 0, 0, 0, shanghai))
 	var r reviewDoc
 	ds.apiGet(t, ds.tokens["finance"], "/api/v1/review", &r)
+	require.Equal(t, int64(5370), r.Total.SavedSeconds, "the release of ai101's slice saved 15:00 to 16:29:30")
+	require.Equal(t, "2.69", r.Total.SavedCost)
+	require.Equal(t, int64(30*24*3600), r.SavingsHorizonSeconds)
 	require.Equal(t, "2026-11", r.Period, "the last closed month")
 	require.GreaterOrEqual(t, len(r.Projects), 3)
 	budgets := 0
@@ -107,14 +121,38 @@ func TestDashboardMonthlyReview(t *testing.T) {
 				if x.Efficiency != "" {
 					require.Equal(t, x.Efficiency+" %", row[7])
 				}
+				saved := strings.Split(row[8], "\n")
+				require.Equal(t, m(x.SavedCost), saved[0], "saved by releases, row %d", i)
+				require.Contains(t, row[8], groupThousands(billing.FormatHours(x.SavedSeconds)))
 				for _, b := range x.Budgets {
 					used := map[string]string{"money": m(b.Used), "card_hours": b.Used}[b.Unit]
-					require.Contains(t, row[8], used, "budget %d", b.ID)
-					require.Contains(t, row[8], fmt.Sprint(b.Percent))
+					require.Contains(t, row[9], used, "budget %d", b.ID)
+					require.Contains(t, row[9], fmt.Sprint(b.Percent))
 				}
-				require.Equal(t, m(x.AdviceSaving), row[9])
+				require.Equal(t, m(x.AdviceSaving), row[10])
 			}
+			head := eval[string](tb, `document.querySelector('#review-table thead').innerText`)
+			require.Contains(t, head, map[string]string{"en": "Saved by releases", "zh-CN": "释放节省"}[lang])
+			savings := eval[string](tb, `document.getElementById('review-savings').innerText`)
+			require.Contains(t, savings, m(r.Total.SavedCost))
+			require.Contains(t, savings, groupThousands(billing.FormatHours(r.Total.SavedSeconds)))
+			require.Contains(t, savings, "30", "the horizon in days")
 			tb.screenshot(lang + "-review")
+
+			// The PDF button: the review as a PDF, in the page's language.
+			tb.do(chromedp.Click(chromedp.CSS("#review-export-pdf")))
+			name, path := tb.download()
+			require.Equal(t, "review-2026-11.pdf", name)
+			pdf, err := os.ReadFile(path)
+			require.NoError(t, err)
+			require.True(t, bytes.HasPrefix(pdf, []byte("%PDF-")), "a PDF")
+			require.NoError(t, os.WriteFile(filepath.Join(shots, lang+"-review.pdf"), pdf, 0o644))
+			if _, err := exec.LookPath("pdftotext"); err == nil {
+				out, err := exec.Command("pdftotext", "-layout", "-enc", "UTF-8", path, "-").Output()
+				require.NoError(t, err)
+				require.Contains(t, string(out), map[string]string{"en": "Monthly review 2026-11", "zh-CN": "2026-11 月度复盘"}[lang])
+				require.Contains(t, string(out), r.Total.SavedCost)
+			}
 
 			// The export a lead forwards: the same numbers, its project only.
 			lead := langTab(t, chromium, shots, lang)
@@ -140,7 +178,10 @@ func TestDashboardMonthlyReview(t *testing.T) {
 			require.Equal(t, cv.ListCost, cells[1][4])
 			require.Equal(t, cv.IdleCost, cells[1][5])
 			require.Equal(t, cv.Efficiency, cells[1][8])
-			require.Contains(t, cells[1][9], cv.Budgets[0].Used+" / "+cv.Budgets[0].Limit)
+			require.Equal(t, billing.FormatHours(cv.SavedSeconds), cells[1][9])
+			require.Equal(t, cv.SavedCost, cells[1][10])
+			require.Equal(t, map[string]string{"en": "Saved by releases (CNY)", "zh-CN": "释放节省（CNY）"}[lang], cells[0][10])
+			require.Contains(t, cells[1][11], cv.Budgets[0].Used+" / "+cv.Budgets[0].Limit)
 			lead.screenshot(lang + "-review-lead")
 		})
 	}

@@ -114,6 +114,7 @@ func serveBackends(led ledger.Store, st ingest.Backend, jo jobOptions, log *slog
 		Usage:           ur,
 		Invoicing:       &flow{svc: svc, led: led, docs: docs},
 		Advice:          adviceReads{st: st},
+		PDF:             docs.PDF,
 		Releases:        newHeldReleases(leases.Store, jo.Watch.Config.Releaser, now),
 		UsagePing: func(ctx context.Context) error {
 			_, err := st.RejectSummary(ctx, 0, 1, 0)

@@ -21,6 +21,11 @@ const SavingsAssumption = "a released instance would otherwise have stayed held,
 	"(the first holding of theirs, on any instance, that began after the release), at most 30 days and never past now; " +
 	"priced at the released instance's SKU list price"
 
+// SavingsAssumptionZh is SavingsAssumption in Chinese, for the documents
+// written in Chinese (the review PDF).
+const SavingsAssumptionZh = "若未释放，该实例会一直被占用且空闲，直到持有人的下一次占用（释放之后在任何实例上开始的第一次占用），" +
+	"最多 30 天，且不超过当前时间；按被释放实例的 SKU 目录价计"
+
 // Released is a release that was carried out (a done release, not a dry
 // run), as AddSavings reads it: what was released, on which node, whose
 // holding it ended and when.

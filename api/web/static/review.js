@@ -1,7 +1,8 @@
 // The monthly review (每月复盘, GET /api/v1/review): for a closed month, per
 // project, what it cost (invoiced and at list price), what its idle time
 // cost, how busy its held time was, its budgets at the month's end and the
-// reservation advice; exported for a lab lead as XLSX or CSV
+// reservation advice and what the month's releases saved; exported for a
+// lab lead as a PDF report, XLSX or CSV in the page's language
 // (GET /api/v1/review/export). Every number is the API's, only formatted.
 
 import { download, get } from './api.js';
@@ -33,6 +34,7 @@ async function reviewPage(ctx) {
     { label: t('rev.held'), num: true, value: (x) => hours(x.held_seconds) },
     { label: t('rev.idle'), num: true, value: (x) => hours(x.idle_seconds) },
     { label: t('rev.efficiency'), num: true, value: (x) => (x.efficiency ? `${x.efficiency} %` : '—') },
+    { label: t('rev.saved'), num: true, value: (x) => [money(x.saved_cost, cur), h('div', { class: 'muted small' }, t('bud.hours', { n: hours(x.saved_seconds) }))] },
     { label: t('rev.budgets'), value: (x) => budgets(x) },
     { label: t('rev.saving'), num: true, value: (x) => money(x.advice_saving, cur) },
   ];
@@ -62,7 +64,9 @@ async function reviewPage(ctx) {
     h('div', { class: 'controls' }, h('label', { for: 'review-period' }, t('rev.month')), picker, show),
     h('p', { class: 'muted' }, t('rev.help')),
     table(t('rev.title', { period: r.period }), cols, rows, { id: 'review-table' }),
-    h('p', { class: 'actions' }, t('rev.export'), ' ', exportBtn('xlsx'), ' ', exportBtn('csv')),
+    h('p', { id: 'review-savings' }, t('usage.savings', { range: r.period, cost: money(r.total.saved_cost, cur), hours: hours(r.total.saved_seconds) }),
+      ' ', h('span', { class: 'muted' }, t('usage.savingsAssumption', { days: Math.round((r.savings_horizon_seconds || 0) / 86400) }))),
+    h('p', { class: 'actions' }, t('rev.export'), ' ', exportBtn('pdf'), ' ', exportBtn('xlsx'), ' ', exportBtn('csv')),
     h('h2', {}, t('rev.advice', { from: r.advice_from || '—', to: r.period })),
     h('p', { class: 'muted' }, zh ? r.advice_assumption?.['zh-CN'] : r.advice_assumption?.en),
     ...(advice.length ? advice : [h('p', {}, t('rev.noAdvice'))]));
