@@ -817,8 +817,8 @@ func BenchmarkDashboardFirstLoad(b *testing.B) {
 			tb.mu.Unlock()
 			w := worst[p[0]]
 			worst[p[0]] = [2]float64{math.Max(w[0], ms), math.Max(w[1], kib)}
-			if testing.Verbose() {
-				b.Logf("load %d of %s: %.0f ms, %.0f KiB", i+1, p[0], ms, kib)
+			if testing.Verbose() { // progress, as it goes
+				fmt.Fprintf(os.Stderr, "load %d of %s: %.0f ms, %.0f KiB\n", i+1, p[0], ms, kib)
 			}
 		}
 	}

@@ -251,6 +251,13 @@ func demo(ctx context.Context, o demoOptions, stdout, stderr io.Writer) (err err
 	if err := putDemoBudgets(ctx, b.led, demoBudgetsYAML()); err != nil {
 		return err
 	}
+	began := time.Now()
+	month, n, err := demoHistory(ctx, b, spec, o.Start)
+	if err != nil {
+		return err
+	}
+	log.Info("demo history stored: the month before the start, for the monthly review and the trends", "month", month, "samples", n,
+		"interval", demoHistoryInterval, "took", time.Since(began).Round(time.Millisecond))
 	secret, _, err := b.led.CreateToken(ctx, "demo", ledger.NewToken{Role: ledger.RoleAdmin, Name: "cardhour demo", TTL: 10 * 365 * 24 * time.Hour})
 	if err != nil {
 		return err
