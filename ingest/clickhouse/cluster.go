@@ -66,8 +66,8 @@ type shard struct {
 	weight   uint64
 	replicas []string // host:port of the native protocol
 	conn     driver.Conn
-	quorum   int          // insert_quorum of the writes: 2 with two replicas or more, else 0
-	mu       sync.Mutex   // one quorum insert per table at a time (see insertOn)
+	quorum   int        // insert_quorum of the writes: 2 with two replicas or more, else 0
+	mu       sync.Mutex // one quorum insert per table at a time (see insertOn)
 	busy     map[string]*sync.Mutex
 }
 

@@ -42,9 +42,9 @@ const (
 // Options are the settings that do not fit in the URL.
 type Options struct {
 	Logger           *slog.Logger
-	Mode             Mode // Read unless set
-	Migrate          bool // Write mode, ClickHouse: create the database and apply pending migrations (SQLite always does)
-	RawRetentionDays int  // ClickHouse: raw sample TTL at table creation
+	Mode             Mode   // Read unless set
+	Migrate          bool   // Write mode, ClickHouse: create the database and apply pending migrations (SQLite always does)
+	RawRetentionDays int    // ClickHouse: raw sample TTL at table creation
 	Cluster          string // ClickHouse: as ?cluster=NAME (which, when given too, must agree)
 }
 
