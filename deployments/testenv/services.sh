@@ -11,6 +11,8 @@
 #                                  ClickHouse servers, cluster `cardhour`; prints
 #                                  CLICKHOUSE_CLUSTER_ADDRS and CLICKHOUSE_CLUSTER
 #   services.sh down chcluster     stop it
+#   services.sh kill chcluster N   kill -9 its ClickHouse node N (1..3), for
+#                                  fault tests; `up chcluster` restarts it
 #   services.sh status   say what runs
 #   services.sh env      print the exports written by the last successful `up`
 #   services.sh clean    `down`, then delete data and logs (keeps the Kafka jar cache)
@@ -1405,6 +1407,29 @@ cmd_down_chcluster() {
 	rm -f "$CHC_ENV"
 }
 
+# cmd_kill_chcluster NODE: KILL (kill -9) cluster node NODE (1..3), for fault
+# tests; `up chcluster` starts it again on its data.
+cmd_kill_chcluster() {
+	local i=${1:-} pidf
+	[[ $i =~ ^[123]$ ]] || {
+		say "kill chcluster: want a node number, 1, 2 or 3"
+		exit 2
+	}
+	pidf=$(chc_pid "$i")
+	if ! pid_alive "$pidf"; then
+		say "ClickHouse cluster node $i: not running"
+		return 0
+	fi
+	say "ClickHouse cluster node $i: kill -9 $(<"$pidf")"
+	kill -KILL "$(<"$pidf")"
+	local _
+	for _ in $(seq 1 100); do
+		pid_alive "$pidf" || break
+		sleep 0.1
+	done
+	rm -f "$pidf"
+}
+
 chc_status() {
 	local i rc=0
 	for i in 1 2 3; do
@@ -1707,7 +1732,7 @@ cmd_clean() {
 }
 
 usage() {
-	echo "usage: $0 up|down [clickhouse|kafka|postgres|smtp|ldap|dex...] | up|down chcluster | status|env|clean" >&2
+	echo "usage: $0 up|down [clickhouse|kafka|postgres|smtp|ldap|dex...] | up|down chcluster | kill chcluster N | status|env|clean" >&2
 	exit 2
 }
 
@@ -1716,6 +1741,7 @@ cmd=${1:-}
 case "$cmd" in
 up) if [[ ${1:-} == chcluster ]]; then cmd_up_chcluster; else cmd_up "$@"; fi ;;
 down) if [[ ${1:-} == chcluster ]]; then cmd_down_chcluster; else cmd_down "$@"; fi ;;
+kill) if [[ ${1:-} == chcluster ]]; then cmd_kill_chcluster "${2:-}"; else usage; fi ;;
 status) cmd_status ;;
 env) cmd_env ;;
 clean) cmd_clean ;;
