@@ -61,7 +61,7 @@ backfill() { # backfill DSN: seconds of one back-fill of the file
 one=() clu=() nat=()
 for i in $(seq 1 "$REPEAT"); do
 	db=${NAME}_one$i
-	"$BIN" migrate --store "clickhouse://$ONE/$db" >/dev/null
+	"$BIN" migrate --store "clickhouse://$ONE/$db" >/dev/null 2>&1
 	one+=("$(backfill "clickhouse://$ONE/$db")")
 	chq "$ONE" "DROP DATABASE IF EXISTS $db"
 
