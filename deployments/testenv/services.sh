@@ -1724,6 +1724,9 @@ cmd_env() {
 
 cmd_clean() {
 	cmd_down
+	cmd_down_chcluster
+	say "removing the cluster profile's data: $STATE/chcluster $ZK_DIR"
+	rm -rf "$STATE/chcluster" "$ZK_DIR"
 	local pg_real=""
 	[[ -L $STATE/postgres ]] && pg_real=$(readlink -f "$STATE/postgres")
 	say "removing $CH_DIR $KAFKA_DIR $SMTP_DIR $LDAP_DIR $DEX_DIR $STATE/postgres${pg_real:+ ($pg_real)} $STATE/logs (the jar cache $STATE/kafka-jars, the aiosmtpd venv and the Dex binary in $STATE/bin stay)"
