@@ -90,6 +90,10 @@ func TestClickHouseCluster(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "back-filled")
 	requireBillsEqual(t, samples, dsn, "clickhouse://"+addrs[2]+"/"+db+"?cluster="+cluster)
+	// Reservation advice and idle alerts, from the cluster store as from the file.
+	requireSameOutput(t, []string{"advise", "--catalog", exampleCatalog, "--now", "2026-12", "--months", "1", "--format", "json"}, "--samples", samples, dsn)
+	requireSameOutput(t, []string{"idle", "--catalog", exampleCatalog, "--format", "json"}, "--samples", samples, dsn,
+		"--from", "2026-10-31T16:00:00Z", "--to", "2026-11-10T16:00:00Z")
 
 	// Every shard holds rows, and every raw sample is on one shard only.
 	total := uint64(0)
@@ -131,7 +135,11 @@ func TestClickHouseClusterReplicaLoss(t *testing.T) {
 	}
 	runScript(t, services, "kill", "chcluster", "2")
 	killedAt := localCount(t, addrs[0], db, "raw_samples_local")
-	time.Sleep(4 * time.Second)
+	// A migration needs every replica: it is refused, naming the missing one.
+	code, _, errOut := runCLI(t, "", "migrate", "--store", "clickhouse://"+addrs[0]+"/"+db+"_other", "--cluster", cluster)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "replica 2 of shard 1 ("+addrs[1]+") is unreachable")
+	time.Sleep(3 * time.Second)
 	runScript(t, services, "up", "chcluster")
 	var r result
 	select {
@@ -159,6 +167,18 @@ func TestClickHouseClusterReplicaLoss(t *testing.T) {
 	}
 	require.Equal(t, lines, final, "every sample is stored once (after FINAL)")
 	requireBillsEqual(t, samples, dsn, "clickhouse://"+addrs[1]+"/"+db+"?cluster="+cluster)
+}
+
+// requireSameOutput runs args with --samples FILE and with --store DSN
+// (then the extra flags): the same standard output.
+func requireSameOutput(t *testing.T, args []string, samplesFlag, samples, dsn string, storeFlags ...string) {
+	t.Helper()
+	code, want, errOut := runCLI(t, "", append(append([]string{}, args...), samplesFlag, samples)...)
+	require.Equal(t, 0, code, errOut)
+	require.NotEmpty(t, want)
+	code, got, errOut := runCLI(t, "", append(append(append([]string{}, args...), "--store", dsn), storeFlags...)...)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, want, got, "%s from the cluster store", args[0])
 }
 
 func runScript(t *testing.T, script string, args ...string) {
