@@ -11,6 +11,7 @@
 #                                  ClickHouse servers, cluster `cardhour`; prints
 #                                  CLICKHOUSE_CLUSTER_ADDRS and CLICKHOUSE_CLUSTER
 #   services.sh down chcluster     stop it
+#   services.sh env chcluster      print the exports of the last `up chcluster`
 #   services.sh kill chcluster N   kill -9 its ClickHouse node N (1..3), for
 #                                  fault tests; `up chcluster` restarts it
 #   services.sh status   say what runs
@@ -1709,9 +1710,13 @@ cmd_status() {
 }
 
 cmd_env() {
-	# The cluster profile's exports follow the default ones when it runs.
-	if [[ -s $CHC_ENV ]]; then
-		[[ -s $ENV_FILE ]] && cat "$ENV_FILE"
+	# `env chcluster`: the cluster profile's exports alone (not part of the
+	# default env, so that the default test run stays as it is).
+	if [[ ${1:-} == chcluster ]]; then
+		if [[ ! -s $CHC_ENV ]]; then
+			say "no $CHC_ENV: run 'services.sh up chcluster' first"
+			exit 1
+		fi
 		cat "$CHC_ENV"
 		return 0
 	fi
@@ -1735,7 +1740,7 @@ cmd_clean() {
 }
 
 usage() {
-	echo "usage: $0 up|down [clickhouse|kafka|postgres|smtp|ldap|dex...] | up|down chcluster | kill chcluster N | status|env|clean" >&2
+	echo "usage: $0 up|down [clickhouse|kafka|postgres|smtp|ldap|dex...] | up|down|env chcluster | kill chcluster N | status|env|clean" >&2
 	exit 2
 }
 
@@ -1746,7 +1751,7 @@ up) if [[ ${1:-} == chcluster ]]; then cmd_up_chcluster; else cmd_up "$@"; fi ;;
 down) if [[ ${1:-} == chcluster ]]; then cmd_down_chcluster; else cmd_down "$@"; fi ;;
 kill) if [[ ${1:-} == chcluster ]]; then cmd_kill_chcluster "${2:-}"; else usage; fi ;;
 status) cmd_status ;;
-env) cmd_env ;;
+env) cmd_env "$@" ;;
 clean) cmd_clean ;;
 *) usage ;;
 esac

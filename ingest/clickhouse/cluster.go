@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -338,16 +337,6 @@ func (s *Store) dataVersionCluster(ctx context.Context) (string, error) {
 		parts = append(parts, v)
 	}
 	return strings.Join(parts, ";"), nil
-}
-
-// sortedShardNums is for messages.
-func (c *cluster) describe() string {
-	var b []string
-	for _, sh := range c.shards {
-		b = append(b, fmt.Sprintf("shard %d: %s", sh.num, strings.Join(sh.replicas, ", ")))
-	}
-	sort.Strings(b)
-	return strings.Join(b, "; ")
 }
 
 // sipHash64 is ClickHouse's sipHash64 of one String: SipHash-2-4 with a
