@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cardhour/cardhour/ingest"
@@ -68,4 +69,71 @@ func TestClickHouseClusterInvoices(t *testing.T) {
 	v2, err := st.DataVersion(context.Background())
 	require.NoError(t, err)
 	require.NotEqual(t, v1, v2, "a write on any shard changes the data version")
+}
+
+// Versioned migrations upgrade a cluster as they upgrade one server: a
+// store of version 15 (the share columns dropped on every server, and
+// schema_migrations at 15) is migrated to 19 by ALTERs of the local tables
+// and Distributed tables made again; samples written before read as no
+// share, those written after with their shares. Applied again, the ALTERs
+// find their columns and are recorded without running.
+func TestClickHouseClusterUpgrade(t *testing.T) {
+	addrs, cluster := testenv.ClickHouseCluster(t)
+	st := openCluster(t)
+	ctx := context.Background()
+	db := "`" + st.Database() + "`"
+	data := storetest.Trace(t, 10_000, 23)
+	w, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	require.NoError(t, w.Write(ctx, storetest.Samples(t, data)))
+
+	for _, table := range []string{"raw_samples", "latest_samples"} {
+		for _, q := range []string{
+			"ALTER TABLE " + db + "." + table + "_local ON CLUSTER " + cluster + " DROP COLUMN share_kind, DROP COLUMN share_mem, DROP COLUMN share_cores",
+			"DROP TABLE " + db + "." + table + " ON CLUSTER " + cluster,
+			"CREATE TABLE " + db + "." + table + " ON CLUSTER " + cluster + " AS " + db + "." + table + "_local ENGINE = Distributed(" + cluster + ", " + st.Database() + ", " + table + "_local, sipHash64(instance_id))",
+		} {
+			require.NoError(t, st.Conn().Exec(ctx, q), q)
+		}
+	}
+	setVersions := func(last int) {
+		t.Helper()
+		require.NoError(t, st.Conn().Exec(ctx, "ALTER TABLE "+db+".schema_migrations DROP PARTITION tuple()"))
+		rec, err := st.Conn().PrepareBatch(ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_quorum": len(addrs)})),
+			"INSERT INTO "+db+".schema_migrations (version, name, applied_at)")
+		require.NoError(t, err)
+		for v := 1; v <= last; v++ {
+			require.NoError(t, rec.Append(uint32(v), "m", time.Now().UTC()))
+		}
+		require.NoError(t, rec.Send())
+	}
+	shareColumns := func(addr string) uint64 {
+		conn, err := ch.Open(&ch.Options{Addr: []string{addr}})
+		require.NoError(t, err)
+		defer func() { _ = conn.Close() }()
+		var n uint64
+		require.NoError(t, conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = ? AND name IN ('share_kind', 'share_mem', 'share_cores')",
+			st.Database()).Scan(&n))
+		return n
+	}
+	setVersions(15)
+	for _, a := range addrs {
+		require.Zero(t, shareColumns(a), a)
+	}
+	res, err := st.Migrate(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int{16, 17, 18, 19}, res.Applied)
+	for _, a := range addrs {
+		require.EqualValues(t, 12, shareColumns(a), "three columns in raw_samples and latest_samples, local and Distributed, on %s", a)
+	}
+	storetest.RequireSharesAfterMigration(t, data, st)
+
+	setVersions(15)
+	res, err = st.Migrate(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int{16, 17, 18, 19}, res.Applied, "recorded again without running")
+	require.NoError(t, st.CheckSchema(ctx))
+	for _, a := range addrs {
+		require.EqualValues(t, 12, shareColumns(a), a)
+	}
 }
