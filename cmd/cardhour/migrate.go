@@ -25,6 +25,7 @@ func runMigrate(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	store := fs.String("store", "", "store to create or upgrade: clickhouse://host:port/db or sqlite:///path.db")
 	state := fs.String("state", "", "state store to create or upgrade: sqlite:///path.db or postgres://user@host:port/db (the only command besides serve and demo that creates one)")
+	clusterName := fs.String("cluster", "", "ClickHouse: create or upgrade the store on this remote_servers cluster: replicated local tables on every server, Distributed tables over them (every replica must answer; see docs/scale.md)")
 	retention := fs.Int("raw-retention-days", 0, "ClickHouse: TTL of raw samples, set when the table is created (servers >= 19.6; 0: keep forever)")
 	// Deprecated spellings of --store clickhouse://[user:password@]HOST:PORT/DB.
 	addr := fs.String("clickhouse", "", "deprecated: use --store clickhouse://HOST:PORT/DB")
@@ -32,7 +33,7 @@ func runMigrate(args []string, stdout, stderr io.Writer) int {
 	user := fs.String("user", "", "deprecated: use --store clickhouse://USER:PASSWORD@HOST:PORT/DB")
 	password := fs.String("password", "", "deprecated: use --store clickhouse://USER:PASSWORD@HOST:PORT/DB")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: cardhour migrate [--store DSN] [--state DSN]   (--store clickhouse://host:port/db or sqlite:///path.db; --state sqlite:///path.db or postgres://…)")
+		fmt.Fprintln(stderr, "usage: cardhour migrate [--store DSN [--cluster NAME]] [--state DSN]   (--store clickhouse://host:port/db or sqlite:///path.db; --state sqlite:///path.db or postgres://…)")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
@@ -71,7 +72,7 @@ func runMigrate(args []string, stdout, stderr io.Writer) int {
 	if *store == "" {
 		return 0
 	}
-	st, err := storedsn.Open(ctx, *store, storedsn.Options{Logger: log, Mode: storedsn.Write, Migrate: true, RawRetentionDays: *retention})
+	st, err := storedsn.Open(ctx, *store, storedsn.Options{Logger: log, Mode: storedsn.Write, Migrate: true, RawRetentionDays: *retention, Cluster: *clusterName})
 	if err != nil {
 		fmt.Fprintln(stderr, "cardhour migrate:", err)
 		return 1
@@ -80,8 +81,12 @@ func runMigrate(args []string, stdout, stderr io.Writer) int {
 	switch s := st.(type) {
 	case *clickhouse.Store:
 		res := s.Migrated()
-		fmt.Fprintf(stdout, "ClickHouse %s (TTL: %v, LowCardinality: %v): database %s at schema version %d, applied now: %v\n",
-			res.ServerVersion, res.Features.TTL, res.Features.LowCardinality, s.Database(), res.Current, res.Applied)
+		on := ""
+		if c := s.Cluster(); c != "" {
+			on = " on cluster " + c
+		}
+		fmt.Fprintf(stdout, "ClickHouse %s (TTL: %v, LowCardinality: %v): database %s%s at schema version %d, applied now: %v\n",
+			res.ServerVersion, res.Features.TTL, res.Features.LowCardinality, s.Database(), on, res.Current, res.Applied)
 	case *sqlite.Store:
 		from, to := s.Migrated()
 		fmt.Fprintf(stdout, "SQLite %s at schema version %d (was %d)\n", s.Path(), to, from)

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"time"
 
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+
 	"github.com/cardhour/cardhour/ingest"
 	chschema "github.com/cardhour/cardhour/schemas/clickhouse"
 )
@@ -33,28 +35,22 @@ func (s *Store) Migrate(ctx context.Context) (MigrationResult, error) {
 		return res, err
 	}
 	res.ServerVersion, res.Features = version, f
-	if err := s.conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+s.db); err != nil {
-		return res, classify(fmt.Errorf("cannot create database %s: %w", s.db, err))
-	}
-	if err := s.conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+s.table("schema_migrations")+
-		" (version UInt32, name String, applied_at DateTime('UTC')) ENGINE = MergeTree ORDER BY version"); err != nil {
-		return res, fmt.Errorf("cannot create schema_migrations: %w", err)
-	}
-	applied := map[int]bool{}
-	rows, err := s.conn.Query(ctx, "SELECT version FROM "+s.table("schema_migrations"))
-	if err != nil {
-		return res, fmt.Errorf("cannot read schema_migrations: %w", err)
-	}
-	for rows.Next() {
-		var v uint32
-		if err := rows.Scan(&v); err != nil {
-			_ = rows.Close()
-			return res, fmt.Errorf("cannot read schema_migrations: %w", err)
+	if s.cluster != nil {
+		if err := s.checkReplicas(ctx); err != nil {
+			return res, err
 		}
-		applied[int(v)] = true
-		res.Current = max(res.Current, int(v))
+		ctx = ch.Context(ctx, ch.WithSettings(ch.Settings{"distributed_ddl_task_timeout": 120, "insert_distributed_sync": 1}))
 	}
-	_ = rows.Close()
+	if err := s.createVersionTable(ctx); err != nil {
+		return res, err
+	}
+	applied, err := s.appliedVersions(ctx)
+	if err != nil {
+		return res, err
+	}
+	for v := range applied {
+		res.Current = max(res.Current, v)
+	}
 	ms, err := chschema.Migrations()
 	if err != nil {
 		return res, err
@@ -66,34 +62,91 @@ func (s *Store) Migrate(ctx context.Context) (MigrationResult, error) {
 		if applied[m.Version] {
 			continue
 		}
-		ddl := chschema.Render(m.SQL, f, s.cfg.RawRetentionDays)
-		present, err := s.columnPresent(ctx, ddl)
-		if err != nil {
-			return res, fmt.Errorf("migration %04d_%s: %w", m.Version, m.Name, err)
+		if err := s.migrateOne(ctx, m, f); err != nil {
+			return res, fmt.Errorf("migration %04d_%s failed on ClickHouse %s: %w", m.Version, m.Name, version, err)
 		}
-		// Tables are created in the target database: prefix CREATE TABLE names.
-		ddl = qualify(ddl, s.db)
-		if !present {
-			if err := s.apply(ctx, m, ddl); err != nil {
-				return res, fmt.Errorf("migration %04d_%s failed on ClickHouse %s: %w", m.Version, m.Name, version, err)
-			}
-		}
-		b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table("schema_migrations")+" (version, name, applied_at)")
-		if err != nil {
-			return res, fmt.Errorf("cannot record migration %d: %w", m.Version, err)
-		}
-		if err := b.Append(uint32(m.Version), m.Name, time.Now().UTC()); err != nil {
-			_ = b.Close()
-			return res, fmt.Errorf("cannot record migration %d: %w", m.Version, err)
-		}
-		if err := b.Send(); err != nil {
-			return res, fmt.Errorf("cannot record migration %d: %w", m.Version, err)
+		if err := s.recordMigration(ctx, m); err != nil {
+			return res, err
 		}
 		s.cfg.Logger.Info("applied migration", "database", s.cfg.Database, "version", m.Version, "name", m.Name)
 		res.Applied = append(res.Applied, m.Version)
 		res.Current = max(res.Current, m.Version)
 	}
 	return res, nil
+}
+
+// createVersionTable creates the database and schema_migrations: on a
+// cluster, on every server, schema_migrations replicated to all of them (one
+// ZooKeeper path for all shards), so that every server knows the version.
+func (s *Store) createVersionTable(ctx context.Context) error {
+	on, engine := "", "MergeTree"
+	if s.cluster != nil {
+		on = " ON CLUSTER " + s.cluster.name
+		engine = "ReplicatedMergeTree('/clickhouse/tables/all/" + s.cfg.Database + "/schema_migrations', '{shard}-{replica}')"
+	}
+	if err := s.conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+s.db+on); err != nil {
+		return classify(fmt.Errorf("cannot create database %s: %w", s.db, err))
+	}
+	if err := s.conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+s.table("schema_migrations")+on+
+		" (version UInt32, name String, applied_at DateTime('UTC')) ENGINE = "+engine+" ORDER BY version"); err != nil {
+		return fmt.Errorf("cannot create schema_migrations: %w", err)
+	}
+	return s.checkKind(ctx)
+}
+
+// appliedVersions reads schema_migrations.
+func (s *Store) appliedVersions(ctx context.Context) (map[int]bool, error) {
+	applied := map[int]bool{}
+	rows, err := s.conn.Query(ctx, "SELECT version FROM "+s.table("schema_migrations"))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read schema_migrations: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	for rows.Next() {
+		var v uint32
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("cannot read schema_migrations: %w", err)
+		}
+		applied[int(v)] = true
+	}
+	return applied, rows.Err()
+}
+
+// migrateOne applies one migration: on one server its DDL, on a cluster the
+// DDL's cluster form (clusterDDL).
+func (s *Store) migrateOne(ctx context.Context, m chschema.Migration, f chschema.Features) error {
+	ddl := chschema.Render(m.SQL, f, s.cfg.RawRetentionDays)
+	if s.cluster != nil {
+		return s.migrateCluster(ctx, m, ddl)
+	}
+	present, err := s.columnPresent(ctx, ddl, "")
+	if err != nil || present {
+		return err
+	}
+	// Tables are created in the target database: prefix CREATE TABLE names.
+	return s.apply(ctx, m, qualify(ddl, s.db))
+}
+
+// recordMigration inserts m's row into schema_migrations; on a cluster with
+// insert_quorum of every server, which a migration needs up anyway.
+func (s *Store) recordMigration(ctx context.Context, m chschema.Migration) error {
+	if s.cluster != nil {
+		if n := s.cluster.replicaCount(); n > 1 {
+			ctx = ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_quorum": n, "insert_quorum_timeout": int(s.cluster.quorumTimeout.Milliseconds())}))
+		}
+	}
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table("schema_migrations")+" (version, name, applied_at)")
+	if err != nil {
+		return fmt.Errorf("cannot record migration %d: %w", m.Version, err)
+	}
+	if err := b.Append(uint32(m.Version), m.Name, time.Now().UTC()); err != nil {
+		_ = b.Close()
+		return fmt.Errorf("cannot record migration %d: %w", m.Version, err)
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("cannot record migration %d: %w", m.Version, err)
+	}
+	return nil
 }
 
 // apply runs one migration: its DDL, or the Go back-fill of run packs.
@@ -114,14 +167,15 @@ var addColumn = regexp.MustCompile(`(?i)^ALTER TABLE\s+([A-Za-z_][A-Za-z0-9_]*)\
 // columnPresent reports whether ddl adds a column (ALTER TABLE t ADD COLUMN c …)
 // that the table already has: ClickHouse 18.16 knows no ADD COLUMN IF NOT
 // EXISTS, so this check keeps such a migration safe to apply again.
-func (s *Store) columnPresent(ctx context.Context, ddl string) (bool, error) {
+// suffix names the table checked: m[1]+suffix (a cluster's local table).
+func (s *Store) columnPresent(ctx context.Context, ddl, suffix string) (bool, error) {
 	m := addColumn.FindStringSubmatch(ddl)
 	if m == nil {
 		return false, nil
 	}
 	var n uint64
 	if err := s.conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = ? AND table = ? AND name = ?",
-		s.cfg.Database, m[1], m[2]).Scan(&n); err != nil {
+		s.cfg.Database, m[1]+suffix, m[2]).Scan(&n); err != nil {
 		return false, classify(fmt.Errorf("cannot read the columns of %s: %w", m[1], err))
 	}
 	return n > 0, nil

@@ -70,6 +70,9 @@ func (s *Store) CheckSchema(ctx context.Context) error {
 	if n == 0 {
 		return ingest.Permanent(fmt.Errorf("database %s on ClickHouse %s holds no cardhour schema (no schema_migrations table); %s", db, s.cfg.Addr, hint))
 	}
+	if err := s.checkKind(ctx); err != nil {
+		return err
+	}
 	var v uint32
 	if err := s.conn.QueryRow(ctx, "SELECT max(version) FROM "+s.table("schema_migrations")).Scan(&v); err != nil {
 		return classify(fmt.Errorf("cannot read the schema version of %s on ClickHouse %s: %w", db, s.cfg.Addr, err))

@@ -44,6 +44,12 @@ type Config struct {
 	// RawRetentionDays sets a TTL on raw samples at table creation (servers that
 	// support TTL; 0: keep forever).
 	RawRetentionDays int
+	// Cluster names a cluster of the server's remote_servers: the store is
+	// replicated local tables on every server of it and Distributed tables
+	// over them (see cluster.go); Addr is the server reads go through.
+	Cluster string
+	// QuorumTimeout is a cluster store's insert_quorum_timeout (default 60 s).
+	QuorumTimeout time.Duration
 }
 
 var compressions = map[string]ch.CompressionMethod{"": ch.CompressionLZ4, "lz4": ch.CompressionLZ4, "zstd": ch.CompressionZSTD, "none": ch.CompressionNone}
@@ -84,6 +90,9 @@ func (c *Config) Validate() error {
 	if c.RawRetentionDays < 0 {
 		errs = append(errs, errors.New("clickhouse: raw retention must be >= 0 days"))
 	}
+	if c.Cluster != "" && !identPattern.MatchString(c.Cluster) {
+		errs = append(errs, fmt.Errorf("clickhouse: cluster %q: want letters, digits and underscores", c.Cluster))
+	}
 	return errors.Join(errs...)
 }
 
@@ -93,6 +102,7 @@ type Store struct {
 	conn     driver.Conn
 	db       string          // quoted database name
 	migrated MigrationResult // what Open's migration did
+	cluster  *cluster        // nil unless cfg.Cluster
 }
 
 // Open connects and migrates (cfg.Migrate) or checks the schema (otherwise):
@@ -106,6 +116,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if cfg.ReadTimeout == 0 {
 		cfg.ReadTimeout = 5 * time.Minute
+	}
+	if cfg.QuorumTimeout == 0 {
+		cfg.QuorumTimeout = time.Minute
 	}
 	// Connect to the default database and qualify every table with cfg.Database,
 	// so that one connection can create the database it then uses.
@@ -134,13 +147,22 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		_ = conn.Close()
 		return nil, classify(fmt.Errorf("cannot reach ClickHouse at %s: %w", cfg.Addr, err))
 	}
+	if cfg.Cluster != "" {
+		if s.cluster, err = s.discoverCluster(ctx); err == nil {
+			err = s.checkSipHash(ctx)
+		}
+		if err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+	}
 	if cfg.Migrate {
 		s.migrated, err = s.Migrate(ctx)
 	} else {
 		err = s.CheckSchema(ctx)
 	}
 	if err != nil {
-		_ = conn.Close()
+		_ = s.Close()
 		return nil, err
 	}
 	return s, nil
@@ -153,7 +175,12 @@ func (s *Store) Migrated() MigrationResult { return s.migrated }
 func (s *Store) Conn() driver.Conn { return s.conn }
 
 // Close implements ingest.Store.
-func (s *Store) Close() error { return s.conn.Close() }
+func (s *Store) Close() error {
+	if s.cluster != nil {
+		s.cluster.close()
+	}
+	return s.conn.Close()
+}
 
 func (s *Store) table(name string) string { return s.db + "." + name }
 
@@ -290,6 +317,9 @@ func (c *rawCols) release() {
 // server squashes the blocks of one insert into parts as large as a one-block
 // insert would make, and acknowledges the insert only at its end (Finish).
 func (s *Store) BeginRaw(ctx context.Context) (ingest.RawStream, error) {
+	if s.cluster != nil {
+		return &bufferedRaw{s: s, ctx: ctx}, nil
+	}
 	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table("raw_samples")+" ("+rawColumns+")")
 	if err != nil {
 		return nil, classify(fmt.Errorf("cannot prepare insert into raw_samples: %w", err))
@@ -364,6 +394,9 @@ func (r *rawStream) releaseCols() {
 
 // insert sends one columnar batch: cols in the order of the column list.
 func (s *Store) insert(ctx context.Context, table, columns string, n int, cols ...any) error {
+	if s.cluster != nil {
+		return s.insertCluster(ctx, table, columns, n, cols...)
+	}
 	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table(table)+" ("+columns+")")
 	if err != nil {
 		return classify(fmt.Errorf("cannot prepare insert into %s: %w", table, err))
@@ -733,3 +766,6 @@ func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 
 // Database is the database the store uses.
 func (s *Store) Database() string { return s.cfg.Database }
+
+// Cluster is the cluster the store spans ("" for one server).
+func (s *Store) Cluster() string { return s.cfg.Cluster }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/schemas"
 )
@@ -200,10 +202,18 @@ func quote(s string) string {
 // keeps the highest block number of its sources), so a background merge
 // costs no recomputation.
 func (s *Store) DataVersion(ctx context.Context) (string, error) {
+	if s.cluster != nil {
+		return s.dataVersionCluster(ctx)
+	}
+	return dataVersionOn(ctx, s.conn, s.cfg.Database)
+}
+
+// dataVersionOn is DataVersion of one server's parts of database db.
+func dataVersionOn(ctx context.Context, conn driver.Conn, db string) (string, error) {
 	var blocks, partitions uint64
-	err := s.conn.QueryRow(ctx, `SELECT toUInt64(sum(b)), toUInt64(sum(p)) FROM (
+	err := conn.QueryRow(ctx, `SELECT toUInt64(sum(b)), toUInt64(sum(p)) FROM (
 		SELECT table, max(max_block_number) AS b, uniqExact(partition_id) AS p
-		FROM system.parts WHERE database = ? AND active GROUP BY table)`, s.cfg.Database).Scan(&blocks, &partitions)
+		FROM system.parts WHERE database = ? AND active GROUP BY table)`, db).Scan(&blocks, &partitions)
 	if err != nil {
 		return "", classify(fmt.Errorf("cannot read the data version from system.parts: %w", err))
 	}
