@@ -477,4 +477,3 @@ func usagePage(rep *reads.UsageReport, rows []reads.UsageGroup, off, limit int) 
 	out.Rows = append([]reads.UsageGroup{}, rows...)
 	return out
 }
-
