@@ -42,15 +42,7 @@ type HeldPage struct {
 }
 
 func (s *Server) getHeldNow(ctx context.Context, in *heldInput) (*body[HeldPage], error) {
-	off, err := decodeOffset(ctx, in.Cursor)
-	if err != nil {
-		return nil, err
-	}
-	u, err := s.usage()
-	if err != nil {
-		return nil, err
-	}
-	project, user, err := subjectScope(ctx, in.Project, in.User)
+	off, u, project, user, err := s.nowRead(ctx, in.Cursor, in.Project, in.User)
 	if err != nil {
 		return nil, err
 	}
@@ -78,6 +70,21 @@ func (s *Server) getHeldNow(ctx context.Context, in *heldInput) (*body[HeldPage]
 	out := HeldPage{Total: sum.Held, Idle: sum.Idle, Nodes: len(nodes), Cost: sum.Cost, Unpriced: sum.Unpriced}
 	out.Items, out.NextCursor = pageOf(match, off, in.Limit)
 	return &body[HeldPage]{out}, nil
+}
+
+// nowRead is what both reads of now begin with: the page's offset (from
+// cursor), the usage reads, and the project and user the token may read.
+func (s *Server) nowRead(ctx context.Context, cursor, project, user string) (int, Usage, string, string, error) {
+	off, err := decodeOffset(ctx, cursor)
+	if err != nil {
+		return 0, nil, "", "", err
+	}
+	u, err := s.usage()
+	if err != nil {
+		return 0, nil, "", "", err
+	}
+	project, user, err = subjectScope(ctx, project, user)
+	return off, u, project, user, err
 }
 
 // pageOf is the page of items from off, at most limit of them (0: all),
@@ -114,15 +121,7 @@ type nodesInput struct {
 }
 
 func (s *Server) listNodes(ctx context.Context, in *nodesInput) (*body[NodesBody], error) {
-	off, err := decodeOffset(ctx, in.Cursor)
-	if err != nil {
-		return nil, err
-	}
-	u, err := s.usage()
-	if err != nil {
-		return nil, err
-	}
-	project, user, err := subjectScope(ctx, in.Project, in.User)
+	off, u, project, user, err := s.nowRead(ctx, in.Cursor, in.Project, in.User)
 	if err != nil {
 		return nil, err
 	}
