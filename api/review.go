@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -19,7 +20,6 @@ import (
 	"github.com/cardhour/cardhour/internal/invoicing"
 	"github.com/cardhour/cardhour/internal/ledger"
 	"github.com/cardhour/cardhour/internal/reads"
-	"github.com/cardhour/cardhour/schemas"
 )
 
 // The monthly review (每月复盘): for a closed month, per project, what it
@@ -147,6 +147,17 @@ func (s *Server) review(ctx context.Context, period string) (*ReviewBody, error)
 	if project != "" {
 		q.Projects = []string{project}
 	}
+	// The advice (a search over months of billing) is read while the month's
+	// usage, invoices and budgets are.
+	var adv *advice.Report
+	var advErr error
+	var wg sync.WaitGroup
+	if s.cfg.Advice != nil {
+		wg.Go(func() {
+			adv, advErr = s.cfg.Advice.Advise(ctx, cat, advice.Options{Months: 3, Now: p.End, Project: project, MinCoverage: advice.DefaultMinCoverage})
+		})
+	}
+	defer wg.Wait()
 	rep, err := s.usageWithSavings(ctx, u, q)
 	if err != nil {
 		return nil, err
@@ -161,9 +172,10 @@ func (s *Server) review(ctx context.Context, period string) (*ReviewBody, error)
 	if err := s.reviewBudgets(ctx, project, p, byProject); err != nil {
 		return nil, err
 	}
-	if err := s.reviewAdvice(ctx, cat, project, p, byProject, out); err != nil {
-		return nil, err
+	if wg.Wait(); advErr != nil {
+		return nil, advErr
 	}
+	reviewAdvice(adv, byProject, out)
 	for _, k := range slices.Sorted(maps.Keys(byProject)) {
 		out.Projects = append(out.Projects, *byProject[k])
 	}
@@ -260,14 +272,11 @@ func (s *Server) reviewBudgets(ctx context.Context, project string, p billing.Pe
 	}
 }
 
-// reviewAdvice adds the reservation advice over the three months up to p.
-func (s *Server) reviewAdvice(ctx context.Context, cat *schemas.Catalog, project string, p billing.Period, by map[string]*ReviewProject, out *ReviewBody) error {
-	if s.cfg.Advice == nil {
-		return nil
-	}
-	rep, err := s.cfg.Advice.Advise(ctx, cat, advice.Options{Months: 3, Now: p.End, Project: project, MinCoverage: advice.DefaultMinCoverage})
-	if err != nil {
-		return err
+// reviewAdvice adds the reservation advice (over the three months up to
+// the period) to the projects reviewed.
+func reviewAdvice(rep *advice.Report, by map[string]*ReviewProject, out *ReviewBody) {
+	if rep == nil {
+		return
 	}
 	out.Assumption, out.AdviceFrom = rep.Assumption, rep.From
 	for _, a := range rep.Advice {
@@ -283,7 +292,6 @@ func (s *Server) reviewAdvice(ctx context.Context, cat *schemas.Catalog, project
 			x.Underused = append(x.Underused, ReviewUnderused{SKU: u.SKU, Coverage: u.Coverage, Unused: u.Unused})
 		}
 	}
-	return nil
 }
 
 // reviewTotal adds up the projects.

@@ -3,8 +3,10 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -62,4 +64,38 @@ func TestIdleNamesOnlyTheFlagThatIsWrong(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "--catalog is required")
 	require.NotContains(t, errOut, "--samples is required")
+}
+
+// --until ends the trace before a month, short of --samples: the
+// instances' latest samples start in the last step before it.
+func TestGenerateUntilEndsBeforeTheMonth(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "g.jsonl")
+	code, _, errOut := runCLI(t, "", "generate", "--instances", "4", "--interval", "3600", "--samples", "100000", "--until", "2026-12", "--out", out)
+	require.Equal(t, 0, code, errOut)
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	require.Greater(t, len(lines), 4*30*24-40, "a month of 4 instances, less the few samples the trace loses")
+	require.LessOrEqual(t, len(lines), 4*30*24)
+	last := map[string]string{}
+	for _, l := range lines {
+		var s struct {
+			TS       string `json:"ts"`
+			Instance string `json:"instance_id"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(l), &s))
+		require.Less(t, s.TS, "2026-11-30T16:00:00Z", "no sample at or after December (Asia/Shanghai)")
+		last[s.Instance] = s.TS
+	}
+	require.Len(t, last, 4)
+	n := 0
+	for _, ts := range last {
+		if ts == "2026-11-30T15:00:00Z" { // the last hour of November
+			n++
+		}
+	}
+	require.GreaterOrEqual(t, n, 3, "the latest samples start in November's last hour (a lost sample aside): %v", last)
+	code, _, errOut = runCLI(t, "", "generate", "--until", "2026-11", "--out", out)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--until 2026-11: want a month after --start 2026-11")
 }

@@ -24,6 +24,7 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 	instances := fs.Int("instances", 64, "number of GPU instances in the fleet")
 	users := fs.Int("users", 8, "users (students) per project; the trace has 5 projects")
 	seed := fs.Uint64("seed", 1, "random seed (same seed, same file)")
+	until := fs.String("until", "", "end the trace before this month (YYYY-MM, 00:00 Asia/Shanghai), even short of --samples: the instances' latest samples then start in the last step before it")
 	dup := fs.Int("duplicate-every", 0, "write every n-th sample twice, as a replay would (0: never)")
 	outPath := fs.String("out", "-", "output file ('-' for standard output)")
 	if code, ok := parseFlags(fs, args); !ok {
@@ -34,7 +35,7 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "cardhour generate:", err)
 		return 1
 	}
-	p, err := billing.ParsePeriod(*start, loc)
+	startMS, endMS, err := generateSpan(*start, *until, loc)
 	if err != nil {
 		fmt.Fprintln(stderr, "cardhour generate:", err)
 		return 2
@@ -69,8 +70,8 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 		}
 		w = f
 	}
-	n, err := gen.Write(w, gen.Config{Samples: *samples, StartMS: p.StartMS(), IntervalMS: int64(*interval * 1000),
-		Instances: *instances, Users: *users, Seed: *seed, DuplicateEvery: *dup})
+	n, err := gen.Write(w, gen.Config{Samples: *samples, StartMS: startMS, IntervalMS: int64(*interval * 1000),
+		Instances: *instances, Users: *users, Seed: *seed, DuplicateEvery: *dup, EndMS: endMS})
 	if f != nil {
 		if cerr := f.Close(); err == nil {
 			err = cerr
@@ -89,3 +90,23 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 const maxGenerateIntervalS = 3600
 
 func loadShanghai() (*time.Location, error) { return time.LoadLocation("Asia/Shanghai") }
+
+// generateSpan is the trace's first moment (the start of month start) and,
+// with until, the moment it ends before (the start of month until; 0 none).
+func generateSpan(start, until string, loc *time.Location) (startMS, endMS int64, err error) {
+	p, err := billing.ParsePeriod(start, loc)
+	if err != nil {
+		return 0, 0, fmt.Errorf("--start: %w", err)
+	}
+	if until == "" {
+		return p.StartMS(), 0, nil
+	}
+	e, err := billing.ParsePeriod(until, loc)
+	if err != nil {
+		return 0, 0, fmt.Errorf("--until: %w", err)
+	}
+	if e.StartMS() <= p.StartMS() {
+		return 0, 0, fmt.Errorf("--until %s: want a month after --start %s", until, start)
+	}
+	return p.StartMS(), e.StartMS(), nil
+}

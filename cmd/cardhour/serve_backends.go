@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -190,6 +191,7 @@ type usageReads struct {
 	st    ingest.Backend
 	now   func() time.Time
 	cache *reads.UsageCache // nil: every read computes
+	held  reads.HeldShare   // what is held now, read once per tick for /held and /nodes
 }
 
 // registerUsageCacheMetrics exports the usage cache's counters.
@@ -245,20 +247,28 @@ func (u *usageReads) Savings(ctx context.Context, q reads.UsageQuery, rep *reads
 }
 
 func (u *usageReads) HeldNow(ctx context.Context) ([]reads.Held, error) {
+	held, _, err := u.heldNow(ctx)
+	return held, err
+}
+
+// heldNow is what is held at the clock, priced, and the clock it was read
+// at: one read per tick (reads.HeldShare), shared by the calls within it.
+func (u *usageReads) heldNow(ctx context.Context) ([]reads.Held, time.Time, error) {
 	rows, ok := u.st.(reads.HeldRows)
 	if !ok {
-		return nil, fmt.Errorf("%w: this usage store cannot say what is held", api.ErrUnavailable)
+		return nil, time.Time{}, fmt.Errorf("%w: this usage store cannot say what is held", api.ErrUnavailable)
 	}
 	cat, err := u.cats.Current(ctx)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
-	now := u.now()
-	held, err := reads.HeldNow(ctx, rows, cat, now)
-	if err == nil {
-		reads.PriceHeld(cat, held, now)
-	}
-	return held, err
+	return u.held.Get(ctx, cat, u.now(), func(ctx context.Context, now time.Time) ([]reads.Held, error) {
+		held, err := reads.HeldNow(ctx, rows, cat, now)
+		if err == nil {
+			reads.PriceHeld(cat, held, now)
+		}
+		return held, err
+	})
 }
 
 // Nodes is reads.NodesNow at the clock of HeldNow, with what is held then.
@@ -271,17 +281,19 @@ func (u *usageReads) Nodes(ctx context.Context, q reads.NodeQuery) (*reads.NodeR
 	if !ok {
 		return nil, fmt.Errorf("%w: this usage store cannot say how fresh its nodes are", api.ErrUnavailable)
 	}
-	cat, err := u.cats.Current(ctx)
-	if err != nil {
+	// The nodes' activity is read while what is held is (or while the
+	// read of it that this call shares runs), at this call's clock: at
+	// most a tick after the held read's, whose clock the answer takes.
+	var newest map[string]int64
+	var errNewest error
+	var wg sync.WaitGroup
+	wg.Go(func() { newest, errNewest = reads.NodesNewest(ctx, rows, u.now()) })
+	held, now, err := u.heldNow(ctx)
+	wg.Wait()
+	if err = cmp.Or(err, errNewest); err != nil {
 		return nil, err
 	}
-	now := u.now()
-	held, err := reads.HeldNow(ctx, rows, cat, now)
-	if err != nil {
-		return nil, err
-	}
-	reads.PriceHeld(cat, held, now)
-	nodes, err := reads.NodesNow(ctx, rows, rows, held, now, q)
+	nodes, err := reads.NodesFrom(ctx, newest, rows, held, now, q)
 	if err != nil {
 		return nil, err
 	}

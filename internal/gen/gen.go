@@ -24,6 +24,11 @@ type Config struct {
 	Users      int      // users per project, default 8
 	// DuplicateEvery writes every n-th sample twice (a replay), 0 for none.
 	DuplicateEvery int
+	// EndMS, when positive, ends the trace before the first time step
+	// starting at or after it, even if fewer than Samples were written:
+	// the instances' latest samples then start in the last step before it
+	// (but where that step's sample was lost).
+	EndMS int64
 }
 
 type instance struct {
@@ -103,6 +108,9 @@ func Each(cfg Config, fn func(*schemas.Sample) error) (int64, error) {
 	var s schemas.Sample
 	for step := int64(0); written < cfg.Samples; step++ {
 		ts := cfg.StartMS + step*cfg.IntervalMS
+		if cfg.EndMS > 0 && ts >= cfg.EndMS {
+			break
+		}
 		for _, in := range fleet {
 			if written >= cfg.Samples {
 				break

@@ -3,9 +3,11 @@ package reads
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/cardhour/cardhour/billing"
@@ -54,12 +56,13 @@ func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now
 	tol := cat.Defaults.GapToleranceMS
 	nowMS := now.UnixMilli()
 	lo := now.Add(-lookback).UnixMilli()
-	latest, later, err := latestHeld(ctx, src, lo, nowMS, tol)
+	rows, err := readCompact(ctx, src, cat, lo, nowMS, tol)
 	if err != nil {
 		return nil, err
 	}
+	latest := rows.latest
 	var fromRaw []Held
-	if len(later) > 0 {
+	if len(rows.later) > 0 {
 		// Now lies in the past of these instances (a moment in the store's
 		// past, or a node whose clock runs ahead): their latest sample does
 		// not describe now, their raw samples do, read by instance where
@@ -69,7 +72,7 @@ func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now
 			return HeldNowWithin(ctx, src, cat, now, lookback)
 		}
 		fromRaw, err = heldFromSamples(cat, now, lookback, func(from, to int64, fn func(*schemas.Sample) error) error {
-			return ir.InstanceSamples(ctx, later, from, to, fn)
+			return ir.InstanceSamples(ctx, rows.later, from, to, fn)
 		})
 		if err != nil {
 			return nil, err
@@ -78,11 +81,8 @@ func HeldNowFrom(ctx context.Context, src CompactHeld, cat *schemas.Catalog, now
 	if len(latest) == 0 {
 		return fromRaw, nil
 	}
-	runs, err := heldRuns(ctx, src, latest, lo, nowMS)
-	if err != nil {
-		return nil, err
-	}
-	idleTime, err := idleTimeNow(ctx, src, cat, latest, lo, nowMS)
+	runs := heldRuns(rows.occupancy, latest)
+	idleTime, err := idleTimeNow(ctx, src, cat, latest, rows.idle, lo, nowMS)
 	if err != nil {
 		return nil, err
 	}
@@ -117,29 +117,67 @@ func latestHeld(ctx context.Context, src LatestRows, lo, nowMS, tol int64) (late
 	return latest, later, nil
 }
 
-// heldRuns returns the occupancy runs over [lo, nowMS) of the held
-// instances, by instance: every key of each, since another holder's run
-// ends a holding.
-func heldRuns(ctx context.Context, src UsageSource, latest map[string]schemas.Sample, lo, nowMS int64) (map[string][]schemas.Run, error) {
-	runs := map[string][]schemas.Run{}
-	err := src.Occupancy(ctx, lo, nowMS, func(rs []schemas.Run) error {
-		for _, r := range rs {
-			if _, ok := latest[r.Key.InstanceID]; ok && r.EndMS > r.StartMS {
-				runs[r.Key.InstanceID] = append(runs[r.Key.InstanceID], r)
+// compactRows are the rows HeldNowFrom reads over its look-back [lo, now]:
+// the latest held sample of each instance (latestHeld), every occupancy
+// run and every idle run under the catalog's greatest threshold. They are
+// read at once, each kind on its own, and sorted out afterwards.
+type compactRows struct {
+	latest    map[string]schemas.Sample
+	later     []string
+	occupancy []schemas.Run
+	idle      []schemas.IdleRun
+}
+
+func readCompact(ctx context.Context, src CompactHeld, cat *schemas.Catalog, lo, nowMS, tol int64) (*compactRows, error) {
+	var r compactRows
+	var errLatest, errOcc, errIdle error
+	var wg sync.WaitGroup
+	wg.Go(func() { r.latest, r.later, errLatest = latestHeld(ctx, src, lo, nowMS, tol) })
+	wg.Go(func() {
+		errOcc = src.Occupancy(ctx, lo, nowMS, func(rs []schemas.Run) error {
+			for _, x := range rs {
+				if x.EndMS > x.StartMS {
+					r.occupancy = append(r.occupancy, x)
+				}
 			}
+			return nil
+		})
+		if errOcc != nil {
+			errOcc = fmt.Errorf("held now: %w", errOcc)
 		}
-		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("held now: %w", err)
+	wg.Go(func() {
+		errIdle = src.IdleRuns(ctx, lo, nowMS+1, billing.MaxIdleThreshold(cat)+1e-9, func(rs []schemas.IdleRun) error {
+			r.idle = append(r.idle, rs...)
+			return nil
+		})
+		if errIdle != nil {
+			errIdle = fmt.Errorf("held now: %w", errIdle)
+		}
+	})
+	wg.Wait()
+	if err := errors.Join(errLatest, errOcc, errIdle); err != nil {
+		return nil, err
 	}
-	return runs, nil
+	return &r, nil
+}
+
+// heldRuns returns the occupancy runs of the held instances, by instance:
+// every key of each, since another holder's run ends a holding.
+func heldRuns(occupancy []schemas.Run, latest map[string]schemas.Sample) map[string][]schemas.Run {
+	runs := map[string][]schemas.Run{}
+	for _, r := range occupancy {
+		if _, ok := latest[r.Key.InstanceID]; ok {
+			runs[r.Key.InstanceID] = append(runs[r.Key.InstanceID], r)
+		}
+	}
+	return runs
 }
 
 // idleTimeNow returns the idle time since lo of the keys whose latest sample
-// is idle, under each project's threshold (raw samples only for runs the
-// threshold cuts through).
-func idleTimeNow(ctx context.Context, src UsageSource, cat *schemas.Catalog, latest map[string]schemas.Sample, lo, nowMS int64) (map[schemas.Key][]schemas.Run, error) {
+// is idle, under each project's threshold, from the idle runs read (raw
+// samples only for runs the threshold cuts through).
+func idleTimeNow(ctx context.Context, src UsageSource, cat *schemas.Catalog, latest map[string]schemas.Sample, idle []schemas.IdleRun, lo, nowMS int64) (map[schemas.Key][]schemas.Run, error) {
 	idleKeys := map[schemas.Key]bool{}
 	for _, s := range latest {
 		if IsIdleSample(cat, &s) {
@@ -155,18 +193,12 @@ func idleTimeNow(ctx context.Context, src UsageSource, cat *schemas.Catalog, lat
 			idleTime[k] = append(idleTime[k], schemas.Run{StartMS: s, EndMS: e})
 		}
 	})
-	err := src.IdleRuns(ctx, lo, nowMS+1, billing.MaxIdleThreshold(cat)+1e-9, func(rs []schemas.IdleRun) error {
-		for i := range rs {
-			if idleKeys[rs[i].Key] {
-				feed.Add(&rs[i])
-			}
+	for i := range idle {
+		if idleKeys[idle[i].Key] {
+			feed.Add(&idle[i])
 		}
-		return nil
-	})
-	if err == nil {
-		err = ResolveIdle(ctx, feed, src)
 	}
-	if err != nil {
+	if err := ResolveIdle(ctx, feed, src); err != nil {
 		return nil, fmt.Errorf("held now: %w", err)
 	}
 	return idleTime, nil

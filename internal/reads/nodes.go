@@ -126,12 +126,25 @@ func (n *NodeState) AddHeld(h *Held) {
 // reads the latest held sample of each instance (LatestRows) to find the
 // nodes its project or user held instances on lately.
 func NodesNow(ctx context.Context, src NodeBucketRows, latest LatestRows, held []Held, now time.Time, q NodeQuery) ([]NodeState, error) {
-	nowMS := now.UnixMilli()
-	fromMS := now.Add(-NodeLookback).UnixMilli()
-	newest, err := NodeLatest(ctx, src, fromMS, nowMS+1)
+	newest, err := NodesNewest(ctx, src, now)
 	if err != nil {
 		return nil, err
 	}
+	return NodesFrom(ctx, newest, latest, held, now, q)
+}
+
+// NodesNewest is the node activity NodesNow reads at now: NodeLatest over
+// NodeLookback up to now.
+func NodesNewest(ctx context.Context, src NodeBucketRows, now time.Time) (map[string]int64, error) {
+	return NodeLatest(ctx, src, now.Add(-NodeLookback).UnixMilli(), now.UnixMilli()+1)
+}
+
+// NodesFrom is NodesNow with the node activity read already (newest,
+// NodesNewest's): a caller reads it while what is held is read. A minute
+// that starts after now (read at a later clock) is taken as now's.
+func NodesFrom(ctx context.Context, newest map[string]int64, latest LatestRows, held []Held, now time.Time, q NodeQuery) ([]NodeState, error) {
+	nowMS := now.UnixMilli()
+	fromMS := now.Add(-NodeLookback).UnixMilli()
 	nodes := map[string]*NodeState{}
 	add := func(node string) *NodeState {
 		if nodes[node] == nil {
@@ -173,7 +186,7 @@ func NodesNow(ctx context.Context, src NodeBucketRows, latest LatestRows, held [
 		if !ok { // no rollup row: a held instance's sample only
 			minute = exact[n.Node].UnixMilli() - exact[n.Node].UnixMilli()%NodeBucket.Milliseconds()
 		}
-		bucket := time.UnixMilli(minute).UTC()
+		bucket := time.UnixMilli(min(minute, nowMS-nowMS%NodeBucket.Milliseconds())).UTC()
 		n.LastSample = bucket
 		if e := exact[n.Node]; e.After(bucket) || e.Equal(bucket) {
 			n.LastSample = e

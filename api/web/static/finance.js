@@ -13,8 +13,9 @@ const FINANCE = ['admin', 'finance'];
 let told = null;
 
 // periodFinance reads the period's summary and returns what the invoice
-// list adds: the funding code of an invoice, a column of checkboxes for
-// the drafts (finance only), and the sections below the list.
+// list adds: the funding code, total and currency of an invoice (as its
+// stored document states them), a column of checkboxes for the drafts
+// (finance only), and the sections below the list.
 export async function periodFinance(ctx, period) {
   const { session } = ctx;
   const sum = await get(`/api/v1/periods/${period}/summary`);
@@ -37,7 +38,9 @@ export async function periodFinance(ctx, period) {
       { label: t('inv.total'), num: true, value: (f) => (f.total_row ? h('strong', {}, money(f.total, f.currency)) : money(f.total, f.currency)) },
     ], [...sum.by_funding, ...sum.totals.map((x) => ({ ...x, total_row: true }))], { id: 'funding-table' }))];
   if (finance && (sum.invoices.some((i) => i.status === 'draft') || told?.period === period)) sections.push(batchForm(ctx, period, byID));
-  return { fundingOf, select, sections };
+  const totalOf = (i) => byID.get(i.id)?.total ?? '0';
+  const currencyOf = (i) => byID.get(i.id)?.currency;
+  return { fundingOf, totalOf, currencyOf, select, sections };
 }
 
 function batchForm(ctx, period, byID) {

@@ -390,12 +390,14 @@ async function invoicesPage(ctx) {
   if (!ctx.isCurrent()) return;
   const page = await getAll('/api/v1/invoices', { period: period === 'all' ? '' : period }, 200);
   if (!ctx.isCurrent()) return;
-  const docs = await documents(page.items);
-  if (!ctx.isCurrent()) return;
+  // A month's totals come from its summary (the server adds them from the
+  // documents); every period at once reads the documents themselves.
   const fin = period === 'all' ? null : await periodFinance(ctx, period);
   if (!ctx.isCurrent()) return;
-  const totalOf = (i) => docs.get(i.id)?.total ?? '0';
-  const curOf = (i) => docs.get(i.id)?.currency || session.currency;
+  const docs = fin ? null : await documents(page.items);
+  if (!ctx.isCurrent()) return;
+  const totalOf = (i) => (fin ? fin.totalOf(i) : docs.get(i.id)?.total ?? '0');
+  const curOf = (i) => (fin ? fin.currencyOf(i) : docs.get(i.id)?.currency) || session.currency;
   const out = [
     sectionHead(t('inv.title')),
     h('div', { class: 'controls' }, periodForm(ctx, 'invoices', period, {}, true)),

@@ -8,7 +8,7 @@
 import { get, getAll } from './api.js';
 import { addDays, addMonths, h, hours, money, sumMoney, table, time, zonedStart } from './format.js';
 import { getLang, t } from './i18n.js';
-import { documents, exportButton, invoiceTotals, periodForm, periodOf, sectionHead, tzNote } from './pages.js';
+import { exportButton, invoiceTotals, periodForm, periodOf, sectionHead, tzNote } from './pages.js';
 
 let echartsLoading;
 
@@ -323,18 +323,17 @@ function topSection(ctx, state, topDims, tops, queries, top, range, cur) {
 // ---------------------------------------------------------------- invoiced
 
 // invoicedFor is what the invoices of period bill (void revisions left
-// out): staff read the invoices (and their documents), a student its
-// statements. By project for staff.
+// out): staff read the period's summary (each invoice's total, added by the
+// server from its document), a student its statements. By project for staff.
 async function invoicedFor(role, period) {
   if (role === 'student') {
     const items = (await getAll('/api/v1/statements', { period }, 200)).items;
     return invoiceTotals(items, (i) => i.total);
   }
-  const items = (await getAll('/api/v1/invoices', { period }, 200)).items;
-  const docs = await documents(items.filter((i) => i.status !== 'void'));
-  const sum = invoiceTotals(items, (i) => docs.get(i.id)?.total ?? '0');
+  const items = (await get(`/api/v1/periods/${period}/summary`)).invoices;
+  const sum = invoiceTotals(items, (i) => i.total);
   sum.byProject = {};
-  for (const i of items) if (i.status !== 'void') sum.byProject[i.project] = sumMoney([sum.byProject[i.project] ?? '0', docs.get(i.id)?.total ?? '0']);
+  for (const i of items) if (i.status !== 'void') sum.byProject[i.project] = sumMoney([sum.byProject[i.project] ?? '0', i.total]);
   return sum;
 }
 
