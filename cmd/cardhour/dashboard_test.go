@@ -165,7 +165,7 @@ func startDashboard(tb testing.TB, samples string, heldAt, invoiceNow time.Time,
 		Logger:          log,
 		Clock:           func() time.Time { return invoiceNow },
 		RefreshInterval: setup.refresh,
-		Advice:          adviceReads{st: st},
+		Advice:          adviceReads{st: st, memo: newAdviceMemo(st)},
 	}
 	if setup.releaser != nil {
 		cfg.Releases = newHeldReleases(led, setup.releaser, func() time.Time { return invoiceNow })

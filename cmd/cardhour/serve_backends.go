@@ -114,7 +114,7 @@ func serveBackends(led ledger.Store, st ingest.Backend, jo jobOptions, log *slog
 		Catalogs:        cats,
 		Usage:           ur,
 		Invoicing:       &flow{svc: svc, led: led, docs: docs},
-		Advice:          adviceReads{st: st},
+		Advice:          adviceReads{st: st, memo: newAdviceMemo(st)},
 		PDF:             docs.PDF,
 		Releases:        newHeldReleases(leases.Store, jo.Watch.Config.Releaser, now),
 		UsagePing: func(ctx context.Context) error {
