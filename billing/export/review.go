@@ -69,7 +69,7 @@ type ReviewUnderused struct{ SKU, Coverage, Unused string }
 var reviewText = map[string]map[string]string{
 	"en": {
 		"title": "Monthly review {period}", "period": "{from} to {to} ({zone}) · currency {cur}",
-		"project": "Project", "name": "Name", "invoiced": "Invoiced ({cur})", "list": "List price ({cur})", "idleCost": "Idle cost ({cur})",
+		"project": "Project", "name": "Name", "funding": "Funding code", "invoiced": "Invoiced ({cur})", "list": "List price ({cur})", "idleCost": "Idle cost ({cur})",
 		"held": "Card-hours", "idle": "Idle hours", "efficiency": "Efficiency (%)", "savedHours": "Hours saved by releases",
 		"saved": "Saved by releases ({cur})", "total": "Total", "notBilled": "not billed yet", "drafts": "{n} draft(s)",
 		"savings": "Saved by releases", "assumed": "Assumed: {text}.", "colon": ": ", "semi": "; ",
@@ -84,7 +84,7 @@ var reviewText = map[string]map[string]string{
 	},
 	"zh-CN": {
 		"title": "{period} 月度复盘", "period": "{from} 至 {to}（{zone}）· 币种 {cur}",
-		"project": "项目", "name": "名称", "invoiced": "账单金额（{cur}）", "list": "目录价（{cur}）", "idleCost": "空闲费用（{cur}）",
+		"project": "项目", "name": "名称", "funding": "经费代码", "invoiced": "账单金额（{cur}）", "list": "目录价（{cur}）", "idleCost": "空闲费用（{cur}）",
 		"held": "卡时", "idle": "空闲小时", "efficiency": "利用率（%）", "savedHours": "释放节省小时",
 		"saved": "释放节省（{cur}）", "total": "合计", "notBilled": "尚未出账", "drafts": "{n} 份草稿",
 		"savings": "释放节省", "assumed": "估算假设：{text}。", "colon": "：", "semi": "；",
@@ -202,7 +202,7 @@ func (r *pdfReview) render() {
 // projectsTable is the row per project and the total row, on a grey ground
 // under a rule.
 func (r *pdfReview) projectsTable() {
-	cols := []pdfCol{{r.t("project"), 34, "L", true}, {r.t("name"), 51, "L", false}, {r.t("invoiced"), 28, "R", false},
+	cols := []pdfCol{{r.t("project"), 30, "L", true}, {r.t("name"), 29, "L", false}, {r.t("funding"), 26, "L", false}, {r.t("invoiced"), 28, "R", false},
 		{r.t("list"), 24, "R", false}, {r.t("idleCost"), 24, "R", false}, {r.t("held"), 20, "R", false},
 		{r.t("idle"), 20, "R", false}, {r.t("efficiency"), 18, "R", false}, {r.t("savedHours"), 22, "R", false},
 		{r.t("saved"), 26, "R", false}}
@@ -234,7 +234,7 @@ func (r *pdfReview) cellsOf(x ReviewRow, first string) []string {
 	if eff == "" {
 		eff = "—"
 	}
-	return []string{first, x.Name, inv, billing.FormatMoney(x.ListCost), billing.FormatMoney(x.IdleCost),
+	return []string{first, x.Name, x.Funding, inv, billing.FormatMoney(x.ListCost), billing.FormatMoney(x.IdleCost),
 		billing.FormatHours(x.HeldSeconds), billing.FormatHours(x.IdleSeconds), eff,
 		billing.FormatHours(x.SavedSeconds), billing.FormatMoney(x.SavedCost)}
 }

@@ -39,7 +39,7 @@ func reviewFixture(lang string) *Review {
 		AdviceAssumption: pick("Assumes the last three months go on as they were.", "假设近三个月的用量照旧延续。"),
 		AdviceFrom:       "2026-09",
 		Projects: []ReviewRow{
-			{Project: "cv-lab", Name: "Computer Vision Lab 视觉组", Funding: "F-1", Invoiced: decp("1234.56"), Drafts: 1,
+			{Project: "cv-lab", Name: "Computer Vision Lab 视觉组", Funding: "NSFC-62276001", Invoiced: decp("1234.56"), Drafts: 1,
 				ListCost: dec("1301.25"), IdleCost: dec("211.40"), HeldSeconds: 123 * 3600, IdleSeconds: 20*3600 + 1800, Efficiency: "83.3",
 				SavedSeconds: 7*3600 + 900, SavedCost: dec("38.75"), AdviceSaving: dec("96.00"),
 				Budgets: []ReviewBudget{{Unit: string(billing.BudgetMoney), Limit: "1000.00", Used: "1234.56", Percent: 123, Reached: true},
@@ -97,6 +97,7 @@ func TestPDFReview(t *testing.T) {
 				}
 				// Long names wrap in their cell: every character is there.
 				require.Contains(t, flat, strings.ReplaceAll(x.Name, " ", ""))
+				require.Contains(t, flat, x.Funding, "%s row: its funding code", x.Project)
 				for _, a := range x.Advice {
 					require.Contains(t, flat, strings.ReplaceAll(a.Text, " ", ""))
 				}
