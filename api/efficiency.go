@@ -30,7 +30,7 @@ func (s *Server) routesEfficiency() {
 		Description: "A heat map of nodes × local hours over a period or range (at most 31 days), in at most `rows` rows (default 100, at most 500): " +
 			"a row per node, or, when more nodes match than rows, a row per group of group_size consecutive nodes in node order (by name, runs of " +
 			"digits compared as numbers), labelled with its first and last node and its node count. Per row and hour: util, the average utilisation " +
-			"of the measured samples as a percent with one decimal (\"\" when none measured it), held_seconds and held_unmeasured_seconds (held, util " +
+			"of the measured samples as a percent with one decimal (\"\" when none measured it) and held_unmeasured_seconds (held, util " +
 			"null: MIG without DCGM, for one); per row, its sums over the range. A group's figures are the sums of its nodes' sample intervals, its " +
 			"util their util × interval sum over their measured time. node_prefix, node_from and node_to choose the nodes (one group: its first " +
 			"and last node).", Tags: []string{"usage"}},

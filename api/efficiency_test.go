@@ -63,7 +63,7 @@ func TestEfficiencyRoutes(t *testing.T) {
 	require.Len(t, hm.Hours, 24)
 	require.Equal(t, "2026-11-03T08:00:00+08:00", hm.Hours[0])
 	require.Equal(t, "30.0", hm.Rows[2].Util[0])
-	require.Equal(t, int64(1800), hm.Rows[2].HeldSeconds[0])
+	require.Equal(t, int64(0), hm.Rows[2].HeldUnmeasuredSeconds[0])
 	r = f.do("admin", "GET", "/api/v1/utilization/heatmap?from=2026-11-03T00:00:00Z&to=2026-11-04T00:00:00Z&rows=2", "", "")
 	require.Equal(t, 200, r.Status, string(r.Body))
 	require.NoError(t, json.Unmarshal(r.Body, &hm))

@@ -58,7 +58,6 @@ type HeatmapRow struct {
 	Total HeatmapSums `json:"total" doc:"the row's sums over the whole range"`
 	// Per hour, in the order of Hours.
 	Util                  []string `json:"util" doc:"per hour: the average util of the row's measured samples as a percent with one decimal (\"37.5\"); \"\" when none measured it"`
-	HeldSeconds           []int64  `json:"held_seconds" doc:"per hour: instance-seconds held"`
 	HeldUnmeasuredSeconds []int64  `json:"held_unmeasured_seconds" doc:"per hour: instance-seconds held whose util is unknown (null: MIG without DCGM, for one)"`
 }
 
@@ -183,7 +182,7 @@ func (q HeatmapQuery) wants(node string) bool {
 // heatRow sums the group's nodes per hour and over the range.
 func heatRow(group []string, byNode map[string][]heatSum, hours int) HeatmapRow {
 	row := HeatmapRow{First: group[0], Last: group[len(group)-1], Nodes: len(group),
-		Util: make([]string, hours), HeldSeconds: make([]int64, hours), HeldUnmeasuredSeconds: make([]int64, hours)}
+		Util: make([]string, hours), HeldUnmeasuredSeconds: make([]int64, hours)}
 	var total heatSum
 	for h := range hours {
 		var cell heatSum
@@ -192,7 +191,6 @@ func heatRow(group []string, byNode map[string][]heatSum, hours int) HeatmapRow 
 		}
 		total.add(cell)
 		row.Util[h] = cell.utilText()
-		row.HeldSeconds[h] = cell.held / 1000
 		row.HeldUnmeasuredSeconds[h] = cell.heldUnmeasured / 1000
 	}
 	row.Total = HeatmapSums{SeenSeconds: total.seen / 1000, HeldSeconds: total.held / 1000, MeasuredSeconds: total.measured / 1000,

@@ -132,8 +132,7 @@ function drawHeatmap(echarts, el, hm, onRow) {
   chart = echarts.init(el, null, { renderer: 'canvas' });
   chart.setOption({
     animation: false,
-    tooltip: { formatter: (p) => `${labels[p.data[1]]} · ${time(hm.hours[p.data[0]])}<br>${p.seriesIndex ? t('eff.unmeasured') : p.data[2] + ' %'}` +
-      `<br>${t('col.heldInstHours')}: ${hours(hm.rows[p.data[1]].held_seconds[p.data[0]])}` },
+    tooltip: { formatter: (p) => `${labels[p.data[1]]} · ${time(hm.hours[p.data[0]])}<br>${p.seriesIndex ? t('eff.unmeasured') : p.data[2] + ' %'}` },
     grid: { left: 8, right: 16, top: 48, bottom: 64, containLabel: true },
     xAxis: { type: 'category', data: hm.hours.map((v) => v.slice(5, 13).replace('T', ' ')), splitArea: { show: true } },
     yAxis: { type: 'category', data: labels, inverse: true, splitArea: { show: true }, axisLabel: { interval: hm.rows.length > 40 ? 'auto' : 0 } },
