@@ -739,7 +739,8 @@ func groupThousands(s string) string {
 // page's data drawn (the cardhour:ready performance mark) and the bytes
 // transferred (compressed, API responses included). The data: the example
 // fleet, or with CARDHOUR_DASH_BENCH_INSTANCES=N a generated month of N
-// instances (hourly samples, `cardhour generate`).
+// instances (hourly samples, `cardhour generate`); CARDHOUR_DASH_BENCH_PAGES
+// (names, comma-separated) loads only those pages.
 func BenchmarkDashboardFirstLoad(b *testing.B) {
 	chromium := needChromium(b)
 	samples, at, label := exampleSamples, heldAt, "example"
@@ -778,7 +779,8 @@ func BenchmarkDashboardFirstLoad(b *testing.B) {
 	_ = res.Body.Close()
 	require.NotEmpty(b, rr.Drafts)
 	b.Logf("the billing run of November: %d drafts in %s", len(rr.Drafts), time.Since(start).Round(time.Millisecond))
-	tb := newTab(b, chromium, 1280, 800, b.TempDir())
+	shots := os.Getenv("CARDHOUR_TEST_ARTIFACTS") // a screenshot of each page's last load there
+	tb := newTab(b, chromium, 1280, 800, cmp.Or(shots, b.TempDir()))
 	tb.login(ds.base, ds.tokens["finance"])
 	_, err = chromedp.Call(tb.ctx, network.SetCacheDisabled, network.SetCacheDisabledParams{CacheDisabled: true})
 	require.NoError(b, err)
@@ -793,6 +795,9 @@ func BenchmarkDashboardFirstLoad(b *testing.B) {
 		{"roster", "#/roster"},
 		{"budgets", "#/budgets"},
 		{"review", "#/review?period=2026-11"},
+	}
+	if only := os.Getenv("CARDHOUR_DASH_BENCH_PAGES"); only != "" { // e.g. "efficiency,now": those pages alone
+		pages = slices.DeleteFunc(pages, func(p [2]string) bool { return !slices.Contains(strings.Split(only, ","), p[0]) })
 	}
 	b.ResetTimer()
 	worst := map[string][2]float64{}
@@ -817,6 +822,9 @@ func BenchmarkDashboardFirstLoad(b *testing.B) {
 			tb.mu.Unlock()
 			w := worst[p[0]]
 			worst[p[0]] = [2]float64{math.Max(w[0], ms), math.Max(w[1], kib)}
+			if shots != "" && i == b.N-1 {
+				tb.screenshot("first-load-" + p[0])
+			}
 			if testing.Verbose() { // progress, as it goes
 				fmt.Fprintf(os.Stderr, "load %d of %s: %.0f ms, %.0f KiB\n", i+1, p[0], ms, kib)
 			}
