@@ -17,7 +17,7 @@ import (
 // can sum every sample; elsewhere the routes are unavailable.
 type Efficiency interface {
 	Occupancy(ctx context.Context, from, to time.Time) (*reads.OccupancyReport, error)
-	UtilHeatmap(ctx context.Context, from, to time.Time) (*reads.HeatmapReport, error)
+	UtilHeatmap(ctx context.Context, q reads.HeatmapQuery) (*reads.HeatmapReport, error)
 }
 
 func (s *Server) routesEfficiency() {
@@ -27,9 +27,13 @@ func (s *Server) routesEfficiency() {
 			"A MIG slice or a share is one instance like a whole card; a sample counts in the range its start falls in.", Tags: []string{"usage"}},
 		rolesFinance, s.getOccupancy)
 	register(s, huma.Operation{OperationID: "get-util-heatmap", Method: http.MethodGet, Path: "/api/v1/utilization/heatmap", Summary: "read utilisation per node and hour",
-		Description: "A heat map of nodes × local hours over a period or range (at most 31 days): per node and hour with samples, the instance-seconds " +
-			"sampled, held, measured (util known) and held but not measured (util null: MIG without DCGM, for one), and util, the average utilisation " +
-			"of the measured samples as a percent with one decimal (absent when none measured it).", Tags: []string{"usage"}},
+		Description: "A heat map of nodes × local hours over a period or range (at most 31 days), in at most `rows` rows (default 100, at most 500): " +
+			"a row per node, or, when more nodes match than rows, a row per group of group_size consecutive nodes in node order (by name, runs of " +
+			"digits compared as numbers), labelled with its first and last node and its node count. Per row and hour: util, the average utilisation " +
+			"of the measured samples as a percent with one decimal (\"\" when none measured it) and held_unmeasured_seconds (held, util " +
+			"null: MIG without DCGM, for one); per row, its sums over the range. A group's figures are the sums of its nodes' sample intervals, its " +
+			"util their util × interval sum over their measured time. node_prefix, node_from and node_to choose the nodes (one group: its first " +
+			"and last node).", Tags: []string{"usage"}},
 		rolesFinance, s.getUtilHeatmap)
 }
 
@@ -42,6 +46,14 @@ func (s *Server) efficiency() (Efficiency, error) {
 
 type efficiencyInput struct {
 	RangeParams
+}
+
+type heatmapInput struct {
+	RangeParams
+	Rows       int    `query:"rows" minimum:"0" maximum:"500" doc:"the most rows (0: 100); more nodes than rows are grouped"`
+	NodePrefix string `query:"node_prefix" maxLength:"256" doc:"only the nodes whose name starts with it"`
+	NodeFrom   string `query:"node_from" maxLength:"256" doc:"only the nodes from this one on, in node order (included)"`
+	NodeTo     string `query:"node_to" maxLength:"256" doc:"only the nodes up to this one, in node order (included); node_from and node_to of a row: its nodes"`
 }
 
 // efficiencyWindow is the range of an efficiency request, at most max long.
@@ -69,7 +81,7 @@ func (s *Server) getOccupancy(ctx context.Context, in *efficiencyInput) (*body[r
 	return &body[reads.OccupancyReport]{*rep}, nil
 }
 
-func (s *Server) getUtilHeatmap(ctx context.Context, in *efficiencyInput) (*body[reads.HeatmapReport], error) {
+func (s *Server) getUtilHeatmap(ctx context.Context, in *heatmapInput) (*body[reads.HeatmapReport], error) {
 	e, err := s.efficiency()
 	if err != nil {
 		return nil, err
@@ -78,7 +90,10 @@ func (s *Server) getUtilHeatmap(ctx context.Context, in *efficiencyInput) (*body
 	if err != nil {
 		return nil, err
 	}
-	rep, err := e.UtilHeatmap(ctx, from, to)
+	if in.NodeFrom != "" && in.NodeTo != "" && reads.CompareNodes(in.NodeFrom, in.NodeTo) > 0 {
+		return nil, invalid(ctx, "query.node_to", "node_to must not come before node_from")
+	}
+	rep, err := e.UtilHeatmap(ctx, reads.HeatmapQuery{From: from, To: to, Rows: in.Rows, NodePrefix: in.NodePrefix, NodeFrom: in.NodeFrom, NodeTo: in.NodeTo})
 	if err != nil {
 		return nil, err
 	}

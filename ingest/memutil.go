@@ -17,7 +17,10 @@ func (m *MemStore) UtilRows(ctx context.Context, q schemas.UtilRowQuery, fn func
 	groups := map[key]*schemas.UtilRow{}
 	var order []*schemas.UtilRow
 	_ = m.uniqueSamples(q.FromMS, q.ToMS, func(s *schemas.Sample) error {
-		k := key{model: s.GPUModel}
+		var k key
+		if !q.AllModels {
+			k.model = s.GPUModel
+		}
 		if q.ByNode {
 			k.node = s.Node
 		}

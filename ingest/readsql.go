@@ -161,11 +161,14 @@ func ScanChunks[T any](rows Rows, size int, scan func(*T) error, fn func([]T) er
 
 // UtilSQL is the GROUP BY that answers a schemas.UtilRowQuery over every
 // raw sample, held or not. Columns: node, gpu_model, bucket, seen_ms,
-// held_ms, measured_ms, held_unmeasured_ms, util_ms (node is ” and bucket
-// 0 when not grouped by them).
+// held_ms, measured_ms, held_unmeasured_ms, util_ms (node and gpu_model
+// are ” and bucket 0 when not grouped by them).
 func UtilSQL(d Dialect, q schemas.UtilRowQuery) string {
-	node := "''"
+	node, model := "''", "gpu_model"
 	group := []string{"gpu_model"}
+	if q.AllModels {
+		model, group = "''", nil
+	}
 	if q.ByNode {
 		node = "node"
 		group = append(group, "node")
@@ -180,11 +183,15 @@ func UtilSQL(d Dialect, q schemas.UtilRowQuery) string {
 		utilOrZero = "coalesce(util, 0)"
 	}
 	from := strings.NewReplacer("{FROM}", itoa(q.FromMS), "{TO}", itoa(q.ToMS)).Replace(d.Samples)
-	return "SELECT " + node + ", gpu_model, " + bucket + " AS bucket, sum(interval_ms)" +
+	groupBy := ""
+	if len(group) > 0 {
+		groupBy = " GROUP BY " + strings.Join(group, ", ")
+	}
+	return "SELECT " + node + ", " + model + ", " + bucket + " AS bucket, sum(interval_ms)" +
 		", sum(CASE WHEN project != '' THEN interval_ms ELSE " + d.Zero + " END)" +
 		", sum(CASE WHEN util IS NOT NULL THEN interval_ms ELSE " + d.Zero + " END)" +
 		", sum(CASE WHEN project != '' AND util IS NULL THEN interval_ms ELSE " + d.Zero + " END)" +
 		", sum(" + utilOrZero + " * interval_ms)" +
 		" FROM " + from + " WHERE start_ms >= " + itoa(q.FromMS) + " AND start_ms < " + itoa(q.ToMS) +
-		" GROUP BY " + strings.Join(group, ", ")
+		groupBy
 }

@@ -802,7 +802,8 @@ func BenchmarkDashboardFirstLoad(b *testing.B) {
 	_ = res.Body.Close()
 	require.NotEmpty(b, rr.Drafts)
 	b.Logf("the billing run of November: %d drafts in %s", len(rr.Drafts), time.Since(start).Round(time.Millisecond))
-	tb := newTab(b, chromium, 1280, 800, b.TempDir())
+	shots := os.Getenv("CARDHOUR_TEST_ARTIFACTS") // a screenshot of each page's last load there
+	tb := newTab(b, chromium, 1280, 800, cmp.Or(shots, b.TempDir()))
 	tb.login(ds.base, ds.tokens["finance"])
 	_, err = chromedp.Call(tb.ctx, network.SetCacheDisabled, network.SetCacheDisabledParams{CacheDisabled: true})
 	require.NoError(b, err)
@@ -848,6 +849,9 @@ func BenchmarkDashboardFirstLoad(b *testing.B) {
 			tb.mu.Unlock()
 			w := worst[p[0]]
 			worst[p[0]] = [2]float64{math.Max(w[0], ms), math.Max(w[1], kib)}
+			if shots != "" && i == b.N-1 {
+				tb.screenshot("first-load-" + p[0])
+			}
 			if testing.Verbose() { // progress, as it goes
 				fmt.Fprintf(os.Stderr, "load %d of %s: %.0f ms, %.0f KiB\n", i+1, p[0], ms, kib)
 			}

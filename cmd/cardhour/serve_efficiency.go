@@ -34,7 +34,7 @@ func (u *usageReads) Occupancy(ctx context.Context, from, to time.Time) (*reads.
 }
 
 // UtilHeatmap implements api.Efficiency with reads.UtilHeatmap.
-func (u *usageReads) UtilHeatmap(ctx context.Context, from, to time.Time) (*reads.HeatmapReport, error) {
+func (u *usageReads) UtilHeatmap(ctx context.Context, q reads.HeatmapQuery) (*reads.HeatmapReport, error) {
 	rows, err := u.utilRows()
 	if err != nil {
 		return nil, err
@@ -43,5 +43,5 @@ func (u *usageReads) UtilHeatmap(ctx context.Context, from, to time.Time) (*read
 	if err != nil {
 		return nil, err
 	}
-	return reads.UtilHeatmap(ctx, rows, cat, from, to)
+	return reads.UtilHeatmap(ctx, rows, cat, q)
 }

@@ -48,16 +48,37 @@ func RequireEfficiency(t *testing.T, st ingest.Backend) {
 	require.Equal(t, reads.OccupancyRow{}, none.Total)
 	require.Empty(t, none.Rows)
 
-	hm, err := reads.UtilHeatmap(ctx, src, cat, utc("2026-11-02T10:00:00Z"), utc("2026-11-02T12:00:00Z"))
+	day := reads.HeatmapQuery{From: utc("2026-11-02T10:00:00Z"), To: utc("2026-11-02T12:00:00Z")}
+	hm, err := reads.UtilHeatmap(ctx, src, cat, day)
 	require.NoError(t, err)
-	require.Equal(t, []string{"n1", "n2"}, hm.Nodes)
 	require.Equal(t, []string{"2026-11-02T05:00:00-05:00", "2026-11-02T06:00:00-05:00"}, hm.Hours)
-	require.Equal(t, []reads.HeatmapCell{
-		{Node: "n1", Hour: "2026-11-02T05:00:00-05:00", SeenSeconds: 7200, HeldSeconds: 3600, MeasuredSeconds: 7200, Util: "20.0"},
-		{Node: "n1", Hour: "2026-11-02T06:00:00-05:00", SeenSeconds: 3600, MeasuredSeconds: 3600, Util: "0.0"},
-		{Node: "n2", Hour: "2026-11-02T05:00:00-05:00", SeenSeconds: 3600, HeldSeconds: 1800, HeldUnmeasuredSeconds: 1800},
-		{Node: "n2", Hour: "2026-11-02T06:00:00-05:00", SeenSeconds: 1800, HeldSeconds: 1800, HeldUnmeasuredSeconds: 1800},
-	}, hm.Cells)
-	_, err = reads.UtilHeatmap(ctx, src, cat, utc("2026-11-01T00:00:00Z"), utc("2026-12-03T00:00:00Z"))
+	require.Equal(t, 2, hm.NodeCount)
+	require.Equal(t, 1, hm.GroupSize)
+	n1 := reads.HeatmapRow{First: "n1", Last: "n1", Nodes: 1,
+		Total: reads.HeatmapSums{SeenSeconds: 10800, HeldSeconds: 3600, MeasuredSeconds: 10800, Util: "13.3"},
+		Util:  []string{"20.0", "0.0"}, HeldUnmeasuredSeconds: []int64{0, 0}}
+	n2 := reads.HeatmapRow{First: "n2", Last: "n2", Nodes: 1,
+		Total: reads.HeatmapSums{SeenSeconds: 5400, HeldSeconds: 3600, HeldUnmeasuredSeconds: 3600},
+		Util:  []string{"", ""}, HeldUnmeasuredSeconds: []int64{1800, 1800}}
+	require.Equal(t, []reads.HeatmapRow{n1, n2}, hm.Rows)
+	// One row: the two nodes' sums, the utilisation of their measured time
+	// (n2 measured none), not an average of the nodes' percentages.
+	day.Rows = 1
+	hm, err = reads.UtilHeatmap(ctx, src, cat, day)
+	require.NoError(t, err)
+	require.Equal(t, 2, hm.GroupSize)
+	require.Equal(t, []reads.HeatmapRow{{First: "n1", Last: "n2", Nodes: 2,
+		Total: reads.HeatmapSums{SeenSeconds: 16200, HeldSeconds: 7200, MeasuredSeconds: 10800, HeldUnmeasuredSeconds: 3600, Util: "13.3"},
+		Util:  []string{"20.0", "0.0"}, HeldUnmeasuredSeconds: []int64{1800, 1800}}}, hm.Rows)
+	day.Rows, day.NodeFrom = 0, "n2"
+	hm, err = reads.UtilHeatmap(ctx, src, cat, day)
+	require.NoError(t, err)
+	require.Equal(t, []reads.HeatmapRow{n2}, hm.Rows)
+	day.NodeFrom, day.NodePrefix = "", "n3"
+	hm, err = reads.UtilHeatmap(ctx, src, cat, day)
+	require.NoError(t, err)
+	require.Zero(t, hm.NodeCount)
+	require.Empty(t, hm.Rows)
+	_, err = reads.UtilHeatmap(ctx, src, cat, reads.HeatmapQuery{From: utc("2026-11-01T00:00:00Z"), To: utc("2026-12-03T00:00:00Z")})
 	require.ErrorContains(t, err, "at most 31 days")
 }

@@ -1,8 +1,10 @@
 // The efficiency page (admin, finance): occupancy per GPU model (held ÷
 // sampled instance-hours, GET /api/v1/occupancy) and a heat map of each
 // node's average utilisation per hour (GET /api/v1/utilization/heatmap),
-// over a month or a range of days. The server computes every number; the
-// page formats them and plots the heat map's percentages.
+// over a month or a range of days: at most 100 rows, the server grouping
+// consecutive nodes when there are more; a group's row opens its nodes. The
+// server computes every number (a group's too); the page formats them and
+// plots the heat map's percentages.
 
 import { get } from './api.js';
 import { addDays, addMonths, h, hours, table, time, zonedStart } from './format.js';
@@ -63,40 +65,87 @@ function occupancyTable(occ, range) {
   ], occ.rows, { id: 'occupancy-table', rowHeader: true, showCaption: true, total: occ.total, totalLabel: t('col.total') });
 }
 
-// utilText is a cell's utilisation, or that it was held but not measured.
-const utilText = (c) => c.util || (c.held_seconds > 0 ? t('eff.unmeasured') : '—');
+// NODES are the route's parameters that choose the heat map's nodes (and
+// the most rows, 100 unless the route says).
+const NODES = ['rows', 'node_prefix', 'node_from', 'node_to'];
 
-function cellsTable(hm, range) {
-  return table(t('eff.cellsCaption', { range: range.label }), [
-    { label: t('col.nodeName'), value: (c) => c.node },
-    { label: t('col.hourStart'), value: (c) => time(c.hour) },
-    { label: t('col.heldInstHours'), num: true, value: (c) => hours(c.held_seconds) },
-    { label: t('col.measuredHours'), num: true, value: (c) => hours(c.measured_seconds) },
-    { label: t('col.utilPct'), num: true, value: utilText },
-  ], hm.cells, { id: 'heatmap-table', rowHeader: true, showCaption: true, scroll: hm.cells.length > 14 });
+// nodesOf is the route's choice of nodes (only those set).
+function nodesOf(ctx) {
+  const p = ctx.route.params;
+  return Object.fromEntries(NODES.filter((k) => p.get(k)).map((k) => [k, p.get(k)]));
 }
 
-// drawHeatmap plots the cells: measured ones coloured by utilisation, held
-// ones without a measurement in a grey of their own.
-function drawHeatmap(echarts, el, hm) {
-  const x = new Map(hm.hours.map((v, i) => [v, i]));
-  const y = new Map(hm.nodes.map((v, i) => [v, i]));
-  const at = (c) => [x.get(c.hour), y.get(c.node)];
-  const measured = hm.cells.filter((c) => c.util).map((c) => [...at(c), Number(c.util)]);
-  const unmeasured = hm.cells.filter((c) => !c.util && c.held_seconds > 0).map((c) => [...at(c), 0]);
+// rangeParams are the route's range (a month or days) and its rows, for
+// links that keep them.
+const rangeParams = (range) => ({ ...(range.period ? { period: range.period } : { from: range.from, to: range.to }), rows: range.rows });
+
+// rowLabel names a heat map row: its node, or its first and last node and count.
+const rowLabel = (r) => (r.nodes === 1 ? r.first : t('eff.groupLabel', { first: r.first, last: r.last, n: r.nodes }));
+
+// drill opens one row's nodes.
+const drill = (ctx, range, r) => ctx.go('efficiency', { ...rangeParams(range), node_from: r.first, node_to: r.last });
+
+// utilText is a row's utilisation, or that it was held but not measured.
+const utilText = (s) => s.util || (s.held_unmeasured_seconds > 0 ? t('eff.unmeasured') : '—');
+
+function rowsTable(ctx, hm, range) {
+  const label = (r) => (r.nodes === 1 ? r.first
+    : h('a', { href: '#', 'data-first': r.first, onclick: (e) => { e.preventDefault(); drill(ctx, range, r); } }, rowLabel(r)));
+  return table(t('eff.rowsCaption', { range: range.label }), [
+    { label: t('col.nodes'), value: label },
+    { label: t('col.nodeCount'), num: true, value: (r) => r.nodes },
+    { label: t('col.heldInstHours'), num: true, value: (r) => hours(r.total.held_seconds) },
+    { label: t('col.measuredHours'), num: true, value: (r) => hours(r.total.measured_seconds) },
+    { label: t('col.utilPct'), num: true, value: (r) => utilText(r.total) },
+  ], hm.rows, { id: 'heatmap-table', rowHeader: true, showCaption: true, scroll: hm.rows.length > 14 });
+}
+
+// nodesBar says how many nodes in how many rows, offers the rows' nodes by
+// prefix, and leads back to every node from a choice.
+function nodesBar(ctx, hm, range, chosen) {
+  const prefix = h('input', { type: 'search', id: 'eff-prefix', value: chosen.node_prefix || '', placeholder: 'gpu-node-1' });
+  const form = h('form', { class: 'inline', id: 'eff-prefix-form' },
+    h('label', { for: 'eff-prefix' }, t('eff.prefix')), prefix, h('button', { type: 'submit' }, t('apply')));
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    ctx.go('efficiency', { ...rangeParams(range), node_prefix: prefix.value.trim() });
+  });
+  const text = hm.group_size > 1
+    ? t('eff.grouped', { nodes: hm.node_count, rows: hm.rows.length, size: hm.group_size })
+    : t('eff.perNode', { nodes: hm.node_count });
+  const all = NODES.slice(1).some((k) => chosen[k])
+    ? h('a', { href: '#', id: 'eff-all-nodes', onclick: (e) => { e.preventDefault(); ctx.go('efficiency', rangeParams(range)); } }, t('eff.allNodes'))
+    : null;
+  return h('div', { class: 'controls' }, h('p', { id: 'eff-groups' }, text, ' ', all), form);
+}
+
+// drawHeatmap plots the rows: measured hours coloured by utilisation, held
+// ones without a measurement in a grey of their own; a click on a group's
+// row opens its nodes.
+function drawHeatmap(echarts, el, hm, onRow) {
+  const measured = [], unmeasured = [];
+  hm.rows.forEach((r, y) => r.util.forEach((u, x) => {
+    if (u) measured.push([x, y, Number(u)]);
+    else if (r.held_unmeasured_seconds[x] > 0) unmeasured.push([x, y, 0]);
+  }));
+  const labels = hm.rows.map(rowLabel);
   chart = echarts.init(el, null, { renderer: 'canvas' });
   chart.setOption({
     animation: false,
-    tooltip: { formatter: (p) => `${hm.nodes[p.data[1]]} · ${time(hm.hours[p.data[0]])}<br>${p.seriesIndex ? t('eff.unmeasured') : p.data[2] + ' %'}` },
+    tooltip: { formatter: (p) => `${labels[p.data[1]]} · ${time(hm.hours[p.data[0]])}<br>${p.seriesIndex ? t('eff.unmeasured') : p.data[2] + ' %'}` },
     grid: { left: 8, right: 16, top: 48, bottom: 64, containLabel: true },
     xAxis: { type: 'category', data: hm.hours.map((v) => v.slice(5, 13).replace('T', ' ')), splitArea: { show: true } },
-    yAxis: { type: 'category', data: hm.nodes, splitArea: { show: true } },
+    yAxis: { type: 'category', data: labels, inverse: true, splitArea: { show: true }, axisLabel: { interval: hm.rows.length > 40 ? 'auto' : 0 } },
     visualMap: { min: 0, max: 100, seriesIndex: 0, calculable: true, orient: 'horizontal', left: 'center', bottom: 0, formatter: (v) => `${Math.round(v)} %` },
     legend: { top: 0, data: [{ name: t('eff.util'), itemStyle: { color: '#d94e5d' } }, t('eff.unmeasured')] },
     series: [
-      { name: t('eff.util'), type: 'heatmap', data: measured },
-      { name: t('eff.unmeasured'), type: 'heatmap', data: unmeasured, itemStyle: { color: '#9aa0a6', borderColor: '#fff', borderWidth: 1 } },
+      { name: t('eff.util'), type: 'heatmap', data: measured, progressive: 0 },
+      { name: t('eff.unmeasured'), type: 'heatmap', data: unmeasured, progressive: 0, itemStyle: { color: '#9aa0a6' } },
     ],
+  });
+  chart.on('click', (p) => {
+    const r = hm.rows[p.data?.[1]];
+    if (r && r.nodes > 1) onRow(r);
   });
 }
 
@@ -104,27 +153,31 @@ export async function efficiencyPage(ctx) {
   leave();
   const range = await rangeOf(ctx);
   if (!ctx.isCurrent()) return;
+  const chosen = nodesOf(ctx);
+  range.rows = chosen.rows;
   const [occ, hm] = await Promise.all([
     get('/api/v1/occupancy', range.query),
-    get('/api/v1/utilization/heatmap', range.query),
+    get('/api/v1/utilization/heatmap', { ...range.query, ...chosen }),
     loadECharts().catch((e) => e),
   ]);
   if (!ctx.isCurrent()) return;
+  const rowPx = hm.rows.length > 40 ? 12 : 28;
   const el = h('div', { class: 'chart', id: 'chart-heatmap', role: 'img', 'aria-label': t('eff.heatLabel'),
-    style: `height: ${Math.max(240, 80 + 28 * hm.nodes.length)}px` });
+    style: `height: ${Math.max(240, 120 + rowPx * hm.rows.length)}px` });
   ctx.view.replaceChildren(
     sectionHead(t('eff.title')),
     h('div', { class: 'controls' }, periodForm(ctx, 'efficiency', range.period || ''), rangeForm(ctx, range)),
     h('p', { class: 'muted', id: 'eff-help' }, t('eff.help')),
     tzNote(),
     occupancyTable(occ, range),
-    h('figure', {}, h('figcaption', {}, t('eff.heatCaption', { range: range.label })), hm.cells.length ? el : h('p', { class: 'muted' }, t('eff.none'))),
-    cellsTable(hm, range),
+    nodesBar(ctx, hm, range, chosen),
+    h('figure', {}, h('figcaption', {}, t('eff.heatCaption', { range: range.label })), hm.rows.length ? el : h('p', { class: 'muted' }, t('eff.none'))),
+    rowsTable(ctx, hm, range),
   );
-  if (!hm.cells.length) return;
+  if (!hm.rows.length) return;
   if (!window.echarts) {
     el.replaceWith(h('p', { class: 'error' }, t('usage.chartFailed', { detail: 'vendor/echarts-5.6.0.min.js' })));
     return;
   }
-  drawHeatmap(window.echarts, el, hm);
+  drawHeatmap(window.echarts, el, hm, (r) => drill(ctx, range, r));
 }
