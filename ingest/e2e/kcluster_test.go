@@ -199,6 +199,8 @@ func TestKafkaClusterWorkersComeAndGo(t *testing.T) {
 	require.NoError(t, w1.Process.Signal(syscall.SIGKILL))
 	_ = w1.Wait()
 	w4 := e.ingestProcess(t, bin)
+	// The killed member leaves when its session times out (6 s); the new one joins.
+	require.Eventually(t, func() bool { return e.members(t) == 3 }, 60*time.Second, 200*time.Millisecond, "three members after the kill and the join")
 	e.waitCommitted(t, 120*time.Second)
 	for _, w := range []*exec.Cmd{w2, w3, w4} {
 		require.NoError(t, w.Process.Signal(syscall.SIGTERM))
@@ -253,6 +255,8 @@ func TestKafkaClusterBrokerLoss(t *testing.T) {
 	require.Greater(t, c.counter(t, "cardhour_collector_kafka_write_errors_total"), errsOne, "writes failed")
 	c.publish(t, samples[4*chunk:])
 	require.Greater(t, c.spool.Pending(), pending, "the spool grows")
+	t.Logf("node 1 down: %v failed writes during the failover; nodes 1 and 2 down: %d records in the spool after 15 s, %v failed writes in all",
+		errsOne, pending, c.counter(t, "cardhour_collector_kafka_write_errors_total"))
 
 	runScript(t, services, "up", "kcluster")
 	c.waitSent(t, 120*time.Second, "brokers back")
