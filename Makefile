@@ -12,6 +12,9 @@
 #                      ClickHouse, Kafka, PostgreSQL and an SMTP sink
 #                      (started on loopback by deployments/testenv/services.sh unless
 #                      CLICKHOUSE_ADDR / KAFKA_BROKERS / POSTGRES_DSN / SMTP_ADDR point at running ones)
+#   make test-kcluster the Kafka cluster tests (ingest/e2e TestKafkaCluster*): starts the
+#                      services.sh profile kcluster (three brokers) and ClickHouse when it is
+#                      not running, runs them, stops the profile (not part of `make test`)
 #   make api-fuzz      schemathesis against a real `cardhour serve`, from its OpenAPI document
 #                      (longer: make api-fuzz API_FUZZ_MAX_EXAMPLES=500)
 #   make bench         Go benchmarks and the benchmark scripts (docs/benchmarks.md)
@@ -31,7 +34,7 @@ FUZZ_TIMESTAMP ?= 300000x
 FUZZ_CATALOG   ?= 250000x
 GOLANGCI_VERSION ?= v2.5.0
 
-.PHONY: all run build build-collector images manifests test tidy-check unit-test fuzz-short api-fuzz bench bench-go lint fmt services-up services-down clean
+.PHONY: all run build build-collector images manifests test tidy-check unit-test fuzz-short api-fuzz test-kcluster bench bench-go lint fmt services-up services-down clean
 
 all: build
 
@@ -84,6 +87,14 @@ test: tidy-check
 	$(GO) test -count=1 -tags $(COLLECTOR_TAGS) ./cmd/cardhour
 	$(MAKE) fuzz-short
 	$(MAKE) api-fuzz
+
+# The Kafka cluster tests need three Kafka JVMs beside ClickHouse: more than CI's two
+# cores give, so not part of `test`. ClickHouse, if started here, is left running.
+test-kcluster:
+	@set -e; eval "$$(deployments/testenv/services.sh up clickhouse)"; \
+	eval "$$(deployments/testenv/services.sh up kcluster)"; \
+	rc=0; $(GO) test -count=1 -v -run '^TestKafkaCluster' ./ingest/e2e || rc=$$?; \
+	deployments/testenv/services.sh down kcluster; exit $$rc
 
 # go.mod and go.sum must be exactly what `go mod tidy` makes of the code: a
 # dependency marked indirect that the code imports, or a missing sum, fails here.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -295,26 +294,8 @@ func TestKillWorkerMidBatch(t *testing.T) {
 	data := storetest.Trace(t, 40_000, 33)
 	e.produce(t, data)
 
-	bin := filepath.Join(t.TempDir(), "cardhour")
-	build := exec.Command("go", "build", "-o", bin, "../../cmd/cardhour")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	run := func() *exec.Cmd {
-		cmd := exec.Command(bin, "ingest", "--store", "clickhouse://"+e.chAddr+"/"+e.db, "--brokers", strings.Join(e.brokers, ","),
-			"--topic", e.topic, "--group", e.group, "--dlq-topic", e.dlq, "--batch-size", "1500", "--batch-age", "100ms",
-			"--listen", "", "--log-level", "warn", "--session-timeout", "6s")
-		var logs bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &logs, &logs
-		require.NoError(t, cmd.Start())
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			if t.Failed() {
-				t.Logf("worker log:\n%s", logs.String())
-			}
-		})
-		return cmd
-	}
+	bin := buildCardhour(t)
+	run := func() *exec.Cmd { return e.ingestProcess(t, bin) }
 	total := distinctSamples(t, data)
 	for kill := 0; kill < 2; kill++ {
 		cmd := run()

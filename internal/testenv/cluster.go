@@ -48,3 +48,40 @@ func ClickHouseCluster(t testing.TB) ([]string, string) {
 	}
 	return addrs, name
 }
+
+// EnvKafkaCluster names the variable holding the bootstrap addresses of
+// every broker of the test Kafka cluster (services.sh up kcluster).
+const EnvKafkaCluster = "KAFKA_CLUSTER_BROKERS"
+
+// KafkaCluster returns the addresses of the three brokers of the test Kafka
+// cluster, or skips the test loudly when they are not all reachable. It
+// skips under CI=true too: CI does not start the profile (deployments/testenv/
+// services.sh up kcluster; three JVMs do not fit its two cores beside the
+// other services).
+func KafkaCluster(t testing.TB) []string {
+	t.Helper()
+	value := os.Getenv(EnvKafkaCluster)
+	addrs, err := parseAddrs(value, defaultKafkaPort)
+	var why string
+	switch {
+	case strings.TrimSpace(value) == "":
+		why = EnvKafkaCluster + " is not set"
+	case err != nil:
+		why = fmt.Sprintf("%s=%q is not a valid address list: %v", EnvKafkaCluster, value, err)
+	case len(addrs) < 3:
+		why = fmt.Sprintf("%s=%q names %d brokers, want 3", EnvKafkaCluster, value, len(addrs))
+	default:
+		for _, a := range addrs {
+			if err := dial(a, dialTimeout); err != nil {
+				why = fmt.Sprintf("%s=%q: %s is not reachable: %v", EnvKafkaCluster, value, a, err)
+				break
+			}
+		}
+	}
+	if why != "" {
+		t.Skip("SKIPPED Kafka cluster integration test: Kafka cluster not available (" + why + "); " +
+			"run `eval \"$(bash deployments/testenv/services.sh up kcluster)\"` (three Kafka nodes) first, or `make test-kcluster`. " +
+			"Not run by CI, so not a failure under CI=true.")
+	}
+	return addrs
+}

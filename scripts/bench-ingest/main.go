@@ -1,6 +1,6 @@
 // Command bench-ingest is the helper of scripts/bench-ingest.sh:
 //
-//	bench-ingest produce  --brokers B --topic T --partitions N FILE.jsonl   create T, publish through the collector's sink, framed as it frames them (--per-sample: one message per sample)
+//	bench-ingest produce  --brokers B --topic T --partitions N [--replication-factor R] FILE.jsonl   create T, publish through the collector's sink, framed as it frames them (--per-sample: one message per sample)
 //	bench-ingest waitlag  --brokers B --topic T --group G                   wait until G committed all of T; print timings
 //	bench-ingest readcost --brokers B --topic T --group G --samples N [--decode]  consume T, print this process's CPU seconds
 //	bench-ingest tsv      FILE.jsonl > FILE.tsv                             the raw_samples rows, for clickhouse-client
@@ -70,12 +70,13 @@ func produce(args []string) error {
 	brokers := fs.String("brokers", "127.0.0.1:19092", "")
 	topic := fs.String("topic", "", "")
 	parts := fs.Int("partitions", 4, "")
+	replicas := fs.Int("replication-factor", 1, "replicas of the topic (3 on the testenv profile kcluster)")
 	compression := fs.String("compression", "zstd", "as cardhour collect --compression")
 	perSample := fs.Bool("per-sample", false, "one message per sample, keyed by instance (the framing before node messages), for the framing comparison")
 	_ = fs.Parse(args)
 	ctx := context.Background()
 	c := &kafka.Client{Addr: kafka.TCP(strings.Split(*brokers, ",")...), Timeout: 30 * time.Second}
-	if _, err := c.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{Topic: *topic, NumPartitions: *parts, ReplicationFactor: 1}}}); err != nil {
+	if _, err := c.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{Topic: *topic, NumPartitions: *parts, ReplicationFactor: *replicas}}}); err != nil {
 		return err
 	}
 	f, err := os.Open(fs.Arg(0))
