@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -44,8 +45,8 @@ func TestAdviceMemoKeepsAnAnswerWhileTheDataStays(t *testing.T) {
 			assert.NoError(t, err)
 		})
 	}
-	for computed.Load() == 0 {
-		// the first call starts the computation
+	for computed.Load() == 0 { // the first call starts the computation
+		runtime.Gosched()
 	}
 	close(release)
 	wg.Wait()
