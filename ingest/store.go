@@ -12,6 +12,7 @@ package ingest
 
 import (
 	"context"
+	"time"
 
 	"github.com/cardhour/cardhour/schemas"
 )
@@ -108,4 +109,20 @@ type Backend interface {
 	Rejects(ctx context.Context, fromMS, toMS int64, first int) (int64, []schemas.RejectRow, error)
 	NodeBuckets(ctx context.Context, fromMS, toMS, bucketMS int64, fn func(schemas.NodeBucketRow) error) error
 	Unattributed(ctx context.Context, fromMS, toMS int64, minUtil float64, fn func(schemas.UnattributedUsage) error) error
+}
+
+// HourlySums is implemented by stores that keep sums per hour of their raw
+// samples for the efficiency reads (ingest/clickhouse: util_hours), which the
+// writing process refreshes: now and then while it runs, and once a
+// back-fill ends. A store answers every read without them (from its raw
+// samples); they only make long ranges fast.
+type HourlySums interface {
+	RefreshHourlySums(ctx context.Context) (SumsRefresh, error)
+}
+
+// SumsRefresh is what one RefreshHourlySums did.
+type SumsRefresh struct {
+	Hours int           // hours computed
+	Rows  int           // rows written
+	Took  time.Duration // wall time
 }

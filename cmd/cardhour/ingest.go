@@ -57,6 +57,7 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 	gcPercent := fs.Int("gc-percent", 200, "Go GC target: the heap may grow this many percent over its live size before a collection (-1: off; $GOGC wins)")
 	memLimit := fs.String("memory-limit", defaultIngestMemoryLimit, "soft limit of the Go runtime's memory (heap, stacks, runtime structures; not the executable's file pages), e.g. 96MiB: near it the garbage collector runs more often, trading CPU for memory (0: none; $GOMEMLIMIT wins)")
 	pprofOn := fs.Bool("pprof", false, "also serve /debug/pprof/ on --listen (profiling a running worker)")
+	sumsEvery := fs.Duration("sums-every", time.Minute, "how often to bring the store's hourly sums (ClickHouse: util_hours, read by the efficiency pages) up to date with the hours that have ended; a back-fill does it once at its end (0: never; with several workers, one is enough)")
 	bounds := addSampleBounds(fs, true)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: cardhour ingest --store DSN (--brokers HOST:PORT[,…] | --from-file samples.jsonl) [flags]")
@@ -120,6 +121,12 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 
 	if *fromFile != "" {
 		code := backfill(ctx, log, st, metrics, *fromFile, ingest.FileConfig{BatchSize: *batchSize, DecoderOptions: bounds.options(), Now: time.Now}, *storeTimeout, stdout, stderr)
+		if code == 0 && *sumsEvery > 0 {
+			if err := refreshSums(ctx, log, st); err != nil {
+				fmt.Fprintln(stderr, "cardhour ingest: the samples are stored; the hourly sums are not up to date (the next run brings them up to date; reads do not need them):", err)
+				code = 1
+			}
+		}
 		if err := g.Run(ctx); err != nil {
 			fmt.Fprintln(stderr, "cardhour ingest:", err)
 			return max(code, 1)
@@ -165,6 +172,9 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 		log.Info("ingest stopped", "shutdown_took", sinceStop().Round(time.Millisecond))
 		return err
 	})
+	if sums, ok := st.(ingest.HourlySums); ok && *sumsEvery > 0 {
+		g.Stage("worker").Go("hourly sums", func(ctx context.Context) error { return sumsLoop(ctx, log, sums, *sumsEvery) })
+	}
 	if metricsServer != nil {
 		g.Stage("metrics").Go("http", metricsServer)
 	}
@@ -290,4 +300,47 @@ func parseBytes(s string) (int64, error) {
 		return 0, errors.New("want a number of bytes, optionally followed by B, KiB, MiB or GiB")
 	}
 	return n * mul, nil
+}
+
+// refreshSums brings the store's hourly sums up to date once, when it keeps
+// any (ingest.HourlySums), and logs what it computed.
+func refreshSums(ctx context.Context, log *slog.Logger, st ingest.Store) error {
+	sums, ok := st.(ingest.HourlySums)
+	if !ok {
+		return nil
+	}
+	r, err := sums.RefreshHourlySums(ctx)
+	if err != nil {
+		return err
+	}
+	if r.Hours > 0 {
+		log.Info("hourly sums brought up to date", "hours", r.Hours, "rows", r.Rows, "took", r.Took.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// sumsLoop refreshes the hourly sums at start and then every period until
+// ctx ends. A failed refresh is logged and tried again at the next period:
+// reads answer from the raw samples meanwhile, so nothing waits for it.
+func sumsLoop(ctx context.Context, log *slog.Logger, sums ingest.HourlySums, every time.Duration) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+		}
+		r, err := sums.RefreshHourlySums(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			log.Warn("cannot bring the hourly sums up to date; trying again later", "retry_in", every, "err", err)
+		case r.Hours > 0:
+			log.Info("hourly sums brought up to date", "hours", r.Hours, "rows", r.Rows, "took", r.Took.Round(time.Millisecond))
+		}
+	}
 }

@@ -30,7 +30,9 @@ import (
 // weights, the shards taking consecutive ranges in shard_num order. The key
 // of a table keeps on one shard every row that a read collapses or merges
 // (FINAL, argMax, max(end_ms) per run): instance_id for the tables of samples
-// and runs, project for run packs, node for node minutes, source for rejects.
+// and runs, project for run packs, node for node minutes and hourly sums
+// (a read picks one computation's rows per hour, wherever they lie),
+// writer for the marks of written hours, source for rejects.
 // Data migrations (INSERT … SELECT) insert through the Distributed tables, so
 // the server's sharding and this one agree; Open checks that sipHash64 is
 // computed here as the server computes it.
@@ -46,6 +48,8 @@ var shardKeys = map[string]string{
 	"node_minutes":   "node",
 	"rejects":        "source",
 	"run_packs":      "project",
+	"util_hours":     "node",
+	"sample_hours":   "writer",
 }
 
 // localSuffix names the replicated table under a Distributed one.
@@ -393,8 +397,8 @@ func (r *bufferedRaw) Append(samples []schemas.Sample) error {
 	return nil
 }
 
-// Finish writes the raw samples and, meanwhile, their data-quality rollup:
-// nil only when both were accepted.
+// Finish writes the raw samples and, meanwhile, their data-quality rollup,
+// then marks their hours written: nil only when all were accepted.
 func (r *bufferedRaw) Finish() error {
 	act := make(chan error, 1)
 	go func() { act <- r.s.writeActivity(r.ctx, ingest.ActivityOf(r.samples)) }()
@@ -403,11 +407,15 @@ func (r *bufferedRaw) Finish() error {
 		err = r.s.writeRaw(r.ctx, r.samples)
 	}
 	actErr := <-act
+	hours := hoursOf(r.samples)
 	r.samples = nil
 	if err != nil {
 		return err
 	}
-	return actErr
+	if actErr != nil {
+		return actErr
+	}
+	return r.s.markHours(r.ctx, hours)
 }
 
 func (r *bufferedRaw) Abort() { r.samples = nil }

@@ -50,6 +50,10 @@ type Config struct {
 	Cluster string
 	// QuorumTimeout is a cluster store's insert_quorum_timeout (default 60 s).
 	QuorumTimeout time.Duration
+	// ClockSkew is how far the servers' clocks may differ (default 5 s;
+	// negative: 0): an hour written less than this before a computation of
+	// its sums began counts as written after it (utilhours.go).
+	ClockSkew time.Duration
 }
 
 var compressions = map[string]ch.CompressionMethod{"": ch.CompressionLZ4, "lz4": ch.CompressionLZ4, "zstd": ch.CompressionZSTD, "none": ch.CompressionNone}
@@ -189,7 +193,8 @@ const rawColumns = "ts, start_ms, interval_ms, node, gpu_uuid, gpu_model, instan
 // Write implements ingest.Store: raw samples, occupancy runs, idle runs (and
 // their packs, schemas.RunPack) and latest samples, each one native columnar batch insert; the raw insert, the
 // two rollup inserts and the latest samples' insert run concurrently on
-// separate connections. It returns nil only when all were accepted; on error
+// separate connections; once the raw insert is accepted, the batch's hours are
+// marked written (sample_hours). It returns nil only when all were accepted; on error
 // the caller retries the whole batch, which is harmless (ReplacingMergeTree and
 // the readers' max(end_ms) and argMax(…, start_ms) absorb the repeats).
 func (s *Store) Write(ctx context.Context, b *ingest.Batch) error {
@@ -221,7 +226,9 @@ func (s *Store) Write(ctx context.Context, b *ingest.Batch) error {
 	}()
 	var rawErr error
 	if len(b.Samples) > 0 {
-		rawErr = s.writeRaw(ctx, b.Samples)
+		if rawErr = s.writeRaw(ctx, b.Samples); rawErr == nil {
+			rawErr = s.markHours(ctx, hoursOf(b.Samples))
+		}
 	}
 	<-done
 	<-latestDone
@@ -356,8 +363,8 @@ func (r *rawStream) Append(samples []schemas.Sample) error {
 }
 
 // Finish ends the insert, and inserts the batch's data-quality rollup on
-// another connection meanwhile (as Write does with the runs): nil only when
-// both were accepted.
+// another connection meanwhile (as Write does with the runs), then marks the
+// batch's hours written (sample_hours): nil only when all were accepted.
 func (r *rawStream) Finish() error {
 	r.done = true
 	// Every row is sent: the columns are not needed while the server ends
@@ -371,7 +378,10 @@ func (r *rawStream) Finish() error {
 	if err != nil {
 		return classify(fmt.Errorf("cannot insert %d rows into raw_samples: %w", r.n, err))
 	}
-	return actErr
+	if actErr != nil {
+		return actErr
+	}
+	return r.s.markHours(r.ctx, hoursOfActivity(&r.act))
 }
 
 // Abort ends an unfinished insert by closing its connection: the server

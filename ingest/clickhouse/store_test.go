@@ -42,7 +42,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	st := open(t, addr, db)
 	latest, err := clickhouse.SchemaVersion()
 	require.NoError(t, err)
-	require.Equal(t, 19, latest)
+	require.Equal(t, 22, latest)
 	res, err := st.Migrate(context.Background())
 	require.NoError(t, err)
 	require.Empty(t, res.Applied, "a second migrate applies nothing")
@@ -320,7 +320,7 @@ func TestShareColumnsMigrate(t *testing.T) {
 	setVersions(15)
 	res, err := st.Migrate(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []int{16, 17, 18, 19}, res.Applied)
+	require.Equal(t, []int{16, 17, 18, 19, 20, 21, 22}, res.Applied)
 	var cols uint64
 	require.NoError(t, st.Conn().QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = ? AND name IN ('share_kind', 'share_mem', 'share_cores')",
 		st.Database()).Scan(&cols))
@@ -330,6 +330,6 @@ func TestShareColumnsMigrate(t *testing.T) {
 	setVersions(15)
 	res, err = st.Migrate(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []int{16, 17, 18, 19}, res.Applied, "recorded again without running")
+	require.Equal(t, []int{16, 17, 18, 19, 20, 21, 22}, res.Applied, "recorded again without running")
 	require.NoError(t, st.CheckSchema(ctx))
 }

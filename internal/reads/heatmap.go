@@ -113,6 +113,9 @@ func UtilHeatmap(ctx context.Context, src UtilRows, cat *schemas.Catalog, q Heat
 		loc = time.UTC
 	}
 	rep := &HeatmapReport{From: q.From, To: q.To, Timezone: cat.Timezone, Hours: localHours(loc, q.From, q.To), Rows: []HeatmapRow{}}
+	if g, ok := src.(UtilGroupRows); ok {
+		return groupedHeatmap(ctx, g, src, loc, q, rows, rep)
+	}
 	byNode, err := nodeHours(ctx, src, loc, q, rep.Hours)
 	if err != nil {
 		return nil, err
@@ -134,14 +137,88 @@ func UtilHeatmap(ctx context.Context, src UtilRows, cat *schemas.Catalog, q Heat
 	return rep, nil
 }
 
-// nodeHours reads the store's sums per node and local hour (an index into
-// hours) of the nodes q asks for.
-func nodeHours(ctx context.Context, src UtilRows, loc *time.Location, q HeatmapQuery, hours []string) (map[string][]heatSum, error) {
+// UtilGroupRows is a UtilRows store that can also sum nodes into groups in
+// the database (ingest/clickhouse): the rows of q by node, each node of
+// groups summed into its group (UtilRow.Node: the group's name), the nodes
+// not in groups left out. UtilHeatmap then reads rows × hours sums instead
+// of nodes × hours.
+type UtilGroupRows interface {
+	UtilGroupRows(ctx context.Context, q schemas.UtilRowQuery, groups map[string]string, fn func(schemas.UtilRow) error) error
+}
+
+// groupedHeatmap is UtilHeatmap on a UtilGroupRows store: one read of the
+// nodes in the range, grouped here, then one read of the groups' sums.
+func groupedHeatmap(ctx context.Context, g UtilGroupRows, src UtilRows, loc *time.Location, q HeatmapQuery, rows int, rep *HeatmapReport) (*HeatmapReport, error) {
+	var nodes []string
+	err := src.UtilRows(ctx, schemas.UtilRowQuery{FromMS: q.From.UnixMilli(), ToMS: q.To.UnixMilli(), ByNode: true, AllModels: true}, func(r schemas.UtilRow) error {
+		if q.wants(r.Node) {
+			nodes = append(nodes, r.Node)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("heatmap: %w", err)
+	}
+	slices.SortFunc(nodes, CompareNodes)
+	nodes = slices.Compact(nodes)
+	rep.NodeCount = len(nodes)
+	if len(nodes) == 0 {
+		return rep, nil
+	}
+	rep.GroupSize = (len(nodes) + rows - 1) / rows
+	groups := make(map[string]string, len(nodes))
+	for i, n := range nodes {
+		groups[n] = nodes[i-i%rep.GroupSize]
+	}
+	hourAt := hourIndex(loc, rep.Hours)
+	cells := map[string][]heatSum{}
+	rq := schemas.UtilRowQuery{FromMS: q.From.UnixMilli(), ToMS: q.To.UnixMilli(), ByNode: true, AllModels: true, BucketMS: bucketFor(loc, q.From, q.To)}
+	err = g.UtilGroupRows(ctx, rq, groups, func(r schemas.UtilRow) error {
+		c, ok := cells[r.Node]
+		if !ok {
+			c = make([]heatSum, len(rep.Hours))
+			cells[r.Node] = c
+		}
+		c[hourAt(r.BucketMS)].add(heatSum{r.SeenMS, r.HeldMS, r.MeasuredMS, r.HeldUnmeasuredMS, r.UtilMS})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("heatmap: %w", err)
+	}
+	for i := 0; i < len(nodes); i += rep.GroupSize {
+		group := nodes[i:min(i+rep.GroupSize, len(nodes))]
+		if cells[group[0]] == nil {
+			cells[group[0]] = make([]heatSum, len(rep.Hours))
+		}
+		row := heatRow(group[:1], cells, len(rep.Hours))
+		row.Last, row.Nodes = group[len(group)-1], len(group)
+		rep.Rows = append(rep.Rows, row)
+	}
+	return rep, nil
+}
+
+// hourIndex maps a UTC bucket's start to the index of its local hour in
+// hours.
+func hourIndex(loc *time.Location, hours []string) func(bucketMS int64) int {
 	index := make(map[string]int, len(hours))
 	for i, h := range hours {
 		index[h] = i
 	}
 	at := map[int64]int{} // bucket → hour
+	return func(b int64) int {
+		h, ok := at[b]
+		if !ok {
+			h = index[hourOf(time.UnixMilli(b).In(loc))]
+			at[b] = h
+		}
+		return h
+	}
+}
+
+// nodeHours reads the store's sums per node and local hour (an index into
+// hours) of the nodes q asks for.
+func nodeHours(ctx context.Context, src UtilRows, loc *time.Location, q HeatmapQuery, hours []string) (map[string][]heatSum, error) {
+	hourAt := hourIndex(loc, hours)
 	byNode := map[string][]heatSum{}
 	rq := schemas.UtilRowQuery{FromMS: q.From.UnixMilli(), ToMS: q.To.UnixMilli(), ByNode: true, AllModels: true, BucketMS: bucketFor(loc, q.From, q.To)}
 	err := src.UtilRows(ctx, rq, func(r schemas.UtilRow) error {
@@ -157,12 +234,7 @@ func nodeHours(ctx context.Context, src UtilRows, loc *time.Location, q HeatmapQ
 		if cells == nil {
 			return nil
 		}
-		h, ok := at[r.BucketMS]
-		if !ok {
-			h = index[hourOf(time.UnixMilli(r.BucketMS).In(loc))]
-			at[r.BucketMS] = h
-		}
-		cells[h].add(heatSum{r.SeenMS, r.HeldMS, r.MeasuredMS, r.HeldUnmeasuredMS, r.UtilMS})
+		cells[hourAt(r.BucketMS)].add(heatSum{r.SeenMS, r.HeldMS, r.MeasuredMS, r.HeldUnmeasuredMS, r.UtilMS})
 		return nil
 	})
 	if err != nil {
