@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -359,7 +360,7 @@ func describeMessageBytes(ctx context.Context, client *kafka.Client, typ kafka.R
 type consumer struct {
 	w      *Worker
 	log    *slog.Logger
-	reader *kafka.Reader
+	reader *groupReader
 	writer *Writer
 	dec    *schemas.Decoder
 	// The piece being decoded into, and the pool of piece buffers.
@@ -367,7 +368,7 @@ type consumer struct {
 	pool chan []schemas.Sample
 	// Offsets of the batches whose raw samples are stored but whose intervals
 	// wait in the writer (staged), and when offsets were last committed.
-	uncommitted []kafka.Message
+	uncommitted []position
 	lastCommit  time.Time
 	onCommit    func()
 	// The batch whose raw insert is being ended in the background while the
@@ -380,14 +381,24 @@ type consumer struct {
 
 // batch is what the fetching goroutine hands to the writing one once a batch is
 // complete (its samples went ahead in pieces): the dead letters, and per
-// partition the last message (all that an offset commit needs; message values
-// are not kept once decoded).
+// partition the position of the last message (all that an offset commit
+// needs; message values are not kept once decoded).
 type batch struct {
 	n       int // messages
 	lines   int // samples and invalid lines (what BatchSize bounds)
 	dead    []kafka.Message
-	commits []kafka.Message
+	commits []position
 	last    map[int]int // partition -> index in commits
+}
+
+// position is a fetched message's place in its partition, and the group
+// generation it was fetched in: its offset may be committed in that
+// generation only.
+type position struct {
+	gen           *generation
+	partition     int
+	offset        int64
+	highWaterMark int64
 }
 
 func (b *batch) reset() {
@@ -397,10 +408,12 @@ func (b *batch) reset() {
 	clear(b.last)
 }
 
-// add records msg's offset for the commit.
-func (b *batch) add(m *kafka.Message) {
+// add records msg's offset, fetched in generation gen, for the commit. A
+// message of a later generation replaces one of an earlier generation: that
+// one's offset can no longer be committed.
+func (b *batch) add(m *kafka.Message, gen *generation) {
 	b.n++
-	c := kafka.Message{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, HighWaterMark: m.HighWaterMark}
+	c := position{gen: gen, partition: m.Partition, offset: m.Offset, highWaterMark: m.HighWaterMark}
 	if i, ok := b.last[m.Partition]; ok {
 		b.commits[i] = c
 		return
@@ -428,7 +441,7 @@ const (
 // consume runs sessions of one group member until ctx ends. A session ends
 // early when the store fails: nothing it had not committed is kept, and the
 // next session, after a backoff, consumes it again from the committed offsets
-// (a fresh reader rejoins the group). So no batch has to be kept in memory to be
+// (a fresh member rejoins the group). So no batch has to be kept in memory to be
 // written again, and a batch may be large.
 func (w *Worker) consume(ctx context.Context, id int) error {
 	cfg := &w.cfg
@@ -478,9 +491,9 @@ func (w *Worker) consume(ctx context.Context, id int) error {
 	}
 }
 
-// session consumes with a fresh reader and writer until ctx ends (nil) or the
-// store fails (the error; what was not committed is given up). onCommit is
-// called after each commit.
+// session consumes as a fresh group member, with a fresh writer, until ctx
+// ends (nil) or the store fails (the error; what was not committed is given
+// up). onCommit is called after each commit.
 func (w *Worker) session(ctx context.Context, log *slog.Logger, onCommit func()) error {
 	cfg := &w.cfg
 	writer, err := NewWriter(WriterConfig{Store: cfg.Store, Logger: log, Metrics: cfg.Metrics,
@@ -488,10 +501,13 @@ func (w *Worker) session(ctx context.Context, log *slog.Logger, onCommit func())
 	if err != nil {
 		return err
 	}
-	reader := w.newReader(log)
+	reader, err := w.newGroupReader(log)
+	if err != nil {
+		return err
+	}
 	defer func() {
 		if err := reader.Close(); err != nil {
-			log.Warn("closing the Kafka reader", "err", err)
+			log.Warn("leaving the consumer group", "err", err)
 		}
 	}()
 	c := w.newConsumer(log, reader, writer, onCommit)
@@ -504,7 +520,9 @@ func (w *Worker) session(ctx context.Context, log *slog.Logger, onCommit func())
 	// The fetcher stops when ctx ends or the writer fails (fctx). The writer
 	// works on until ctx ends and then for at most ShutdownGrace: on shutdown
 	// the batches already fetched are finished within the grace period, or
-	// abandoned uncommitted (Kafka redelivers them to the next owner).
+	// abandoned uncommitted (Kafka redelivers them to the next owner). The
+	// member stays in the group until the writer is done, so that it can
+	// still commit.
 	fctx, stopFetch := context.WithCancel(ctx)
 	defer stopFetch()
 	wctx, stopWrite := withGrace(ctx, cfg.ShutdownGrace)
@@ -527,40 +545,16 @@ func (w *Worker) session(ctx context.Context, log *slog.Logger, onCommit func())
 	return werr
 }
 
-// newReader returns a group member's reader for one session.
-func (w *Worker) newReader(log *slog.Logger) *kafka.Reader {
-	cfg := &w.cfg
-	return kafka.NewReader(kafka.ReaderConfig{
-		Brokers:  cfg.Brokers,
-		GroupID:  cfg.GroupID,
-		Topic:    cfg.Topic,
-		MinBytes: 1,
-		MaxBytes: 16 << 20,
-		MaxWait:  250 * time.Millisecond,
-		// Messages hold many samples each (a node-tick, up to 64 KiB): a short
-		// queue keeps the fetched values a consumer holds to about a megabyte
-		// (250 held 3 MB for the 13 KB messages of 34 samples in the benchmark).
-		QueueCapacity:  readerQueue,
-		CommitInterval: 0, // synchronous commits, only after the store accepted a batch
-		StartOffset:    kafka.FirstOffset,
-		SessionTimeout: cfg.SessionTimeout,
-		// Rebalances wait at most this long for members to rejoin.
-		RebalanceTimeout: cfg.SessionTimeout,
-		// Members learn of a rebalance from a heartbeat: short heartbeats make a
-		// group of several consumers settle in well under a second.
-		HeartbeatInterval: min(cfg.SessionTimeout/4, 500*time.Millisecond),
-		JoinGroupBackoff:  time.Second,
-		Dialer:            cfg.Dialer,
-		ErrorLogger:       kafka.LoggerFunc(func(f string, a ...any) { log.Debug("kafka: " + fmt.Sprintf(f, a...)) }),
-	})
-}
-
-// readerQueue is the capacity of a reader's queue of fetched messages.
+// readerQueue bounds the fetched messages a group member holds before the
+// fetcher takes them (see groupReader). Messages hold many samples each (a
+// node-tick, up to 64 KiB): a short queue keeps the fetched values a consumer
+// holds to about a megabyte (250 held 3 MB for the 13 KB messages of 34
+// samples in the benchmark).
 const readerQueue = 64
 
 // newConsumer returns a session's consumer with its pool of piece buffers
 // filled.
-func (w *Worker) newConsumer(log *slog.Logger, reader *kafka.Reader, writer *Writer, onCommit func()) *consumer {
+func (w *Worker) newConsumer(log *slog.Logger, reader *groupReader, writer *Writer, onCommit func()) *consumer {
 	c := &consumer{w: w, log: log, reader: reader, writer: writer, dec: schemas.NewDecoderWith(w.cfg.DecoderOptions), lastCommit: time.Now(),
 		pool: make(chan []schemas.Sample, piecesPerConsumer), onCommit: onCommit}
 	for range piecesPerConsumer {
@@ -793,7 +787,7 @@ func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done 
 		// consumed. If nothing more comes at once, end the batch now rather
 		// than when it is BatchAge old.
 		quiet := caughtUp && (c.backlog || b.lines >= min(cfg.BatchSize/4, 1<<16))
-		m, err := c.fetchMessage(fctx, quiet)
+		m, gen, err := c.fetchMessage(fctx, quiet)
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
@@ -815,7 +809,7 @@ func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done 
 			fctx, cancel = context.WithTimeout(ctx, cfg.BatchAge)
 			defer cancel()
 		}
-		b.add(&m)
+		b.add(&m, gen)
 		caughtUp = m.HighWaterMark > 0 && m.Offset+1 >= m.HighWaterMark
 		c.backlog = c.backlog || m.HighWaterMark-m.Offset > backlogMessages
 		valid += c.decodeMessage(&m, b, func() {
@@ -832,9 +826,9 @@ func (c *consumer) fetch(ctx context.Context, b *batch, out chan<- piece) (done 
 	return !c.send(ctx, out)
 }
 
-// fetchMessage fetches the next message, waiting at most caughtUpQuiet when
-// quiet.
-func (c *consumer) fetchMessage(ctx context.Context, quiet bool) (kafka.Message, error) {
+// fetchMessage fetches the next message, and the generation it was fetched
+// in, waiting at most caughtUpQuiet when quiet.
+func (c *consumer) fetchMessage(ctx context.Context, quiet bool) (kafka.Message, *generation, error) {
 	if quiet {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, caughtUpQuiet)
@@ -875,8 +869,8 @@ func (c *consumer) countFetched(b *batch, valid int) {
 	m := c.w.cfg.Metrics
 	for i := range b.commits {
 		cm := &b.commits[i]
-		if lag := cm.HighWaterMark - cm.Offset - 1; lag >= 0 {
-			m.Lag.WithLabelValues(strconv.Itoa(cm.Partition)).Set(float64(lag))
+		if lag := cm.highWaterMark - cm.offset - 1; lag >= 0 {
+			m.Lag.WithLabelValues(strconv.Itoa(cm.partition)).Set(float64(lag))
 		}
 	}
 	m.Messages.WithLabelValues("valid").Add(float64(valid))
@@ -976,31 +970,68 @@ func (c *consumer) finish(ctx context.Context, b *batch) error {
 
 // commit writes the intervals of the staged batches and then commits their
 // offsets: everything in them is stored (or dead-lettered), so now, and only
-// now, the offsets may be committed (for each partition kafka-go commits the
-// highest). A failed commit is retried; if the process dies first, the batches
-// are consumed again, which is harmless.
+// now, the offsets may be committed: for each partition the offset after its
+// last message, in the group generation that fetched it. Offsets of a
+// generation that has ended are not committed (groupReader.Commit): the
+// partitions' owners in the new generation consume those messages again, from
+// the offsets committed before it. A failed commit is retried; if the process
+// dies first, the batches are consumed again, which is harmless.
 func (c *consumer) commit(ctx context.Context) error {
 	cfg := &c.w.cfg
 	m := cfg.Metrics
 	if err := c.writer.FlushRuns(ctx); err != nil {
 		return err
 	}
-	err := Retry(ctx, c.log, cfg.RetryMin, cfg.RetryMax, m, c.w.notePause, "offset commit", func(ctx context.Context) error {
-		if err := c.reader.CommitMessages(ctx, c.uncommitted...); err != nil {
-			m.CommitErrors.Inc()
+	for _, g := range byGeneration(c.uncommitted) {
+		committed := false
+		err := Retry(ctx, c.log, cfg.RetryMin, cfg.RetryMax, m, c.w.notePause, "offset commit", func(context.Context) error {
+			ok, err := c.reader.Commit(g.gen, g.offsets)
+			if err != nil {
+				m.CommitErrors.Inc()
+				return err
+			}
+			committed = ok
+			return nil
+		})
+		if err != nil {
 			return err
 		}
-		m.Commits.Inc()
-		return nil
-	})
-	if err != nil {
-		return err
+		if committed {
+			m.Commits.Inc()
+			continue
+		}
+		c.log.Info("offsets fetched before a rebalance left uncommitted; the partitions' owners consume them again",
+			"generation", g.gen.g.ID, "partitions", len(g.offsets))
 	}
 	c.uncommitted = c.uncommitted[:0]
 	c.lastCommit = time.Now()
 	c.w.notePause(false, nil)
 	c.onCommit()
 	return nil
+}
+
+// genOffsets are the offsets to commit in one generation: partition -> the
+// offset after the last message stored.
+type genOffsets struct {
+	gen     *generation
+	offsets map[int]int64
+}
+
+// byGeneration groups positions, given in fetch order, by the generation
+// that fetched them, keeping each partition's last position (within a
+// generation, a partition's messages come in offset order).
+func byGeneration(ps []position) []genOffsets {
+	var out []genOffsets
+	for i := range ps {
+		p := &ps[i]
+		j := slices.IndexFunc(out, func(g genOffsets) bool { return g.gen == p.gen })
+		if j < 0 {
+			j = len(out)
+			out = append(out, genOffsets{gen: p.gen, offsets: map[int]int64{}})
+		}
+		out[j].offsets[p.partition] = p.offset + 1
+	}
+	return out
 }
 
 // checkMessage rejects a message as a whole: an unknown schema header.
