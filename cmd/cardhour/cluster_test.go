@@ -39,7 +39,7 @@ func clusterStore(t *testing.T, addrs []string, cluster string) (db, dsn string)
 	})
 	code, out, errOut := runCLI(t, "", "migrate", "--store", "clickhouse://"+addrs[0]+"/"+db, "--cluster", cluster)
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "database "+db+" on cluster "+cluster+" at schema version 19, applied now: [1 2 3")
+	require.Contains(t, out, "database "+db+" on cluster "+cluster+" at schema version 22, applied now: [1 2 3")
 	return db, "clickhouse://" + addrs[0] + "/" + db + "?cluster=" + cluster
 }
 
@@ -75,7 +75,7 @@ func TestClickHouseCluster(t *testing.T) {
 	db, dsn := clusterStore(t, addrs, cluster)
 	code, out, errOut := runCLI(t, "", "migrate", "--store", "clickhouse://"+addrs[1]+"/"+db, "--cluster", cluster)
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "at schema version 19, applied now: []")
+	require.Contains(t, out, "at schema version 22, applied now: []")
 
 	code, _, errOut = runCLI(t, "", "migrate", "--store", "clickhouse://"+addrs[0]+"/"+db, "--cluster", "no_such_cluster")
 	require.Equal(t, 1, code)

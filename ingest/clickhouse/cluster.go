@@ -311,6 +311,8 @@ func pick(col any, idx []int) any {
 		return pickOf(c, idx)
 	case []uint8:
 		return pickOf(c, idx)
+	case []uint64:
+		return pickOf(c, idx)
 	case []float64:
 		return pickOf(c, idx)
 	case []*float64:

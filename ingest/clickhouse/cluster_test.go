@@ -122,7 +122,7 @@ func TestClickHouseClusterUpgrade(t *testing.T) {
 	}
 	res, err := st.Migrate(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []int{16, 17, 18, 19}, res.Applied)
+	require.Equal(t, []int{16, 17, 18, 19, 20, 21, 22}, res.Applied)
 	for _, a := range addrs {
 		require.EqualValues(t, 12, shareColumns(a), "three columns in raw_samples and latest_samples, local and Distributed, on %s", a)
 	}
@@ -131,7 +131,7 @@ func TestClickHouseClusterUpgrade(t *testing.T) {
 	setVersions(15)
 	res, err = st.Migrate(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []int{16, 17, 18, 19}, res.Applied, "recorded again without running")
+	require.Equal(t, []int{16, 17, 18, 19, 20, 21, 22}, res.Applied, "recorded again without running")
 	require.NoError(t, st.CheckSchema(ctx))
 	for _, a := range addrs {
 		require.EqualValues(t, 12, shareColumns(a), a)
