@@ -126,3 +126,14 @@ type SumsRefresh struct {
 	Rows  int           // rows written
 	Took  time.Duration // wall time
 }
+
+// SampleSource is a store whose raw samples can be read back whole, every
+// field and the unheld ones too: what `cardhour ingest --from-store` copies
+// into another store (a SQLite store outgrown, one server's ClickHouse
+// database moving to a cluster). SampleSpan is the first and last sample
+// start (ok false when there is none); AllSamples hands every sample that
+// starts in [fromMS, toMS) to fn, replays collapsed, in no set order.
+type SampleSource interface {
+	SampleSpan(ctx context.Context) (firstMS, lastMS int64, ok bool, err error)
+	AllSamples(ctx context.Context, fromMS, toMS int64, fn func(*schemas.Sample) error) error
+}

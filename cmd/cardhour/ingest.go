@@ -39,6 +39,7 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 	migrate := fs.Bool("migrate", false, "apply pending ClickHouse migrations at start (SQLite always migrates)")
 	retention := fs.Int("raw-retention-days", 0, "with --migrate: TTL of raw samples at table creation (0: keep forever)")
 	fromFile := fs.String("from-file", "", "back-fill from a JSON Lines file ('-': standard input) instead of Kafka, then exit")
+	fromStore := fs.String("from-store", "", "copy every raw sample of another usage store (clickhouse://… or sqlite://…) instead of Kafka, then exit: a SQLite store outgrown, or one server's database moving to a cluster (docs/scale.md)")
 	brokers := fs.String("brokers", "", "Kafka bootstrap brokers, comma-separated host:port")
 	topic := fs.String("topic", schemas.SampleTopicV1, "sample topic")
 	group := fs.String("group", ingest.DefaultGroupID, "consumer group")
@@ -60,7 +61,7 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 	sumsEvery := fs.Duration("sums-every", time.Minute, "how often to bring the store's hourly sums (ClickHouse: util_hours, read by the efficiency pages) up to date with the hours that have ended; a back-fill does it once at its end (0: never; with several workers, one is enough)")
 	bounds := addSampleBounds(fs, true)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: cardhour ingest --store DSN (--brokers HOST:PORT[,…] | --from-file samples.jsonl) [flags]")
+		fmt.Fprintln(stderr, "usage: cardhour ingest --store DSN (--brokers HOST:PORT[,…] | --from-file samples.jsonl | --from-store DSN) [flags]")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args); !ok {
@@ -70,8 +71,8 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 	if *store == "" {
 		problems = append(problems, "--store is required")
 	}
-	if (*fromFile == "") == (*brokers == "") {
-		problems = append(problems, "give exactly one of --brokers and --from-file")
+	if n := count(*fromFile != "", *brokers != "", *fromStore != ""); n != 1 {
+		problems = append(problems, "give exactly one of --brokers, --from-file and --from-store")
 	}
 	problems = append(problems, bounds.problems()...)
 	limit, err := parseBytes(*memLimit)
@@ -119,8 +120,14 @@ func runIngest(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 
-	if *fromFile != "" {
-		code := backfill(ctx, log, st, metrics, *fromFile, ingest.FileConfig{BatchSize: *batchSize, DecoderOptions: bounds.options(), Now: time.Now}, *storeTimeout, stdout, stderr)
+	if *fromFile != "" || *fromStore != "" {
+		fcfg := ingest.FileConfig{BatchSize: *batchSize, DecoderOptions: bounds.options(), Now: time.Now}
+		var code int
+		if *fromStore != "" {
+			code = copyStore(ctx, log, st, metrics, *fromStore, fcfg, *storeTimeout, stdout, stderr)
+		} else {
+			code = backfill(ctx, log, st, metrics, *fromFile, fcfg, *storeTimeout, stdout, stderr)
+		}
 		if code == 0 && *sumsEvery > 0 {
 			if err := refreshSums(ctx, log, st); err != nil {
 				fmt.Fprintln(stderr, "cardhour ingest: the samples are stored; the hourly sums are not up to date (the next run brings them up to date; reads do not need them):", err)
@@ -206,6 +213,13 @@ func backfill(ctx context.Context, log *slog.Logger, st ingest.Store, metrics *i
 		defer f.Close() //nolint:errcheck // read-only
 		in = f
 	}
+	return backfillFrom(ctx, log, st, metrics, in, path, source, fcfg, storeTimeout, stdout, stderr)
+}
+
+// backfillFrom writes the samples of in (JSON Lines; named name in messages,
+// source in the rejects) to st, and reports what it did.
+func backfillFrom(ctx context.Context, log *slog.Logger, st ingest.Store, metrics *ingest.Metrics, in io.Reader, path, source string,
+	fcfg ingest.FileConfig, storeTimeout time.Duration, stdout, stderr io.Writer) int {
 	wr, err := ingest.NewWriter(ingest.WriterConfig{Store: st, Logger: log, Metrics: metrics, AttemptTimeout: storeTimeout})
 	if err != nil {
 		fmt.Fprintln(stderr, "cardhour ingest:", err)
