@@ -183,25 +183,27 @@ func (s *Store) scanPairs(ctx context.Context, q string, fn func(int64, uint64))
 // written since their last computation, or never computed. Each run of
 // consecutive stale hours of one month is one read of raw_samples FINAL,
 // inserted as it is read; its markers follow once its rows were accepted.
+// When one of those hours was written within the clock skew (a back-fill
+// that just ended), it first waits the skew out, so that the computation
+// counts as newer than every mark.
 func (s *Store) RefreshHourlySums(ctx context.Context) (ingest.SumsRefresh, error) {
 	began := time.Now()
 	var res ingest.SumsRefresh
-	var now uint32
-	if err := s.conn.QueryRow(ctx, "SELECT toUInt32(now())").Scan(&now); err != nil {
-		return res, classify(fmt.Errorf("cannot read the server's clock: %w", err))
+	now, stale, recent, err := s.staleHours(ctx)
+	if err == nil && recent {
+		// Hours written within the clock skew: a computation begun now would
+		// count as older than their marks and stay stale (the end of a
+		// back-fill). Waiting the skew out lets it count.
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(time.Duration(s.skew()+1) * time.Second):
+		}
+		now, stale, _, err = s.staleHours(ctx)
 	}
-	states, err := s.hourStates(ctx, 0, 0)
 	if err != nil {
 		return res, err
 	}
-	limit := int64(now)*1000 - UtilSettle.Milliseconds()
-	var stale []int64
-	for b, st := range states {
-		if st.written != 0 && !st.fresh(s.skew()) && b+hourMS <= limit {
-			stale = append(stale, b)
-		}
-	}
-	slices.Sort(stale)
 	id := uint64(now)<<32 | uint64(rand.Uint32())
 	for _, span := range hourRuns(stale, refreshSpan, true) {
 		n, err := s.computeHours(ctx, id, span[0], span[1])
@@ -213,6 +215,28 @@ func (s *Store) RefreshHourlySums(ctx context.Context) (ingest.SumsRefresh, erro
 	}
 	res.Took = time.Since(began)
 	return res, nil
+}
+
+// staleHours are the hours a refresh at the server's time now computes, in
+// order; recent reports whether one of them was written within the clock
+// skew of now.
+func (s *Store) staleHours(ctx context.Context) (now uint32, stale []int64, recent bool, err error) {
+	if err := s.conn.QueryRow(ctx, "SELECT toUInt32(now())").Scan(&now); err != nil {
+		return 0, nil, false, classify(fmt.Errorf("cannot read the server's clock: %w", err))
+	}
+	states, err := s.hourStates(ctx, 0, 0)
+	if err != nil {
+		return 0, nil, false, err
+	}
+	limit := int64(now)*1000 - UtilSettle.Milliseconds()
+	for b, st := range states {
+		if st.written != 0 && !st.fresh(s.skew()) && b+hourMS <= limit {
+			stale = append(stale, b)
+			recent = recent || st.written >= int64(now)-s.skew()
+		}
+	}
+	slices.Sort(stale)
+	return now, stale, recent, nil
 }
 
 // hourRuns splits sorted hours into runs [lo, hi) of consecutive hours, at

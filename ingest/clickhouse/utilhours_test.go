@@ -189,3 +189,24 @@ func TestHourlySumsOfAnUpgradedStore(t *testing.T) {
 	q := schemas.UtilRowQuery{FromMS: hourStart(first), ToMS: hourStart(last) + 3600_000, ByNode: true, BucketMS: 3600_000}
 	require.Equal(t, utilRows(t, mem, q), utilRows(t, st, q))
 }
+
+// A refresh right after a back-fill (hours written within the clock skew,
+// 5 s by default) waits the skew out: every hour is fresh after it, none
+// left to the raw samples until a next refresh that a back-fill never runs.
+func TestHourlySumsRightAfterABackfill(t *testing.T) {
+	st := open(t, testenv.ClickHouseAddr(t), testenv.UniqueName(t, "ch"))
+	ctx := context.Background()
+	samples := storetest.Samples(t, storetest.Trace(t, 20_000, 3))
+	require.NoError(t, st.Write(ctx, ingest.NewCompactor(0).Build(samples)))
+	distinct := map[int64]bool{}
+	for _, s := range samples {
+		distinct[hourStart(s.StartMS)] = true
+	}
+	res, err := st.RefreshHourlySums(ctx)
+	require.NoError(t, err)
+	require.Equal(t, len(distinct), res.Hours)
+	require.GreaterOrEqual(t, res.Took, 5*time.Second, "it waited the clock skew out")
+	fresh, stale, err := st.HourlySumsState(ctx, 0, time.Now().UnixMilli())
+	require.NoError(t, err)
+	require.Equal(t, [2]int{len(distinct), 0}, [2]int{fresh, stale})
+}
