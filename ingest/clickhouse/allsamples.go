@@ -23,26 +23,5 @@ func (s *Store) AllSamples(ctx context.Context, fromMS, toMS int64, fn func(*sch
 	if err != nil {
 		return classify(fmt.Errorf("cannot read raw samples: %w", err))
 	}
-	defer func() { _ = rows.Close() }()
-	for rows.Next() {
-		var x schemas.Sample
-		var util, mem, cores *float64
-		if err := rows.Scan(&x.InstanceID, &x.StartMS, &x.Project, &x.User, &x.IntervalMS, &x.Node, &x.GPUUUID, &x.GPUModel,
-			&x.Profile, &util, &x.Processes, &x.HolderRef, &x.ShareKind, &mem, &cores, &x.MemUsed, &x.MemTotal, &x.UtilSource); err != nil {
-			return fmt.Errorf("cannot read raw sample: %w", err)
-		}
-		if util != nil {
-			x.Util, x.UtilKnown = *util, true
-		}
-		if mem != nil {
-			x.ShareMem = *mem
-		}
-		if cores != nil {
-			x.ShareCores = *cores
-		}
-		if err := fn(&x); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return scanSamples(rows, true, fn)
 }

@@ -53,13 +53,24 @@ const heldColumns = "instance_id, start_ms, project, user, interval_ms, node, gp
 
 // scanHeld hands each row of heldColumns to fn as a sample, and closes rows.
 func scanHeld(rows driver.Rows, fn func(*schemas.Sample) error) error {
+	return scanSamples(rows, false, fn)
+}
+
+// scanSamples hands each row of heldColumns (whole: followed by
+// mem_used_bytes, mem_total_bytes, util_source) to fn as a sample, and
+// closes rows.
+func scanSamples(rows driver.Rows, whole bool, fn func(*schemas.Sample) error) error {
 	defer func() { _ = rows.Close() }()
 	for rows.Next() {
 		var x schemas.Sample
 		var util, mem, cores *float64
-		if err := rows.Scan(&x.InstanceID, &x.StartMS, &x.Project, &x.User, &x.IntervalMS, &x.Node, &x.GPUUUID, &x.GPUModel,
-			&x.Profile, &util, &x.Processes, &x.HolderRef, &x.ShareKind, &mem, &cores); err != nil {
-			return fmt.Errorf("cannot read held sample: %w", err)
+		dest := []any{&x.InstanceID, &x.StartMS, &x.Project, &x.User, &x.IntervalMS, &x.Node, &x.GPUUUID, &x.GPUModel,
+			&x.Profile, &util, &x.Processes, &x.HolderRef, &x.ShareKind, &mem, &cores}
+		if whole {
+			dest = append(dest, &x.MemUsed, &x.MemTotal, &x.UtilSource)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return fmt.Errorf("cannot read sample: %w", err)
 		}
 		if util != nil {
 			x.Util, x.UtilKnown = *util, true

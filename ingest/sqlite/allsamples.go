@@ -27,13 +27,9 @@ func (s *Store) AllSamples(ctx context.Context, fromMS, toMS int64, fn func(*sch
 	defer rows.Close() //nolint:errcheck // errors surface on Next/Err
 	for rows.Next() {
 		var x schemas.Sample
-		var util, mem, cores sql.NullFloat64
-		if err := rows.Scan(&x.InstanceID, &x.StartMS, &x.Project, &x.User, &x.IntervalMS, &x.Node, &x.GPUUUID, &x.GPUModel,
-			&x.Profile, &util, &x.Processes, &x.HolderRef, &x.ShareKind, &mem, &cores, &x.MemUsed, &x.MemTotal, &x.UtilSource); err != nil {
+		if err := scanSample(rows, &x, true); err != nil {
 			return fmt.Errorf("cannot read raw sample: %w", err)
 		}
-		x.Util, x.UtilKnown = util.Float64, util.Valid
-		x.ShareMem, x.ShareCores = mem.Float64, cores.Float64
 		if err := fn(&x); err != nil {
 			return err
 		}

@@ -106,10 +106,18 @@ const heldColumns = `instance_id, start_ms, project, user, interval_ms, node, gp
 		util, processes, holder_ref, share_kind, share_mem, share_cores`
 
 // scanHeld reads a row of heldColumns into x.
-func scanHeld(rows *sql.Rows, x *schemas.Sample) error {
+func scanHeld(rows *sql.Rows, x *schemas.Sample) error { return scanSample(rows, x, false) }
+
+// scanSample reads a row of heldColumns (whole: followed by mem_used_bytes,
+// mem_total_bytes, util_source) into x.
+func scanSample(rows *sql.Rows, x *schemas.Sample, whole bool) error {
 	var util, mem, cores sql.NullFloat64
-	if err := rows.Scan(&x.InstanceID, &x.StartMS, &x.Project, &x.User, &x.IntervalMS, &x.Node, &x.GPUUUID, &x.GPUModel,
-		&x.Profile, &util, &x.Processes, &x.HolderRef, &x.ShareKind, &mem, &cores); err != nil {
+	dest := []any{&x.InstanceID, &x.StartMS, &x.Project, &x.User, &x.IntervalMS, &x.Node, &x.GPUUUID, &x.GPUModel,
+		&x.Profile, &util, &x.Processes, &x.HolderRef, &x.ShareKind, &mem, &cores}
+	if whole {
+		dest = append(dest, &x.MemUsed, &x.MemTotal, &x.UtilSource)
+	}
+	if err := rows.Scan(dest...); err != nil {
 		return err
 	}
 	x.Util, x.UtilKnown = util.Float64, util.Valid
