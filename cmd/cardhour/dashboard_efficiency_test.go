@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"testing"
 	"time"
@@ -88,7 +89,13 @@ func TestDashboardEfficiency(t *testing.T) {
 			ds.apiGet(t, ds.tokens["finance"], "/api/v1/utilization/heatmap?period=2026-11&rows=2&node_from="+first.First+"&node_to="+first.Last, &opened)
 			require.Equal(t, first.Nodes, opened.NodeCount, "the group's nodes (in rows of at most two again)")
 			require.Equal(t, [2]string{first.First, first.Last}, [2]string{opened.Rows[0].First, opened.Rows[len(opened.Rows)-1].Last})
-			tb.do(chromedp.Evaluate[chromedp.Void](`document.querySelector('#heatmap-table tbody a').click()`),
+			// From its row in the table (English) or in the chart (Chinese).
+			open := `document.querySelector('#heatmap-table tbody a').click()`
+			if lang != "en" {
+				open = `(() => { const c = document.getElementById('heatmap-canvas'), d = c.dataset, r = c.getBoundingClientRect();
+  c.dispatchEvent(new MouseEvent('click', { clientX: r.left + +d.left + 0.5 * +d.cellW, clientY: r.top + +d.top + 0.5 * +d.cellH })); })()`
+			}
+			tb.do(chromedp.Evaluate[chromedp.Void](open),
 				chromedp.WaitVisible(chromedp.CSS(`#eff-all-nodes`)), ready("efficiency"))
 			requireHeatmap(t, tb, x.rows, opened, label, x.unmeasured)
 			tb.screenshot(lang + "-01c-efficiency-group-opened")
@@ -136,11 +143,61 @@ func requireHeatmap(t *testing.T, tb *tab, header []string, hm reads.HeatmapRepo
 		}
 	}
 	require.Equal(t, want, cells)
-	chartJS := `echarts.getInstanceByDom(document.getElementById('chart-heatmap')).getOption()`
-	require.Equal(t, labels, eval[[]string](tb, chartJS+`.yAxis[0].data`))
-	require.Len(t, eval[[]string](tb, chartJS+`.xAxis[0].data`), len(hm.Hours))
-	require.Equal(t, utils, eval[[]float64](tb, chartJS+`.series[0].data.map(d => d[2])`))
-	require.Equal(t, unmeasured, eval[int](tb, chartJS+`.series[1].data.length`))
+	requireHeatCells(t, tb, hm)
+	// The pointer over a row's first hour names the row and the hour.
+	for y, l := range labels {
+		require.Contains(t, heatTip(tb, y, 0), l+" · ")
+	}
+	tb.do(chromedp.Evaluate[chromedp.Void](`document.getElementById('heatmap-canvas').dispatchEvent(new MouseEvent('mouseleave'))`))
+	require.True(t, eval[bool](tb, `document.querySelector('#chart-heatmap .heat-tip').hidden`))
+}
+
+// heatCellsJS reads the heat map canvas's pixel at each cell's top-left
+// (its first whole pixel) and middle row: [r, g, b, a] per cell, rows × hours.
+const heatCellsJS = `(() => {
+  const c = document.getElementById('heatmap-canvas'), d = c.dataset, s = c.width / parseFloat(c.style.width);
+  const img = c.getContext('2d').getImageData(0, 0, c.width, c.height).data, out = [];
+  for (let y = 0; y < %d; y++) for (let x = 0; x < %d; x++) {
+    const px = Math.round(Math.round(+d.left + x * +d.cellW) * s), py = Math.round((+d.top + y * +d.cellH + Math.floor(+d.cellH / 2)) * s);
+    const i = (py * c.width + px) * 4;
+    out.push([img[i], img[i + 1], img[i + 2], img[i + 3]]);
+  }
+  return out; })()`
+
+// requireHeatCells checks the heat map as drawn: every measured cell in
+// its utilisation's colour on the scale (yellow 0 %, salmon 50 %, red
+// 100 %), every held but unmeasured one grey, every other one the row's pale band.
+func requireHeatCells(t *testing.T, tb *tab, hm reads.HeatmapReport) {
+	t.Helper()
+	px := eval[[][4]int](tb, fmt.Sprintf(heatCellsJS, len(hm.Rows), len(hm.Hours)))
+	require.Len(t, px, len(hm.Rows)*len(hm.Hours))
+	stops := [3][3]float64{{0xf6, 0xef, 0xa6}, {0xd8, 0x82, 0x73}, {0xbf, 0x44, 0x4c}}
+	for y, r := range hm.Rows {
+		for x, u := range r.Util {
+			got, want := px[y*len(hm.Hours)+x], [4]int{0xf1, 0xf3, 0xf4, 255}
+			switch {
+			case u != "":
+				v := math.Min(100, math.Max(0, mustFloat(t, u))) / 50
+				i := min(1, int(v))
+				for k := range 3 {
+					want[k] = int(math.Round(stops[i][k] + (stops[i+1][k]-stops[i][k])*(v-float64(i))))
+				}
+				want[3] = 255
+			case r.HeldUnmeasuredSeconds[x] > 0:
+				want = [4]int{0x9a, 0xa0, 0xa6, 255}
+			}
+			require.Equal(t, want, got, "row %d (%s), hour %s, util %q", y, r.First, hm.Hours[x], u)
+		}
+	}
+}
+
+// heatTip is the heat map's tooltip with the pointer over cell (y, x).
+func heatTip(tb *tab, y, x int) string {
+	tb.tb.Helper()
+	return eval[string](tb, fmt.Sprintf(`(() => {
+  const c = document.getElementById('heatmap-canvas'), d = c.dataset, r = c.getBoundingClientRect();
+  c.dispatchEvent(new MouseEvent('mousemove', { clientX: r.left + +d.left + (%d + 0.5) * +d.cellW, clientY: r.top + +d.top + (%d + 0.5) * +d.cellH }));
+  return document.querySelector('#chart-heatmap .heat-tip').textContent; })()`, x, y))
 }
 
 func mustFloat(tb testing.TB, s string) float64 {

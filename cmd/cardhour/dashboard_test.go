@@ -750,6 +750,14 @@ func withServeUsageCache(s *dashSetup) {
 	}
 }
 
+// loadSpans lists, for the last load, when each API response and script
+// began and ended (ms from navigation start), the longest first.
+const loadSpans = `performance.getEntriesByType('resource')
+  .filter((e) => e.name.includes('/api/') || e.name.endsWith('.js'))
+  .sort((a, b) => (b.responseEnd - b.startTime) - (a.responseEnd - a.startTime)).slice(0, 6)
+  .map((e) => new URL(e.name).pathname.split('/').pop() + ' ' + Math.round(e.startTime) + '-' + Math.round(e.responseEnd))
+  .join(', ')`
+
 // BenchmarkDashboardFirstLoad loads each page in a fresh document with the
 // browser cache disabled, and reports the time from navigation start to the
 // page's data drawn (the cardhour:ready performance mark) and the bytes
@@ -852,8 +860,8 @@ func BenchmarkDashboardFirstLoad(b *testing.B) {
 			if shots != "" && i == b.N-1 {
 				tb.screenshot("first-load-" + p[0])
 			}
-			if testing.Verbose() { // progress, as it goes
-				fmt.Fprintf(os.Stderr, "load %d of %s: %.0f ms, %.0f KiB\n", i+1, p[0], ms, kib)
+			if testing.Verbose() { // progress, as it goes, and where the load's time went
+				fmt.Fprintf(os.Stderr, "load %d of %s: %.0f ms, %.0f KiB; %s\n", i+1, p[0], ms, kib, eval[string](tb, loadSpans))
 			}
 		}
 	}

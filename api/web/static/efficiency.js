@@ -4,23 +4,22 @@
 // over a month or a range of days: at most 100 rows, the server grouping
 // consecutive nodes when there are more; a group's row opens its nodes. The
 // server computes every number (a group's too); the page formats them and
-// plots the heat map's percentages.
+// paints the heat map's percentages (heatmap.js).
 
 import { get } from './api.js';
 import { addDays, addMonths, h, hours, table, time, zonedStart } from './format.js';
 import { t } from './i18n.js';
 import { periodForm, periodOf, sectionHead, tzNote } from './pages.js';
-import { loadECharts } from './usage.js';
+import { heatmap } from './heatmap.js';
 
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
-let chart;
+let resize;
 
-// leave releases the heat map's chart before the next page.
+// leave forgets the heat map before the next page.
 export function leave() {
-  chart?.dispose();
-  chart = undefined;
+  resize = undefined;
 }
-window.addEventListener('resize', () => chart?.resize());
+window.addEventListener('resize', () => resize?.());
 
 // rangeOf is the route's days (from, to, both included) or its month.
 async function rangeOf(ctx) {
@@ -119,34 +118,28 @@ function nodesBar(ctx, hm, range, chosen) {
   return h('div', { class: 'controls' }, h('p', { id: 'eff-groups' }, text, ' ', all), form);
 }
 
-// drawHeatmap plots the rows: measured hours coloured by utilisation, held
-// ones without a measurement in a grey of their own; a click on a group's
-// row opens its nodes.
-function drawHeatmap(echarts, el, hm, onRow) {
-  const measured = [], unmeasured = [];
-  hm.rows.forEach((r, y) => r.util.forEach((u, x) => {
-    if (u) measured.push([x, y, Number(u)]);
-    else if (r.held_unmeasured_seconds[x] > 0) unmeasured.push([x, y, 0]);
-  }));
+// heatmapFigure draws the rows: measured hours coloured by utilisation,
+// held ones without a measurement in a grey of their own; a click on a
+// group's row opens its nodes.
+function heatmapFigure(hm, onRow) {
   const labels = hm.rows.map(rowLabel);
-  chart = echarts.init(el, null, { renderer: 'canvas' });
-  chart.setOption({
-    animation: false,
-    tooltip: { formatter: (p) => `${labels[p.data[1]]} · ${time(hm.hours[p.data[0]])}<br>${p.seriesIndex ? t('eff.unmeasured') : p.data[2] + ' %'}` },
-    grid: { left: 8, right: 16, top: 48, bottom: 64, containLabel: true },
-    xAxis: { type: 'category', data: hm.hours.map((v) => v.slice(5, 13).replace('T', ' ')), splitArea: { show: true } },
-    yAxis: { type: 'category', data: labels, inverse: true, splitArea: { show: true }, axisLabel: { interval: hm.rows.length > 40 ? 'auto' : 0 } },
-    visualMap: { min: 0, max: 100, seriesIndex: 0, calculable: true, orient: 'horizontal', left: 'center', bottom: 0, formatter: (v) => `${Math.round(v)} %` },
-    legend: { top: 0, data: [{ name: t('eff.util'), itemStyle: { color: '#d94e5d' } }, t('eff.unmeasured')] },
-    series: [
-      { name: t('eff.util'), type: 'heatmap', data: measured, progressive: 0 },
-      { name: t('eff.unmeasured'), type: 'heatmap', data: unmeasured, progressive: 0, itemStyle: { color: '#9aa0a6' } },
-    ],
-  });
-  chart.on('click', (p) => {
-    const r = hm.rows[p.data?.[1]];
-    if (r && r.nodes > 1) onRow(r);
-  });
+  const fig = heatmap({
+    labels,
+    hourLabels: hm.hours.map((v) => v.slice(5, 13).replace('T', ' ')),
+    rows: hm.rows.map((r) => ({ util: r.util, unmeasured: r.held_unmeasured_seconds })),
+    tip: (y, x) => {
+      const r = hm.rows[y], u = r.util[x];
+      return `${labels[y]} · ${time(hm.hours[x])} · ${u ? u + ' %' : r.held_unmeasured_seconds[x] > 0 ? t('eff.unmeasured') : '—'}`;
+    },
+    clickable: (y) => hm.rows[y].nodes > 1,
+    onRow: (y) => onRow(hm.rows[y]),
+    utilText: t('eff.util'),
+    unmeasuredText: t('eff.unmeasured'),
+  }, hm.rows.length > 40 ? 12 : 28);
+  fig.el.id = 'chart-heatmap';
+  fig.el.setAttribute('role', 'img');
+  fig.el.setAttribute('aria-label', t('eff.heatLabel'));
+  return fig;
 }
 
 export async function efficiencyPage(ctx) {
@@ -158,12 +151,9 @@ export async function efficiencyPage(ctx) {
   const [occ, hm] = await Promise.all([
     get('/api/v1/occupancy', range.query),
     get('/api/v1/utilization/heatmap', { ...range.query, ...chosen }),
-    loadECharts().catch((e) => e),
   ]);
   if (!ctx.isCurrent()) return;
-  const rowPx = hm.rows.length > 40 ? 12 : 28;
-  const el = h('div', { class: 'chart', id: 'chart-heatmap', role: 'img', 'aria-label': t('eff.heatLabel'),
-    style: `height: ${Math.max(240, 120 + rowPx * hm.rows.length)}px` });
+  const fig = hm.rows.length ? heatmapFigure(hm, (r) => drill(ctx, range, r)) : null;
   ctx.view.replaceChildren(
     sectionHead(t('eff.title')),
     h('div', { class: 'controls' }, periodForm(ctx, 'efficiency', range.period || ''), rangeForm(ctx, range)),
@@ -171,13 +161,11 @@ export async function efficiencyPage(ctx) {
     tzNote(),
     occupancyTable(occ, range),
     nodesBar(ctx, hm, range, chosen),
-    h('figure', {}, h('figcaption', {}, t('eff.heatCaption', { range: range.label })), hm.rows.length ? el : h('p', { class: 'muted' }, t('eff.none'))),
+    h('figure', {}, h('figcaption', {}, t('eff.heatCaption', { range: range.label })), fig ? fig.el : h('p', { class: 'muted' }, t('eff.none'))),
     rowsTable(ctx, hm, range),
   );
-  if (!hm.rows.length) return;
-  if (!window.echarts) {
-    el.replaceWith(h('p', { class: 'error' }, t('usage.chartFailed', { detail: 'vendor/echarts-5.6.0.min.js' })));
-    return;
+  if (fig) {
+    fig.redraw();
+    resize = fig.redraw;
   }
-  drawHeatmap(window.echarts, el, hm, (r) => drill(ctx, range, r));
 }
