@@ -31,11 +31,26 @@ import (
 // nothing new is decided, is what every interval costs.
 //
 //	go test -run '^$' -bench Cycle -benchtime=1x ./internal/watch/
+//
+// CARDHOUR_WATCH_BENCH_HELD=70000 sets the held instances of every case
+// (1 000 and 7 000 by default). The chcluster cases write to and read from
+// the ClickHouse cluster of the testenv profile chcluster
+// (CLICKHOUSE_CLUSTER_ADDRS), through its Distributed tables.
 func BenchmarkCycle(b *testing.B) {
+	held := 0
+	if v := os.Getenv("CARDHOUR_WATCH_BENCH_HELD"); v != "" {
+		if _, err := fmt.Sscan(v, &held); err != nil || held <= 0 {
+			b.Fatalf("CARDHOUR_WATCH_BENCH_HELD=%q: want a positive count", v)
+		}
+	}
 	for _, c := range []struct {
 		store              string
 		instances, budgets int
-	}{{"mem", 1000, 500}, {"mem", 7000, 5000}, {"sqlite", 7000, 0}, {"sqlite", 7000, 5000}, {"clickhouse", 7000, 0}, {"clickhouse", 7000, 5000}} {
+	}{{"mem", 1000, 500}, {"mem", 7000, 5000}, {"sqlite", 7000, 0}, {"sqlite", 7000, 5000}, {"clickhouse", 7000, 0}, {"clickhouse", 7000, 5000},
+		{"chcluster", 7000, 0}, {"chcluster", 7000, 5000}} {
+		if held > 0 {
+			c.instances = held
+		}
 		b.Run(fmt.Sprintf("%s/held=%d/budgets=%d", c.store, c.instances, c.budgets), func(b *testing.B) {
 			benchCycle(b, c.store, c.instances, c.budgets)
 		})
@@ -103,15 +118,22 @@ func benchCycle(b *testing.B, store string, instances, budgets int) {
 			b.Fatal(err)
 		}
 		usage = m
-	case "clickhouse":
+	case "clickhouse", "chcluster":
 		db := testenv.UniqueName(b, "watchbench")
-		st, err := clickhouse.Open(ctx, clickhouse.Config{Addr: testenv.ClickHouseAddr(b), Database: db, Migrate: true,
-			Logger: slog.New(slog.DiscardHandler), ReadTimeout: time.Minute})
+		cfg := clickhouse.Config{Database: db, Migrate: true, Logger: slog.New(slog.DiscardHandler), ReadTimeout: time.Minute}
+		onCluster := ""
+		if store == "chcluster" {
+			addrs, cluster := testenv.ClickHouseCluster(b)
+			cfg.Addr, cfg.Cluster, onCluster = addrs[0], cluster, " ON CLUSTER "+cluster
+		} else {
+			cfg.Addr = testenv.ClickHouseAddr(b)
+		}
+		st, err := clickhouse.Open(ctx, cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() {
-			_ = st.Conn().Exec(context.Background(), "DROP DATABASE IF EXISTS `"+db+"`")
+			_ = st.Conn().Exec(context.Background(), "DROP DATABASE IF EXISTS `"+db+"`"+onCluster)
 			_ = st.Close()
 		})
 		if err := st.Write(ctx, batch); err != nil {

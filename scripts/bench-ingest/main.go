@@ -1,7 +1,8 @@
 // Command bench-ingest is the helper of scripts/bench-ingest.sh:
 //
-//	bench-ingest produce  --brokers B --topic T --partitions N [--replication-factor R] FILE.jsonl   create T, publish through the collector's sink, framed as it frames them (--per-sample: one message per sample)
+//	bench-ingest produce  --brokers B --topic T --partitions N [--replication-factor R] [--rate S] FILE.jsonl   create T, publish through the collector's sink, framed as it frames them (--per-sample: one message per sample; --rate: at most S samples/s, as a fleet would)
 //	bench-ingest waitlag  --brokers B --topic T --group G                   wait until G committed all of T; print timings
+//	bench-ingest lag      --brokers B --topic T --group G [--every D]       print the group's lag (the topic's end less its committed offsets, in messages) every D until killed
 //	bench-ingest readcost --brokers B --topic T --group G --samples N [--decode]  consume T, print this process's CPU seconds
 //	bench-ingest tsv      FILE.jsonl > FILE.tsv                             the raw_samples rows, for clickhouse-client
 //	bench-ingest fill     --store DSN --instances N --interval S --samples M --start YYYY-MM
@@ -54,6 +55,8 @@ func main() {
 		err = readcost(os.Args[2:])
 	case "replay":
 		err = replay(os.Args[2:])
+	case "lag":
+		err = lag(os.Args[2:])
 	case "deltopics":
 		err = deltopics(os.Args[2:])
 	default:
@@ -73,7 +76,12 @@ func produce(args []string) error {
 	replicas := fs.Int("replication-factor", 1, "replicas of the topic (3 on the testenv profile kcluster)")
 	compression := fs.String("compression", "zstd", "as cardhour collect --compression")
 	perSample := fs.Bool("per-sample", false, "one message per sample, keyed by instance (the framing before node messages), for the framing comparison")
+	rate := fs.Float64("rate", 0, "publish at most this many samples per second, in chunks of a tenth of a second (0: as fast as the brokers take them)")
 	_ = fs.Parse(args)
+	chunk := 100000
+	if *rate > 0 {
+		chunk = max(int(*rate/10), 1)
+	}
 	ctx := context.Background()
 	c := &kafka.Client{Addr: kafka.TCP(strings.Split(*brokers, ",")...), Timeout: 30 * time.Second}
 	if _, err := c.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{{Topic: *topic, NumPartitions: *parts, ReplicationFactor: *replicas}}}); err != nil {
@@ -119,6 +127,9 @@ func produce(args []string) error {
 		n += len(samples)
 		msgs += len(recs)
 		samples = samples[:0]
+		if *rate > 0 {
+			time.Sleep(time.Until(t0.Add(time.Duration(float64(n) / *rate * float64(time.Second)))))
+		}
 		return nil
 	}
 	for sc.Scan() {
@@ -126,7 +137,7 @@ func produce(args []string) error {
 		if err := dec.Decode(sc.Bytes(), &s); err != nil {
 			return err
 		}
-		if len(samples) >= 100000 && samples[len(samples)-1].Node != s.Node {
+		if len(samples) >= chunk && samples[len(samples)-1].Node != s.Node {
 			if err := send(); err != nil {
 				return err
 			}
@@ -326,4 +337,44 @@ func deltopics(args []string) error {
 		}
 	}
 	return nil
+}
+
+// lag prints, every --every, the seconds since its start, the topic's end
+// offsets and the group's committed offsets summed over the partitions,
+// and their difference, until it is killed.
+func lag(args []string) error {
+	fs := flag.NewFlagSet("lag", flag.ExitOnError)
+	brokers := fs.String("brokers", "127.0.0.1:19092", "")
+	topic := fs.String("topic", "", "")
+	group := fs.String("group", "", "")
+	every := fs.Duration("every", time.Second, "")
+	_ = fs.Parse(args)
+	ctx := context.Background()
+	c := &kafka.Client{Addr: kafka.TCP(strings.Split(*brokers, ",")...), Timeout: 30 * time.Second}
+	meta, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{*topic}})
+	if err != nil {
+		return err
+	}
+	var parts []int
+	var reqs []kafka.OffsetRequest
+	for _, p := range meta.Topics[0].Partitions {
+		parts = append(parts, p.ID)
+		reqs = append(reqs, kafka.LastOffsetOf(p.ID))
+	}
+	t0 := time.Now()
+	for {
+		lo, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{*topic: reqs}})
+		of, err2 := c.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: *group, Topics: map[string][]int{*topic: parts}})
+		if err == nil && err2 == nil {
+			var end, done int64
+			for _, p := range lo.Topics[*topic] {
+				end += p.LastOffset
+			}
+			for _, p := range of.Topics[*topic] {
+				done += max(p.CommittedOffset, 0)
+			}
+			fmt.Printf("t_s=%.1f end=%d committed=%d lag=%d\n", time.Since(t0).Seconds(), end, done, end-done)
+		}
+		time.Sleep(time.Until(t0.Add(time.Since(t0).Truncate(*every) + *every)))
+	}
 }
