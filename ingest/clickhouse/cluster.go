@@ -3,10 +3,13 @@ package clickhouse
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/bits"
+	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
@@ -62,6 +65,9 @@ type cluster struct {
 	total  uint64 // sum of the shard weights
 	// quorumTimeout is insert_quorum_timeout of the writes.
 	quorumTimeout time.Duration
+	// busyRetries counts inserts sent again because another client's quorum
+	// insert into the same table was under way (insertOn).
+	busyRetries atomic.Int64
 }
 
 type shard struct {
@@ -269,7 +275,11 @@ func (s *Store) insertCluster(ctx context.Context, table, columns string, n int,
 
 // insertOn inserts into one shard's local table with the shard's quorum.
 // ClickHouse refuses a quorum insert into a table while an earlier one
-// waits for its quorum, so this process sends one at a time per table.
+// waits for its quorum (without insert_quorum_parallel, which 18.16 lacks),
+// so this process sends one at a time per table, and an insert refused
+// because another process's is under way (several ingest workers) is sent
+// again after a pause, for up to the quorum timeout: the refused one wrote
+// nothing, and failing the batch would make the worker read it again.
 func (s *Store) insertOn(ctx context.Context, sh *shard, table, columns string, n int, cols []any) error {
 	sh.mu.Lock()
 	mu := sh.busy[table]
@@ -280,6 +290,44 @@ func (s *Store) insertOn(ctx context.Context, sh *shard, table, columns string, 
 	sh.mu.Unlock()
 	mu.Lock()
 	defer mu.Unlock()
+	deadline := time.Now().Add(s.cluster.quorumTimeout)
+	for pause := 10 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		err := s.insertOnce(ctx, sh, table, columns, n, cols)
+		if !quorumBusy(err) || time.Now().Add(pause).After(deadline) {
+			return err
+		}
+		s.cluster.busyRetries.Add(1)
+		s.cfg.Logger.Debug("quorum insert of another client under way; sending again", "table", table, "shard", sh.num, "pause", pause)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause/2 + rand.N(pause/2+1)):
+		}
+	}
+}
+
+// QuorumRetries is how many of this store's inserts were sent again because
+// another client's quorum insert into the same table was under way (0 off a
+// cluster).
+func (s *Store) QuorumRetries() int64 {
+	if s.cluster == nil {
+		return 0
+	}
+	return s.cluster.busyRetries.Load()
+}
+
+// errQuorumBusy is ClickHouse's UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE: a
+// quorum insert into the table, from another client, has not reached its
+// quorum yet ("Another quorum insert has been already started").
+const errQuorumBusy = 286
+
+func quorumBusy(err error) bool {
+	var ex *ch.Exception
+	return errors.As(err, &ex) && ex.Code == errQuorumBusy
+}
+
+// insertOnce is one insert of insertOn.
+func (s *Store) insertOnce(ctx context.Context, sh *shard, table, columns string, n int, cols []any) error {
 	settings := ch.Settings{}
 	if sh.quorum > 1 {
 		settings["insert_quorum"] = sh.quorum

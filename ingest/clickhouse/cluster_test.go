@@ -2,17 +2,21 @@ package clickhouse_test
 
 import (
 	"context"
+	"hash/fnv"
 	"log/slog"
 	"testing"
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cardhour/cardhour/ingest"
 	"github.com/cardhour/cardhour/ingest/clickhouse"
 	"github.com/cardhour/cardhour/internal/storetest"
 	"github.com/cardhour/cardhour/internal/testenv"
+	"github.com/cardhour/cardhour/schemas"
 )
 
 // openCluster migrates a new database on the test cluster (services.sh up
@@ -136,4 +140,66 @@ func TestClickHouseClusterUpgrade(t *testing.T) {
 	for _, a := range addrs {
 		require.EqualValues(t, 12, shareColumns(a), a)
 	}
+}
+
+// Several ingest workers write to one cluster: their quorum inserts into a
+// shard's tables meet (ClickHouse 18.16 refuses a quorum insert while
+// another client's waits for its quorum), and each store sends a refused
+// insert again instead of failing the batch, which would make its writer
+// write the whole batch again (every shard's rows twice). Three stores, as
+// three processes, write a trace (each instance's samples to one of them)
+// at once in small batches: no batch fails, and the store bills the trace
+// as the file does.
+func TestClickHouseClusterConcurrentWriters(t *testing.T) {
+	st := openCluster(t)
+	addrs, cluster := testenv.ClickHouseCluster(t)
+	data := storetest.Trace(t, 60_000, 29)
+	samples := storetest.Samples(t, data)
+	var stores []*clickhouse.Store
+	for i := range 3 {
+		cfg := clickhouse.Config{Addr: addrs[i%len(addrs)], Database: st.Database(), Cluster: cluster, Logger: slog.New(slog.DiscardHandler)}
+		s, err := clickhouse.Open(context.Background(), cfg)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		stores = append(stores, s)
+	}
+	// Each instance's samples to one store, as a Kafka partition keyed by
+	// instance gives them to one worker.
+	parts := make([][]schemas.Sample, len(stores))
+	for _, smp := range samples {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(smp.InstanceID))
+		i := int(h.Sum32() % uint32(len(stores)))
+		parts[i] = append(parts[i], smp)
+	}
+	metrics := make([]*ingest.Metrics, len(stores))
+	for i := range metrics {
+		metrics[i] = ingest.NewMetrics(prometheus.NewRegistry())
+	}
+	errs := make(chan error, len(stores))
+	for i, s := range stores {
+		go func() {
+			w, err := ingest.NewWriter(ingest.WriterConfig{Store: s, Logger: slog.New(slog.DiscardHandler), Metrics: metrics[i]})
+			if err == nil {
+				part := parts[i]
+				for len(part) > 0 && err == nil {
+					n := min(500, len(part))
+					err = w.Write(context.Background(), part[:n])
+					part = part[n:]
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range stores {
+		require.NoError(t, <-errs)
+	}
+	var retries int64
+	for i, s := range stores {
+		retries += s.QuorumRetries()
+		require.Zero(t, testutil.ToFloat64(metrics[i].WriteErrors), "store %d: no batch failed and was written again", i)
+	}
+	t.Logf("%d inserts sent again while another store's quorum insert was under way", retries)
+	require.Positive(t, retries, "the stores' quorum inserts met (else this test proves nothing)")
+	storetest.RequireSameInvoices(t, data, storetest.Catalogs(t), st)
 }
