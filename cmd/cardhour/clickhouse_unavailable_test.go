@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cardhour/cardhour/internal/reads"
 	"github.com/cardhour/cardhour/internal/testenv"
 )
 
@@ -40,14 +41,14 @@ func TestServeAnswers503WhileClickHouseIsUnreachable(t *testing.T) {
 	admin := strings.TrimSpace(out)
 	sv := startServe(t, "--store", store, "--state", state, "--catalog", exampleCatalog, "--addr", "127.0.0.1:0", "--grace", "1s")
 
-	reads := []struct{ method, path, body string }{
+	reqs := []struct{ method, path, body string }{
 		{"GET", "/api/v1/usage?period=2026-11&group_by=project,day", ""},
 		{"GET", "/api/v1/usage?period=2026-11&group_by=node,sku,day&node=gpu-node-01", ""},
 		{"GET", "/api/v1/held", ""},
 		{"GET", "/api/v1/advice?months=2", ""},
 		{"POST", "/api/v1/billing-runs", `{"period":"2026-11"}`},
 	}
-	for _, r := range reads {
+	for _, r := range reqs {
 		res, body := requestFull(t, r.method, sv.base+r.path, admin, r.body)
 		require.Equal(t, 200, res.StatusCode, "%s %s: %s", r.method, r.path, body)
 	}
@@ -57,10 +58,13 @@ func TestServeAnswers503WhileClickHouseIsUnreachable(t *testing.T) {
 	// data version (once a second, reads.UsageCacheConfig.Poll).
 	proxy.Close()
 	require.Eventually(t, func() bool {
-		res, _ := requestFull(t, "GET", sv.base+reads[0].path, admin, "")
+		res, _ := requestFull(t, "GET", sv.base+reqs[0].path, admin, "")
 		return res.StatusCode != 200
 	}, 10*time.Second, 100*time.Millisecond)
-	for _, r := range reads {
+	// A read of what is held serves the reads within a tick of its clock
+	// (reads.HeldShare): let the one made before the cut age out.
+	time.Sleep(reads.DefaultHeldTick + 100*time.Millisecond)
+	for _, r := range reqs {
 		res, body := requestFull(t, r.method, sv.base+r.path, admin, r.body)
 		t.Logf("%s %s: %s", r.method, r.path, body)
 		requireUnavailable(t, res, body, "unreachable")
@@ -70,10 +74,10 @@ func TestServeAnswers503WhileClickHouseIsUnreachable(t *testing.T) {
 	// Back on the same address: answered again.
 	startProxy(t, addr, chAddr)
 	require.Eventually(t, func() bool {
-		res, _ := requestFull(t, "GET", sv.base+reads[0].path, admin, "")
+		res, _ := requestFull(t, "GET", sv.base+reqs[0].path, admin, "")
 		return res.StatusCode == 200
 	}, 20*time.Second, 100*time.Millisecond)
-	for _, r := range reads {
+	for _, r := range reqs {
 		res, body := requestFull(t, r.method, sv.base+r.path, admin, r.body)
 		require.Equal(t, 200, res.StatusCode, "%s %s: %s", r.method, r.path, body)
 	}
