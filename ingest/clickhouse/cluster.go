@@ -279,7 +279,7 @@ func (s *Store) insertCluster(ctx context.Context, table, columns string, n int,
 // so this process sends one at a time per table, and an insert refused
 // because another process's is under way (several ingest workers) is sent
 // again after a pause, for up to the quorum timeout: the refused one wrote
-// nothing, and failing the batch would make the worker read it again.
+// nothing, and failing it would make the writer write the whole batch again.
 func (s *Store) insertOn(ctx context.Context, sh *shard, table, columns string, n int, cols []any) error {
 	sh.mu.Lock()
 	mu := sh.busy[table]
