@@ -11,13 +11,12 @@
 #   make test          go.mod tidy check, vet, unit tests + integration tests against real
 #                      ClickHouse, Kafka, PostgreSQL and an SMTP sink
 #                      (started on loopback by deployments/testenv/services.sh unless
-#                      CLICKHOUSE_ADDR / KAFKA_BROKERS / POSTGRES_DSN / SMTP_ADDR point at running ones),
-#                      then the cluster profiles' tests (make test-clusters)
+#                      CLICKHOUSE_ADDR / KAFKA_BROKERS / POSTGRES_DSN / SMTP_ADDR point at running ones)
 #   make test-kcluster the Kafka cluster tests (ingest/e2e TestKafkaCluster*): starts the
 #                      services.sh profile kcluster (three brokers) and ClickHouse when it is
 #                      not running, runs them, stops the profile
 #   make test-chcluster the ClickHouse cluster tests on the profile chcluster (likewise)
-#   make test-clusters both, one after the other (the end of `make test`, about 4 minutes)
+#   make test-clusters both, one after the other (about 6 minutes; CI runs it after `make test`)
 #   make api-fuzz      schemathesis against a real `cardhour serve`, from its OpenAPI document
 #                      (longer: make api-fuzz API_FUZZ_MAX_EXAMPLES=500)
 #   make bench         Go benchmarks and the benchmark scripts (docs/benchmarks.md)
@@ -90,11 +89,10 @@ test: tidy-check
 	$(GO) test -count=1 -tags $(COLLECTOR_TAGS) ./cmd/cardhour
 	$(MAKE) fuzz-short
 	$(MAKE) api-fuzz
-	$(MAKE) test-clusters
 
-# The Kafka cluster tests need three Kafka JVMs beside ClickHouse: they run after the
-# rest of `test` (make test-clusters, about 4 minutes on two cores), one profile at a
-# time. ClickHouse, if started here, is left running.
+# The Kafka cluster tests need three Kafka JVMs beside ClickHouse: not part of `test`,
+# which stays as fast; CI runs them after it (make test-clusters, about 6 minutes on two
+# cores, one profile at a time). ClickHouse, if started here, is left running.
 test-kcluster:
 	@set -e; eval "$$(deployments/testenv/services.sh up clickhouse)"; \
 	eval "$$(deployments/testenv/services.sh up kcluster)"; \
@@ -104,14 +102,15 @@ test-kcluster:
 # The ClickHouse cluster tests (ingest/clickhouse and cmd/cardhour TestClickHouseCluster*:
 # reads, invoices, upgrades, concurrent writers, a replica killed mid-back-fill, a
 # one-server store copied to the cluster) on the services.sh profile chcluster (one
-# ZooKeeper, two shards, one of two replicas) beside the single ClickHouse.
+# ZooKeeper, two shards, one of two replicas) beside the single ClickHouse, one package
+# at a time (a replica killed by one package's test would break the other's DDL).
 test-chcluster:
 	@set -e; eval "$$(deployments/testenv/services.sh up clickhouse)"; \
 	eval "$$(deployments/testenv/services.sh up chcluster)"; \
-	rc=0; $(GO) test -count=1 -run '^TestClickHouseCluster' ./ingest/clickhouse ./cmd/cardhour || rc=$$?; \
+	rc=0; $(GO) test -count=1 -p 1 -run '^TestClickHouseCluster' ./ingest/clickhouse ./cmd/cardhour || rc=$$?; \
 	deployments/testenv/services.sh down chcluster; exit $$rc
 
-# Both cluster profiles' tests, one after the other (the end of `make test`).
+# Both cluster profiles' tests, one after the other (.ci/run: after `make test`).
 test-clusters: test-kcluster test-chcluster
 
 # go.mod and go.sum must be exactly what `go mod tidy` makes of the code: a

@@ -1340,6 +1340,14 @@ chc_start() {
 		return 1
 	fi
 	chc_config "$i"
+	# A node started again after a kill -9 (the fault tests) may hold parts
+	# of inserts that never reached ZooKeeper, and 18.16 then refuses to
+	# start ("The local set of parts ... doesn't look like the set of parts
+	# in ZooKeeper"). Start it as an operator would after a crash: with the
+	# flag that detaches such parts and fetches the rest from its replica.
+	if [ -d "$d/data/metadata" ]; then
+		mkdir -p "$d/data/flags" && : >"$d/data/flags/force_restore_data"
+	fi
 	say "ClickHouse cluster node $i: starting on $HOST:$port (shard $(chc_shard "$i"), replica $(chc_replica "$i")), data in $d/data"
 	if ! start_bg "$pidf" "$d/log/stdout.log" "$CH_SERVER" --config-file="$d/etc/config.xml"; then
 		fail_service "ClickHouse cluster node $i" "process did not start" "$d/log/stdout.log"
