@@ -35,13 +35,8 @@ WORK=$(mktemp -d)
 BIN=$WORK/cardhour
 trap 'rm -rf "$WORK"' EXIT
 
-chq() { # chq HOST:PORT QUERY [ARGS...]
-	local a=$1 q=$2
-	shift 2
-	clickhouse-client --host "${a%:*}" --port "${a##*:}" -q "$q" "$@"
-}
-now() { date +%s.%N; }
-median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+# shellcheck source=scripts/cluster-lib.sh
+. scripts/cluster-lib.sh
 
 go build -o "$BIN" ./cmd/cardhour
 from=2026-11-01T00:00:00+08:00

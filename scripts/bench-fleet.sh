@@ -67,13 +67,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-chq() { # chq HOST:PORT QUERY [ARGS...]
-	local a=$1 q=$2
-	shift 2
-	clickhouse-client --host "${a%:*}" --port "${a##*:}" -q "$q" "$@"
-}
-now() { date +%s.%N; }
-median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+# shellcheck source=scripts/cluster-lib.sh
+. scripts/cluster-lib.sh
 TICK=$(getconf CLK_TCK)
 cpu_s() { awk -v t="$TICK" '{print ($14 + $15) / t}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 hwm_mb() { awk '/^VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$1/status" 2>/dev/null || echo 0; }

@@ -151,6 +151,23 @@ func produce(args []string) error {
 	return sc.Err()
 }
 
+// partitionsOf is a client of brokers (comma-separated), the partitions of
+// topic, and a request for each one's end offset.
+func partitionsOf(ctx context.Context, brokers, topic string) (*kafka.Client, []int, []kafka.OffsetRequest, error) {
+	c := &kafka.Client{Addr: kafka.TCP(strings.Split(brokers, ",")...), Timeout: 30 * time.Second}
+	meta, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var parts []int
+	var reqs []kafka.OffsetRequest
+	for _, p := range meta.Topics[0].Partitions {
+		parts = append(parts, p.ID)
+		reqs = append(reqs, kafka.LastOffsetOf(p.ID))
+	}
+	return c, parts, reqs, nil
+}
+
 func waitlag(args []string) error {
 	fs := flag.NewFlagSet("waitlag", flag.ExitOnError)
 	brokers := fs.String("brokers", "127.0.0.1:19092", "")
@@ -158,16 +175,9 @@ func waitlag(args []string) error {
 	group := fs.String("group", "", "")
 	_ = fs.Parse(args)
 	ctx := context.Background()
-	c := &kafka.Client{Addr: kafka.TCP(strings.Split(*brokers, ",")...), Timeout: 30 * time.Second}
-	meta, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{*topic}})
+	c, parts, reqs, err := partitionsOf(ctx, *brokers, *topic)
 	if err != nil {
 		return err
-	}
-	var parts []int
-	var reqs []kafka.OffsetRequest
-	for _, p := range meta.Topics[0].Partitions {
-		parts = append(parts, p.ID)
-		reqs = append(reqs, kafka.LastOffsetOf(p.ID))
 	}
 	lo, err := c.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{*topic: reqs}})
 	if err != nil {
@@ -350,16 +360,9 @@ func lag(args []string) error {
 	every := fs.Duration("every", time.Second, "")
 	_ = fs.Parse(args)
 	ctx := context.Background()
-	c := &kafka.Client{Addr: kafka.TCP(strings.Split(*brokers, ",")...), Timeout: 30 * time.Second}
-	meta, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{*topic}})
+	c, parts, reqs, err := partitionsOf(ctx, *brokers, *topic)
 	if err != nil {
 		return err
-	}
-	var parts []int
-	var reqs []kafka.OffsetRequest
-	for _, p := range meta.Topics[0].Partitions {
-		parts = append(parts, p.ID)
-		reqs = append(reqs, kafka.LastOffsetOf(p.ID))
 	}
 	t0 := time.Now()
 	for {
